@@ -1,0 +1,67 @@
+/* The `redline` command: one binary, subcommands (DESIGN.md §5).
+ * Each subcommand lives in its own cmd_<name>.c and is declared weak here,
+ * so a subcommand whose file is not built yet reports that plainly. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef int (*cmd_fn)(int argc, char **argv);
+
+__attribute__((weak)) int rl_cmd_inspect(int argc, char **argv);
+__attribute__((weak)) int rl_cmd_tokenize(int argc, char **argv);
+__attribute__((weak)) int rl_cmd_run(int argc, char **argv);
+__attribute__((weak)) int rl_cmd_perplexity(int argc, char **argv);
+__attribute__((weak)) int rl_cmd_bench(int argc, char **argv);
+__attribute__((weak)) int rl_cmd_bench_serve(int argc, char **argv);
+__attribute__((weak)) int rl_cmd_serve(int argc, char **argv);
+__attribute__((weak)) int rl_cmd_quantize(int argc, char **argv);
+
+static const struct {
+    const char *name;
+    cmd_fn fn;
+    const char *help;
+} cmds[] = {
+    {"run", rl_cmd_run, "generate text from a prompt, or chat interactively"},
+    {"serve", rl_cmd_serve, "OpenAI-compatible HTTP server"},
+    {"bench", rl_cmd_bench, "prompt-processing and generation speed"},
+    {"bench-serve", rl_cmd_bench_serve, "offline serving benchmark"},
+    {"perplexity", rl_cmd_perplexity, "perplexity and KL divergence over a text"},
+    {"tokenize", rl_cmd_tokenize, "text to token ids and back"},
+    {"inspect", rl_cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"quantize", rl_cmd_quantize, "requantize a GGUF model"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: redline <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        fprintf(f, "  %-12s %s%s\n", cmds[i].name, cmds[i].help,
+                cmds[i].fn ? "" : " (not built yet)");
+    fprintf(f, "\n`redline <command> --help` lists a command's options.\n"
+               "`redline --version` prints version, commit and compiler.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        rl_cli_print_version(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[1], cmds[i].name) != 0) continue;
+        if (!cmds[i].fn) {
+            fprintf(stderr, "redline: command '%s' is not available in this build\n", argv[1]);
+            return 2;
+        }
+        return cmds[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "redline: unknown command '%s' (see redline --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,120 @@
+/* redline compute kernels (L3).  One dispatch point (dispatch.c) picks the
+ * AVX2/FMA/F16C variant or the scalar reference at start-up from the CPU's
+ * features; every SIMD kernel has a reference twin in ref/ and a test
+ * against it with a stated error bound.
+ *
+ * Shapes use row-major C notation: x[n_tok][n] means n_tok rows of n floats.
+ */
+#ifndef RL_KERNELS_H
+#define RL_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "tensor/tensor.h"
+
+/* Selects the implementation.  RL_KERNELS_AUTO = best the CPU supports. */
+typedef enum rl_kernels_impl {
+    RL_KERNELS_AUTO = 0,
+    RL_KERNELS_REF = 1,
+    RL_KERNELS_AVX2 = 2,
+} rl_kernels_impl;
+/* Call once at start-up (idempotent).  Returns the implementation chosen;
+ * asking for AVX2 on a CPU without it falls back to REF. */
+rl_kernels_impl rl_kernels_init(rl_kernels_impl want);
+const char *rl_kernels_impl_name(void);
+
+/* A weight matrix w[n_rows][n_cols] stored row-major in `type`'s packing
+ * (each row n_cols elements = row_size bytes).  Borrowed (usually mmapped). */
+typedef struct rl_mat {
+    rl_type type;
+    int64_t n_rows;  /* output features */
+    int64_t n_cols;  /* input features (ne[0] in GGUF) */
+    size_t row_size; /* bytes per row */
+    const void *data;
+} rl_mat;
+
+/* True if rl_matmul supports this weight type. */
+bool rl_matmul_supports(rl_type t);
+/* Bytes of scratch rl_matmul needs for n_tok input rows against w. */
+size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok);
+/* y[n_tok][w->n_rows] = x[n_tok][w->n_cols] · wᵀ.  Activations are quantized
+ * once per call into the 8-bit block type that pairs with w->type (q8_0,
+ * q8_1 or q8_K) in `scratch`, then integer dot products run on the packed
+ * data; f32/f16/bf16 weights use float dot products.  Rows are split over
+ * the pool's threads.  The reduction order of each output element is fixed
+ * (independent of n_tok and of the thread count), so results are
+ * batch-invariant. */
+void rl_matmul(const rl_mat *w, const float *x, float *y, int64_t n_tok, void *scratch,
+               rl_threadpool *tp);
+
+/* Row of embedding: dequantize row `row` of w into out[w->n_cols]. */
+void rl_get_row(const rl_mat *w, int64_t row, float *out);
+
+/* ---- elementwise / normalization (one row of n) ---- */
+/* out = x / rms(x) * w  (w may be NULL: no weight).  out may alias x. */
+void rl_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* In-place softmax over n values. */
+void rl_softmax(float *x, int64_t n);
+/* out[i] = silu(gate[i]) * up[i] */
+void rl_silu_mul(float *out, const float *gate, const float *up, int64_t n);
+/* out[i] = gelu_tanh(gate[i]) * up[i] */
+void rl_gelu_mul(float *out, const float *gate, const float *up, int64_t n);
+
+/* RoPE, in place, on x[n_head][head_dim] for position pos.  Rotates the
+ * first n_rot dims of each head with theta_i = pos * base^(-2i/n_rot).
+ * NORMAL pairs adjacent elements (2i, 2i+1) (llama in GGUF);
+ * NEOX pairs (i, i + n_rot/2) (qwen2, gemma3). freq_scale multiplies pos
+ * (linear scaling; 1 = none). */
+typedef enum rl_rope_mode { RL_ROPE_NORMAL = 0, RL_ROPE_NEOX = 2 } rl_rope_mode;
+void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base,
+             float freq_scale, rl_rope_mode mode);
+
+/* ---- KV storage and attention ----
+ * K and V for one layer live in fixed-size blocks of `block_size` token
+ * slots.  A block holds, for each KV head, block_size rows of head_dim
+ * elements: element (head h, slot s, dim d) of block b is at
+ *   base + b * block_bytes + (h * block_size + s) * row_bytes  (row of head_dim)
+ * where row_bytes = rl_type_row_size(type, head_dim) and
+ * block_bytes = n_kv_head * block_size * row_bytes.
+ * A sequence's token at position p lives in block block_table[p / block_size],
+ * slot p % block_size.  A contiguous cache is the block table 0,1,2,...
+ * Supported K/V types: RL_TYPE_F16, RL_TYPE_F32 (quantized types come with
+ * the KV-quantization work). */
+typedef struct rl_kv_layer {
+    rl_type k_type, v_type;
+    int32_t n_kv_head, head_dim, block_size;
+    void *k_base, *v_base;       /* block 0 of this layer */
+    size_t k_block_bytes, v_block_bytes;
+} rl_kv_layer;
+
+/* Stores k_row[n_kv_head][head_dim] and v_row (f32) for position pos. */
+void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos,
+                 const float *k_row, const float *v_row);
+
+/* Attention for n_tok query tokens of ONE sequence:
+ *   q[n_tok][n_head][head_dim] (already roped), query t at position pos[t];
+ *   each query attends to positions [lo, pos[t]] of the sequence, where
+ *   lo = max(0, pos[t] - window + 1) if window > 0 else 0 (sliding window);
+ *   scores = (q·k) * scale, optionally soft-capped: cap * tanh(s / cap)
+ *   when softcap > 0; online softmax; GQA: head h uses KV head
+ *   h / (n_head / n_kv_head).
+ *   out[n_tok][n_head][head_dim].
+ * The keys/values at those positions must already be stored. */
+typedef struct rl_attn_args {
+    const float *q;
+    float *out;
+    int32_t n_tok, n_head;
+    const int32_t *pos;
+    const int32_t *block_table;
+    const rl_kv_layer *kv;
+    float scale;
+    int32_t window;  /* 0 = full causal */
+    float softcap;   /* 0 = none */
+} rl_attn_args;
+void rl_attention(const rl_attn_args *a, rl_threadpool *tp);
+
+#endif

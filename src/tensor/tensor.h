@@ -1,0 +1,147 @@
+/* redline tensor types (L1): the type ids of GGUF/GGML, the quantized block
+ * formats, fp16/bf16 conversion, and a designated-initializer traits table
+ * with the scalar reference quantize/dequantize of each type.  Pure math:
+ * no I/O, no allocation.
+ *
+ * Layout conventions: a tensor has up to 4 dims ne[0..3], ne[0] the fastest
+ * (contiguous) axis.  A row is ne[0] elements; quantized types pack a row as
+ * ne[0]/blck_size blocks, so ne[0] must be a multiple of blck_size.
+ */
+#ifndef RL_TENSOR_H
+#define RL_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Type ids as stored in GGUF files.  Append-only; values are fixed by the
+ * file format (gaps are ids the format retired or that we do not load). */
+typedef enum rl_type {
+    RL_TYPE_F32 = 0,
+    RL_TYPE_F16 = 1,
+    RL_TYPE_Q4_0 = 2,
+    RL_TYPE_Q4_1 = 3,
+    RL_TYPE_Q5_0 = 6,
+    RL_TYPE_Q5_1 = 7,
+    RL_TYPE_Q8_0 = 8,
+    RL_TYPE_Q8_1 = 9,
+    RL_TYPE_Q2_K = 10,
+    RL_TYPE_Q3_K = 11,
+    RL_TYPE_Q4_K = 12,
+    RL_TYPE_Q5_K = 13,
+    RL_TYPE_Q6_K = 14,
+    RL_TYPE_Q8_K = 15,
+    RL_TYPE_IQ4_NL = 20,
+    RL_TYPE_I8 = 24,
+    RL_TYPE_I16 = 25,
+    RL_TYPE_I32 = 26,
+    RL_TYPE_I64 = 27,
+    RL_TYPE_F64 = 28,
+    RL_TYPE_BF16 = 30,
+    RL_TYPE_COUNT = 40, /* table size; ids >= this are unknown */
+} rl_type;
+
+typedef uint16_t rl_fp16; /* IEEE half, stored bits */
+typedef uint16_t rl_bf16; /* bfloat16, stored bits */
+
+#define RL_QK4_0 32
+#define RL_QK4_1 32
+#define RL_QK5_0 32
+#define RL_QK5_1 32
+#define RL_QK8_0 32
+#define RL_QK8_1 32
+#define RL_QK_K 256
+#define RL_K_SCALE_SIZE 12
+
+/* x = d * q, q in [-8, 7] stored as nibble q+8; element j in low nibble of
+ * qs[j], element j+16 in the high nibble. */
+typedef struct { rl_fp16 d; uint8_t qs[RL_QK4_0 / 2]; } rl_block_q4_0;
+/* x = d * q + m, q in [0, 15]; same nibble order as q4_0. */
+typedef struct { rl_fp16 d, m; uint8_t qs[RL_QK4_1 / 2]; } rl_block_q4_1;
+/* 5-bit: low nibbles as q4_0, the 5th bits in qh (bit j of the 32-bit qh). */
+typedef struct { rl_fp16 d; uint8_t qh[4]; uint8_t qs[RL_QK5_0 / 2]; } rl_block_q5_0;
+typedef struct { rl_fp16 d, m; uint8_t qh[4]; uint8_t qs[RL_QK5_1 / 2]; } rl_block_q5_1;
+/* x = d * q, q int8. */
+typedef struct { rl_fp16 d; int8_t qs[RL_QK8_0]; } rl_block_q8_0;
+/* q8_0 plus s = d * sum(qs), used for activations against q4_1/q5_1. */
+typedef struct { rl_fp16 d, s; int8_t qs[RL_QK8_1]; } rl_block_q8_1;
+
+/* K-quants: super-blocks of 256 elements. */
+typedef struct {
+    uint8_t scales[RL_QK_K / 16]; /* 4-bit scale | 4-bit min per 16 */
+    uint8_t qs[RL_QK_K / 4];      /* 2-bit quants */
+    rl_fp16 d, dmin;
+} rl_block_q2_K;
+typedef struct {
+    uint8_t hmask[RL_QK_K / 8]; /* high bit */
+    uint8_t qs[RL_QK_K / 4];    /* low 2 bits */
+    uint8_t scales[12];         /* 16 6-bit scales */
+    rl_fp16 d;
+} rl_block_q3_K;
+typedef struct {
+    rl_fp16 d, dmin;
+    uint8_t scales[RL_K_SCALE_SIZE]; /* 8 6-bit scales and mins */
+    uint8_t qs[RL_QK_K / 2];
+} rl_block_q4_K;
+typedef struct {
+    rl_fp16 d, dmin;
+    uint8_t scales[RL_K_SCALE_SIZE];
+    uint8_t qh[RL_QK_K / 8];
+    uint8_t qs[RL_QK_K / 2];
+} rl_block_q5_K;
+typedef struct {
+    uint8_t ql[RL_QK_K / 2];     /* low 4 bits */
+    uint8_t qh[RL_QK_K / 4];     /* high 2 bits */
+    int8_t scales[RL_QK_K / 16]; /* 8-bit scales */
+    rl_fp16 d;
+} rl_block_q6_K;
+/* Activations for K-quant dot products. */
+typedef struct {
+    float d;
+    int8_t qs[RL_QK_K];
+    int16_t bsums[RL_QK_K / 16]; /* sum of each 16 quants */
+} rl_block_q8_K;
+
+_Static_assert(sizeof(rl_block_q4_0) == 18, "q4_0 block size");
+_Static_assert(sizeof(rl_block_q4_1) == 20, "q4_1 block size");
+_Static_assert(sizeof(rl_block_q5_0) == 22, "q5_0 block size");
+_Static_assert(sizeof(rl_block_q5_1) == 24, "q5_1 block size");
+_Static_assert(sizeof(rl_block_q8_0) == 34, "q8_0 block size");
+_Static_assert(sizeof(rl_block_q8_1) == 36, "q8_1 block size");
+_Static_assert(sizeof(rl_block_q2_K) == 84, "q2_K block size");
+_Static_assert(sizeof(rl_block_q3_K) == 110, "q3_K block size");
+_Static_assert(sizeof(rl_block_q4_K) == 144, "q4_K block size");
+_Static_assert(sizeof(rl_block_q5_K) == 176, "q5_K block size");
+_Static_assert(sizeof(rl_block_q6_K) == 210, "q6_K block size");
+_Static_assert(sizeof(rl_block_q8_K) == 292, "q8_K block size");
+
+/* Scalar reference conversions: x has n elements (n a multiple of the
+ * type's block size), y is the packed output. */
+typedef void (*rl_to_float_fn)(const void *x, float *y, int64_t n);
+typedef void (*rl_from_float_fn)(const float *x, void *y, int64_t n);
+
+typedef struct rl_type_traits {
+    const char *name;          /* "q4_K", as GGUF tools print it */
+    int32_t blck_size;         /* elements per block (1 for plain types) */
+    size_t type_size;          /* bytes per block */
+    bool is_quantized;
+    rl_to_float_fn to_float;   /* may be NULL: type not dequantizable */
+    rl_from_float_fn from_float; /* may be NULL: no reference quantizer */
+} rl_type_traits;
+
+/* Traits of `t`, or NULL if `t` is not a known type id. */
+const rl_type_traits *rl_type_get(uint32_t t);
+const char *rl_type_name(uint32_t t); /* "?" if unknown */
+/* Bytes of one row of ne0 elements; 0 if ne0 is not a multiple of the block
+ * size or the type is unknown.  Overflow-free for ne0 < 2^40. */
+size_t rl_type_row_size(rl_type t, int64_t ne0);
+/* Parse "q8_0", "f16" ... (case-insensitive); returns false if unknown. */
+bool rl_type_from_name(const char *name, rl_type *out);
+
+/* fp16 / bf16 scalar conversion (exact IEEE round-to-nearest-even). */
+float rl_fp16_to_f32(rl_fp16 h);
+rl_fp16 rl_f32_to_fp16(float f);
+float rl_bf16_to_f32(rl_bf16 h);
+rl_bf16 rl_f32_to_bf16(float f);
+
+#endif
