@@ -1,0 +1,34 @@
+"""Shared pytest fixtures: repository paths, build directories, models."""
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("REDLINE_BUILD", ROOT / "build"))
+SAN_BUILD = ROOT / "build-address-undefined"
+MODELS = ROOT / "models"
+
+
+def model_path(name):
+    """Path of models/NAME.gguf; skips the test when it is absent, except the
+    default model, whose absence is a failure (set-up fetches it)."""
+    p = MODELS / f"{name}.gguf"
+    if not p.exists():
+        if name == "smollm2-135m":
+            pytest.fail(f"default model missing: {p} (run scripts/fetch-model smollm2-135m)")
+        pytest.skip(f"model {name} not fetched (scripts/fetch-model {name})")
+    return p
+
+
+ALL_MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-1.5b", "qwen-0.5b"]
+
+
+@pytest.fixture
+def root():
+    return ROOT
+
+
+@pytest.fixture
+def build():
+    return BUILD
