@@ -29,7 +29,7 @@ endif
 CFLAGS_COMMON = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 	-D_GNU_SOURCE -Iinclude -Isrc -MMD -MP -pthread $(OPT) $(SANFLAGS) $(EXTRA_CFLAGS)
 SIMDFLAGS = -mavx2 -mfma -mf16c
-LIBS    = -lm -lpthread -lpcre2-8 -ljansson -lmicrohttpd
+LIBS    = -lm -lpthread -lpcre2-8 -ljansson -lmicrohttpd -lnettle
 TESTLIBS = -lcmocka
 
 LIB_SRC  := $(filter-out src/cli/% src/server/%,$(wildcard src/*/*.c src/*/*/*.c))
