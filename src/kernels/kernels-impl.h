@@ -1,0 +1,76 @@
+/* Internal kernel table shared by dispatch.c, the drivers (matmul.c,
+ * attention.c), the reference kernels (ref/) and the AVX2 kernels (x86/).
+ * Only src/kernels/ and the kernel tests include this header.
+ *
+ * A table holds leaf kernels (one row / one block run); the drivers split
+ * work over threads and call through the active table.  Each leaf has a
+ * fixed reduction order that depends only on its arguments, never on how
+ * many rows or tokens the caller processes, so results are batch- and
+ * thread-count-invariant for a given table.
+ */
+#ifndef RL_KERNELS_IMPL_H
+#define RL_KERNELS_IMPL_H
+
+#include "kernels/kernels.h"
+
+/* *s = dot(w row of n elements, x row of n elements).  x is packed in the
+ * activation type rl__act_type(w's type) (q8_0/q8_1/q8_K), or plain f32
+ * when the weight type is f32/f16/bf16. */
+typedef void (*rl__vec_dot_fn)(int64_t n, float *s, const void *w, const void *x);
+/* Optional 4-token variant: s[k * s_stride] = vec_dot(n, w, x + k * x_stride)
+ * for k = 0..3, bit-identical to four vec_dot calls (same float operation
+ * sequence per token; only the weight unpacking is shared). */
+typedef void (*rl__vec_dot4_fn)(int64_t n, float *s, size_t s_stride, const void *w, const void *x,
+                                size_t x_stride);
+/* Quantize n floats (n a multiple of the block size) into packed blocks. */
+typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
+
+typedef struct rl__ktab {
+    const char *name;
+    rl__vec_dot_fn vec_dot[RL_TYPE_COUNT]; /* indexed by weight type; NULL = unsupported */
+    rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT]; /* may be NULL */
+    rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
+    void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
+    void (*softmax)(float *x, int64_t n);
+    void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
+    void (*gelu_mul)(float *out, const float *gate, const float *up, int64_t n);
+    /* attention leaves */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    float (*dot_f16)(const float *a, const rl_fp16 *b, int64_t n);
+    void (*axpy_f32)(float *y, const float *x, float a, int64_t n); /* y += a*x */
+    void (*axpy_f16)(float *y, const rl_fp16 *x, float a, int64_t n);
+    void (*scale)(float *y, float a, int64_t n); /* y *= a */
+} rl__ktab;
+
+/* Activation type paired with weight type t (RL_TYPE_F32 for float weights,
+ * RL_TYPE_COUNT if unsupported). */
+rl_type rl__act_type(rl_type t);
+
+/* The active table (lazily initialised to the best implementation). */
+const rl__ktab *rl__kernels(void);
+/* The reference table, and the AVX2 table (NULL if the CPU lacks
+ * AVX2/FMA/F16C).  For tests and benchmarks. */
+const rl__ktab *rl__kernels_ref(void);
+const rl__ktab *rl__kernels_avx2(void);
+
+/* Fillers, called once by dispatch.c. */
+void rl__ref_fill(rl__ktab *t);
+void rl__avx2_fill(rl__ktab *t); /* overrides entries of a ref-filled table */
+
+/* Reference leaves exported for reuse (AVX2 tails, tests). */
+void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);
+void rl__quant_q8_1_ref(const float *x, void *y, int64_t n);
+void rl__quant_q8_K_ref(const float *x, void *y, int64_t n);
+
+/* Unpack the 6-bit scale j and min of a q4_K/q5_K super-block. */
+static inline void rl__get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+#endif

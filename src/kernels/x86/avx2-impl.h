@@ -1,0 +1,77 @@
+/* Shared AVX2/FMA/F16C helpers for src/kernels/x86/ (compiled with
+ * -mavx2 -mfma -mf16c; only reached through the dispatch table when the
+ * CPU reports those features). */
+#ifndef RL_KERNELS_AVX2_IMPL_H
+#define RL_KERNELS_AVX2_IMPL_H
+
+#include <immintrin.h>
+
+#include "kernels/kernels-impl.h"
+
+static inline float rl__hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int rl__hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* exp(x) for float lanes: Cody-Waite range reduction and a degree-6
+ * polynomial; max relative error about 2 ulp on [-87.3, 88.3]; inputs are
+ * clamped to that range (so tiny results come out as ~1e-38, not 0). */
+static inline __m256 rl__exp_ps(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* Signed int8 x signed int8 -> 8 int32 lanes of pairwise-summed products.
+ * x may contain -128 (|x| is read as unsigned 128); y must lie in
+ * [-127, 127] (our activation quantizers guarantee it). */
+static inline __m256i rl__mul_sum_i8(__m256i x, __m256i y) {
+    __m256i ax = _mm256_sign_epi8(x, x);
+    __m256i sy = _mm256_sign_epi8(y, x);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+/* Unsigned (0..127) x signed int8 -> 8 int32 lanes. */
+static inline __m256i rl__mul_sum_u8i8(__m256i u, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
+}
+
+/* 16 bytes of packed nibbles -> 32 bytes: low nibbles then high nibbles. */
+static inline __m256i rl__nibbles32(const uint8_t *p) {
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bits -> 32 bytes, 0xFF where the bit is set. */
+static inline __m256i rl__bits32(uint32_t x) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                           0x0101010101010101, 0x0000000000000000);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+void rl__avx2_fill_quant(rl__ktab *t);
+
+#endif

@@ -1,0 +1,518 @@
+/* Kernel tests: every public kernel against a plain double-precision oracle
+ * (weights dequantized with the traits' to_float), batch invariance
+ * (n_tok = 1 vs 7, 1 vs 2 threads: bit-identical), and each AVX2 leaf
+ * against its reference twin.  Every test runs under each available
+ * implementation (ref, and avx2 when the CPU has it).
+ *
+ * Error bounds (stated where checked):
+ *   matmul, quantized weights: activations are quantized per block with
+ *     d = amax/127 (stored as fp16 for q8_0/q8_1), so each x_i is off by at
+ *     most d/2 + 2^-10|x_i|; with W_b = max|w| over x_i's block:
+ *       |y - y_oracle| <= sum_i W_b (amax_b/254 + 2^-10 |x_i|)  (+ for
+ *       q8_1, the fp16 rounding of s: 2^-10 W_b sum_b|x|) + 1e-5 sum|w||x|.
+ *   matmul, float weights: 1e-5 * sum|w||x| (float accumulation, n <= 1024).
+ *   attention: 1e-4 * max|v| (f32 KV), f16 KV compared to an oracle on the
+ *     same f16-rounded K/V with the same bound.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels-impl.h"
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd_u32(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 32);
+}
+static float rnd_unif(void) { return (float)(rnd_u32() >> 8) / 8388608.0f - 1.0f; } /* [-1,1) */
+static float rnd_gauss(void) {
+    float s = 0;
+    for (int i = 0; i < 4; i++) s += rnd_unif();
+    return s * 0.866f;
+}
+
+static int n_impls(rl_kernels_impl out[2]) {
+    int n = 0;
+    out[n++] = RL_KERNELS_REF;
+    if (rl__kernels_avx2()) out[n++] = RL_KERNELS_AVX2;
+    return n;
+}
+
+static const rl_type k_types[] = {RL_TYPE_F32,  RL_TYPE_F16,  RL_TYPE_BF16, RL_TYPE_Q4_0,
+                                  RL_TYPE_Q4_1, RL_TYPE_Q5_0, RL_TYPE_Q5_1, RL_TYPE_Q8_0,
+                                  RL_TYPE_Q2_K, RL_TYPE_Q3_K, RL_TYPE_Q4_K, RL_TYPE_Q5_K,
+                                  RL_TYPE_Q6_K};
+#define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
+
+typedef struct test_mat {
+    rl_mat m;
+    float *deq; /* [n_rows][n_cols] dequantized weights */
+} test_mat;
+
+/* Random weights with per-32 magnitude variation, quantized by the traits. */
+static test_mat make_mat(rl_type t, int64_t rows, int64_t cols) {
+    test_mat tm;
+    const rl_type_traits *tr = rl_type_get(t);
+    assert_non_null(tr);
+    assert_non_null(tr->from_float);
+    tm.m.type = t;
+    tm.m.n_rows = rows;
+    tm.m.n_cols = cols;
+    tm.m.row_size = rl_type_row_size(t, cols);
+    assert_true(tm.m.row_size > 0);
+    void *data = malloc(tm.m.row_size * rows);
+    float *src = malloc(sizeof(float) * cols);
+    tm.deq = malloc(sizeof(float) * rows * cols);
+    for (int64_t r = 0; r < rows; r++) {
+        float sc = 0.01f + 0.1f * (rnd_unif() + 1.0f);
+        for (int64_t i = 0; i < cols; i++) {
+            if (i % 32 == 0) sc *= 0.5f + (rnd_unif() + 1.0f) * 0.5f;
+            src[i] = rnd_gauss() * sc + (t == RL_TYPE_Q4_1 || t == RL_TYPE_Q5_1 ? 0.01f : 0.0f);
+        }
+        tr->from_float(src, (uint8_t *)data + r * tm.m.row_size, cols);
+        tr->to_float((uint8_t *)data + r * tm.m.row_size, tm.deq + r * cols, cols);
+    }
+    tm.m.data = data;
+    free(src);
+    return tm;
+}
+
+static void free_mat(test_mat *tm) {
+    free((void *)tm->m.data);
+    free(tm->deq);
+}
+
+static float *make_x(int64_t n, float scale) {
+    float *x = malloc(sizeof(float) * n);
+    for (int64_t i = 0; i < n; i++) x[i] = rnd_gauss() * scale * (i % 7 == 0 ? 4.0f : 1.0f);
+    return x;
+}
+
+/* Oracle y and the stated bound for one (row, token). */
+static void oracle(const test_mat *tm, const float *x, int64_t r, double *y, double *bound) {
+    int64_t n = tm->m.n_cols;
+    const float *w = tm->deq + r * n;
+    rl_type at = rl__act_type(tm->m.type);
+    int blk = at == RL_TYPE_Q8_K ? 256 : 32;
+    double s = 0, swx = 0, b = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += (double)w[i] * x[i];
+        swx += fabs((double)w[i] * x[i]);
+    }
+    if (at != RL_TYPE_F32) {
+        for (int64_t i0 = 0; i0 < n; i0 += blk) {
+            double wmax = 0, xmax = 0, xs = 0;
+            for (int64_t i = i0; i < i0 + blk; i++) {
+                wmax = fmax(wmax, fabs(w[i]));
+                xmax = fmax(xmax, fabs(x[i]));
+                xs += fabs(x[i]);
+            }
+            b += wmax * (xmax / 254.0 * blk + xs / 1024.0);
+            if (at == RL_TYPE_Q8_1) b += wmax * xs / 1024.0;
+        }
+    }
+    *y = s;
+    *bound = b + 1e-5 * swx + 1e-30;
+}
+
+static void run_matmul(const rl_mat *m, const float *x, float *y, int64_t n_tok, rl_threadpool *tp) {
+    size_t ss = rl_matmul_scratch_size(m, n_tok);
+    void *scratch = ss ? malloc(ss) : NULL;
+    rl_matmul(m, x, y, n_tok, scratch, tp);
+    free(scratch);
+}
+
+static void test_matmul_oracle(void **state) {
+    (void)state;
+    rl_kernels_impl impls[2];
+    int ni = n_impls(impls);
+    rl_threadpool *tp = rl_threadpool_new(2);
+    for (int ii = 0; ii < ni; ii++) {
+        assert_int_equal(rl_kernels_init(impls[ii]), impls[ii]);
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            rl_type t = k_types[ti];
+            assert_true(rl_matmul_supports(t));
+            const int64_t rows = 37, cols = 768, n_tok = 7;
+            test_mat tm = make_mat(t, rows, cols);
+            float *x = make_x(cols * n_tok, 1.0f);
+            float *y = malloc(sizeof(float) * rows * n_tok);
+            run_matmul(&tm.m, x, y, n_tok, tp);
+            double worst = 0;
+            for (int64_t tk = 0; tk < n_tok; tk++)
+                for (int64_t r = 0; r < rows; r++) {
+                    double yo, bd;
+                    oracle(&tm, x + tk * cols, r, &yo, &bd);
+                    double err = fabs(y[tk * rows + r] - yo);
+                    if (err > bd)
+                        fail_msg("%s/%s tok %ld row %ld: got %g want %g (err %g > bound %g)",
+                                 rl_kernels_impl_name(), rl_type_name(t), (long)tk, (long)r,
+                                 y[tk * rows + r], yo, err, bd);
+                    if (err / bd > worst) worst = err / bd;
+                }
+            free(x);
+            free(y);
+            free_mat(&tm);
+        }
+    }
+    rl_threadpool_free(tp);
+}
+
+/* y for n_tok = 7 equals, bit for bit, seven n_tok = 1 calls; and 2 threads
+ * equal 1 thread. */
+static void test_matmul_batch_invariance(void **state) {
+    (void)state;
+    rl_kernels_impl impls[2];
+    int ni = n_impls(impls);
+    rl_threadpool *tp2 = rl_threadpool_new(2);
+    for (int ii = 0; ii < ni; ii++) {
+        rl_kernels_init(impls[ii]);
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            rl_type t = k_types[ti];
+            const int64_t rows = 131, cols = 512, n_tok = 7;
+            test_mat tm = make_mat(t, rows, cols);
+            float *x = make_x(cols * n_tok, 0.7f);
+            float *y7 = malloc(sizeof(float) * rows * n_tok);
+            float *y7b = malloc(sizeof(float) * rows * n_tok);
+            float *y1 = malloc(sizeof(float) * rows);
+            run_matmul(&tm.m, x, y7, n_tok, NULL);
+            run_matmul(&tm.m, x, y7b, n_tok, tp2);
+            assert_memory_equal(y7, y7b, sizeof(float) * rows * n_tok);
+            for (int64_t tk = 0; tk < n_tok; tk++) {
+                run_matmul(&tm.m, x + tk * cols, y1, 1, (tk & 1) ? tp2 : NULL);
+                assert_memory_equal(y1, y7 + tk * rows, sizeof(float) * rows);
+            }
+            free(x);
+            free(y7);
+            free(y7b);
+            free(y1);
+            free_mat(&tm);
+        }
+    }
+    rl_threadpool_free(tp2);
+}
+
+/* AVX2 leaves vs reference: activation quantizers bit-identical; vec-dots
+ * within 2e-6 * sum|w_i x_i| of the (differently ordered) reference. */
+static void test_avx2_vs_ref(void **state) {
+    (void)state;
+    const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2();
+    if (!avx) skip();
+    const int64_t n = 1024 + 256;
+    float *x = make_x(n, 1.3f);
+    x[5] = 0.0f;
+    for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block */
+    uint8_t qa[2][8192], qb[2][8192];
+    ref->quant_q8_0(x, qa[0], n);
+    avx->quant_q8_0(x, qb[0], n);
+    assert_memory_equal(qa[0], qb[0], rl_type_row_size(RL_TYPE_Q8_0, n));
+    ref->quant_q8_1(x, qa[0], n);
+    avx->quant_q8_1(x, qb[0], n);
+    assert_memory_equal(qa[0], qb[0], rl_type_row_size(RL_TYPE_Q8_1, n));
+    ref->quant_q8_K(x, qa[0], n);
+    avx->quant_q8_K(x, qb[0], n);
+    assert_memory_equal(qa[0], qb[0], rl_type_row_size(RL_TYPE_Q8_K, n));
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        rl_type t = k_types[ti];
+        test_mat tm = make_mat(t, 4, n);
+        rl_type at = rl__act_type(t);
+        const void *xa = x;
+        if (at != RL_TYPE_F32) {
+            rl__quant_fn q = at == RL_TYPE_Q8_0 ? ref->quant_q8_0
+                             : at == RL_TYPE_Q8_1 ? ref->quant_q8_1 : ref->quant_q8_K;
+            q(x, qa[1], n);
+            xa = qa[1];
+        }
+        for (int r = 0; r < 4; r++) {
+            const void *wr = (const uint8_t *)tm.m.data + r * tm.m.row_size;
+            float sr, sa;
+            ref->vec_dot[t](n, &sr, wr, xa);
+            avx->vec_dot[t](n, &sa, wr, xa);
+            double swx = 0;
+            for (int64_t i = 0; i < n; i++) swx += fabs((double)tm.deq[r * n + i] * x[i]);
+            if (fabs((double)sr - sa) > 2e-6 * swx + 1e-30)
+                fail_msg("%s row %d: ref %.9g avx2 %.9g", rl_type_name(t), r, sr, sa);
+        }
+        free_mat(&tm);
+    }
+    /* attention leaves */
+    float a[200], b[200], ya[200], yb[200];
+    rl_fp16 h[200];
+    double sab = 0;
+    for (int i = 0; i < 200; i++) {
+        a[i] = rnd_gauss();
+        b[i] = rnd_gauss();
+        h[i] = rl_f32_to_fp16(b[i]);
+        ya[i] = yb[i] = rnd_gauss();
+        sab += fabs(a[i] * b[i]);
+    }
+    for (int nn = 1; nn <= 200; nn += 13) {
+        assert_true(fabs(ref->dot_f32(a, b, nn) - avx->dot_f32(a, b, nn)) <= 2e-6 * sab);
+        assert_true(fabs(ref->dot_f16(a, h, nn) - avx->dot_f16(a, h, nn)) <= 2e-6 * sab);
+    }
+    ref->axpy_f16(ya, h, 0.37f, 197);
+    avx->axpy_f16(yb, h, 0.37f, 197);
+    for (int i = 0; i < 200; i++) assert_float_equal(ya[i], yb[i], 1e-6f * (1 + fabsf(ya[i])));
+    ref->axpy_f32(ya, a, -1.5f, 199);
+    avx->axpy_f32(yb, a, -1.5f, 199);
+    for (int i = 0; i < 200; i++) assert_float_equal(ya[i], yb[i], 1e-6f * (1 + fabsf(ya[i])));
+    ref->scale(ya, 0.3f, 150);
+    avx->scale(yb, 0.3f, 150);
+    for (int i = 0; i < 200; i++) assert_float_equal(ya[i], yb[i], 1e-6f * (1 + fabsf(ya[i])));
+    free(x);
+}
+
+/* rmsnorm, softmax, silu_mul, gelu_mul vs double oracles: relative 1e-5
+ * (rmsnorm, softmax), and 2e-6*|out| + 1e-6 (silu/gelu; expf/tanhf and the
+ * AVX2 polynomial approximations). */
+static void test_elementwise(void **state) {
+    (void)state;
+    rl_kernels_impl impls[2];
+    int ni = n_impls(impls);
+    enum { N = 300 };
+    float x[N], w[N], g[N], u[N], out[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = rnd_gauss() * 3;
+        w[i] = rnd_gauss();
+        g[i] = rnd_unif() * 12;
+        u[i] = rnd_gauss();
+    }
+    g[0] = -80.0f;
+    g[1] = 80.0f;
+    for (int ii = 0; ii < ni; ii++) {
+        rl_kernels_init(impls[ii]);
+        for (int n = 1; n <= N; n += 37) {
+            double ss = 0;
+            for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+            double r = 1.0 / sqrt(ss / n + 1e-6);
+            rl_rmsnorm(out, x, w, n, 1e-6f);
+            for (int i = 0; i < n; i++) assert_float_equal(out[i], x[i] * r * w[i], 1e-5 * fabs(x[i] * r * w[i]) + 1e-7);
+            memcpy(out, x, sizeof x);
+            rl_rmsnorm(out, out, NULL, n, 1e-6f); /* aliasing */
+            for (int i = 0; i < n; i++) assert_float_equal(out[i], x[i] * r, 1e-5 * fabs(x[i] * r) + 1e-7);
+            double m = -1e30, se = 0;
+            for (int i = 0; i < n; i++) m = fmax(m, x[i]);
+            for (int i = 0; i < n; i++) se += exp(x[i] - m);
+            memcpy(out, x, sizeof x);
+            rl_softmax(out, n);
+            for (int i = 0; i < n; i++) {
+                double p = exp(x[i] - m) / se;
+                assert_float_equal(out[i], p, 1e-5 * p + 1e-9);
+            }
+            rl_silu_mul(out, g, u, n);
+            for (int i = 0; i < n; i++) {
+                double e = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+                assert_float_equal(out[i], e, 2e-6 * fabs(e) + 1e-6);
+            }
+            rl_gelu_mul(out, g, u, n);
+            for (int i = 0; i < n; i++) {
+                double gx = g[i];
+                double e = 0.5 * gx * (1 + tanh(0.7978845608028654 * (gx + 0.044715 * gx * gx * gx))) * u[i];
+                assert_float_equal(out[i], e, 2e-6 * fabs(e) + 1e-6);
+            }
+        }
+    }
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    enum { NH = 3, HD = 64 };
+    float x[NH * HD], y[NH * HD];
+    for (int i = 0; i < NH * HD; i++) x[i] = rnd_gauss();
+    for (int mode = 0; mode < 2; mode++) {
+        rl_rope_mode md = mode ? RL_ROPE_NEOX : RL_ROPE_NORMAL;
+        int n_rot = mode ? 64 : 32; /* partial rotation in NORMAL case */
+        memcpy(y, x, sizeof x);
+        rl_rope(y, NH, HD, n_rot, 123, 10000.0f, 0.5f, md);
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < HD; i++) {
+                int d = h * HD + i;
+                double e = x[d];
+                if (i < n_rot) {
+                    int k = md == RL_ROPE_NEOX ? i % (n_rot / 2) : i / 2;
+                    int lo = md == RL_ROPE_NEOX ? (i < n_rot / 2) : (i % 2 == 0);
+                    int partner = md == RL_ROPE_NEOX ? (lo ? i + n_rot / 2 : i - n_rot / 2) : (lo ? i + 1 : i - 1);
+                    double th = 123 * 0.5 * pow(10000.0, -2.0 * k / n_rot);
+                    double a = x[h * HD + (lo ? i : partner)], b = x[h * HD + (lo ? partner : i)];
+                    e = lo ? a * cos(th) - b * sin(th) : a * sin(th) + b * cos(th);
+                }
+                assert_float_equal(y[d], e, 2e-5 * (1 + fabs(e)));
+            }
+    }
+}
+
+static void test_get_row_kv_store(void **state) {
+    (void)state;
+    test_mat tm = make_mat(RL_TYPE_Q4_K, 5, 512);
+    float row[512];
+    rl_get_row(&tm.m, 3, row);
+    assert_memory_equal(row, tm.deq + 3 * 512, sizeof row);
+    free_mat(&tm);
+
+    enum { NKV = 2, HD = 8, BS = 4, NB = 3 };
+    rl_fp16 kbuf[NB * NKV * BS * HD];
+    float vbuf[NB * NKV * BS * HD];
+    rl_kv_layer kv = {.k_type = RL_TYPE_F16, .v_type = RL_TYPE_F32, .n_kv_head = NKV, .head_dim = HD,
+                      .block_size = BS, .k_base = kbuf, .v_base = vbuf,
+                      .k_block_bytes = NKV * BS * HD * 2, .v_block_bytes = NKV * BS * HD * 4};
+    int32_t bt[2] = {2, 0};
+    float k[NKV * HD], v[NKV * HD];
+    for (int i = 0; i < NKV * HD; i++) {
+        k[i] = (float)i * 0.25f;
+        v[i] = -(float)i;
+    }
+    rl_kv_store(&kv, bt, 5, k, v); /* block bt[1] = 0, slot 1 */
+    for (int h = 0; h < NKV; h++)
+        for (int d = 0; d < HD; d++) {
+            assert_float_equal(rl_fp16_to_f32(kbuf[(h * BS + 1) * HD + d]), k[h * HD + d], 0);
+            assert_float_equal(vbuf[(h * BS + 1) * HD + d], v[h * HD + d], 0);
+        }
+}
+
+/* ---- attention ---- */
+
+typedef struct att_fix {
+    rl_kv_layer kv;
+    int32_t bt[64];
+    int n_pos;
+    float *kf, *vf; /* f32 copies (after f16 rounding when KV is f16) [pos][nkv][hd] */
+} att_fix;
+
+static void att_fix_init(att_fix *f, rl_type kt, rl_type vt, int nkv, int hd, int bs, int n_pos) {
+    int nblk = (n_pos + bs - 1) / bs + 3;
+    assert_true(nblk <= 64);
+    f->n_pos = n_pos;
+    f->kv = (rl_kv_layer){.k_type = kt, .v_type = vt, .n_kv_head = nkv, .head_dim = hd, .block_size = bs};
+    f->kv.k_block_bytes = (size_t)nkv * bs * rl_type_row_size(kt, hd);
+    f->kv.v_block_bytes = (size_t)nkv * bs * rl_type_row_size(vt, hd);
+    f->kv.k_base = calloc(nblk, f->kv.k_block_bytes);
+    f->kv.v_base = calloc(nblk, f->kv.v_block_bytes);
+    /* shuffled block ids */
+    for (int i = 0; i < nblk; i++) f->bt[i] = i;
+    for (int i = nblk - 1; i > 0; i--) {
+        int j = (int)(rnd_u32() % (uint32_t)(i + 1));
+        int32_t tmp = f->bt[i];
+        f->bt[i] = f->bt[j];
+        f->bt[j] = tmp;
+    }
+    f->kf = malloc(sizeof(float) * n_pos * nkv * hd);
+    f->vf = malloc(sizeof(float) * n_pos * nkv * hd);
+    for (int p = 0; p < n_pos; p++) {
+        float *k = f->kf + (size_t)p * nkv * hd, *v = f->vf + (size_t)p * nkv * hd;
+        for (int i = 0; i < nkv * hd; i++) {
+            k[i] = rnd_gauss();
+            v[i] = rnd_gauss();
+        }
+        rl_kv_store(&f->kv, f->bt, p, k, v);
+        for (int i = 0; i < nkv * hd; i++) {
+            if (kt == RL_TYPE_F16) k[i] = rl_fp16_to_f32(rl_f32_to_fp16(k[i]));
+            if (vt == RL_TYPE_F16) v[i] = rl_fp16_to_f32(rl_f32_to_fp16(v[i]));
+        }
+    }
+}
+
+static void att_fix_free(att_fix *f) {
+    free(f->kv.k_base);
+    free(f->kv.v_base);
+    free(f->kf);
+    free(f->vf);
+}
+
+static void naive_attention(const att_fix *f, const float *q, int n_head, int32_t pos, float scale,
+                            int window, float softcap, double *out) {
+    int nkv = f->kv.n_kv_head, hd = f->kv.head_dim;
+    double *s = malloc(sizeof(double) * (pos + 1));
+    for (int h = 0; h < n_head; h++) {
+        int kvh = h / (n_head / nkv);
+        int lo = window > 0 ? pos - window + 1 : 0;
+        if (lo < 0) lo = 0;
+        double m = -1e300, z = 0;
+        for (int p = lo; p <= pos; p++) {
+            double d = 0;
+            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * f->kf[((size_t)p * nkv + kvh) * hd + i];
+            d *= scale;
+            if (softcap > 0) d = softcap * tanh(d / softcap);
+            s[p] = d;
+            m = fmax(m, d);
+        }
+        for (int p = lo; p <= pos; p++) z += (s[p] = exp(s[p] - m));
+        for (int i = 0; i < hd; i++) {
+            double acc = 0;
+            for (int p = lo; p <= pos; p++) acc += s[p] * f->vf[((size_t)p * nkv + kvh) * hd + i];
+            out[h * hd + i] = acc / z;
+        }
+    }
+    free(s);
+}
+
+static void check_attention(rl_type kt, rl_type vt, int n_head, int nkv, int hd, int bs, int window,
+                            float softcap, rl_threadpool *tp) {
+    att_fix f;
+    const int n_pos = 150, n_tok = 5;
+    att_fix_init(&f, kt, vt, nkv, hd, bs, n_pos);
+    int32_t pos[5] = {0, 31, 32, 97, 149};
+    float *q = make_x((int64_t)n_tok * n_head * hd, 0.6f);
+    float *out = malloc(sizeof(float) * n_tok * n_head * hd);
+    float *out1 = malloc(sizeof(float) * n_head * hd);
+    double *ref = malloc(sizeof(double) * n_head * hd);
+    rl_attn_args a = {.q = q, .out = out, .n_tok = n_tok, .n_head = n_head, .pos = pos, .block_table = f.bt,
+                      .kv = &f.kv, .scale = 1.0f / sqrtf((float)hd), .window = window, .softcap = softcap};
+    rl_attention(&a, tp);
+    for (int t = 0; t < n_tok; t++) {
+        naive_attention(&f, q + (size_t)t * n_head * hd, n_head, pos[t], a.scale, window, softcap, ref);
+        for (int i = 0; i < n_head * hd; i++)
+            if (fabs(out[(size_t)t * n_head * hd + i] - ref[i]) > 1e-4 * 4.0)
+                fail_msg("attention %s tok %d elem %d: got %g want %g", rl_kernels_impl_name(), t, i,
+                         out[(size_t)t * n_head * hd + i], ref[i]);
+        /* batch invariance: the same token alone, single-threaded */
+        rl_attn_args a1 = a;
+        a1.q = q + (size_t)t * n_head * hd;
+        a1.out = out1;
+        a1.n_tok = 1;
+        a1.pos = &pos[t];
+        rl_attention(&a1, NULL);
+        assert_memory_equal(out1, out + (size_t)t * n_head * hd, sizeof(float) * n_head * hd);
+    }
+    free(q);
+    free(out);
+    free(out1);
+    free(ref);
+    att_fix_free(&f);
+}
+
+static void test_attention(void **state) {
+    (void)state;
+    rl_kernels_impl impls[2];
+    int ni = n_impls(impls);
+    rl_threadpool *tp = rl_threadpool_new(2);
+    for (int ii = 0; ii < ni; ii++) {
+        rl_kernels_init(impls[ii]);
+        check_attention(RL_TYPE_F32, RL_TYPE_F32, 4, 4, 32, 16, 0, 0, NULL);     /* MHA */
+        check_attention(RL_TYPE_F16, RL_TYPE_F16, 9, 3, 64, 16, 0, 0, tp);      /* GQA 9/3 */
+        check_attention(RL_TYPE_F16, RL_TYPE_F16, 4, 1, 256, 8, 40, 0, tp);     /* window, MQA */
+        check_attention(RL_TYPE_F16, RL_TYPE_F32, 8, 2, 48, 32, 0, 5.0f, tp);   /* softcap */
+        check_attention(RL_TYPE_F32, RL_TYPE_F16, 6, 2, 40, 7, 20, 30.0f, tp);  /* odd block size */
+    }
+    rl_threadpool_free(tp);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_oracle),
+        cmocka_unit_test(test_matmul_batch_invariance),
+        cmocka_unit_test(test_avx2_vs_ref),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_get_row_kv_store),
+        cmocka_unit_test(test_attention),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
