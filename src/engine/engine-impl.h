@@ -1,0 +1,65 @@
+/* Internals of the engine; only src/engine/ includes this. */
+#ifndef RL_ENGINE_IMPL_H
+#define RL_ENGINE_IMPL_H
+
+#include <pthread.h>
+
+#include "redline.h"
+#include "base/threadpool.h"
+#include "kv/kv.h"
+#include "model/model.h"
+#include "sample/sample.h"
+#include "sched/sched.h"
+#include "tokenizer/tokenizer.h"
+
+/* One request.  `base` must stay first: the scheduler hands back
+ * rl_sched_req pointers that are cast to ereq. */
+typedef struct ereq {
+    rl_sched_req base;
+    struct ereq *next;      /* e->reqs list (under e->mu) */
+    rl_gen_params gp;
+    int32_t max_new;        /* new tokens at most (clamped to the context) */
+    int32_t n_generated;
+    rl_sampler *sampler;    /* engine thread only */
+    rl_detok detok;         /* pending text not yet emitted (stop-string holdback) */
+    bool in_inbox;          /* submitted, not yet given to the scheduler (under mu) */
+    bool cancel;            /* cancellation requested (under mu) */
+    bool finished;          /* DONE event queued */
+    double t_submit, t_first;
+    rl_event *ev;           /* ring of undelivered events (under mu) */
+    int32_t ev_head, ev_n, ev_cap;
+} ereq;
+
+struct rl_engine {
+    rl_engine_params params;
+    rl_model *model;
+    rl_tokenizer *tok;
+    rl_threadpool *tp;
+    rl_kv_pool *pool;
+    rl_sched *sched;
+    int32_t n_vocab, n_ctx;
+    size_t kv_bytes_per_token;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cond; /* new work or stop */
+    pthread_cond_t ev_cond;   /* new events */
+    pthread_t thread;
+    bool thread_started, stop;
+    ereq *reqs;               /* every live request (under mu) */
+    uint64_t next_id;
+
+    /* step buffers, sized at creation */
+    rl_sched_req **plan;      /* [max_seqs] */
+    int32_t *b_token, *b_pos, *b_seq; /* [max_batch_tokens] */
+    bool *b_want;
+    int32_t **b_tables;       /* [max_seqs] */
+    int32_t *b_nblocks;
+    float *logits;            /* [max_seqs][n_vocab] */
+
+    /* counters (engine thread), published in stats_snapshot under mu */
+    uint64_t st_prompt, st_gen, st_cached, st_finished;
+    double busy_s;
+    rl_engine_stats stats_snapshot;
+};
+
+#endif

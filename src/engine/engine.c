@@ -1,0 +1,590 @@
+/* The engine (L8): the step loop schedule -> forward -> sample -> update,
+ * and the thread-safe request interface of include/redline.h.
+ *
+ * Threads: callers submit, cancel and take events under `mu`; the step
+ * loop (rl_engine_step, on the engine thread or the caller's) is the only
+ * code that touches the scheduler, the KV pool, the model and the
+ * samplers, so those need no lock.  New requests wait in an inbox until the
+ * next step picks them up; cancellation sets a flag the next step acts on.
+ *
+ * Per-step buffers (batch arrays, logits rows) are sized once at creation;
+ * per-request memory (token array, sampler, event queue) at submit.
+ */
+#include "redline.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine-impl.h"
+
+/* ---- parameters ---- */
+void rl_engine_params_default(rl_engine_params *p) {
+    memset(p, 0, sizeof *p);
+    p->block_size = 16;
+    p->max_batch_tokens = 256;
+    p->max_seqs = 32;
+    p->max_waiting = 1024;
+    p->prefix_cache = true;
+    p->chunked_prefill = true;
+    p->cache_type_k = "f16";
+    p->cache_type_v = "f16";
+}
+
+void rl_gen_params_default(rl_gen_params *p) {
+    memset(p, 0, sizeof *p);
+    p->sample = rl_sample_params_default();
+    p->max_tokens = 128;
+}
+
+/* ---- event queues (under e->mu) ---- */
+static void push_event(rl_engine *e, ereq *r, const rl_event *ev) {
+    if (r->ev_n == r->ev_cap) {
+        int32_t nc = r->ev_cap ? r->ev_cap * 2 : 16;
+        rl_event *q = rl_malloc((size_t)nc * sizeof *q);
+        if (!q) return; /* out of memory: drop (the DONE event has a reserved slot) */
+        for (int32_t i = 0; i < r->ev_n; i++) q[i] = r->ev[(r->ev_head + i) % r->ev_cap];
+        rl_free(r->ev);
+        r->ev = q;
+        r->ev_head = 0;
+        r->ev_cap = nc;
+    }
+    r->ev[(r->ev_head + r->ev_n) % r->ev_cap] = *ev;
+    r->ev_n++;
+    pthread_cond_broadcast(&e->ev_cond);
+}
+
+static double now_s(void) { return rl_time_s(); }
+
+/* ---- request lifetime ---- */
+static void ereq_free(ereq *r) {
+    rl_free(r->base.tokens);
+    rl_sampler_free(r->sampler);
+    rl_detok_free(&r->detok);
+    rl_free(r->ev);
+    rl_free(r);
+}
+
+static ereq *find_req(rl_engine *e, uint64_t id) {
+    for (ereq *r = e->reqs; r; r = r->next)
+        if (r->base.id == id) return r;
+    return NULL;
+}
+
+static void unlink_req(rl_engine *e, ereq *r) {
+    for (ereq **p = &e->reqs; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            return;
+        }
+}
+
+/* Ends request r (engine thread): frees its KV, queues the DONE event. */
+static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg) {
+    if (r->finished) return;
+    if (r->base.state != RL_SCHED_NEW) rl_sched_remove(e->sched, &r->base);
+    r->finished = true;
+    rl_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = RL_EV_DONE;
+    ev.token = -1;
+    ev.finish = why;
+    ev.n_prompt = r->base.n_prompt;
+    ev.n_cached = r->base.n_cached;
+    ev.n_generated = r->n_generated;
+    ev.t_first_token_s = r->t_first > 0 ? r->t_first - r->t_submit : 0;
+    ev.t_total_s = now_s() - r->t_submit;
+    if (msg) snprintf(ev.error, sizeof ev.error, "%s", msg);
+    pthread_mutex_lock(&e->mu);
+    e->st_finished++;
+    push_event(e, r, &ev);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- creation ---- */
+static rl_status parse_cache_type(const char *s, rl_type *t, const char *which, rl_err *err) {
+    if (!s || !*s) s = "f16";
+    if (!rl_type_from_name(s, t) || (*t != RL_TYPE_F16 && *t != RL_TYPE_F32))
+        return rl_err_set(err, RL_ERR_UNSUPPORTED, "%s: cache type '%s' is not supported (f16, f32)",
+                          which, s);
+    return RL_OK;
+}
+
+rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err) {
+    *out = NULL;
+    rl_engine_params d;
+    rl_engine_params_default(&d);
+    if (!p) p = &d;
+    if (p->max_batch_tokens <= 0 || p->max_seqs <= 0 || p->block_size <= 0 || p->n_threads < 0 ||
+        p->max_batch_tokens > 65536 || p->max_seqs > 4096)
+        return rl_err_set(err, RL_ERR_INVALID,
+                          "engine: max_batch_tokens %d, max_seqs %d, block_size %d, threads %d out of range",
+                          p->max_batch_tokens, p->max_seqs, p->block_size, p->n_threads);
+    rl_type kt, vt;
+    rl_status s;
+    if ((s = parse_cache_type(p->cache_type_k, &kt, "cache-type-k", err))) return s;
+    if ((s = parse_cache_type(p->cache_type_v, &vt, "cache-type-v", err))) return s;
+    rl_engine *e = rl_calloc(1, sizeof *e);
+    if (!e) return rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory");
+    e->params = *p;
+    e->params.naive = p->naive;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work_cond, NULL);
+    pthread_cond_init(&e->ev_cond, NULL);
+    e->next_id = 1;
+
+    rl_model_opts mo = {.max_batch = p->max_batch_tokens};
+    if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
+    if ((s = rl_tokenizer_load(rl_model_gguf(e->model), &e->tok, err))) goto fail;
+    e->n_vocab = rl_model_n_vocab(e->model);
+    int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : rl_model_n_ctx_train(e->model);
+    if (p->n_ctx <= 0 && n_ctx > 4096) n_ctx = 4096;
+    if (n_ctx <= 0)
+        n_ctx = 4096;
+    e->n_ctx = n_ctx;
+
+    int n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads < 1) n_threads = 1;
+    e->tp = rl_threadpool_new(n_threads);
+    if (!e->tp) {
+        s = rl_err_set(err, RL_ERR_NOMEM, "engine: cannot start %d threads", n_threads);
+        goto fail;
+    }
+
+    rl_model_kv_shape ks = rl_model_kv_shape_of(e->model);
+    rl_kv_config kc = {.n_layer = ks.n_layer, .n_kv_head = ks.n_kv_head, .head_dim = ks.head_dim,
+                       .block_size = p->block_size, .k_type = kt, .v_type = vt,
+                       .mem_bytes = p->kv_mem_bytes};
+    if (!kc.mem_bytes) {
+        int32_t seqs = p->max_seqs / 4 > 4 ? p->max_seqs / 4 : 4;
+        size_t blocks = (size_t)seqs * (size_t)((n_ctx + p->block_size - 1) / p->block_size) + 1;
+        kc.mem_bytes = blocks * rl_kv_block_bytes(&kc);
+    }
+    if ((s = rl_kv_pool_new(&kc, &e->pool, err))) goto fail;
+    e->kv_bytes_per_token = rl_kv_block_bytes(&kc) / (size_t)p->block_size;
+
+    rl_sched_config sc = {.max_batch_tokens = p->max_batch_tokens, .max_seqs = p->max_seqs,
+                          .chunked_prefill = p->chunked_prefill && !p->naive,
+                          .prefix_cache = p->prefix_cache && !p->naive,
+                          .reserve_full = p->naive, .static_batching = p->naive};
+    if ((s = rl_sched_new(&sc, e->pool, &e->sched, err))) goto fail;
+
+    size_t mb = (size_t)p->max_batch_tokens, ms = (size_t)p->max_seqs;
+    e->plan = rl_calloc(ms, sizeof *e->plan);
+    e->b_token = rl_calloc(mb, sizeof(int32_t));
+    e->b_pos = rl_calloc(mb, sizeof(int32_t));
+    e->b_seq = rl_calloc(mb, sizeof(int32_t));
+    e->b_want = rl_calloc(mb, sizeof(bool));
+    e->b_tables = rl_calloc(ms, sizeof(int32_t *));
+    e->b_nblocks = rl_calloc(ms, sizeof(int32_t));
+    e->logits = rl_calloc(ms * (size_t)e->n_vocab, sizeof(float));
+    if (!e->plan || !e->b_token || !e->b_pos || !e->b_seq || !e->b_want || !e->b_tables ||
+        !e->b_nblocks || !e->logits) {
+        s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for step buffers");
+        goto fail;
+    }
+    *out = e;
+    return RL_OK;
+fail:
+    rl_engine_free(e);
+    return s;
+}
+
+void rl_engine_free(rl_engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_broadcast(&e->work_cond);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    while (e->reqs) {
+        ereq *r = e->reqs;
+        e->reqs = r->next;
+        if (e->sched && !r->finished && r->base.state != RL_SCHED_NEW)
+            rl_sched_remove(e->sched, &r->base);
+        ereq_free(r);
+    }
+    rl_sched_free(e->sched);
+    rl_kv_pool_free(e->pool);
+    rl_threadpool_free(e->tp);
+    rl_tokenizer_free(e->tok);
+    rl_model_free(e->model);
+    rl_free(e->plan);
+    rl_free(e->b_token);
+    rl_free(e->b_pos);
+    rl_free(e->b_seq);
+    rl_free(e->b_want);
+    rl_free(e->b_tables);
+    rl_free(e->b_nblocks);
+    rl_free(e->logits);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->work_cond);
+    pthread_cond_destroy(&e->ev_cond);
+    rl_free(e);
+}
+
+struct rl_model *rl_engine_model(rl_engine *e) { return e->model; }
+const struct rl_tokenizer *rl_engine_tokenizer(rl_engine *e) { return e->tok; }
+int32_t rl_engine_n_ctx(const rl_engine *e) { return e->n_ctx; }
+
+/* ---- submit / cancel / next ---- */
+static bool utf8_ok(const char *s, size_t n) {
+    return rl_utf8_valid_len((const uint8_t *)s, n) == n;
+}
+
+rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt,
+                           const rl_gen_params *gp, uint64_t *id, rl_err *err) {
+    rl_gen_params dg;
+    rl_gen_params_default(&dg);
+    if (!gp) gp = &dg;
+    if (n_prompt <= 0 || !prompt) return rl_err_set(err, RL_ERR_RANGE, "prompt: must not be empty");
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
+            return rl_err_set(err, RL_ERR_RANGE, "prompt: token %d at index %d is outside the vocabulary [0, %d)",
+                              prompt[i], i, e->n_vocab);
+    if (n_prompt >= e->n_ctx)
+        return rl_err_set(err, RL_ERR_LIMIT,
+                          "prompt: %d tokens leave no room to generate in a context of %d tokens",
+                          n_prompt, e->n_ctx);
+    rl_status s = rl_sample_params_validate(&gp->sample, e->n_vocab, err);
+    if (s) return s;
+    if (gp->n_stop < 0 || gp->n_stop > RL_MAX_STOP)
+        return rl_err_set(err, RL_ERR_INVALID, "stop: at most %d stop strings", RL_MAX_STOP);
+    for (int32_t i = 0; i < gp->n_stop; i++) {
+        size_t l = strnlen(gp->stop[i], RL_MAX_STOP_LEN + 1);
+        if (l == 0 || l > RL_MAX_STOP_LEN || !utf8_ok(gp->stop[i], l))
+            return rl_err_set(err, RL_ERR_INVALID,
+                              "stop[%d]: must be 1..%d bytes of valid UTF-8", i, RL_MAX_STOP_LEN);
+    }
+    int32_t max_new = gp->max_tokens > 0 ? gp->max_tokens : e->n_ctx - n_prompt;
+    if (max_new > e->n_ctx - n_prompt) max_new = e->n_ctx - n_prompt;
+
+    ereq *r = rl_calloc(1, sizeof *r);
+    if (!r) return rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory");
+    r->gp = *gp;
+    r->max_new = max_new;
+    r->base.n_prompt = r->base.n_tokens = n_prompt;
+    r->base.max_total = n_prompt + max_new;
+    r->base.priority = gp->priority;
+    rl_kv_seq_init(&r->base.kv, gp->cache_salt);
+    r->base.tokens = rl_malloc((size_t)r->base.max_total * sizeof(int32_t));
+    r->sampler = rl_sampler_new(&gp->sample, e->n_vocab, err);
+    if (!r->base.tokens || !r->sampler) {
+        ereq_free(r);
+        return r->sampler ? rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory") : err->code;
+    }
+    memcpy(r->base.tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
+    for (int32_t i = 0; i < n_prompt; i++) rl_sampler_accept(r->sampler, prompt[i]);
+    rl_detok_init(&r->detok, e->tok, RL_TOK_SKIP_SPECIAL);
+    if ((s = rl_sched_admissible(e->sched, &r->base, err))) {
+        ereq_free(r);
+        return s;
+    }
+    r->t_submit = now_s();
+    pthread_mutex_lock(&e->mu);
+    int32_t queued = 0;
+    for (ereq *q = e->reqs; q; q = q->next) queued += !q->finished;
+    if (queued >= e->params.max_waiting + e->params.max_seqs) {
+        pthread_mutex_unlock(&e->mu);
+        ereq_free(r);
+        return rl_err_set(err, RL_ERR_LIMIT, "engine: queue full (%d requests)", queued);
+    }
+    r->base.id = e->next_id++;
+    r->next = e->reqs;
+    e->reqs = r;
+    r->in_inbox = true;
+    *id = r->base.id;
+    pthread_cond_broadcast(&e->work_cond);
+    pthread_mutex_unlock(&e->mu);
+    return RL_OK;
+}
+
+void rl_engine_cancel(rl_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    ereq *r = find_req(e, id);
+    if (r) r->cancel = true;
+    pthread_cond_broadcast(&e->work_cond);
+    pthread_mutex_unlock(&e->mu);
+}
+
+rl_status rl_engine_next(rl_engine *e, uint64_t id, rl_event *ev, int timeout_ms) {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    if (timeout_ms > 0) {
+        dl.tv_sec += timeout_ms / 1000;
+        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+    ereq *r;
+    for (;;) {
+        r = find_req(e, id);
+        if (!r) {
+            pthread_mutex_unlock(&e->mu);
+            return RL_ERR_NOT_FOUND;
+        }
+        if (r->ev_n > 0) break;
+        if (timeout_ms == 0 ||
+            (timeout_ms > 0 && pthread_cond_timedwait(&e->ev_cond, &e->mu, &dl) != 0 && r->ev_n == 0)) {
+            pthread_mutex_unlock(&e->mu);
+            return RL_ERR_LIMIT;
+        }
+        if (timeout_ms < 0) pthread_cond_wait(&e->ev_cond, &e->mu);
+    }
+    *ev = r->ev[r->ev_head];
+    r->ev_head = (r->ev_head + 1) % r->ev_cap;
+    r->ev_n--;
+    if (ev->kind == RL_EV_DONE) {
+        unlink_req(e, r);
+        ereq_free(r);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return RL_OK;
+}
+
+rl_engine_stats rl_engine_get_stats(rl_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    rl_engine_stats s = e->stats_snapshot;
+    s.requests_finished = e->st_finished;
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+/* ---- the step ---- */
+
+/* Emits the longest prefix of r's pending text that cannot be the start
+ * of a stop string; on a stop-string match emits the text before it and
+ * returns true.  With `all`, emits everything (end of request). */
+static bool flush_text(rl_engine *e, ereq *r, int32_t token, const rl_sample_result *sr, bool all) {
+    rl_detok *d = &r->detok;
+    size_t emit = d->len, cut = d->len;
+    bool stopped = false;
+    for (int32_t i = 0; i < r->gp.n_stop; i++) {
+        const char *hit = memmem(d->buf, d->len, r->gp.stop[i], strlen(r->gp.stop[i]));
+        if (hit && (size_t)(hit - d->buf) < cut) {
+            cut = (size_t)(hit - d->buf);
+            stopped = true;
+        }
+    }
+    if (stopped) emit = cut;
+    else if (!all) {
+        /* hold back a suffix that is a prefix of some stop string */
+        for (int32_t i = 0; i < r->gp.n_stop; i++) {
+            size_t sl = strlen(r->gp.stop[i]);
+            for (size_t k = sl - 1 < d->len ? sl - 1 : d->len; k > 0; k--)
+                if (!memcmp(d->buf + d->len - k, r->gp.stop[i], k)) {
+                    if (d->len - k < emit) emit = d->len - k;
+                    break;
+                }
+        }
+    }
+    bool first = true;
+    size_t off = 0;
+    pthread_mutex_lock(&e->mu);
+    while (first || off < emit) {
+        rl_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.kind = RL_EV_TOKEN;
+        ev.token = first ? token : -1;
+        if (first && sr) {
+            ev.logprob = sr->logprob;
+            ev.n_top = sr->n_top < RL_EV_MAX_TOP ? sr->n_top : RL_EV_MAX_TOP;
+            for (int32_t k = 0; k < ev.n_top; k++) {
+                ev.top_id[k] = sr->top_id[k];
+                ev.top_logprob[k] = sr->top_logprob[k];
+            }
+        }
+        size_t n = emit - off;
+        if (n > RL_EV_TEXT_MAX) {
+            n = RL_EV_TEXT_MAX;
+            while (n > 0 && ((uint8_t)d->buf[off + n] & 0xC0) == 0x80) n--; /* char boundary */
+        }
+        memcpy(ev.text, d->buf + off, n);
+        ev.text_len = (int32_t)n;
+        off += n;
+        if (token >= 0 || n > 0) push_event(e, r, &ev);
+        first = false;
+    }
+    pthread_mutex_unlock(&e->mu);
+    size_t keep = stopped ? 0 : d->len - emit;
+    memmove(d->buf, d->buf + emit, keep);
+    d->len = keep;
+    if (d->buf) d->buf[keep] = 0;
+    return stopped;
+}
+
+/* Samples the next token of r from its logits row and updates r. */
+static void sample_and_update(rl_engine *e, ereq *r, float *row) {
+    rl_sample_result sr;
+    int32_t tok = rl_sampler_sample(r->sampler, row, &sr);
+    if (r->t_first == 0) r->t_first = now_s();
+    if (tok < 0) {
+        finish(e, r, RL_FINISH_ERROR, "every token is banned by logit_bias");
+        return;
+    }
+    rl_sampler_accept(r->sampler, tok);
+    r->n_generated++;
+    bool eog = !r->gp.ignore_eos && rl_tokenizer_is_eog(e->tok, tok);
+    if (eog) {
+        flush_text(e, r, tok, &sr, true);
+        finish(e, r, RL_FINISH_STOP, NULL);
+        return;
+    }
+    rl_err derr;
+    rl_detok_push(&r->detok, tok, NULL, &derr);
+    r->base.tokens[r->base.n_tokens++] = tok;
+    bool at_end = r->n_generated >= r->max_new || r->base.n_tokens >= e->n_ctx;
+    if (at_end) rl_detok_flush(&r->detok, NULL, &derr);
+    if (flush_text(e, r, tok, &sr, at_end)) {
+        finish(e, r, RL_FINISH_STOP, NULL);
+        return;
+    }
+    if (at_end) finish(e, r, RL_FINISH_LENGTH, NULL);
+}
+
+static void take_inbox(rl_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    for (ereq *r = e->reqs; r; r = r->next) {
+        if (r->in_inbox && !r->cancel) {
+            r->in_inbox = false;
+            rl_sched_add(e->sched, &r->base);
+            e->st_prompt += (uint64_t)r->base.n_prompt;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    /* cancellations: collect under the lock, act outside it (finish locks) */
+    for (;;) {
+        ereq *c = NULL;
+        pthread_mutex_lock(&e->mu);
+        for (ereq *r = e->reqs; r; r = r->next)
+            if (r->cancel && !r->finished) {
+                c = r;
+                break;
+            }
+        if (c) c->in_inbox = false;
+        pthread_mutex_unlock(&e->mu);
+        if (!c) break;
+        finish(e, c, RL_FINISH_CANCELLED, NULL);
+    }
+}
+
+static void update_stats(rl_engine *e) {
+    rl_kv_stats ks = rl_kv_pool_stats(e->pool);
+    rl_sched_stats ss = rl_sched_stats_of(e->sched);
+    uint64_t live = 0;
+    for (ereq *r = e->reqs; r; r = r->next)
+        if (!r->finished && r->base.state == RL_SCHED_RUNNING) live += (uint64_t)r->base.n_computed;
+    pthread_mutex_lock(&e->mu);
+    rl_engine_stats *s = &e->stats_snapshot;
+    s->n_running = ss.n_running;
+    s->n_waiting = ss.n_waiting;
+    for (ereq *r = e->reqs; r; r = r->next) s->n_waiting += r->in_inbox && !r->finished;
+    s->kv_blocks_total = ks.n_blocks;
+    s->kv_blocks_used = ks.n_used;
+    s->kv_blocks_cached = ks.n_cached;
+    s->block_size = e->params.block_size;
+    s->kv_bytes_per_token = e->kv_bytes_per_token;
+    s->live_tokens = live;
+    s->prompt_tokens = e->st_prompt;
+    s->generation_tokens = e->st_gen;
+    s->cached_prompt_tokens = e->st_cached;
+    s->prefix_queries = ks.prefix_queries;
+    s->prefix_hits = ks.prefix_hits;
+    s->preemptions = ss.n_preemptions;
+    s->steps = ss.n_steps;
+    s->busy_s = e->busy_s;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int32_t rl_engine_step(rl_engine *e) {
+    take_inbox(e);
+    int32_t n_plan = rl_sched_step(e->sched, e->plan);
+    if (n_plan == 0) {
+        update_stats(e);
+        return 0;
+    }
+    double t0 = now_s();
+    int32_t n_tok = 0, n_logits = 0;
+    for (int32_t i = 0; i < n_plan; i++) {
+        ereq *r = (ereq *)e->plan[i];
+        rl_sched_req *b = &r->base;
+        if (!b->admitted_counted) {
+            b->admitted_counted = true;
+            e->st_cached += (uint64_t)b->n_cached;
+        }
+        for (int32_t j = 0; j < b->step_n; j++) {
+            e->b_token[n_tok] = b->tokens[b->n_computed + j];
+            e->b_pos[n_tok] = b->n_computed + j;
+            e->b_seq[n_tok] = i;
+            bool want = j == b->step_n - 1 && b->n_computed + b->step_n == b->n_tokens;
+            e->b_want[n_tok] = want;
+            n_logits += want;
+            n_tok++;
+        }
+        e->b_tables[i] = b->kv.blocks;
+        e->b_nblocks[i] = b->kv.n_blocks;
+    }
+    rl_batch batch = {.n_tok = n_tok, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
+                      .want_logits = e->b_want, .n_seq = n_plan,
+                      .block_tables = (const int32_t *const *)e->b_tables, .n_blocks = e->b_nblocks};
+    rl_err err = {0};
+    rl_status s = rl_model_forward(e->model, &batch, rl_kv_pool_layers(e->pool), e->logits, e->tp, &err);
+    if (s) {
+        /* A failed forward leaves the batch's requests unusable: end them
+         * with the error rather than loop on it. */
+        for (int32_t i = 0; i < n_plan; i++) finish(e, (ereq *)e->plan[i], RL_FINISH_ERROR, err.msg);
+        update_stats(e);
+        return 0;
+    }
+    rl_sched_commit(e->sched, e->plan, n_plan);
+    int32_t row = 0;
+    for (int32_t i = 0; i < n_plan; i++) {
+        ereq *r = (ereq *)e->plan[i];
+        if (r->base.n_computed != r->base.n_tokens) continue; /* mid-prefill chunk */
+        float *lr = e->logits + (size_t)row++ * (size_t)e->n_vocab;
+        e->st_gen++;
+        sample_and_update(e, r, lr);
+    }
+    (void)n_logits;
+    e->busy_s += now_s() - t0;
+    update_stats(e);
+    return n_tok;
+}
+
+static void *engine_thread(void *arg) {
+    rl_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        bool stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        if (stop) break;
+        if (rl_engine_step(e) == 0) {
+            pthread_mutex_lock(&e->mu);
+            bool pending = false;
+            for (ereq *r = e->reqs; r; r = r->next)
+                if ((r->in_inbox || r->cancel) && !r->finished) pending = true;
+            rl_sched_stats ss = rl_sched_stats_of(e->sched);
+            if (!pending && !e->stop && ss.n_running == 0 && ss.n_waiting == 0)
+                pthread_cond_wait(&e->work_cond, &e->mu);
+            pthread_mutex_unlock(&e->mu);
+        }
+    }
+    return NULL;
+}
+
+rl_status rl_engine_start(rl_engine *e, rl_err *err) {
+    if (e->thread_started) return RL_OK;
+    if (pthread_create(&e->thread, NULL, engine_thread, e) != 0)
+        return rl_err_set(err, RL_ERR_NOMEM, "engine: cannot create the step thread");
+    e->thread_started = true;
+    return RL_OK;
+}
