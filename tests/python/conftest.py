@@ -21,7 +21,7 @@ def model_path(name):
     return p
 
 
-ALL_MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-1.5b", "qwen-0.5b"]
+ALL_MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
 
 
 @pytest.fixture

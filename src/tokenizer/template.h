@@ -1,0 +1,69 @@
+/* redline chat templates (L3, part of the tokenizer module): a small
+ * interpreter for the subset of Jinja2 that Hugging Face chat templates use.
+ *
+ * Semantics follow transformers' apply_chat_template: jinja2 with
+ * trim_blocks=True, lstrip_blocks=True, the loopcontrols extension
+ * ({% break %}, {% continue %}), one trailing newline of the source dropped,
+ * raise_exception(msg), namespace(), dict(), range(), strftime_now(), and a
+ * `tojson` filter that is json.dumps(ensure_ascii=False, sort_keys=False).
+ *
+ * Supported: {{ }}, {% %}, {# #}, whitespace control (-, +), raw blocks;
+ * if/elif/else, for (tuple targets, `if` filter, else, loop.*), set (names,
+ * ns.attr, block set), generation blocks (rendered inline), break/continue;
+ * literals (str, int, float, bool, none, list, tuple, dict), arithmetic,
+ * ~ concatenation, comparisons (chained), and/or/not, in/not in, conditional
+ * expressions, `is` tests, attribute/subscript access, slicing, filters and
+ * the common str/dict methods.  Not supported (clear error): macros, call
+ * blocks, filter blocks, include/extends/import.
+ *
+ * Templates are untrusted: lexing, parsing and evaluation are bounded by the
+ * limits below (steps, output bytes, interpreter memory, nesting depth).  Any
+ * violation or template error returns an rl_status and an rl_err message of
+ * the form "chat template L:C: what" (line and column, 1-based).  The
+ * renderer never aborts on bad input.
+ *
+ * Strings are treated as UTF-8; length, indexing and slicing count code
+ * points as Python does.  upper/lower/title/capitalize map ASCII letters only.
+ */
+#ifndef RL_TEMPLATE_H
+#define RL_TEMPLATE_H
+
+#include "base/base.h"
+
+/* One chat message.  `content` may be NULL (rendered as none). */
+typedef struct rl_chat_msg {
+    const char *role;
+    const char *content;
+} rl_chat_msg;
+
+typedef struct rl_template_limits {
+    uint64_t max_steps; /* evaluated nodes; default 10,000,000 */
+    size_t max_output;  /* rendered bytes; default 64 MiB */
+    size_t max_memory;  /* interpreter arena bytes; default 256 MiB */
+    int max_depth;      /* nesting of blocks, expressions and values; default 100 */
+} rl_template_limits;
+
+void rl_template_limits_default(rl_template_limits *lim);
+
+/* Renders `tmpl` (tmpl_len bytes, need not be NUL-terminated) with the
+ * variables messages (list of {role, content}), add_generation_prompt,
+ * bos_token and eos_token (NULL means ""), as HF does.  On success *out is a
+ * NUL-terminated string of *out_len bytes (caller frees with rl_free); on
+ * error *out is NULL and err says why. */
+rl_status rl_template_render(const char *tmpl, size_t tmpl_len, const rl_chat_msg *msgs,
+                             size_t n_msgs, bool add_generation_prompt, const char *bos_token,
+                             const char *eos_token, char **out, size_t *out_len, rl_err *err);
+
+/* Same, with every top-level key of the JSON object `ctx_json` as a template
+ * variable (e.g. {"messages": [...], "tools": [...], "add_generation_prompt":
+ * true, "bos_token": "<s>"}), so messages may carry tool_calls etc.
+ * `lim` may be NULL for the defaults. */
+rl_status rl_template_render_json(const char *tmpl, size_t tmpl_len, const char *ctx_json,
+                                  size_t ctx_json_len, const rl_template_limits *lim, char **out,
+                                  size_t *out_len, rl_err *err);
+
+/* Built-in template source by name: "chatml" or "gemma" (Gemma 3's
+ * template); NULL for an unknown name.  Static storage. */
+const char *rl_template_builtin(const char *name);
+
+#endif

@@ -1,0 +1,466 @@
+/* Chat-template values: Python-compatible str()/repr(), json.dumps (as HF's
+ * tojson: ensure_ascii=False, insertion order), equality, truthiness, UTF-8
+ * helpers and the arena dict.
+ *
+ * Invariants: recursion over nested values is bounded by limits.max_depth
+ * (namespaces can contain themselves); every buffer append is checked
+ * against the arena cap.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/template-impl.h"
+
+tp_val tp_str(const char *p, size_t n) {
+    tp_val v;
+    memset(&v, 0, sizeof v);
+    v.t = V_STR;
+    v.u.s.p = p;
+    v.u.s.n = n;
+    return v;
+}
+
+/* Appends to an arena-backed growable buffer. */
+void tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n,
+                size_t off) {
+    size_t need;
+    if (!rl_add_size(*len, n, &need) || !rl_add_size(need, 1, &need))
+        tp_fail(c, RL_ERR_LIMIT, off, "string too large");
+    if (need > *cap) {
+        size_t nc = *cap ? *cap : 64;
+        while (nc < need) {
+            if (nc > SIZE_MAX / 2) tp_fail(c, RL_ERR_LIMIT, off, "string too large");
+            nc *= 2;
+        }
+        char *b = tp_alloc(c, nc, off);
+        if (*len) memcpy(b, *buf, *len);
+        *buf = b;
+        *cap = nc;
+    }
+    if (n) memcpy(*buf + *len, p, n);
+    *len += n;
+    (*buf)[*len] = 0;
+}
+
+#define PUTS(s) tp_buf_put(c, buf, len, cap, (s), strlen(s), off)
+
+const char *tp_type_name(tp_val v) {
+    switch (v.t) {
+    case V_UNDEF: return "undefined";
+    case V_NONE: return "NoneType";
+    case V_BOOL: return "bool";
+    case V_INT: return "int";
+    case V_FLOAT: return "float";
+    case V_STR: return "str";
+    case V_LIST: return v.u.l->tuple ? "tuple" : "list";
+    case V_DICT: return "dict";
+    case V_NS: return "Namespace";
+    case V_LOOP: return "LoopContext";
+    case V_FUNC: return "function";
+    }
+    return "?";
+}
+
+bool tp_truthy(tp_val v) {
+    switch (v.t) {
+    case V_UNDEF:
+    case V_NONE: return false;
+    case V_BOOL: return v.u.b;
+    case V_INT: return v.u.i != 0;
+    case V_FLOAT: return v.u.f != 0.0;
+    case V_STR: return v.u.s.n != 0;
+    case V_LIST: return v.u.l->n != 0;
+    case V_DICT: return v.u.d->n != 0;
+    default: return true;
+    }
+}
+
+/* Python repr(float): shortest round-tripping digits; exponent form when
+ * the decimal exponent is < -4 or >= 16. */
+void tp_fmt_float(double f, char *out, size_t cap) {
+    if (isnan(f)) {
+        snprintf(out, cap, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        snprintf(out, cap, f < 0 ? "-inf" : "inf");
+        return;
+    }
+    char tmp[64];
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
+        if (strtod(tmp, NULL) == f) break;
+    }
+    /* tmp = [-]d[.ddd]e[+-]XX */
+    char digits[32];
+    size_t nd = 0;
+    const char *p = tmp;
+    bool neg = *p == '-';
+    if (neg) p++;
+    for (; *p && *p != 'e'; p++)
+        if (*p != '.') digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = 0;
+    int e10 = atoi(p + 1);
+    char *o = out;
+    size_t left = cap;
+#define EMIT(...)                                                                                  \
+    do {                                                                                           \
+        int w_ = snprintf(o, left, __VA_ARGS__);                                                   \
+        if (w_ < 0 || (size_t)w_ >= left) return;                                                  \
+        o += w_;                                                                                   \
+        left -= (size_t)w_;                                                                        \
+    } while (0)
+    if (neg) EMIT("-");
+    if (e10 < -4 || e10 >= 16) {
+        EMIT("%c", digits[0]);
+        if (nd > 1) EMIT(".%s", digits + 1);
+        EMIT("e%c%02d", e10 < 0 ? '-' : '+', e10 < 0 ? -e10 : e10);
+    } else if (e10 < 0) {
+        EMIT("0.");
+        for (int i = 0; i < -e10 - 1; i++) EMIT("0");
+        EMIT("%s", digits);
+    } else {
+        for (int i = 0; i <= e10; i++) EMIT("%c", (size_t)i < nd ? digits[i] : '0');
+        EMIT(".");
+        if ((size_t)e10 + 1 < nd) EMIT("%s", digits + e10 + 1);
+        else EMIT("0");
+    }
+#undef EMIT
+}
+
+static void put_pystr(tp_ctx *c, const char *s, size_t n, char **buf, size_t *len, size_t *cap,
+                      size_t off) {
+    bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
+    char q = (has_sq && !has_dq) ? '"' : '\'';
+    tp_buf_put(c, buf, len, cap, &q, 1, off);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char e[8];
+        if (ch == (unsigned char)q || ch == '\\') {
+            e[0] = '\\';
+            e[1] = (char)ch;
+            tp_buf_put(c, buf, len, cap, e, 2, off);
+        } else if (ch == '\n') PUTS("\\n");
+        else if (ch == '\r') PUTS("\\r");
+        else if (ch == '\t') PUTS("\\t");
+        else if (ch < 0x20 || ch == 0x7f) {
+            snprintf(e, sizeof e, "\\x%02x", ch);
+            PUTS(e);
+        } else tp_buf_put(c, buf, len, cap, s + i, 1, off);
+    }
+    tp_buf_put(c, buf, len, cap, &q, 1, off);
+}
+
+/* Python repr() of a value (used for str() of containers). */
+void tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off) {
+    if (depth > c->lim.max_depth) tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+    char num[64];
+    switch (v.t) {
+    case V_STR: put_pystr(c, v.u.s.p, v.u.s.n, buf, len, cap, off); return;
+    case V_LIST:
+        PUTS(v.u.l->tuple ? "(" : "[");
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            if (i) PUTS(", ");
+            tp_repr(c, v.u.l->v[i], buf, len, cap, depth + 1, off);
+        }
+        if (v.u.l->tuple && v.u.l->n == 1) PUTS(",");
+        PUTS(v.u.l->tuple ? ")" : "]");
+        return;
+    case V_DICT:
+    case V_NS:
+        PUTS(v.t == V_NS ? "<Namespace {" : "{");
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            if (i) PUTS(", ");
+            tp_repr(c, v.u.d->k[i], buf, len, cap, depth + 1, off);
+            PUTS(": ");
+            tp_repr(c, v.u.d->v[i], buf, len, cap, depth + 1, off);
+        }
+        PUTS(v.t == V_NS ? "}>" : "}");
+        return;
+    default: {
+        tp_val s = tp_to_str(c, v, off);
+        tp_buf_put(c, buf, len, cap, s.u.s.p, s.u.s.n, off);
+        return;
+    }
+    }
+    (void)num;
+}
+
+tp_val tp_to_str(tp_ctx *c, tp_val v, size_t off) {
+    char num[64];
+    switch (v.t) {
+    case V_STR: return v;
+    case V_UNDEF: return tp_str("", 0);
+    case V_NONE: return tp_str("None", 4);
+    case V_BOOL: return v.u.b ? tp_str("True", 4) : tp_str("False", 5);
+    case V_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); break;
+    case V_FLOAT: tp_fmt_float(v.u.f, num, sizeof num); break;
+    case V_LOOP: return tp_str("<LoopContext>", 13);
+    case V_FUNC: return tp_str("<function>", 10);
+    default: {
+        char *buf = NULL;
+        size_t len = 0, cap = 0;
+        tp_repr(c, v, &buf, &len, &cap, 0, off);
+        return tp_str(buf, len);
+    }
+    }
+    size_t n = strlen(num);
+    return tp_str(tp_strdup(c, num, n, off), n);
+}
+
+static void put_json_str(tp_ctx *c, const char *s, size_t n, char **buf, size_t *len, size_t *cap,
+                         size_t off) {
+    PUTS("\"");
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        const char *esc = NULL;
+        char e[8];
+        switch (ch) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        default:
+            if (ch < 0x20) {
+                snprintf(e, sizeof e, "\\u%04x", ch);
+                esc = e;
+            }
+        }
+        if (esc) {
+            tp_buf_put(c, buf, len, cap, s + run, i - run, off);
+            PUTS(esc);
+            run = i + 1;
+        }
+    }
+    tp_buf_put(c, buf, len, cap, s + run, n - run, off);
+    PUTS("\"");
+}
+
+static void json_nl(tp_ctx *c, char **buf, size_t *len, size_t *cap, int indent, int level,
+                    size_t off) {
+    PUTS("\n");
+    for (long i = 0; i < (long)indent * level; i++) PUTS(" ");
+}
+
+/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None)). */
+void tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
+             size_t off) {
+    if (level > c->lim.max_depth) tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+    char num[64];
+    switch (v.t) {
+    case V_NONE: PUTS("null"); return;
+    case V_BOOL: PUTS(v.u.b ? "true" : "false"); return;
+    case V_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); PUTS(num); return;
+    case V_FLOAT:
+        if (isnan(v.u.f)) PUTS("NaN");
+        else if (isinf(v.u.f)) PUTS(v.u.f < 0 ? "-Infinity" : "Infinity");
+        else {
+            tp_fmt_float(v.u.f, num, sizeof num);
+            PUTS(num);
+        }
+        return;
+    case V_STR: put_json_str(c, v.u.s.p, v.u.s.n, buf, len, cap, off); return;
+    case V_LIST:
+        if (!v.u.l->n) {
+            PUTS("[]");
+            return;
+        }
+        PUTS("[");
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            if (i) PUTS(indent >= 0 ? "," : ", ");
+            if (indent >= 0) json_nl(c, buf, len, cap, indent, level + 1, off);
+            tp_json(c, v.u.l->v[i], buf, len, cap, indent, level + 1, off);
+        }
+        if (indent >= 0) json_nl(c, buf, len, cap, indent, level, off);
+        PUTS("]");
+        return;
+    case V_DICT:
+        if (!v.u.d->n) {
+            PUTS("{}");
+            return;
+        }
+        PUTS("{");
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            if (i) PUTS(indent >= 0 ? "," : ", ");
+            if (indent >= 0) json_nl(c, buf, len, cap, indent, level + 1, off);
+            tp_val k = v.u.d->k[i];
+            if (k.t == V_STR) {
+                put_json_str(c, k.u.s.p, k.u.s.n, buf, len, cap, off);
+            } else if (k.t == V_NONE || k.t == V_BOOL || k.t == V_INT || k.t == V_FLOAT) {
+                PUTS("\"");
+                char *kb = NULL;
+                size_t kl = 0, kc = 0;
+                tp_json(c, k, &kb, &kl, &kc, -1, level + 1, off);
+                PUTS(kb);
+                PUTS("\"");
+            } else {
+                tp_fail(c, RL_ERR_FORMAT, off, "tojson: keys must be str, int, float, bool or None, not %s", tp_type_name(k));
+            }
+            PUTS(": ");
+            tp_json(c, v.u.d->v[i], buf, len, cap, indent, level + 1, off);
+        }
+        if (indent >= 0) json_nl(c, buf, len, cap, indent, level, off);
+        PUTS("}");
+        return;
+    default:
+        tp_fail(c, RL_ERR_FORMAT, off, "tojson: object of type %s is not JSON serializable", tp_type_name(v));
+    }
+}
+
+static bool is_num(tp_val v) { return v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL; }
+static double num_f(tp_val v) {
+    return v.t == V_FLOAT ? v.u.f : v.t == V_INT ? (double)v.u.i : (double)v.u.b;
+}
+
+bool tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
+    if (depth > c->lim.max_depth) tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+    if (is_num(a) && is_num(b)) {
+        if (a.t != V_FLOAT && b.t != V_FLOAT) {
+            int64_t x = a.t == V_INT ? a.u.i : a.u.b, y = b.t == V_INT ? b.u.i : b.u.b;
+            return x == y;
+        }
+        return num_f(a) == num_f(b);
+    }
+    if (a.t != b.t) return false;
+    switch (a.t) {
+    case V_UNDEF:
+    case V_NONE: return true;
+    case V_STR: return a.u.s.n == b.u.s.n && memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
+    case V_LIST:
+        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
+        for (size_t i = 0; i < a.u.l->n; i++)
+            if (!tp_equal(c, a.u.l->v[i], b.u.l->v[i], depth + 1, off)) return false;
+        return true;
+    case V_DICT:
+        if (a.u.d->n != b.u.d->n) return false;
+        for (size_t i = 0; i < a.u.d->n; i++) {
+            tp_val *o = tp_dict_get(c, b.u.d, a.u.d->k[i], off);
+            if (!o || !tp_equal(c, a.u.d->v[i], *o, depth + 1, off)) return false;
+        }
+        return true;
+    case V_NS: return a.u.d == b.u.d;
+    case V_LOOP: return a.u.loop == b.u.loop;
+    case V_FUNC: return a.u.fn == b.u.fn;
+    default: return false;
+    }
+}
+
+/* ---- UTF-8 ---- */
+
+size_t tp_utf8_len(const char *p, size_t n) {
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)p[i] & 0xC0) != 0x80) cnt++;
+    return cnt;
+}
+
+size_t tp_utf8_offset(const char *p, size_t n, size_t cp) {
+    size_t i = 0;
+    while (i < n && cp > 0) {
+        i++;
+        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80) i++;
+        cp--;
+    }
+    return i;
+}
+
+static bool cp_is_space(uint32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+/* Decodes the code point at p[i]; *w = its byte width (1 for invalid). */
+static uint32_t decode_at(const char *p, size_t n, size_t i, size_t *w) {
+    unsigned char b = (unsigned char)p[i];
+    size_t k = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    if (k == 0 || i + k > n) {
+        *w = 1;
+        return 0xFFFD;
+    }
+    uint32_t cp = k == 1 ? b : k == 2 ? (b & 0x1F) : k == 3 ? (b & 0x0F) : (b & 0x07);
+    for (size_t j = 1; j < k; j++) {
+        unsigned char cb = (unsigned char)p[i + j];
+        if ((cb & 0xC0) != 0x80) {
+            *w = 1;
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (cb & 0x3F);
+    }
+    *w = k;
+    return cp;
+}
+
+bool tp_is_space_at(const char *p, size_t n, size_t i, size_t *w) {
+    uint32_t cp = decode_at(p, n, i, w);
+    return cp_is_space(cp);
+}
+
+bool tp_is_space_before(const char *p, size_t i, size_t *w) {
+    size_t s = i - 1;
+    while (s > 0 && i - s < 4 && ((unsigned char)p[s] & 0xC0) == 0x80) s--;
+    size_t ww;
+    uint32_t cp = decode_at(p, i, s, &ww);
+    if (s + ww != i) {
+        *w = 1;
+        return false;
+    }
+    *w = ww;
+    return cp_is_space(cp);
+}
+
+/* ---- dict (insertion-ordered, linear lookup: template dicts are small) ---- */
+
+tp_dict *tp_dict_new(tp_ctx *c, size_t cap, size_t off) {
+    tp_dict *d = tp_alloc(c, sizeof *d, off);
+    if (cap) {
+        d->k = tp_alloc_array(c, cap, sizeof(tp_val), off);
+        d->v = tp_alloc_array(c, cap, sizeof(tp_val), off);
+        d->cap = cap;
+    }
+    return d;
+}
+
+tp_val *tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off) {
+    for (size_t i = 0; i < d->n; i++)
+        if (tp_equal(c, d->k[i], k, 0, off)) return &d->v[i];
+    return NULL;
+}
+
+tp_val *tp_dict_get_str(tp_dict *d, const char *k, size_t n) {
+    for (size_t i = 0; i < d->n; i++)
+        if (d->k[i].t == V_STR && d->k[i].u.s.n == n && memcmp(d->k[i].u.s.p, k, n) == 0)
+            return &d->v[i];
+    return NULL;
+}
+
+void tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off) {
+    tp_val *slot = tp_dict_get(c, d, k, off);
+    if (slot) {
+        *slot = v;
+        return;
+    }
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 4;
+        tp_val *nk = tp_alloc_array(c, nc, sizeof(tp_val), off);
+        tp_val *nv = tp_alloc_array(c, nc, sizeof(tp_val), off);
+        if (d->n) {
+            memcpy(nk, d->k, d->n * sizeof(tp_val));
+            memcpy(nv, d->v, d->n * sizeof(tp_val));
+        }
+        d->k = nk;
+        d->v = nv;
+        d->cap = nc;
+    }
+    d->k[d->n] = k;
+    d->v[d->n] = v;
+    d->n++;
+}
