@@ -105,12 +105,15 @@ static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg)
     pthread_mutex_unlock(&e->mu);
 }
 
+static void update_stats(rl_engine *e);
+
 /* ---- creation ---- */
 static rl_status parse_cache_type(const char *s, rl_type *t, const char *which, rl_err *err) {
     if (!s || !*s) s = "f16";
-    if (!rl_type_from_name(s, t) || (*t != RL_TYPE_F16 && *t != RL_TYPE_F32))
-        return rl_err_set(err, RL_ERR_UNSUPPORTED, "%s: cache type '%s' is not supported (f16, f32)",
-                          which, s);
+    if (!rl_type_from_name(s, t) || (*t != RL_TYPE_F16 && *t != RL_TYPE_F32 &&
+                                     *t != RL_TYPE_Q8_0 && *t != RL_TYPE_Q4_0))
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          "%s: cache type '%s' is not supported (f16, f32, q8_0, q4_0)", which, s);
     return RL_OK;
 }
 
@@ -187,6 +190,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
         s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for step buffers");
         goto fail;
     }
+    update_stats(e);
     *out = e;
     return RL_OK;
 fail:
@@ -234,8 +238,11 @@ const struct rl_tokenizer *rl_engine_tokenizer(rl_engine *e) { return e->tok; }
 int32_t rl_engine_n_ctx(const rl_engine *e) { return e->n_ctx; }
 
 /* ---- submit / cancel / next ---- */
+/* rl_utf8_valid_len measures one sequence: walk the whole string. */
 static bool utf8_ok(const char *s, size_t n) {
-    return rl_utf8_valid_len((const uint8_t *)s, n) == n;
+    for (size_t i = 0, l; i < n; i += l)
+        if ((l = rl_utf8_valid_len((const uint8_t *)s + i, n - i)) == 0) return false;
+    return true;
 }
 
 rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt,
@@ -481,9 +488,9 @@ static void update_stats(rl_engine *e) {
     rl_kv_stats ks = rl_kv_pool_stats(e->pool);
     rl_sched_stats ss = rl_sched_stats_of(e->sched);
     uint64_t live = 0;
+    pthread_mutex_lock(&e->mu);
     for (ereq *r = e->reqs; r; r = r->next)
         if (!r->finished && r->base.state == RL_SCHED_RUNNING) live += (uint64_t)r->base.n_computed;
-    pthread_mutex_lock(&e->mu);
     rl_engine_stats *s = &e->stats_snapshot;
     s->n_running = ss.n_running;
     s->n_waiting = ss.n_waiting;

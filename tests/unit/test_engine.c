@@ -1,0 +1,307 @@
+/* Engine tests on the real default model (models/smollm2-135m.gguf, or
+ * $REDLINE_MODEL): batch invariance (alone vs mixed, chunked vs not, prefix
+ * hit vs miss, preempted vs not), every KV block back in the pool after
+ * finish, cancel and preemption, oversubscription, seeded sampling
+ * independent of companions, and clear errors for bad requests. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "redline.h"
+#include "tokenizer/tokenizer.h"
+
+#define N_PROMPTS 16
+#define GEN 16
+
+static const char *model_path(void) {
+    const char *m = getenv("REDLINE_MODEL");
+    return m && *m ? m : "models/smollm2-135m.gguf";
+}
+
+static const char *texts[N_PROMPTS] = {
+    "The capital of France is",
+    "def fibonacci(n):\n    ",
+    "Once upon a time, in a small village,",
+    "The three primary colors are",
+    "To make a cup of tea, first",
+    "Water boils at a temperature of",
+    "The quick brown fox",
+    "In 1969, astronauts landed on",
+    "A list of prime numbers: 2, 3, 5,",
+    "SELECT name FROM users WHERE",
+    "The mitochondria is the",
+    "My favourite programming language is",
+    "Photosynthesis converts sunlight into",
+    "The largest ocean on Earth is the",
+    "import numpy as np\nx = np.",
+    "Dear hiring manager, I am writing to",
+};
+
+typedef struct run_result {
+    int32_t toks[N_PROMPTS][GEN + 1];
+    int32_t n[N_PROMPTS];
+    int32_t cached[N_PROMPTS];
+} run_result;
+
+static rl_engine *make_engine(int32_t max_batch, int32_t max_seqs, size_t kv_mem, bool prefix) {
+    rl_engine_params p;
+    rl_engine_params_default(&p);
+    p.model_path = model_path();
+    p.n_threads = 2;
+    p.max_batch_tokens = max_batch;
+    p.max_seqs = max_seqs;
+    p.kv_mem_bytes = kv_mem;
+    p.n_ctx = 512;
+    p.prefix_cache = prefix;
+    rl_engine *e = NULL;
+    rl_err err = {0};
+    if (rl_engine_new(&p, &e, &err)) fail_msg("engine: %s", err.msg);
+    return e;
+}
+
+static int32_t encode(rl_engine *e, const char *text, const char *prefix, int32_t *out, int32_t cap) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s%s", prefix ? prefix : "", text);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rl_err err = {0};
+    if (rl_tokenizer_encode(rl_engine_tokenizer(e), buf, strlen(buf), RL_TOK_ADD_SPECIAL, &ids, &n, &err))
+        fail_msg("encode: %s", err.msg);
+    assert_true((int32_t)n <= cap);
+    memcpy(out, ids, n * sizeof *ids);
+    rl_free(ids);
+    return (int32_t)n;
+}
+
+/* Submits prompts [first, first+count) (all at once), steps to completion,
+ * collects tokens.  temp > 0 uses seed 1000+i. */
+static void run_batch(rl_engine *e, int first, int count, const char *prefix, float temp,
+                      run_result *res) {
+    uint64_t ids[N_PROMPTS];
+    for (int i = first; i < first + count; i++) {
+        int32_t prompt[512];
+        int32_t n = encode(e, texts[i], prefix, prompt, 512);
+        rl_gen_params gp;
+        rl_gen_params_default(&gp);
+        gp.max_tokens = GEN;
+        gp.ignore_eos = true;
+        gp.sample.temperature = temp;
+        gp.sample.seed = 1000 + (uint64_t)i;
+        rl_err err = {0};
+        if (rl_engine_submit(e, prompt, n, &gp, &ids[i], &err)) fail_msg("submit: %s", err.msg);
+        res->n[i] = 0;
+    }
+    int done = 0;
+    while (done < count) {
+        rl_engine_step(e);
+        for (int i = first; i < first + count; i++) {
+            rl_event ev;
+            while (ids[i] && rl_engine_next(e, ids[i], &ev, 0) == RL_OK) {
+                if (ev.kind == RL_EV_TOKEN && ev.token >= 0) res->toks[i][res->n[i]++] = ev.token;
+                if (ev.kind == RL_EV_DONE) {
+                    assert_int_equal(ev.finish, RL_FINISH_LENGTH);
+                    res->cached[i] = ev.n_cached;
+                    ids[i] = 0;
+                    done++;
+                }
+            }
+        }
+    }
+}
+
+static void assert_same(const run_result *a, const run_result *b, const char *what) {
+    for (int i = 0; i < N_PROMPTS; i++) {
+        if (a->n[i] != b->n[i]) fail_msg("%s: prompt %d: %d vs %d tokens", what, i, a->n[i], b->n[i]);
+        for (int j = 0; j < a->n[i]; j++)
+            if (a->toks[i][j] != b->toks[i][j])
+                fail_msg("%s: prompt %d differs at token %d (%d vs %d)", what, i, j, a->toks[i][j],
+                         b->toks[i][j]);
+    }
+}
+
+static void assert_pool_empty(rl_engine *e) {
+    rl_engine_stats st = rl_engine_get_stats(e);
+    if (st.n_running || st.n_waiting || st.kv_blocks_used)
+        fprintf(stderr, "pool not empty: running %d waiting %d used %d steps %llu\n", st.n_running,
+                st.n_waiting, st.kv_blocks_used, (unsigned long long)st.steps);
+    assert_int_equal(st.n_running, 0);
+    assert_int_equal(st.n_waiting, 0);
+    assert_int_equal(st.kv_blocks_used, 0);
+}
+
+static run_result solo, mixed;
+
+static void test_batch_invariance(void **state) {
+    (void)state;
+    rl_engine *e = make_engine(256, 32, 0, false);
+    for (int i = 0; i < N_PROMPTS; i++) run_batch(e, i, 1, NULL, 0.f, &solo); /* alone */
+    for (int i = 0; i < N_PROMPTS; i++) assert_int_equal(solo.n[i], GEN);
+    run_batch(e, 0, N_PROMPTS, NULL, 0.f, &mixed); /* all 16 together */
+    assert_same(&solo, &mixed, "alone vs mixed");
+    assert_pool_empty(e);
+    rl_engine_free(e);
+    /* chunked prefill: a budget of 7 tokens per step splits every prompt */
+    e = make_engine(7, 32, 0, false);
+    run_result chunked;
+    run_batch(e, 0, N_PROMPTS, NULL, 0.f, &chunked);
+    assert_same(&solo, &chunked, "chunked vs not");
+    assert_pool_empty(e);
+    rl_engine_free(e);
+}
+
+static void test_prefix_hits_same_output(void **state) {
+    (void)state;
+    const char *sys = "You are a helpful assistant who answers briefly and precisely. "
+                      "Always think about the question before answering it. ";
+    rl_engine *e = make_engine(256, 32, 0, true);
+    run_result miss, hit;
+    run_batch(e, 0, 1, sys, 0.f, &miss);           /* fills the cache */
+    run_batch(e, 1, N_PROMPTS - 1, sys, 0.f, &miss); /* mostly hits */
+    run_batch(e, 0, N_PROMPTS, sys, 0.f, &hit);      /* all hits */
+    int hits = 0;
+    for (int i = 0; i < N_PROMPTS; i++) hits += hit.cached[i] > 0;
+    assert_int_equal(hits, N_PROMPTS);
+    assert_same(&miss, &hit, "prefix hit vs miss");
+    rl_engine *e2 = make_engine(256, 32, 0, false);
+    run_result nocache;
+    run_batch(e2, 0, N_PROMPTS, sys, 0.f, &nocache);
+    assert_same(&nocache, &hit, "prefix cache on vs off");
+    rl_engine_stats st = rl_engine_get_stats(e);
+    assert_true(st.prefix_hits > 0);
+    assert_pool_empty(e);
+    rl_engine_free(e);
+    rl_engine_free(e2);
+}
+
+static void test_oversubscription_preempts(void **state) {
+    (void)state;
+    /* 16 requests of ~10 prompt + 24 generated tokens = 3 blocks each at
+     * block size 16 -> 48 blocks wanted; give the pool 12 (a quarter). */
+    rl_engine_params p;
+    rl_engine_params_default(&p);
+    p.model_path = model_path();
+    rl_engine *probe = make_engine(16, 4, 0, false);
+    size_t bpt = rl_engine_get_stats(probe).kv_bytes_per_token;
+    rl_engine_free(probe);
+    rl_engine *e = make_engine(256, 32, bpt * 16 * 13, false);
+    assert_int_equal(rl_engine_get_stats(e).kv_blocks_total, 12);
+    run_result over;
+    run_batch(e, 0, N_PROMPTS, NULL, 0.f, &over);
+    assert_same(&solo, &over, "oversubscribed vs solo");
+    rl_engine_stats st = rl_engine_get_stats(e);
+    assert_true(st.preemptions > 0);
+    assert_pool_empty(e);
+    rl_engine_free(e);
+}
+
+static void test_seeded_sampling_independent_of_companions(void **state) {
+    (void)state;
+    rl_engine *e = make_engine(256, 32, 0, false);
+    run_result a, b;
+    run_batch(e, 3, 1, NULL, 0.9f, &a);
+    run_batch(e, 0, N_PROMPTS, NULL, 0.9f, &b);
+    for (int j = 0; j < GEN; j++) assert_int_equal(a.toks[3][j], b.toks[3][j]);
+    rl_engine_free(e);
+}
+
+static void test_cancel_returns_blocks(void **state) {
+    (void)state;
+    rl_engine *e = make_engine(256, 32, 0, true);
+    rl_err err = {0};
+    if (rl_engine_start(e, &err)) fail_msg("%s", err.msg);
+    uint64_t ids[8];
+    int32_t prompt[64];
+    int32_t n = encode(e, texts[0], NULL, prompt, 64);
+    for (int i = 0; i < 8; i++) {
+        rl_gen_params gp;
+        rl_gen_params_default(&gp);
+        gp.max_tokens = 200;
+        gp.ignore_eos = true;
+        assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[i], &err), RL_OK);
+    }
+    /* let them run a little, then cancel all at different points */
+    for (int i = 0; i < 8; i++) {
+        rl_event ev;
+        for (int k = 0; k < i; k++) rl_engine_next(e, ids[i], &ev, 5000);
+        rl_engine_cancel(e, ids[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        rl_event ev;
+        for (;;) {
+            assert_int_equal(rl_engine_next(e, ids[i], &ev, 10000), RL_OK);
+            if (ev.kind == RL_EV_DONE) break;
+        }
+        assert_true(ev.finish == RL_FINISH_CANCELLED || ev.finish == RL_FINISH_LENGTH);
+        assert_int_equal(rl_engine_next(e, ids[i], &ev, 0), RL_ERR_NOT_FOUND);
+    }
+    /* the stats snapshot is published at the end of each step: give the
+     * step that sent the last DONE a moment to finish */
+    for (int t = 0; t < 200; t++) {
+        rl_engine_stats st = rl_engine_get_stats(e);
+        if (!st.kv_blocks_used && !st.n_running && !st.n_waiting) break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_pool_empty(e);
+    rl_engine_free(e);
+}
+
+static void test_bad_requests(void **state) {
+    (void)state;
+    rl_engine *e = make_engine(64, 4, 0, false);
+    rl_gen_params gp;
+    rl_gen_params_default(&gp);
+    uint64_t id;
+    rl_err err = {0};
+    int32_t good[3] = {1, 2, 3}, bad[2] = {1, 999999};
+    assert_int_equal(rl_engine_submit(e, good, 0, &gp, &id, &err), RL_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "prompt"));
+    assert_int_equal(rl_engine_submit(e, bad, 2, &gp, &id, &err), RL_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "999999"));
+    int32_t *huge = calloc(600, sizeof *huge);
+    assert_int_equal(rl_engine_submit(e, huge, 600, &gp, &id, &err), RL_ERR_LIMIT);
+    free(huge);
+    gp.sample.temperature = -1.f;
+    assert_int_equal(rl_engine_submit(e, good, 3, &gp, &id, &err), RL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "temperature"));
+    rl_gen_params_default(&gp);
+    gp.n_stop = 1;
+    gp.stop[0][0] = 0;
+    assert_int_equal(rl_engine_submit(e, good, 3, &gp, &id, &err), RL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "stop"));
+    assert_int_equal(rl_engine_next(e, 777, NULL, 0), RL_ERR_NOT_FOUND);
+    rl_engine_free(e);
+
+    rl_engine_params p;
+    rl_engine_params_default(&p);
+    p.model_path = "/nonexistent/model.gguf";
+    rl_engine *e2 = NULL;
+    assert_int_not_equal(rl_engine_new(&p, &e2, &err), RL_OK);
+    assert_null(e2);
+    assert_non_null(strstr(err.msg, "/nonexistent/model.gguf"));
+}
+
+int main(void) {
+    FILE *f = fopen(model_path(), "rb");
+    if (!f) {
+        fprintf(stderr, "test_engine: model %s not found\n", model_path());
+        return 1;
+    }
+    fclose(f);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_prefix_hits_same_output),
+        cmocka_unit_test(test_oversubscription_preempts),
+        cmocka_unit_test(test_seeded_sampling_independent_of_companions),
+        cmocka_unit_test(test_cancel_returns_blocks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
