@@ -1,0 +1,188 @@
+/* `redline tokenize`: text to token ids (with pieces) and ids back to text.
+ *
+ *   redline tokenize [-m MODEL] [-p TEXT | -f FILE] [--ids] [--special] [--no-add-special]
+ *   redline tokenize [-m MODEL] --decode 1,2,3
+ *
+ * Output goes to stdout; errors to stderr with a non-zero exit status.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: redline tokenize [-m MODEL] [-p TEXT | -f FILE] [--ids] [--special]\n"
+            "       redline tokenize [-m MODEL] --decode ID,ID,...\n\n"
+            "  -m, --model FILE     GGUF model (default $REDLINE_MODEL or %s)\n"
+            "  -p, --prompt TEXT    text to tokenize\n"
+            "  -f, --file FILE      read the text from FILE ('-' = stdin)\n"
+            "      --ids            print only the ids, as [1, 2, 3]\n"
+            "      --special        match control tokens written in the text (<|im_start|>)\n"
+            "      --no-add-special do not add BOS/EOS even if the model asks for them\n"
+            "      --decode IDS     print the text of comma-separated token ids\n",
+            RL_DEFAULT_MODEL);
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap);
+    while (b) {
+        if (len == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+        }
+        size_t r = fread(b + len, 1, cap - len, f);
+        len += r;
+        if (r == 0) break;
+    }
+    if (f != stdin) fclose(f);
+    *n = len;
+    return b;
+}
+
+static void print_escaped(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c == '\\') fputs("\\\\", stdout);
+        else if (c == '\'') fputs("\\'", stdout);
+        else if (c < 0x20 || c == 0x7F) printf("\\x%02x", c);
+        else putchar(c);
+    }
+}
+
+static int decode_ids(rl_tokenizer *tok, const char *list) {
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    const char *p = list;
+    while (ids && *p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= rl_tokenizer_n_vocab(tok)) {
+            fprintf(stderr, "redline tokenize: --decode: bad token id at '%.20s' (vocabulary has %d)\n",
+                    p, rl_tokenizer_n_vocab(tok));
+            free(ids);
+            return 1;
+        }
+        if (n == cap) {
+            int32_t *ni = realloc(ids, (cap *= 2) * sizeof *ids);
+            if (!ni) break;
+            ids = ni;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    if (!ids) {
+        fprintf(stderr, "redline tokenize: out of memory\n");
+        return 1;
+    }
+    char *text;
+    size_t len;
+    rl_err err = {0};
+    rl_status st = rl_tokenizer_decode(tok, ids, n, 0, &text, &len, &err);
+    free(ids);
+    if (st) {
+        fprintf(stderr, "redline tokenize: %s\n", err.msg);
+        return 1;
+    }
+    fwrite(text, 1, len, stdout);
+    putchar('\n');
+    rl_free(text);
+    return 0;
+}
+
+int rl_cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *prompt = NULL, *file = NULL, *decode = NULL;
+    bool only_ids = false;
+    unsigned flags = RL_TOK_ADD_SPECIAL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_val = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_val) model = argv[++i];
+        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && has_val) prompt = argv[++i];
+        else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && has_val) file = argv[++i];
+        else if (!strcmp(a, "--decode") && has_val) decode = argv[++i];
+        else if (!strcmp(a, "--ids")) only_ids = true;
+        else if (!strcmp(a, "--special")) flags |= RL_TOK_PARSE_SPECIAL;
+        else if (!strcmp(a, "--no-add-special")) flags &= ~RL_TOK_ADD_SPECIAL;
+        else {
+            fprintf(stderr, "redline tokenize: unknown or incomplete option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!decode && !!prompt == !!file) {
+        fprintf(stderr, "redline tokenize: give exactly one of -p TEXT, -f FILE or --decode IDS\n");
+        return 2;
+    }
+    const char *path = rl_cli_model_path(model);
+    rl_err err = {0};
+    rl_gguf *g = NULL;
+    rl_tokenizer *tok = NULL;
+    if (rl_gguf_open(path, &g, &err) || rl_tokenizer_load(g, &tok, &err)) {
+        fprintf(stderr, "redline tokenize: %s: %s\n", path, err.msg);
+        rl_gguf_close(g);
+        return 1;
+    }
+    rl_gguf_close(g);
+    int rc = 0;
+    if (decode) {
+        rc = decode_ids(tok, decode);
+        rl_tokenizer_free(tok);
+        return rc;
+    }
+    size_t len = 0;
+    char *text = NULL;
+    if (file) {
+        text = read_all(file, &len);
+        if (!text) {
+            fprintf(stderr, "redline tokenize: cannot read '%s': %s\n", file, strerror(errno));
+            rl_tokenizer_free(tok);
+            return 1;
+        }
+    }
+    int32_t *ids;
+    size_t n;
+    rl_status st = rl_tokenizer_encode(tok, file ? text : prompt, file ? len : strlen(prompt), flags,
+                                       &ids, &n, &err);
+    free(text);
+    if (st) {
+        fprintf(stderr, "redline tokenize: %s\n", err.msg);
+        rl_tokenizer_free(tok);
+        return 1;
+    }
+    if (only_ids) {
+        putchar('[');
+        for (size_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
+        puts("]");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            size_t pl;
+            const char *p = rl_tokenizer_piece(tok, ids[i], &pl);
+            printf("%6d -> '", ids[i]);
+            print_escaped(p, pl);
+            puts("'");
+        }
+    }
+    rl_free(ids);
+    rl_tokenizer_free(tok);
+    return rc;
+}

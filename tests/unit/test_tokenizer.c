@@ -1,0 +1,293 @@
+/* Tokenizer unit tests: tiny byte-level BPE and SentencePiece vocabularies
+ * built with the GGUF writer, special-token parsing, the streaming
+ * detokenizer with split and invalid UTF-8, and metadata that must be
+ * rejected with an error naming the key.  (Token-exactness against HF on
+ * the real models is tests/python/test_tokenizer.py.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+/* ---- building tiny models ---- */
+
+enum { F_NO_TOKENS = 1, F_SHORT_SCORES = 2, F_FLOAT_TYPES = 4, F_BAD_BOS = 8, F_BAD_MERGE = 16,
+       F_BAD_MODEL = 32, F_BAD_TYPE_VALUE = 64, F_MERGE_NO_SPACE = 128, F_SCORES_STR = 256 };
+
+static rl_tokenizer *build(const char *model, const char *const *toks, const int32_t *types,
+                           size_t n, const char *const *merges, size_t n_merges, int bad,
+                           rl_err *err, rl_status *st_out) {
+    rl_gguf_writer *w = rl_gguf_writer_new();
+    assert_non_null(w);
+    assert_int_equal(rl_gguf_writer_str(w, "general.architecture", "llama", 5), RL_OK);
+    const char *m = bad & F_BAD_MODEL ? "wordpiece9" : model;
+    assert_int_equal(rl_gguf_writer_str(w, "tokenizer.ggml.model", m, strlen(m)), RL_OK);
+    if (!(bad & F_NO_TOKENS))
+        assert_int_equal(rl_gguf_writer_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, n), RL_OK);
+    float scores[64];
+    for (size_t i = 0; i < n; i++) scores[i] = -(float)i;
+    if (bad & F_SCORES_STR)
+        assert_int_equal(rl_gguf_writer_arr_str(w, "tokenizer.ggml.scores", toks, NULL, n), RL_OK);
+    else
+        assert_int_equal(rl_gguf_writer_arr(w, "tokenizer.ggml.scores", RL_GGUF_FLOAT32, scores,
+                                            bad & F_SHORT_SCORES ? n - 1 : n),
+                         RL_OK);
+    int32_t ty[64];
+    for (size_t i = 0; i < n; i++) ty[i] = types[i];
+    if (bad & F_BAD_TYPE_VALUE) ty[0] = 42;
+    if (bad & F_FLOAT_TYPES)
+        assert_int_equal(rl_gguf_writer_arr(w, "tokenizer.ggml.token_type", RL_GGUF_FLOAT32, scores, n),
+                         RL_OK);
+    else
+        assert_int_equal(rl_gguf_writer_arr(w, "tokenizer.ggml.token_type", RL_GGUF_INT32, ty, n), RL_OK);
+    if (n_merges) {
+        const char *mm[16];
+        for (size_t i = 0; i < n_merges; i++) mm[i] = merges[i];
+        if (bad & F_BAD_MERGE) mm[0] = "a zz";
+        if (bad & F_MERGE_NO_SPACE) mm[0] = "ab";
+        assert_int_equal(rl_gguf_writer_arr_str(w, "tokenizer.ggml.merges", mm, NULL, n_merges), RL_OK);
+    }
+    assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", bad & F_BAD_BOS ? 1000 : 1),
+                     RL_OK);
+    assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", 2), RL_OK);
+    assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.unknown_token_id", 0), RL_OK);
+    void *buf;
+    size_t size;
+    assert_int_equal(rl_gguf_writer_to_memory(w, &buf, &size, err), RL_OK);
+    rl_gguf_writer_free(w);
+    rl_gguf *g;
+    assert_int_equal(rl_gguf_open_memory(buf, size, &g, err), RL_OK);
+    rl_tokenizer *tok = NULL;
+    *st_out = rl_tokenizer_load(g, &tok, err);
+    rl_gguf_close(g);
+    rl_free(buf);
+    return tok;
+}
+
+/* SentencePiece: ids 0..2 specials, then pieces, byte tokens for 0xE2 0x82 0xAC 0xFF */
+static const char *const spm_toks[] = {
+    "<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "ab", "\xE2\x96\x81" "ab", "c",
+    "<0xE2>", "<0x82>", "<0xAC>", "<0xFF>", "<0x41>", "<end_of_turn>"};
+static const int32_t spm_types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 6, 6, 6, 6, 6, 3};
+#define N_SPM (sizeof spm_toks / sizeof spm_toks[0])
+
+static rl_tokenizer *spm(void) {
+    rl_err err = {0};
+    rl_status st;
+    rl_tokenizer *tok = build("llama", spm_toks, spm_types, N_SPM, NULL, 0, 0, &err, &st);
+    assert_int_equal(st, RL_OK);
+    return tok;
+}
+
+/* byte-level BPE: "Ġ" is the space byte */
+static const char *const bpe_toks[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "b",
+                                       "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0" "ab", "1"};
+static const int32_t bpe_types[] = {3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+static const char *const bpe_merges[] = {"a b", "ab c", "\xC4\xA0 ab"};
+#define N_BPE (sizeof bpe_toks / sizeof bpe_toks[0])
+
+static rl_tokenizer *bpe(void) {
+    rl_err err = {0};
+    rl_status st;
+    rl_tokenizer *tok = build("gpt2", bpe_toks, bpe_types, N_BPE, bpe_merges, 3, 0, &err, &st);
+    assert_int_equal(st, RL_OK);
+    return tok;
+}
+
+static void expect_ids(rl_tokenizer *tok, const char *text, unsigned flags, const int32_t *want,
+                       size_t n_want) {
+    int32_t *ids;
+    size_t n;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_encode(tok, text, strlen(text), flags, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, n_want);
+    for (size_t i = 0; i < n; i++) assert_int_equal(ids[i], want[i]);
+    rl_free(ids);
+}
+
+/* ---- tests ---- */
+
+static void test_spm_ids(void **state) {
+    (void)state;
+    rl_tokenizer *tok = spm();
+    assert_int_equal(rl_tokenizer_n_vocab(tok), (int)N_SPM);
+    assert_int_equal(rl_tokenizer_bos(tok), 1);
+    assert_true(rl_tokenizer_add_bos(tok)); /* SentencePiece default */
+    /* "ab ab" with the space prefix: ▁ab ▁ab */
+    const int32_t w1[] = {1, 7, 7};
+    expect_ids(tok, "ab ab", RL_TOK_ADD_SPECIAL, w1, 3);
+    /* c, then € through byte fallback, then the invalid byte 0xFF */
+    const int32_t w2[] = {3, 8, 9, 10, 11, 12};
+    expect_ids(tok, "c\xE2\x82\xAC\xFF", 0, w2, 6);
+    /* control tokens only with PARSE_SPECIAL */
+    const int32_t w3[] = {7, 2};
+    expect_ids(tok, "ab</s>", RL_TOK_PARSE_SPECIAL, w3, 2);
+    int32_t *ids;
+    size_t n;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_encode(tok, "ab</s>", 6, 0, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, 2); /* ▁ab, then one fused <unk> for "</s>" */
+    assert_int_equal(ids[0], 7);
+    assert_int_equal(ids[1], 0);
+    rl_free(ids);
+    /* decode strips the space prefix and fuses byte tokens */
+    const int32_t d[] = {7, 7, 8, 9, 10, 11};
+    char *text;
+    size_t len;
+    assert_int_equal(rl_tokenizer_decode(tok, d, 6, 0, &text, &len, &err), RL_OK);
+    assert_string_equal(text, "ab abc\xE2\x82\xAC");
+    rl_free(text);
+    assert_true(rl_tokenizer_is_eog(tok, 2));
+    assert_true(rl_tokenizer_is_eog(tok, 14)); /* <end_of_turn> */
+    assert_false(rl_tokenizer_is_eog(tok, 7));
+    assert_false(rl_tokenizer_is_eog(tok, 99));
+    const int32_t bad[] = {7, 99};
+    assert_int_equal(rl_tokenizer_decode(tok, bad, 2, 0, &text, &len, &err), RL_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "ids[1]"));
+    rl_tokenizer_free(tok);
+}
+
+static void test_bpe_encode(void **state) {
+    (void)state;
+    rl_tokenizer *tok = bpe();
+    assert_false(rl_tokenizer_add_bos(tok));
+    /* "abc ab" -> "abc" | " ab" */
+    const int32_t w1[] = {7, 9};
+    expect_ids(tok, "abc ab", RL_TOK_ADD_SPECIAL, w1, 2);
+    /* the text of a control token is plain text without PARSE_SPECIAL */
+    const int32_t w2[] = {6, 2, 9};
+    expect_ids(tok, "ab<|im_end|> ab", RL_TOK_PARSE_SPECIAL, w2, 3);
+    int32_t *ids;
+    size_t n;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_encode(tok, "ab<|im_end|>", 12, 0, &ids, &n, &err), RL_OK);
+    for (size_t i = 0; i < n; i++) assert_int_not_equal(ids[i], 2);
+    rl_free(ids);
+    assert_true(rl_tokenizer_is_eog(tok, 2));
+    size_t pl;
+    const char *p = rl_tokenizer_piece(tok, 9, &pl);
+    assert_int_equal(pl, 3);
+    assert_memory_equal(p, " ab", 3);
+    assert_null(rl_tokenizer_piece(tok, -1, &pl));
+    rl_tokenizer_free(tok);
+}
+
+static void push_str(rl_detok *d, const char *s, size_t n, size_t want_appended) {
+    size_t app;
+    rl_err err = {0};
+    assert_int_equal(rl_detok_push_bytes(d, s, n, &app, &err), RL_OK);
+    assert_int_equal(app, want_appended);
+}
+
+static void test_detok_split_utf8(void **state) {
+    (void)state;
+    rl_tokenizer *tok = spm();
+    rl_detok d;
+    rl_detok_init(&d, tok, 0);
+    size_t app;
+    rl_err err = {0};
+    /* € as three byte tokens: nothing until the last */
+    assert_int_equal(rl_detok_push(&d, 9, &app, &err), RL_OK);
+    assert_int_equal(app, 0);
+    assert_int_equal(rl_detok_push(&d, 10, &app, &err), RL_OK);
+    assert_int_equal(app, 0);
+    assert_int_equal(rl_detok_push(&d, 11, &app, &err), RL_OK);
+    assert_int_equal(app, 3);
+    assert_string_equal(d.buf, "\xE2\x82\xAC");
+    rl_detok_clear(&d);
+    /* a 4-byte emoji split 1+2+1 */
+    push_str(&d, "\xF0", 1, 0);
+    push_str(&d, "\x9F\x98", 2, 0);
+    push_str(&d, "\x80x", 2, 5);
+    assert_string_equal(d.buf, "\xF0\x9F\x98\x80x");
+    rl_detok_clear(&d);
+    /* an interrupted sequence becomes U+FFFD and the interrupting byte is kept */
+    push_str(&d, "\xE2\x82", 2, 0);
+    push_str(&d, "A", 1, 4);
+    assert_string_equal(d.buf, "\xEF\xBF\xBD" "A");
+    rl_detok_clear(&d);
+    /* bytes that never start a sequence, overlong and surrogate forms */
+    push_str(&d, "\xFF\xC0\x80", 3, 9);
+    push_str(&d, "\xED\xA0\x80", 3, 9); /* surrogate: 3 maximal subparts as Python */
+    rl_detok_clear(&d);
+    /* flush of a held tail */
+    push_str(&d, "\xF0\x9F", 2, 0);
+    assert_int_equal(rl_detok_flush(&d, &app, &err), RL_OK);
+    assert_int_equal(app, 3);
+    assert_string_equal(d.buf, "\xEF\xBF\xBD");
+    assert_int_equal(rl_detok_push(&d, 12345, &app, &err), RL_ERR_RANGE);
+    rl_detok_free(&d);
+    /* skip-special */
+    rl_detok_init(&d, tok, RL_TOK_SKIP_SPECIAL);
+    assert_int_equal(rl_detok_push(&d, 2, &app, &err), RL_OK);
+    assert_int_equal(app, 0);
+    rl_detok_free(&d);
+    rl_tokenizer_free(tok);
+}
+
+static void expect_load_error(const char *model, const char *const *toks, const int32_t *types,
+                              size_t n, const char *const *merges, size_t n_merges, int bad,
+                              rl_status want, const char *needle) {
+    rl_err err = {0};
+    rl_status st;
+    rl_tokenizer *tok = build(model, toks, types, n, merges, n_merges, bad, &err, &st);
+    assert_null(tok);
+    assert_int_equal(st, want);
+    if (!strstr(err.msg, needle)) fail_msg("error '%s' lacks '%s'", err.msg, needle);
+}
+
+static void test_bad_metadata(void **state) {
+    (void)state;
+    expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_NO_TOKENS, RL_ERR_FORMAT,
+                      "tokenizer.ggml.tokens");
+    expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_SHORT_SCORES, RL_ERR_FORMAT,
+                      "tokenizer.ggml.scores");
+    expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_SCORES_STR, RL_ERR_FORMAT,
+                      "tokenizer.ggml.scores");
+    expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_FLOAT_TYPES, RL_ERR_FORMAT,
+                      "tokenizer.ggml.token_type");
+    expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_BAD_TYPE_VALUE, RL_ERR_FORMAT,
+                      "tokenizer.ggml.token_type[0]");
+    expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_BAD_BOS, RL_ERR_FORMAT,
+                      "tokenizer.ggml.bos_token_id");
+    expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_BAD_MODEL, RL_ERR_UNSUPPORTED,
+                      "tokenizer.ggml.model");
+    expect_load_error("gpt2", bpe_toks, bpe_types, N_BPE, bpe_merges, 3, F_BAD_MERGE, RL_ERR_FORMAT,
+                      "tokenizer.ggml.merges[0]");
+    expect_load_error("gpt2", bpe_toks, bpe_types, N_BPE, bpe_merges, 3, F_MERGE_NO_SPACE,
+                      RL_ERR_FORMAT, "tokenizer.ggml.merges[0]");
+}
+
+static void test_alloc_failure(void **state) {
+    (void)state;
+    /* every allocation failure during load and encode is a clean error */
+    for (long k = 0; k < 200; k++) {
+        rl_tokenizer *tok = bpe();
+        rl_alloc_fail_after(k);
+        int32_t *ids = NULL;
+        size_t n;
+        rl_err err = {0};
+        rl_status st = rl_tokenizer_encode(tok, "abc ab abc", 10, 0, &ids, &n, &err);
+        rl_alloc_fail_after(-1);
+        if (st == RL_OK) {
+            assert_int_equal(n, 4);
+            rl_free(ids);
+        } else {
+            assert_int_equal(st, RL_ERR_NOMEM);
+        }
+        rl_tokenizer_free(tok);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spm_ids),
+        cmocka_unit_test(test_bpe_encode),        cmocka_unit_test(test_detok_split_utf8),
+        cmocka_unit_test(test_bad_metadata),      cmocka_unit_test(test_alloc_failure),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
