@@ -43,6 +43,12 @@ typedef struct rl_engine_params {
     bool naive;               /* baseline: full-length KV reservation + static batches */
     const char *cache_type_k; /* "f16" (default) or "f32" */
     const char *cache_type_v;
+    /* speculative decoding */
+    const char *draft_model_path; /* same-vocabulary draft model (NULL = none) */
+    int32_t draft_max;        /* most draft tokens per sequence per step (5) */
+    int32_t spec_max_batch;   /* speculate only while at most this many sequences
+                                 decode at once (adaptive control; 4) */
+    int32_t ngram_min, ngram_max; /* n-gram lookup lengths (1, 3) */
 } rl_engine_params;
 
 void rl_engine_params_default(rl_engine_params *p);
@@ -50,8 +56,15 @@ void rl_engine_params_default(rl_engine_params *p);
 #define RL_MAX_STOP 4
 #define RL_MAX_STOP_LEN 64
 
+typedef enum rl_spec_mode {
+    RL_SPEC_NONE = 0,
+    RL_SPEC_NGRAM = 1, /* prompt lookup: no second model */
+    RL_SPEC_DRAFT = 2, /* the engine's draft model */
+} rl_spec_mode;
+
 typedef struct rl_gen_params {
     rl_sample_params sample;
+    rl_spec_mode spec;        /* speculative decoding for this request (NONE) */
     int32_t max_tokens;       /* new tokens at most; <= 0 = until the context is full */
     int32_t priority;         /* higher is scheduled first (0) */
     uint64_t cache_salt;      /* per-tenant prefix-cache salt (0 = shared) */
@@ -130,6 +143,7 @@ typedef struct rl_engine_stats {
     uint64_t prompt_tokens, generation_tokens, cached_prompt_tokens;
     uint64_t prefix_queries, prefix_hits; /* blocks */
     uint64_t preemptions, steps, requests_finished;
+    uint64_t spec_proposed, spec_accepted, spec_verifies; /* draft tokens, per verification */
     double busy_s;                 /* time spent in steps */
 } rl_engine_stats;
 

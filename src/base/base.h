@@ -88,6 +88,11 @@ void rl_log_set_level(rl_log_level lvl);
 rl_log_level rl_log_get_level(void);
 void rl_log(rl_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- UTF-8 ---- */
+/* True if s[0..n) is entirely well-formed UTF-8 (no overlongs, surrogates
+ * or code points above U+10FFFF). */
+bool rl_utf8_valid(const void *s, size_t n);
+
 /* ---- clocks ---- */
 uint64_t rl_time_ns(void); /* monotonic */
 double rl_time_s(void);    /* monotonic, seconds */

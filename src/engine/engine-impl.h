@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "sample/sample.h"
 #include "sched/sched.h"
+#include "spec/spec.h"
 #include "tokenizer/tokenizer.h"
 
 /* One request.  `base` must stay first: the scheduler hands back
@@ -26,6 +27,10 @@ typedef struct ereq {
     bool cancel;            /* cancellation requested (under mu) */
     bool finished;          /* DONE event queued */
     double t_submit, t_first;
+    int32_t n_draft;        /* draft tokens appended to base.tokens this step */
+    int32_t spec_k;         /* adaptive draft length */
+    bool has_draft_seq;
+    rl_spec_draft_seq draft_seq;
     rl_event *ev;           /* ring of undelivered events (under mu) */
     int32_t ev_head, ev_n, ev_cap;
 } ereq;
@@ -54,7 +59,23 @@ struct rl_engine {
     bool *b_want;
     int32_t **b_tables;       /* [max_seqs] */
     int32_t *b_nblocks;
-    float *logits;            /* [max_seqs][n_vocab] */
+    float *logits;            /* [n_logit_rows][n_vocab] */
+    int32_t n_logit_rows;     /* max_seqs + spec_max_batch * draft_max */
+
+    /* speculative decoding */
+    rl_spec_draft *draft;     /* NULL without a draft model */
+    ereq **spec_reqs;         /* [max_seqs] requests with drafts this step */
+    int32_t *spec_kbuf;       /* [max_seqs] */
+    int32_t **spec_out;       /* [max_seqs] -> [draft_max] */
+    rl_spec_draft_seq **spec_dseqs; /* [max_seqs] */
+    const int32_t **spec_toks;
+    int32_t *spec_ntoks;
+    int32_t *spec_dk;         /* [max_seqs] compacted for the draft model */
+    int32_t **spec_dout;
+    float *verify_scratch;    /* [2 * n_vocab] */
+    rl_sample_result *verify_res; /* [draft_max + 1] */
+    int32_t *verify_out;      /* [draft_max + 1] */
+    uint64_t st_spec_proposed, st_spec_accepted, st_spec_verifies;
 
     /* counters (engine thread), published in stats_snapshot under mu */
     uint64_t st_prompt, st_gen, st_cached, st_finished;

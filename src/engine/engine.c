@@ -33,6 +33,10 @@ void rl_engine_params_default(rl_engine_params *p) {
     p->chunked_prefill = true;
     p->cache_type_k = "f16";
     p->cache_type_v = "f16";
+    p->draft_max = 5;
+    p->spec_max_batch = 4;
+    p->ngram_min = 1;
+    p->ngram_max = 3;
 }
 
 void rl_gen_params_default(rl_gen_params *p) {
@@ -87,6 +91,10 @@ static void unlink_req(rl_engine *e, ereq *r) {
 static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg) {
     if (r->finished) return;
     if (r->base.state != RL_SCHED_NEW) rl_sched_remove(e->sched, &r->base);
+    if (r->has_draft_seq) {
+        rl_spec_draft_seq_free(e->draft, &r->draft_seq);
+        r->has_draft_seq = false;
+    }
     r->finished = true;
     rl_event ev;
     memset(&ev, 0, sizeof ev);
@@ -123,7 +131,9 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     rl_engine_params_default(&d);
     if (!p) p = &d;
     if (p->max_batch_tokens <= 0 || p->max_seqs <= 0 || p->block_size <= 0 || p->n_threads < 0 ||
-        p->max_batch_tokens > 65536 || p->max_seqs > 4096)
+        p->max_batch_tokens > 65536 || p->max_seqs > 4096 || p->draft_max < 0 ||
+        p->draft_max > 32 || p->spec_max_batch < 0 || p->ngram_min < 1 ||
+        p->ngram_max < p->ngram_min)
         return rl_err_set(err, RL_ERR_INVALID,
                           "engine: max_batch_tokens %d, max_seqs %d, block_size %d, threads %d out of range",
                           p->max_batch_tokens, p->max_seqs, p->block_size, p->n_threads);
@@ -176,7 +186,36 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
                           .reserve_full = p->naive, .static_batching = p->naive};
     if ((s = rl_sched_new(&sc, e->pool, &e->sched, err))) goto fail;
 
+    if (p->draft_model_path &&
+        (s = rl_spec_draft_new(p->draft_model_path, e->n_vocab, p->max_seqs, n_ctx,
+                               p->max_batch_tokens, &e->draft, err)))
+        goto fail;
+
     size_t mb = (size_t)p->max_batch_tokens, ms = (size_t)p->max_seqs;
+    size_t dm = (size_t)p->draft_max + 1;
+    int32_t spec_seqs = p->spec_max_batch < p->max_seqs ? p->spec_max_batch : p->max_seqs;
+    e->n_logit_rows = p->max_seqs + spec_seqs * p->draft_max;
+    e->spec_reqs = rl_calloc(ms, sizeof *e->spec_reqs);
+    e->spec_kbuf = rl_calloc(ms, sizeof *e->spec_kbuf);
+    e->spec_out = rl_calloc(ms, sizeof *e->spec_out);
+    e->spec_dseqs = rl_calloc(ms, sizeof *e->spec_dseqs);
+    e->spec_toks = rl_calloc(ms, sizeof *e->spec_toks);
+    e->spec_ntoks = rl_calloc(ms, sizeof *e->spec_ntoks);
+    e->spec_dk = rl_calloc(ms, sizeof *e->spec_dk);
+    e->spec_dout = rl_calloc(ms, sizeof *e->spec_dout);
+    e->verify_scratch = rl_calloc(2 * (size_t)e->n_vocab, sizeof(float));
+    e->verify_res = rl_calloc(dm, sizeof *e->verify_res);
+    e->verify_out = rl_calloc(dm, sizeof *e->verify_out);
+    if (!e->spec_reqs || !e->spec_kbuf || !e->spec_out || !e->spec_dseqs || !e->spec_toks ||
+        !e->spec_ntoks || !e->spec_dk || !e->spec_dout || !e->verify_scratch || !e->verify_res || !e->verify_out) {
+        s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for speculation buffers");
+        goto fail;
+    }
+    for (size_t i = 0; i < ms; i++)
+        if (!(e->spec_out[i] = rl_calloc(dm, sizeof(int32_t)))) {
+            s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for speculation buffers");
+            goto fail;
+        }
     e->plan = rl_calloc(ms, sizeof *e->plan);
     e->b_token = rl_calloc(mb, sizeof(int32_t));
     e->b_pos = rl_calloc(mb, sizeof(int32_t));
@@ -184,7 +223,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     e->b_want = rl_calloc(mb, sizeof(bool));
     e->b_tables = rl_calloc(ms, sizeof(int32_t *));
     e->b_nblocks = rl_calloc(ms, sizeof(int32_t));
-    e->logits = rl_calloc(ms * (size_t)e->n_vocab, sizeof(float));
+    e->logits = rl_calloc((size_t)e->n_logit_rows * (size_t)e->n_vocab, sizeof(float));
     if (!e->plan || !e->b_token || !e->b_pos || !e->b_seq || !e->b_want || !e->b_tables ||
         !e->b_nblocks || !e->logits) {
         s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for step buffers");
@@ -212,9 +251,11 @@ void rl_engine_free(rl_engine *e) {
         e->reqs = r->next;
         if (e->sched && !r->finished && r->base.state != RL_SCHED_NEW)
             rl_sched_remove(e->sched, &r->base);
+        if (r->has_draft_seq) rl_spec_draft_seq_free(e->draft, &r->draft_seq);
         ereq_free(r);
     }
     rl_sched_free(e->sched);
+    rl_spec_draft_free(e->draft);
     rl_kv_pool_free(e->pool);
     rl_threadpool_free(e->tp);
     rl_tokenizer_free(e->tok);
@@ -227,6 +268,19 @@ void rl_engine_free(rl_engine *e) {
     rl_free(e->b_tables);
     rl_free(e->b_nblocks);
     rl_free(e->logits);
+    if (e->spec_out)
+        for (int32_t i = 0; i < e->params.max_seqs; i++) rl_free(e->spec_out[i]);
+    rl_free(e->spec_out);
+    rl_free(e->spec_reqs);
+    rl_free(e->spec_kbuf);
+    rl_free(e->spec_dseqs);
+    rl_free(e->spec_toks);
+    rl_free(e->spec_ntoks);
+    rl_free(e->spec_dk);
+    rl_free(e->spec_dout);
+    rl_free(e->verify_scratch);
+    rl_free(e->verify_res);
+    rl_free(e->verify_out);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->work_cond);
     pthread_cond_destroy(&e->ev_cond);
@@ -239,12 +293,6 @@ int32_t rl_engine_n_ctx(const rl_engine *e) { return e->n_ctx; }
 
 /* ---- submit / cancel / next ---- */
 /* rl_utf8_valid_len measures one sequence: walk the whole string. */
-static bool utf8_ok(const char *s, size_t n) {
-    for (size_t i = 0, l; i < n; i += l)
-        if ((l = rl_utf8_valid_len((const uint8_t *)s + i, n - i)) == 0) return false;
-    return true;
-}
-
 rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt,
                            const rl_gen_params *gp, uint64_t *id, rl_err *err) {
     rl_gen_params dg;
@@ -265,10 +313,14 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
         return rl_err_set(err, RL_ERR_INVALID, "stop: at most %d stop strings", RL_MAX_STOP);
     for (int32_t i = 0; i < gp->n_stop; i++) {
         size_t l = strnlen(gp->stop[i], RL_MAX_STOP_LEN + 1);
-        if (l == 0 || l > RL_MAX_STOP_LEN || !utf8_ok(gp->stop[i], l))
+        if (l == 0 || l > RL_MAX_STOP_LEN || !rl_utf8_valid(gp->stop[i], l))
             return rl_err_set(err, RL_ERR_INVALID,
                               "stop[%d]: must be 1..%d bytes of valid UTF-8", i, RL_MAX_STOP_LEN);
     }
+    if (gp->spec != RL_SPEC_NONE && gp->spec != RL_SPEC_NGRAM && gp->spec != RL_SPEC_DRAFT)
+        return rl_err_set(err, RL_ERR_INVALID, "spec: unknown speculation mode %d", (int)gp->spec);
+    if (gp->spec == RL_SPEC_DRAFT && !e->draft)
+        return rl_err_set(err, RL_ERR_INVALID, "spec: the engine has no draft model (-md)");
     int32_t max_new = gp->max_tokens > 0 ? gp->max_tokens : e->n_ctx - n_prompt;
     if (max_new > e->n_ctx - n_prompt) max_new = e->n_ctx - n_prompt;
 
@@ -280,11 +332,15 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     r->base.max_total = n_prompt + max_new;
     r->base.priority = gp->priority;
     rl_kv_seq_init(&r->base.kv, gp->cache_salt);
+    r->spec_k = e->params.draft_max;
+    /* drafts never push n_tokens past max_total - 1 (see spec_prepare) */
     r->base.tokens = rl_malloc((size_t)r->base.max_total * sizeof(int32_t));
     r->sampler = rl_sampler_new(&gp->sample, e->n_vocab, err);
     if (!r->base.tokens || !r->sampler) {
-        ereq_free(r);
-        return r->sampler ? rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory") : err->code;
+        rl_status fs = r->sampler ? rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory")
+                                  : (err ? err->code : RL_ERR_NOMEM);
+        ereq_free(r); /* after reading r->sampler: no use after free */
+        return fs;
     }
     memcpy(r->base.tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
     for (int32_t i = 0; i < n_prompt; i++) rl_sampler_accept(r->sampler, prompt[i]);
@@ -429,33 +485,172 @@ static bool flush_text(rl_engine *e, ereq *r, int32_t token, const rl_sample_res
     return stopped;
 }
 
-/* Samples the next token of r from its logits row and updates r. */
-static void sample_and_update(rl_engine *e, ereq *r, float *row) {
-    rl_sample_result sr;
-    int32_t tok = rl_sampler_sample(r->sampler, row, &sr);
+/* Appends token tok (already accepted by r's sampler) to r: text, stop
+ * strings, end-of-generation and length limits.  Returns false when r
+ * finished (r must not be touched by the caller's loop after that). */
+static bool emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_result *sr) {
     if (r->t_first == 0) r->t_first = now_s();
-    if (tok < 0) {
-        finish(e, r, RL_FINISH_ERROR, "every token is banned by logit_bias");
-        return;
-    }
-    rl_sampler_accept(r->sampler, tok);
     r->n_generated++;
+    e->st_gen++;
     bool eog = !r->gp.ignore_eos && rl_tokenizer_is_eog(e->tok, tok);
     if (eog) {
-        flush_text(e, r, tok, &sr, true);
+        flush_text(e, r, tok, sr, true);
         finish(e, r, RL_FINISH_STOP, NULL);
-        return;
+        return false;
     }
     rl_err derr;
     rl_detok_push(&r->detok, tok, NULL, &derr);
     r->base.tokens[r->base.n_tokens++] = tok;
     bool at_end = r->n_generated >= r->max_new || r->base.n_tokens >= e->n_ctx;
     if (at_end) rl_detok_flush(&r->detok, NULL, &derr);
-    if (flush_text(e, r, tok, &sr, at_end)) {
+    if (flush_text(e, r, tok, sr, at_end)) {
         finish(e, r, RL_FINISH_STOP, NULL);
+        return false;
+    }
+    if (at_end) {
+        finish(e, r, RL_FINISH_LENGTH, NULL);
+        return false;
+    }
+    return true;
+}
+
+/* Samples the next token of r from its logits row and updates r. */
+static void sample_and_update(rl_engine *e, ereq *r, float *row) {
+    rl_sample_result sr;
+    int32_t tok = rl_sampler_sample(r->sampler, row, &sr);
+    if (tok < 0) {
+        finish(e, r, RL_FINISH_ERROR, "every token is banned by logit_bias");
         return;
     }
-    if (at_end) finish(e, r, RL_FINISH_LENGTH, NULL);
+    rl_sampler_accept(r->sampler, tok);
+    emit_token(e, r, tok, &sr);
+}
+
+/* Verifies r's n_draft drafts against rows[n_draft+1] and emits the
+ * accepted tokens plus the target's own next token. */
+static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
+    rl_sched_req *b = &r->base;
+    int32_t k = r->n_draft, base = b->n_tokens - k;
+    int32_t *out = e->verify_out;
+    int32_t n = rl_spec_verify(r->sampler, rows, e->n_vocab, b->tokens + base, k, NULL,
+                               e->verify_scratch, e->verify_res, out);
+    r->n_draft = 0;
+    e->st_spec_verifies++;
+    e->st_spec_proposed += (uint64_t)k;
+    if (n == 0) {
+        b->n_tokens = base;
+        finish(e, r, RL_FINISH_ERROR, "every token is banned by logit_bias");
+        return;
+    }
+    int32_t accepted = n - 1;
+    e->st_spec_accepted += (uint64_t)accepted;
+    /* adaptive draft length: grow after a full accept, else shrink to what
+     * was accepted plus one */
+    r->spec_k = accepted == k ? (k + 1 < e->params.draft_max ? k + 1 : e->params.draft_max)
+                              : (accepted + 1);
+    /* keep K/V of the accepted drafts, drop the rest */
+    b->n_tokens = base;
+    b->n_computed = base + accepted;
+    rl_kv_seq_truncate(e->pool, &b->kv, base + accepted);
+    if (r->has_draft_seq) rl_spec_draft_rollback(e->draft, &r->draft_seq, base + accepted);
+    for (int32_t i = 0; i < n; i++)
+        if (!emit_token(e, r, out[i], &e->verify_res[i])) return;
+}
+
+/* Before scheduling: gives each decoding request that asked for
+ * speculation up to spec_k draft tokens, appended to its token list.
+ * Speculation is skipped when many sequences decode at once (the step is
+ * then compute-bound and extra positions cost more than they save). */
+static int32_t spec_prepare(rl_engine *e) {
+    int32_t n_dec = 0, n_spec = 0, n_draft_model = 0;
+    pthread_mutex_lock(&e->mu);
+    for (ereq *r = e->reqs; r; r = r->next)
+        if (!r->finished && r->base.state == RL_SCHED_RUNNING &&
+            r->base.n_tokens - r->base.n_computed == 1)
+            n_dec++;
+    if (n_dec == 0 || n_dec > e->params.spec_max_batch || e->params.draft_max == 0) {
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
+    for (ereq *r = e->reqs; r && n_spec < e->params.max_seqs; r = r->next) {
+        rl_sched_req *b = &r->base;
+        if (r->finished || r->gp.spec == RL_SPEC_NONE || b->state != RL_SCHED_RUNNING ||
+            b->n_tokens - b->n_computed != 1 || r->gp.sample.n_logprobs > 0)
+            continue;
+        int32_t k = r->spec_k;
+        int32_t room = r->max_new - r->n_generated - 1;
+        if (k > room) k = room;
+        if (k > e->n_ctx - b->n_tokens - 1) k = e->n_ctx - b->n_tokens - 1;
+        if (k <= 0) continue;
+        e->spec_reqs[n_spec] = r;
+        e->spec_kbuf[n_spec] = k;
+        n_spec++;
+    }
+    pthread_mutex_unlock(&e->mu);
+    /* n-gram proposals */
+    for (int32_t i = 0; i < n_spec; i++) {
+        ereq *r = e->spec_reqs[i];
+        if (r->gp.spec != RL_SPEC_NGRAM) continue;
+        e->spec_kbuf[i] = rl_spec_ngram(r->base.tokens, r->base.n_tokens, e->spec_kbuf[i],
+                                        e->params.ngram_min, e->params.ngram_max, e->spec_out[i]);
+    }
+    /* draft-model proposals, batched */
+    for (int32_t i = 0; i < n_spec; i++) {
+        ereq *r = e->spec_reqs[i];
+        if (r->gp.spec != RL_SPEC_DRAFT) continue;
+        if (!r->has_draft_seq) {
+            rl_spec_draft_seq_init(&r->draft_seq);
+            r->has_draft_seq = true;
+        }
+        e->spec_dseqs[n_draft_model] = &r->draft_seq;
+        e->spec_toks[n_draft_model] = r->base.tokens;
+        e->spec_ntoks[n_draft_model] = r->base.n_tokens;
+        e->spec_dk[n_draft_model] = e->spec_kbuf[i];
+        e->spec_dout[n_draft_model] = e->spec_out[i];
+        n_draft_model++;
+    }
+    if (n_draft_model > 0) {
+        int32_t *kk = e->spec_dk, q = n_draft_model;
+        int32_t **outs = e->spec_dout;
+        rl_err err = {0};
+        if (rl_spec_draft_propose(e->draft, e->spec_dseqs, e->spec_toks, e->spec_ntoks, kk, outs,
+                                  n_draft_model, e->tp, &err) != RL_OK) {
+            rl_log(RL_LOG_WARN, "draft model failed, speculation skipped: %s", err.msg);
+            for (int32_t j = 0; j < q; j++) kk[j] = 0;
+        }
+        q = 0;
+        for (int32_t i = 0; i < n_spec; i++)
+            if (e->spec_reqs[i]->gp.spec == RL_SPEC_DRAFT) e->spec_kbuf[i] = kk[q++];
+    }
+    /* append the drafts */
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n_spec; i++) {
+        ereq *r = e->spec_reqs[i];
+        int32_t k = e->spec_kbuf[i];
+        if (k <= 0) continue;
+        memcpy(r->base.tokens + r->base.n_tokens, e->spec_out[i], (size_t)k * sizeof(int32_t));
+        r->base.n_tokens += k;
+        r->n_draft = k;
+        e->spec_reqs[n_out++] = r;
+    }
+    return n_out;
+}
+
+/* After scheduling: drafts of a request the step did not fully cover (token
+ * budget, or preempted) are withdrawn. */
+static void spec_trim(rl_engine *e, int32_t n_spec) {
+    for (int32_t i = 0; i < n_spec; i++) {
+        ereq *r = e->spec_reqs[i];
+        rl_sched_req *b = &r->base;
+        int32_t covered = b->step_n > 0 ? b->n_computed + b->step_n : b->n_computed;
+        int32_t excess = b->n_tokens - covered;
+        if (b->step_n == 0 || b->state != RL_SCHED_RUNNING) excess = r->n_draft;
+        if (excess > r->n_draft) excess = r->n_draft;
+        if (excess > 0) {
+            b->n_tokens -= excess;
+            r->n_draft -= excess;
+        }
+    }
 }
 
 static void take_inbox(rl_engine *e) {
@@ -509,12 +704,17 @@ static void update_stats(rl_engine *e) {
     s->preemptions = ss.n_preemptions;
     s->steps = ss.n_steps;
     s->busy_s = e->busy_s;
+    s->spec_proposed = e->st_spec_proposed;
+    s->spec_accepted = e->st_spec_accepted;
+    s->spec_verifies = e->st_spec_verifies;
     pthread_mutex_unlock(&e->mu);
 }
 
 int32_t rl_engine_step(rl_engine *e) {
     take_inbox(e);
+    int32_t n_spec = spec_prepare(e);
     int32_t n_plan = rl_sched_step(e->sched, e->plan);
+    spec_trim(e, n_spec);
     if (n_plan == 0) {
         update_stats(e);
         return 0;
@@ -528,11 +728,13 @@ int32_t rl_engine_step(rl_engine *e) {
             b->admitted_counted = true;
             e->st_cached += (uint64_t)b->n_cached;
         }
+        bool last_chunk = b->n_computed + b->step_n == b->n_tokens;
+        int32_t first_row = b->n_tokens - 1 - r->n_draft; /* position of the first logits row */
         for (int32_t j = 0; j < b->step_n; j++) {
             e->b_token[n_tok] = b->tokens[b->n_computed + j];
             e->b_pos[n_tok] = b->n_computed + j;
             e->b_seq[n_tok] = i;
-            bool want = j == b->step_n - 1 && b->n_computed + b->step_n == b->n_tokens;
+            bool want = last_chunk && b->n_computed + j >= first_row;
             e->b_want[n_tok] = want;
             n_logits += want;
             n_tok++;
@@ -557,9 +759,10 @@ int32_t rl_engine_step(rl_engine *e) {
     for (int32_t i = 0; i < n_plan; i++) {
         ereq *r = (ereq *)e->plan[i];
         if (r->base.n_computed != r->base.n_tokens) continue; /* mid-prefill chunk */
-        float *lr = e->logits + (size_t)row++ * (size_t)e->n_vocab;
-        e->st_gen++;
-        sample_and_update(e, r, lr);
+        float *lr = e->logits + (size_t)row * (size_t)e->n_vocab;
+        row += 1 + r->n_draft;
+        if (r->n_draft > 0) verify_and_update(e, r, lr);
+        else sample_and_update(e, r, lr);
     }
     (void)n_logits;
     e->busy_s += now_s() - t0;

@@ -226,7 +226,7 @@ static rl_status bpe_word(bpe_ctx *c, const uint8_t *w, size_t n) {
     e->hash = h;
     e->n_bytes = (uint32_t)n;
     e->n_ids = (uint32_t)k;
-    memcpy(e->ids, c->out->v + start, k * sizeof(int32_t));
+    if (k) memcpy(e->ids, c->out->v + start, k * sizeof(int32_t)); /* k = 0: bytes the vocab lacks */
     memcpy((char *)(e->ids + k), w, n);
     pthread_mutex_lock(&tok->cache_mu);
     rl__cache_ent *old = tok->cache[slot];

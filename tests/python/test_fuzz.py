@@ -38,6 +38,23 @@ def seeds_fuzz_gguf(d):
         print("no gguf-package seed:", e)
 
 
+def seeds_fuzz_request(d):
+    """JSON bodies for tests/fuzz/fuzz_request.c; the first byte picks the
+    endpoint (odd = chat, even = completion)."""
+    import json
+    chat = {"model": "m", "messages": [{"role": "system", "content": "be brief"},
+                                        {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+            "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 1,
+            "stop": ["\n", "END"], "n": 2, "stream": True, "stream_options": {"include_usage": True},
+            "logprobs": True, "top_logprobs": 3, "logit_bias": {"42": -100, "7": 2.5},
+            "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}},
+            "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1}
+    compl = {"prompt": "Once upon", "max_tokens": 8, "logprobs": 2, "echo": True, "stop": "x"}
+    ids = {"prompt": [1, 2, 3, 49151], "max_completion_tokens": 4, "seed": -5}
+    for i, (k, o) in enumerate([(1, chat), (0, compl), (0, ids), (1, {"messages": []}), (0, {"prompt": [[1]]})]):
+        (d / f"req{i}").write_bytes(bytes([k]) + json.dumps(o).encode())
+
+
 @pytest.mark.parametrize("name", TARGETS)
 def test_fuzz_briefly(name, tmp_path):
     exe = FUZZ_BUILD / name
@@ -57,7 +74,7 @@ def test_fuzz_briefly(name, tmp_path):
         seeder(corpus)
     r = subprocess.run([str(exe), str(corpus), f"-max_total_time={SECONDS}", "-rss_limit_mb=2048",
                         "-timeout=10", f"-artifact_prefix={tmp_path}/", "-print_final_stats=1"],
-                       capture_output=True, text=True, timeout=SECONDS * 4 + 60)
+                       capture_output=True, text=True, timeout=SECONDS * 4 + 60, cwd=str(ROOT))
     tail = r.stderr[-3000:]
     assert r.returncode == 0, f"{name} found a failure:\n{tail}"
     assert "stat::number_of_executed_units" in r.stderr, tail

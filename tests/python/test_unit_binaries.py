@@ -14,7 +14,7 @@ TESTS = sorted(p.stem for p in (ROOT / "tests" / "unit").glob("test_*.c"))
 def test_unit(name, build_dir):
     exe = build_dir / "tests" / name
     assert exe.exists(), f"{exe} not built (make test-bins)"
-    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600,
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=900, cwd=str(ROOT),
                        env={"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1",
                             "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, f"{name} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
