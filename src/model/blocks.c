@@ -1,0 +1,129 @@
+/* redline model: blocks shared by the architectures -- self-attention over
+ * paged KV (projections, optional biases and per-head q/k RMSNorm, RoPE,
+ * KV store, attention per sequence run, output projection), the gated FFN,
+ * row-wise norms and residual adds, and the pre-norm decoder layer.
+ *
+ * Per-token work between matmuls (biases, norms, rope, KV stores,
+ * activations) is split over the thread pool by token ranges; each token
+ * writes only its own rows and its own KV slot, so no synchronization is
+ * needed inside a job.
+ */
+#include "model/model-impl.h"
+
+typedef struct tok_job {
+    rl_model *m;
+    rl__fwd *f;
+    int32_t il;
+} tok_job;
+
+static void tok_range(int32_t n, int ith, int nth, int32_t *i0, int32_t *i1) {
+    int32_t per = (n + nth - 1) / nth;
+    *i0 = per * ith < n ? per * ith : n;
+    *i1 = *i0 + per < n ? *i0 + per : n;
+}
+
+/* Biases, q/k norm, rope and KV store for this thread's tokens. */
+static void attn_prep(void *ctx, int ith, int nth) {
+    const tok_job *J = ctx;
+    const rl_model *m = J->m;
+    const rl_hparams *hp = &m->hp;
+    const rl_layer *L = &m->layers[J->il];
+    const int32_t hd = hp->head_dim;
+    const int64_t nq = (int64_t)hp->n_head * hd, nkv = (int64_t)hp->n_kv_head * hd;
+    int32_t i0, i1;
+    tok_range(J->f->n, ith, nth, &i0, &i1);
+    for (int32_t j = i0; j < i1; j++) {
+        float *q = m->q + j * nq, *k = m->k + j * nkv, *v = m->v + j * nkv;
+        if (L->bq)
+            for (int64_t d = 0; d < nq; d++) q[d] += L->bq[d];
+        if (L->bk)
+            for (int64_t d = 0; d < nkv; d++) k[d] += L->bk[d];
+        if (L->bv)
+            for (int64_t d = 0; d < nkv; d++) v[d] += L->bv[d];
+        if (L->q_norm)
+            for (int32_t h = 0; h < hp->n_head; h++)
+                rl_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->eps);
+        if (L->k_norm)
+            for (int32_t h = 0; h < hp->n_kv_head; h++)
+                rl_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->eps);
+        int32_t pos = J->f->pos[j];
+        rl_rope(q, hp->n_head, hd, hp->n_rot, pos, L->rope_base, L->rope_freq_scale, hp->rope_mode);
+        rl_rope(k, hp->n_kv_head, hd, hp->n_rot, pos, L->rope_base, L->rope_freq_scale,
+                hp->rope_mode);
+        rl_kv_store(&J->f->kv[J->il], J->f->bt[j], pos, k, v);
+    }
+}
+
+void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out) {
+    const rl_hparams *hp = &m->hp;
+    const rl_layer *L = &m->layers[il];
+    const int64_t nq = (int64_t)hp->n_head * hp->head_dim;
+    rl_matmul(&L->wq, in, m->q, f->n, m->mm_scratch, f->tp);
+    rl_matmul(&L->wk, in, m->k, f->n, m->mm_scratch, f->tp);
+    rl_matmul(&L->wv, in, m->v, f->n, m->mm_scratch, f->tp);
+    tok_job J = {m, f, il};
+    rl_threadpool_run(f->tp, attn_prep, &J);
+    /* Every token of the batch is stored before any attends, so a run sees
+     * its own earlier tokens whatever the thread split was. */
+    for (int32_t r = 0; r < f->n_run; r++) {
+        int32_t s = f->run_start[r], e = f->run_start[r + 1];
+        rl_attn_args a = {
+            .q = m->q + s * nq,
+            .out = m->att + s * nq,
+            .n_tok = e - s,
+            .n_head = hp->n_head,
+            .pos = f->pos + s,
+            .block_table = f->bt[s],
+            .kv = &f->kv[il],
+            .scale = hp->attn_scale,
+            .window = L->window,
+            .softcap = hp->attn_softcap,
+        };
+        rl_attention(&a, f->tp);
+    }
+    rl_matmul(&L->wo, m->att, out, f->n, m->mm_scratch, f->tp);
+}
+
+static void ffn_act(void *ctx, int ith, int nth) {
+    const tok_job *J = ctx;
+    const rl_model *m = J->m;
+    const int64_t nff = m->hp.n_ff;
+    int32_t i0, i1;
+    tok_range(J->f->n, ith, nth, &i0, &i1);
+    for (int32_t j = i0; j < i1; j++) {
+        float *g = m->gate + j * nff, *u = m->up + j * nff;
+        if (m->hp.act == RL__ACT_GELU_TANH)
+            rl_gelu_mul(g, g, u, nff);
+        else
+            rl_silu_mul(g, g, u, nff);
+    }
+}
+
+void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out) {
+    const rl_layer *L = &m->layers[il];
+    rl_matmul(&L->w_gate, in, m->gate, f->n, m->mm_scratch, f->tp);
+    rl_matmul(&L->w_up, in, m->up, f->n, m->mm_scratch, f->tp);
+    tok_job J = {m, f, il};
+    rl_threadpool_run(f->tp, ffn_act, &J);
+    rl_matmul(&L->w_down, m->gate, out, f->n, m->mm_scratch, f->tp);
+}
+
+void rl__norm_rows(float *y, const float *x, const float *w, int32_t n, int64_t d, float eps) {
+    for (int32_t i = 0; i < n; i++) rl_rmsnorm(y + i * d, x + i * d, w, d, eps);
+}
+
+void rl__add_rows(float *x, const float *y, int32_t n, int64_t d) {
+    int64_t total = (int64_t)n * d;
+    for (int64_t i = 0; i < total; i++) x[i] += y[i];
+}
+
+void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il) {
+    const rl_hparams *hp = &m->hp;
+    const rl_layer *L = &m->layers[il];
+    rl__norm_rows(m->xn, m->x, L->attn_norm, f->n, hp->n_embd, hp->eps);
+    rl__block_attn(m, f, il, m->xn, m->tmp);
+    rl__add_rows(m->x, m->tmp, f->n, hp->n_embd);
+    rl__norm_rows(m->xn, m->x, L->ffn_norm, f->n, hp->n_embd, hp->eps);
+    rl__block_ffn(m, f, il, m->xn, m->tmp);
+    rl__add_rows(m->x, m->tmp, f->n, hp->n_embd);
+}

@@ -1,0 +1,161 @@
+/* redline model internals: the model struct, the architecture vtable and
+ * the shared blocks.  Only src/model/ files include this.
+ *
+ * Activations inside a forward are row-major [n][width] buffers in the
+ * order of the sorted batch (grouped by sequence, then position), so each
+ * sequence's tokens are one contiguous run for the attention kernel.
+ */
+#ifndef RL_MODEL_IMPL_H
+#define RL_MODEL_IMPL_H
+
+#include "model/model.h"
+
+#define RL_MODEL_MAX_LAYERS 512
+#define RL_MODEL_MAX_DIM (1 << 20) /* bound on n_embd, n_ff, n_vocab rows etc. */
+#define RL_MODEL_MAX_HEADS 1024
+
+typedef enum rl__act { RL__ACT_SILU = 0, RL__ACT_GELU_TANH = 1 } rl__act;
+
+typedef struct rl_hparams {
+    int32_t n_vocab;      /* rows of token_embd */
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_kv_head;
+    int32_t head_dim;     /* key_length == value_length */
+    int32_t n_ff;
+    int32_t n_rot;        /* rope dims, <= head_dim, even */
+    float eps;
+    float rope_base;      /* global layers */
+    float rope_base_local;/* sliding-window layers */
+    float rope_freq_scale;/* 1/linear factor, global layers */
+    rl_rope_mode rope_mode;
+    int32_t sliding_window; /* 0 = none */
+    int32_t swa_pattern;    /* layer il is local iff il % p < p - 1 */
+    float attn_scale;     /* multiplier on q·k */
+    float attn_softcap;   /* 0 = none */
+    float final_softcap;  /* 0 = none */
+    float embd_scale;     /* multiplier on token embeddings */
+    rl__act act;
+} rl_hparams;
+
+typedef struct rl_layer {
+    const float *attn_norm;      /* [n_embd] */
+    rl_mat wq;                   /* [n_head*head_dim][n_embd] */
+    rl_mat wk;                   /* [n_kv_head*head_dim][n_embd] */
+    rl_mat wv;                   /* [n_kv_head*head_dim][n_embd] */
+    rl_mat wo;                   /* [n_embd][n_head*head_dim] */
+    const float *bq;             /* [n_head*head_dim] or NULL (qwen2) */
+    const float *bk;             /* [n_kv_head*head_dim] or NULL */
+    const float *bv;             /* [n_kv_head*head_dim] or NULL */
+    const float *q_norm;         /* [head_dim] or NULL (gemma3) */
+    const float *k_norm;         /* [head_dim] or NULL */
+    const float *post_attn_norm; /* [n_embd] or NULL (gemma3) */
+    const float *ffn_norm;       /* [n_embd] */
+    rl_mat w_gate;               /* [n_ff][n_embd] */
+    rl_mat w_up;                 /* [n_ff][n_embd] */
+    rl_mat w_down;               /* [n_embd][n_ff] */
+    const float *post_ffn_norm;  /* [n_embd] or NULL (gemma3) */
+    /* per-layer attention setup, filled by the arch */
+    float rope_base, rope_freq_scale;
+    int32_t window; /* 0 = full causal */
+} rl_layer;
+
+typedef struct rl__fwd rl__fwd;
+
+/* Architecture vtable; every slot required. */
+typedef struct rl__arch {
+    const char *name;
+    /* Arch-specific hyperparameters and defaults, after the common ones
+     * (rl__hparams_common) are read into m->hp. */
+    rl_status (*hparams)(rl_model *m, rl_err *err);
+    /* Binds and checks the tensors of layer il (rl__bind_*). */
+    rl_status (*bind_layer)(rl_model *m, int32_t il, rl_err *err);
+    /* Runs layer il on f->x in place. */
+    void (*layer)(rl_model *m, rl__fwd *f, int32_t il);
+} rl__arch;
+
+extern const rl__arch rl__arch_llama;
+extern const rl__arch rl__arch_qwen2;
+extern const rl__arch rl__arch_gemma3;
+
+struct rl_model {
+    rl_gguf *gguf;               /* owned */
+    const rl__arch *arch;
+    char arch_name[32];
+    char name[128];
+    rl_hparams hp;
+    rl_mat tok_embd;             /* [n_vocab][n_embd] */
+    const float *output_norm;    /* [n_embd] */
+    rl_mat output;               /* [n_vocab][n_embd] (tok_embd when tied) */
+    rl_layer *layers;            /* [n_layer] */
+    void **owned;                /* buffers converted at load (vectors, dequant) */
+    int32_t n_owned, cap_owned;
+    bool dequant;                /* opts.weights != STORED */
+    rl_type dequant_type;        /* then: F32 or F16 */
+    size_t weight_bytes;
+
+    /* scratch, sized for max_batch tokens at load */
+    int32_t max_batch;
+    float *x;                    /* [max_batch][n_embd] residual stream */
+    float *xn;                   /* [max_batch][n_embd] normed input */
+    float *tmp;                  /* [max_batch][n_embd] block output */
+    float *q;                    /* [max_batch][n_head*head_dim] */
+    float *k;                    /* [max_batch][n_kv_head*head_dim] */
+    float *v;                    /* [max_batch][n_kv_head*head_dim] */
+    float *att;                  /* [max_batch][n_head*head_dim] */
+    float *gate;                 /* [max_batch][n_ff] */
+    float *up;                   /* [max_batch][n_ff] */
+    void *mm_scratch;            /* rl_matmul scratch, max over weights */
+    size_t mm_scratch_size;
+    int32_t *order;              /* [max_batch] batch index of sorted slot */
+    int32_t *slot_of;            /* [max_batch] sorted slot of batch index */
+    int32_t *tok_s, *pos_s;      /* [max_batch] sorted token ids, positions */
+    const int32_t **bt_s;        /* [max_batch] block table of sorted slot */
+    int32_t *run_start;          /* [max_batch+1] sequence runs in sorted order */
+};
+
+/* State of one forward call. */
+struct rl__fwd {
+    int32_t n;                   /* tokens */
+    const int32_t *pos;          /* [n] sorted positions */
+    const int32_t *const *bt;    /* [n] block table per token */
+    const int32_t *run_start;    /* [n_run+1] */
+    int32_t n_run;
+    const rl_kv_layer *kv;       /* [n_layer] */
+    rl_threadpool *tp;
+};
+
+/* ---- load helpers (model.c) ---- */
+/* Binds matrix `name` expecting ne = [n_cols, n_rows] and a type rl_matmul
+ * supports.  Absent: error if required, else out->data = NULL. */
+rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
+                       bool required, rl_mat *out, rl_err *err);
+/* Binds a 1-D vector of n elements (converted to f32 if stored otherwise).
+ * Absent: error if required, else *out = NULL. */
+rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required,
+                       const float **out, rl_err *err);
+/* Binds the tensors every pre-norm decoder layer has. */
+rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err);
+/* Reads "<arch>.<key>" as an int / float with range checks. */
+rl_status rl__hp_i32(rl_model *m, const char *key, bool required, int64_t def, int64_t lo,
+                     int64_t hi, int32_t *out, rl_err *err);
+rl_status rl__hp_f32(rl_model *m, const char *key, double def, double lo, double hi, float *out,
+                     rl_err *err);
+
+/* ---- shared blocks (blocks.c) ---- */
+/* out[n][n_embd] = self-attention of layer il over in[n][n_embd] (q/k/v
+ * projections, biases, q/k norm, rope, KV store, attention, output). */
+void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out);
+/* out[n][n_embd] = down(act(gate(in)) * up(in)). */
+void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out);
+/* y[i] = rmsnorm(x[i]) * w for n rows of width d; y may alias x. */
+void rl__norm_rows(float *y, const float *x, const float *w, int32_t n, int64_t d, float eps);
+/* x += y over n rows of width d. */
+void rl__add_rows(float *x, const float *y, int32_t n, int64_t d);
+/* The pre-norm decoder layer (llama, qwen2):
+ *   x += attn(norm(x)); x += ffn(norm(x)). */
+void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il);
+
+#endif

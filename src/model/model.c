@@ -1,0 +1,594 @@
+/* redline model: loading (hyperparameters, tensor binding and validation,
+ * scratch sizing) and the forward driver (batch validation, sorting by
+ * sequence, embedding, layers, logits).
+ *
+ * Load order: common hyperparameters -> arch hyperparameters -> global
+ * tensors -> per-layer tensors (arch bind_layer) -> per-layer attention
+ * setup -> scratch.  Every failure names the key or tensor at fault and
+ * frees everything built so far.
+ */
+#include "model/model-impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const rl__arch *const archs[] = {&rl__arch_llama, &rl__arch_qwen2, &rl__arch_gemma3};
+
+/* ---------------------------------------------------------------- helpers */
+
+static rl_status hp_key(const rl_model *m, const char *key, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "%s.%s", m->arch_name, key);
+    return (n > 0 && (size_t)n < cap) ? RL_OK : RL_ERR_INVALID;
+}
+
+rl_status rl__hp_i32(rl_model *m, const char *key, bool required, int64_t def, int64_t lo,
+                     int64_t hi, int32_t *out, rl_err *err) {
+    char k[128];
+    if (hp_key(m, key, k, sizeof k)) return rl_err_set(err, RL_ERR_INVALID, "key too long");
+    if (required && rl_gguf_find_key(m->gguf, k) < 0)
+        return rl_err_set(err, RL_ERR_FORMAT, "missing hyperparameter '%s'", k);
+    int64_t v;
+    rl_status st = rl_gguf_get_i64(m->gguf, k, def, &v, err);
+    if (st) return st;
+    if (v < lo || v > hi)
+        return rl_err_set(err, RL_ERR_FORMAT, "hyperparameter '%s' = %lld out of range [%lld, %lld]",
+                          k, (long long)v, (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return RL_OK;
+}
+
+rl_status rl__hp_f32(rl_model *m, const char *key, double def, double lo, double hi, float *out,
+                     rl_err *err) {
+    char k[128];
+    if (hp_key(m, key, k, sizeof k)) return rl_err_set(err, RL_ERR_INVALID, "key too long");
+    double v;
+    rl_status st = rl_gguf_get_f64(m->gguf, k, def, &v, err);
+    if (st) return st;
+    if (!isfinite(v) || v < lo || v > hi)
+        return rl_err_set(err, RL_ERR_FORMAT, "hyperparameter '%s' = %g out of range [%g, %g]", k,
+                          v, lo, hi);
+    *out = (float)v;
+    return RL_OK;
+}
+
+static void shape_str(const rl_gguf_tensor *t, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "[");
+    for (uint32_t d = 0; d < t->n_dims && n > 0 && (size_t)n < cap; d++)
+        n += snprintf(buf + n, cap - (size_t)n, d ? ", %lld" : "%lld", (long long)t->ne[d]);
+    if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
+}
+
+/* Allocates a buffer the model frees with itself; NULL on OOM. */
+static void *own_alloc(rl_model *m, size_t bytes) {
+    if (m->n_owned == m->cap_owned) {
+        int32_t cap = m->cap_owned ? m->cap_owned * 2 : 16;
+        void **nv = rl_realloc(m->owned, (size_t)cap * sizeof *nv);
+        if (!nv) return NULL;
+        m->owned = nv;
+        m->cap_owned = cap;
+    }
+    void *p = rl_malloc(bytes ? bytes : 1);
+    if (p) m->owned[m->n_owned++] = p;
+    return p;
+}
+
+/* Validation mode: replaces w's data by a dequantized copy in m->dequant. */
+static rl_status dequant_mat(rl_model *m, const char *name, rl_mat *w, rl_err *err) {
+    if (w->type == m->dequant_type) return RL_OK;
+    const rl_type_traits *tr = rl_type_get(w->type);
+    size_t out_row = rl_type_row_size(m->dequant_type, w->n_cols), bytes;
+    if (!tr || !tr->to_float)
+        return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor '%s' (%s) cannot be dequantized", name,
+                          rl_type_name(w->type));
+    if (!rl_mul_size(out_row, (size_t)w->n_rows, &bytes))
+        return rl_err_set(err, RL_ERR_LIMIT, "tensor '%s' too large to dequantize", name);
+    uint8_t *dst = own_alloc(m, bytes);
+    float *row = rl_malloc((size_t)w->n_cols * sizeof(float));
+    if (!dst || !row) {
+        rl_free(row);
+        return rl_err_set(err, RL_ERR_NOMEM, "out of memory dequantizing '%s'", name);
+    }
+    for (int64_t r = 0; r < w->n_rows; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)r * w->row_size;
+        float *o = m->dequant_type == RL_TYPE_F32 ? (float *)(dst + (size_t)r * out_row) : row;
+        tr->to_float(src, o, w->n_cols);
+        if (m->dequant_type == RL_TYPE_F16) {
+            rl_fp16 *h = (rl_fp16 *)(dst + (size_t)r * out_row);
+            for (int64_t c = 0; c < w->n_cols; c++) h[c] = rl_f32_to_fp16(row[c]);
+        }
+    }
+    rl_free(row);
+    w->type = m->dequant_type;
+    w->row_size = out_row;
+    w->data = dst;
+    return RL_OK;
+}
+
+rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
+                       bool required, rl_mat *out, rl_err *err) {
+    memset(out, 0, sizeof *out);
+    const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required) return RL_OK;
+        return rl_err_set(err, RL_ERR_FORMAT, "missing tensor '%s'", name);
+    }
+    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
+        char s[96];
+        shape_str(t, s, sizeof s);
+        return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld, %lld]",
+                          name, s, (long long)n_cols, (long long)n_rows);
+    }
+    if (!rl_matmul_supports(t->type))
+        return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor '%s' has type %s, not supported by matmul",
+                          name, rl_type_name(t->type));
+    if (!t->data) return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has no data", name);
+    out->type = t->type;
+    out->n_rows = n_rows;
+    out->n_cols = n_cols;
+    out->row_size = rl_type_row_size(t->type, n_cols);
+    out->data = t->data;
+    if (out->row_size == 0)
+        return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s': row of %lld not a whole number of %s blocks",
+                          name, (long long)n_cols, rl_type_name(t->type));
+    m->weight_bytes += t->nbytes;
+    return m->dequant ? dequant_mat(m, name, out, err) : RL_OK;
+}
+
+rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
+                       rl_err *err) {
+    *out = NULL;
+    const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required) return RL_OK;
+        return rl_err_set(err, RL_ERR_FORMAT, "missing tensor '%s'", name);
+    }
+    if (t->n_elements != n || t->ne[0] != n) {
+        char s[96];
+        shape_str(t, s, sizeof s);
+        return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld]", name, s,
+                          (long long)n);
+    }
+    if (!t->data) return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has no data", name);
+    m->weight_bytes += t->nbytes;
+    if (t->type == RL_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+        *out = (const float *)t->data;
+        return RL_OK;
+    }
+    const rl_type_traits *tr = rl_type_get(t->type);
+    if (!tr || !tr->to_float || n % tr->blck_size != 0)
+        return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor '%s' has type %s, cannot convert to f32",
+                          name, rl_type_name(t->type));
+    float *buf = own_alloc(m, (size_t)n * sizeof(float));
+    if (!buf) return rl_err_set(err, RL_ERR_NOMEM, "out of memory converting '%s'", name);
+    if (t->type == RL_TYPE_F32)
+        memcpy(buf, t->data, (size_t)n * sizeof(float));
+    else
+        tr->to_float(t->data, buf, n);
+    *out = buf;
+    return RL_OK;
+}
+
+rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
+    const rl_hparams *hp = &m->hp;
+    rl_layer *L = &m->layers[il];
+    int64_t nq = (int64_t)hp->n_head * hp->head_dim, nkv = (int64_t)hp->n_kv_head * hp->head_dim;
+    char nm[96];
+    rl_status st;
+#define BIND_MAT(field, suffix, rows, cols)                                                        \
+    snprintf(nm, sizeof nm, "blk.%d." suffix, (int)il);                                           \
+    if ((st = rl__bind_mat(m, nm, rows, cols, true, &L->field, err))) return st;
+#define BIND_VEC(field, suffix, n)                                                                 \
+    snprintf(nm, sizeof nm, "blk.%d." suffix, (int)il);                                           \
+    if ((st = rl__bind_vec(m, nm, n, true, &L->field, err))) return st;
+    BIND_VEC(attn_norm, "attn_norm.weight", hp->n_embd);
+    BIND_MAT(wq, "attn_q.weight", nq, hp->n_embd);
+    BIND_MAT(wk, "attn_k.weight", nkv, hp->n_embd);
+    BIND_MAT(wv, "attn_v.weight", nkv, hp->n_embd);
+    BIND_MAT(wo, "attn_output.weight", hp->n_embd, nq);
+    BIND_VEC(ffn_norm, "ffn_norm.weight", hp->n_embd);
+    BIND_MAT(w_gate, "ffn_gate.weight", hp->n_ff, hp->n_embd);
+    BIND_MAT(w_up, "ffn_up.weight", hp->n_ff, hp->n_embd);
+    BIND_MAT(w_down, "ffn_down.weight", hp->n_embd, hp->n_ff);
+#undef BIND_MAT
+#undef BIND_VEC
+    return RL_OK;
+}
+
+/* Hyperparameters every supported architecture shares. */
+static rl_status hparams_common(rl_model *m, rl_err *err) {
+    rl_hparams *hp = &m->hp;
+    rl_status st;
+    if ((st = rl__hp_i32(m, "embedding_length", true, 0, 1, RL_MODEL_MAX_DIM, &hp->n_embd, err)) ||
+        (st = rl__hp_i32(m, "block_count", true, 0, 1, RL_MODEL_MAX_LAYERS, &hp->n_layer, err)) ||
+        (st = rl__hp_i32(m, "attention.head_count", true, 0, 1, RL_MODEL_MAX_HEADS, &hp->n_head,
+                         err)) ||
+        (st = rl__hp_i32(m, "attention.head_count_kv", false, hp->n_head, 1, RL_MODEL_MAX_HEADS,
+                         &hp->n_kv_head, err)) ||
+        (st = rl__hp_i32(m, "feed_forward_length", true, 0, 1, RL_MODEL_MAX_DIM, &hp->n_ff, err)) ||
+        (st = rl__hp_i32(m, "context_length", false, 2048, 1, 1 << 24, &hp->n_ctx_train, err)))
+        return st;
+    if (hp->n_head % hp->n_kv_head != 0)
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "%s.attention.head_count (%d) is not a multiple of head_count_kv (%d)",
+                          m->arch_name, (int)hp->n_head, (int)hp->n_kv_head);
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.key_length", m->arch_name);
+    if (rl_gguf_find_key(m->gguf, k) < 0 && hp->n_embd % hp->n_head != 0)
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "%s.embedding_length (%d) is not a multiple of attention.head_count (%d)",
+                          m->arch_name, (int)hp->n_embd, (int)hp->n_head);
+    int32_t vdim;
+    if ((st = rl__hp_i32(m, "attention.key_length", false, hp->n_embd / hp->n_head, 2, 4096,
+                         &hp->head_dim, err)) ||
+        (st = rl__hp_i32(m, "attention.value_length", false, hp->head_dim, 1, 4096, &vdim, err)))
+        return st;
+    if (vdim != hp->head_dim)
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          "%s.attention.value_length (%d) differs from key_length (%d)",
+                          m->arch_name, (int)vdim, (int)hp->head_dim);
+    if ((st = rl__hp_i32(m, "rope.dimension_count", false, hp->head_dim, 2, hp->head_dim,
+                         &hp->n_rot, err)))
+        return st;
+    if (hp->n_rot % 2)
+        return rl_err_set(err, RL_ERR_FORMAT, "%s.rope.dimension_count (%d) must be even",
+                          m->arch_name, (int)hp->n_rot);
+    if ((st = rl__hp_f32(m, "attention.layer_norm_rms_epsilon", 1e-5, 1e-12, 0.1, &hp->eps, err)) ||
+        (st = rl__hp_f32(m, "rope.freq_base", 10000.0, 1.0, 1e12, &hp->rope_base, err)) ||
+        (st = rl__hp_f32(m, "attn_logit_softcapping", 0.0, 0.0, 1e6, &hp->attn_softcap, err)) ||
+        (st = rl__hp_f32(m, "final_logit_softcapping", 0.0, 0.0, 1e6, &hp->final_softcap, err)))
+        return st;
+    hp->rope_base_local = hp->rope_base;
+    hp->rope_freq_scale = 1.0f;
+    rl_gguf_str stype;
+    snprintf(k, sizeof k, "%s.rope.scaling.type", m->arch_name);
+    if ((st = rl_gguf_get_str(m->gguf, k, &stype, err))) return st;
+    if (stype.ptr && stype.len == 6 && !memcmp(stype.ptr, "linear", 6)) {
+        float factor;
+        if ((st = rl__hp_f32(m, "rope.scaling.factor", 1.0, 1e-3, 1e6, &factor, err))) return st;
+        hp->rope_freq_scale = 1.0f / factor;
+    } else if (stype.ptr && !(stype.len == 4 && !memcmp(stype.ptr, "none", 4))) {
+        rl_log(RL_LOG_WARN, "model: rope scaling '%.*s' not implemented; exact within %d tokens",
+               (int)(stype.len > 32 ? 32 : stype.len), stype.ptr, (int)hp->n_ctx_train);
+    }
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = 1.0f;
+    hp->rope_mode = RL_ROPE_NORMAL;
+    hp->act = RL__ACT_SILU;
+    return RL_OK;
+}
+
+/* Global tensors: embeddings, final norm, output (tied if absent). */
+static rl_status bind_globals(rl_model *m, rl_err *err) {
+    const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!t) return rl_err_set(err, RL_ERR_FORMAT, "missing tensor 'token_embd.weight'");
+    if (t->n_dims != 2 || t->ne[0] != m->hp.n_embd || t->ne[1] < 1 || t->ne[1] > (1 << 24)) {
+        char s[96];
+        shape_str(t, s, sizeof s);
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "tensor 'token_embd.weight' has shape %s, expected [%d, n_vocab]", s,
+                          (int)m->hp.n_embd);
+    }
+    m->hp.n_vocab = (int32_t)t->ne[1];
+    int32_t meta_vocab;
+    rl_status st = rl__hp_i32(m, "vocab_size", false, m->hp.n_vocab, 1, 1 << 24, &meta_vocab, err);
+    if (st) return st;
+    if (meta_vocab != m->hp.n_vocab)
+        return rl_err_set(err, RL_ERR_FORMAT, "%s.vocab_size (%d) differs from token_embd rows (%d)",
+                          m->arch_name, (int)meta_vocab, (int)m->hp.n_vocab);
+    const rl_type_traits *tr = rl_type_get(t->type);
+    if (!tr || !tr->to_float)
+        return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor 'token_embd.weight' has type %s",
+                          rl_type_name(t->type));
+    if ((st = rl__bind_mat(m, "token_embd.weight", m->hp.n_vocab, m->hp.n_embd, true, &m->tok_embd,
+                           err)))
+        return st;
+    if ((st = rl__bind_vec(m, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err)))
+        return st;
+    if ((st = rl__bind_mat(m, "output.weight", m->hp.n_vocab, m->hp.n_embd, false, &m->output, err)))
+        return st;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    if (rl_gguf_find_tensor(m->gguf, "rope_freqs.weight"))
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          "tensor 'rope_freqs.weight' (per-dimension rope factors) not supported");
+    return RL_OK;
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+static rl_status alloc_scratch(rl_model *m, rl_err *err) {
+    const rl_hparams *hp = &m->hp;
+    size_t B = (size_t)m->max_batch;
+    size_t nq = (size_t)hp->n_head * hp->head_dim, nkv = (size_t)hp->n_kv_head * hp->head_dim;
+    float **bufs[] = {&m->x, &m->xn, &m->tmp, &m->q, &m->k, &m->v, &m->att, &m->gate, &m->up};
+    size_t widths[] = {hp->n_embd, hp->n_embd, hp->n_embd, nq, nkv, nkv, nq, hp->n_ff, hp->n_ff};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i] = rl_calloc(B * widths[i], sizeof(float));
+        if (!*bufs[i]) return rl_err_set(err, RL_ERR_NOMEM, "out of memory for activations");
+    }
+    size_t s = rl_matmul_scratch_size(&m->output, m->max_batch);
+    s = max_sz(s, rl_matmul_scratch_size(&m->tok_embd, m->max_batch));
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const rl_layer *L = &m->layers[il];
+        const rl_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
+            s = max_sz(s, rl_matmul_scratch_size(ms[j], m->max_batch));
+    }
+    m->mm_scratch_size = s;
+    m->mm_scratch = rl_malloc(s ? s : 1);
+    m->order = rl_calloc(B, sizeof(int32_t));
+    m->slot_of = rl_calloc(B, sizeof(int32_t));
+    m->tok_s = rl_calloc(B, sizeof(int32_t));
+    m->pos_s = rl_calloc(B, sizeof(int32_t));
+    m->bt_s = rl_calloc(B, sizeof(*m->bt_s));
+    m->run_start = rl_calloc(B + 1, sizeof(int32_t));
+    if (!m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s || !m->run_start)
+        return rl_err_set(err, RL_ERR_NOMEM, "out of memory for scratch");
+    return RL_OK;
+}
+
+/* Reads one byte per page of each weight so the first forward does not
+ * page-fault; reports progress per layer. */
+static void prefault(rl_model *m, const rl_model_opts *o) {
+    volatile uint8_t sink = 0;
+    int64_t n = rl_gguf_n_tensors(m->gguf);
+    for (int64_t i = 0; i < n; i++) {
+        const rl_gguf_tensor *t = rl_gguf_tensor_at(m->gguf, i);
+        const uint8_t *p = t->data;
+        if (!p) continue;
+        for (size_t off = 0; off < t->nbytes; off += 4096) sink ^= p[off];
+        if (o->progress && (i % 16 == 15 || i + 1 == n))
+            o->progress(0.2f + 0.8f * (float)(i + 1) / (float)n, "reading weights", o->progress_ud);
+    }
+    (void)sink;
+}
+
+/* ----------------------------------------------------------------- load */
+
+rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **out, rl_err *err) {
+    rl_model_opts o = {0};
+    if (opts) o = *opts;
+    *out = NULL;
+    if (!g) return rl_err_set(err, RL_ERR_INVALID, "model: no GGUF reader");
+    if (o.max_batch == 0) o.max_batch = 512;
+    if (o.max_batch < 1 || o.max_batch > (1 << 20)) {
+        rl_gguf_close(g);
+        return rl_err_set(err, RL_ERR_INVALID, "model: max_batch %d out of range [1, 1048576]",
+                          (int)o.max_batch);
+    }
+    rl_model *m = rl_calloc(1, sizeof *m);
+    if (!m) {
+        rl_gguf_close(g);
+        return rl_err_set(err, RL_ERR_NOMEM, "out of memory");
+    }
+    m->gguf = g;
+    m->max_batch = o.max_batch;
+    if (o.weights != RL_MODEL_WEIGHTS_STORED && o.weights != RL_MODEL_WEIGHTS_F32 &&
+        o.weights != RL_MODEL_WEIGHTS_F16) {
+        rl_model_free(m);
+        return rl_err_set(err, RL_ERR_INVALID, "model: opts.weights %d unknown", (int)o.weights);
+    }
+    m->dequant = o.weights != RL_MODEL_WEIGHTS_STORED;
+    m->dequant_type = o.weights == RL_MODEL_WEIGHTS_F16 ? RL_TYPE_F16 : RL_TYPE_F32;
+    rl_status st;
+    rl_gguf_str s;
+    if ((st = rl_gguf_get_str(g, "general.architecture", &s, err))) goto fail;
+    if (!s.ptr) {
+        st = rl_err_set(err, RL_ERR_FORMAT, "missing key 'general.architecture'");
+        goto fail;
+    }
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strlen(archs[i]->name) == s.len && !memcmp(archs[i]->name, s.ptr, s.len))
+            m->arch = archs[i];
+    if (!m->arch) {
+        st = rl_err_set(err, RL_ERR_UNSUPPORTED,
+                        "general.architecture '%.*s' not supported (llama, qwen2, gemma3)",
+                        (int)(s.len > 64 ? 64 : s.len), s.ptr);
+        goto fail;
+    }
+    snprintf(m->arch_name, sizeof m->arch_name, "%s", m->arch->name);
+    if ((st = rl_gguf_get_str(g, "general.name", &s, err))) goto fail;
+    if (s.ptr)
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(s.len > 127 ? 127 : s.len), s.ptr);
+
+    if ((st = hparams_common(m, err)) || (st = m->arch->hparams(m, err))) goto fail;
+    if ((st = bind_globals(m, err))) goto fail;
+    m->layers = rl_calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        st = rl_err_set(err, RL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        if ((st = m->arch->bind_layer(m, il, err))) goto fail;
+        rl_layer *L = &m->layers[il];
+        bool swa = m->hp.sliding_window > 0 && m->hp.swa_pattern > 1 &&
+                   il % m->hp.swa_pattern < m->hp.swa_pattern - 1;
+        L->window = swa ? m->hp.sliding_window : 0;
+        L->rope_base = swa ? m->hp.rope_base_local : m->hp.rope_base;
+        L->rope_freq_scale = swa ? 1.0f : m->hp.rope_freq_scale;
+        if (o.progress) o.progress(0.2f * (float)(il + 1) / (float)m->hp.n_layer, "checking tensors",
+                                   o.progress_ud);
+    }
+    if ((st = alloc_scratch(m, err))) goto fail;
+    if (o.prefault) prefault(m, &o);
+    if (o.progress) o.progress(1.0f, "done", o.progress_ud);
+    *out = m;
+    return RL_OK;
+fail:
+    rl_err_prefix(err, "model");
+    rl_model_free(m);
+    return st;
+}
+
+rl_status rl_model_load(const char *path, const rl_model_opts *opts, rl_model **out, rl_err *err) {
+    *out = NULL;
+    rl_gguf *g = NULL;
+    rl_status st = rl_gguf_open(path, &g, err);
+    if (st) return st;
+    return rl_model_load_gguf(g, opts, out, err);
+}
+
+void rl_model_free(rl_model *m) {
+    if (!m) return;
+    for (int32_t i = 0; i < m->n_owned; i++) rl_free(m->owned[i]);
+    rl_free(m->owned);
+    rl_free(m->layers);
+    float *bufs[] = {m->x, m->xn, m->tmp, m->q, m->k, m->v, m->att, m->gate, m->up};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rl_free(bufs[i]);
+    rl_free(m->mm_scratch);
+    rl_free(m->order);
+    rl_free(m->slot_of);
+    rl_free(m->tok_s);
+    rl_free(m->pos_s);
+    rl_free((void *)m->bt_s);
+    rl_free(m->run_start);
+    rl_gguf_close(m->gguf);
+    rl_free(m);
+}
+
+/* ------------------------------------------------------------ accessors */
+
+const char *rl_model_arch(const rl_model *m) { return m->arch_name; }
+const char *rl_model_name(const rl_model *m) { return m->name; }
+int32_t rl_model_n_vocab(const rl_model *m) { return m->hp.n_vocab; }
+int32_t rl_model_n_ctx_train(const rl_model *m) { return m->hp.n_ctx_train; }
+int32_t rl_model_n_layer(const rl_model *m) { return m->hp.n_layer; }
+int32_t rl_model_n_embd(const rl_model *m) { return m->hp.n_embd; }
+int32_t rl_model_n_head(const rl_model *m) { return m->hp.n_head; }
+int32_t rl_model_n_kv_head(const rl_model *m) { return m->hp.n_kv_head; }
+int32_t rl_model_head_dim(const rl_model *m) { return m->hp.head_dim; }
+int32_t rl_model_max_batch(const rl_model *m) { return m->max_batch; }
+size_t rl_model_weight_bytes(const rl_model *m) { return m->weight_bytes; }
+const rl_gguf *rl_model_gguf(const rl_model *m) { return m->gguf; }
+
+rl_model_kv_shape rl_model_kv_shape_of(const rl_model *m) {
+    rl_model_kv_shape s = {m->hp.n_layer, m->hp.n_kv_head, m->hp.head_dim};
+    return s;
+}
+
+/* -------------------------------------------------------------- forward */
+
+int32_t rl_batch_n_logits(const rl_batch *b) {
+    if (!b || b->n_tok <= 0) return 0;
+    if (!b->want_logits) return 1;
+    int32_t n = 0;
+    for (int32_t i = 0; i < b->n_tok; i++) n += b->want_logits[i] ? 1 : 0;
+    return n;
+}
+
+static rl_status check_batch(const rl_model *m, const rl_batch *b, const rl_kv_layer *kv,
+                             rl_err *err) {
+    if (!b || !kv) return rl_err_set(err, RL_ERR_INVALID, "forward: NULL batch or KV layers");
+    if (b->n_tok < 1) return rl_err_set(err, RL_ERR_INVALID, "forward: empty batch (n_tok = %d)",
+                                        (int)b->n_tok);
+    if (b->n_tok > m->max_batch)
+        return rl_err_set(err, RL_ERR_LIMIT, "forward: n_tok %d exceeds max_batch %d",
+                          (int)b->n_tok, (int)m->max_batch);
+    if (!b->token || !b->pos || !b->seq || b->n_seq < 1 || !b->block_tables || !b->n_blocks)
+        return rl_err_set(err, RL_ERR_INVALID, "forward: batch arrays missing or n_seq < 1");
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const rl_kv_layer *L = &kv[il];
+        if (L->n_kv_head != m->hp.n_kv_head || L->head_dim != m->hp.head_dim ||
+            L->block_size < 1 || !L->k_base || !L->v_base || L->block_size != kv[0].block_size)
+            return rl_err_set(err, RL_ERR_INVALID,
+                              "forward: kv layer %d shape (%d heads x %d, block %d) does not match "
+                              "the model (%d heads x %d)",
+                              (int)il, (int)L->n_kv_head, (int)L->head_dim, (int)L->block_size,
+                              (int)m->hp.n_kv_head, (int)m->hp.head_dim);
+    }
+    int32_t bs = kv[0].block_size;
+    for (int32_t i = 0; i < b->n_tok; i++) {
+        if (b->token[i] < 0 || b->token[i] >= m->hp.n_vocab)
+            return rl_err_set(err, RL_ERR_RANGE, "forward: token[%d] = %d out of range [0, %d)",
+                              (int)i, (int)b->token[i], (int)m->hp.n_vocab);
+        int32_t s = b->seq[i];
+        if (s < 0 || s >= b->n_seq)
+            return rl_err_set(err, RL_ERR_INVALID, "forward: seq[%d] = %d out of range [0, %d)",
+                              (int)i, (int)s, (int)b->n_seq);
+        if (!b->block_tables[s] || b->n_blocks[s] < 0)
+            return rl_err_set(err, RL_ERR_INVALID, "forward: sequence %d has no block table",
+                              (int)s);
+        if (b->pos[i] < 0 || b->pos[i] / bs >= b->n_blocks[s])
+            return rl_err_set(err, RL_ERR_RANGE,
+                              "forward: pos[%d] = %d outside sequence %d's %d blocks of %d",
+                              (int)i, (int)b->pos[i], (int)s, (int)b->n_blocks[s], (int)bs);
+    }
+    return RL_OK;
+}
+
+/* Sorts batch indices by (seq, pos) into m->order (insertion sort: batches
+ * arrive grouped and ordered, so this is linear in practice) and splits
+ * the sorted order into per-sequence runs. */
+static rl_status sort_batch(rl_model *m, const rl_batch *b, rl__fwd *f, rl_err *err) {
+    int32_t n = b->n_tok, *ord = m->order;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t j = i, si = b->seq[i], pi = b->pos[i];
+        while (j > 0) {
+            int32_t o = ord[j - 1];
+            if (b->seq[o] < si || (b->seq[o] == si && b->pos[o] < pi)) break;
+            if (b->seq[o] == si && b->pos[o] == pi)
+                return rl_err_set(err, RL_ERR_INVALID,
+                                  "forward: tokens %d and %d share sequence %d position %d",
+                                  (int)o, (int)i, (int)si, (int)pi);
+            ord[j] = o;
+            j--;
+        }
+        ord[j] = i;
+    }
+    f->n_run = 0;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t o = ord[j];
+        m->tok_s[j] = b->token[o];
+        m->pos_s[j] = b->pos[o];
+        m->bt_s[j] = b->block_tables[b->seq[o]];
+        if (j == 0 || b->seq[o] != b->seq[ord[j - 1]]) m->run_start[f->n_run++] = j;
+    }
+    m->run_start[f->n_run] = n;
+    f->n = n;
+    f->pos = m->pos_s;
+    f->bt = m->bt_s;
+    f->run_start = m->run_start;
+    return RL_OK;
+}
+
+rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
+                           float *logits_out, rl_threadpool *tp, rl_err *err) {
+    rl_status st = check_batch(m, b, kv_layers, err);
+    if (st) return st;
+    if (!logits_out && rl_batch_n_logits(b) > 0)
+        return rl_err_set(err, RL_ERR_INVALID, "forward: logits wanted but logits_out is NULL");
+    rl__fwd f = {0};
+    f.kv = kv_layers;
+    f.tp = tp;
+    if ((st = sort_batch(m, b, &f, err))) return st;
+
+    const rl_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    for (int32_t j = 0; j < f.n; j++) {
+        float *row = m->x + (size_t)j * E;
+        rl_get_row(&m->tok_embd, m->tok_s[j], row);
+        if (hp->embd_scale != 1.0f)
+            for (int64_t d = 0; d < E; d++) row[d] *= hp->embd_scale;
+    }
+    for (int32_t il = 0; il < hp->n_layer; il++) m->arch->layer(m, &f, il);
+
+    /* Rows that want logits, in batch order. */
+    for (int32_t j = 0; j < f.n; j++) m->slot_of[m->order[j]] = j;
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n_tok; i++) {
+        bool want = b->want_logits ? b->want_logits[i] : (i == b->n_tok - 1);
+        if (!want) continue;
+        int32_t slot = m->slot_of[i];
+        rl__norm_rows(m->xn + (size_t)n_out * E, m->x + (size_t)slot * E, m->output_norm, 1, E,
+                      hp->eps);
+        n_out++;
+    }
+    if (n_out == 0) return RL_OK;
+    rl_matmul(&m->output, m->xn, logits_out, n_out, m->mm_scratch, tp);
+    if (hp->final_softcap > 0.0f) {
+        float c = hp->final_softcap;
+        size_t total = (size_t)n_out * (size_t)hp->n_vocab;
+        for (size_t i = 0; i < total; i++) logits_out[i] = c * tanhf(logits_out[i] / c);
+    }
+    return RL_OK;
+}

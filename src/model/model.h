@@ -1,0 +1,127 @@
+/* redline model (L4): hyperparameters, weights and the forward pass of a
+ * decoder-only transformer loaded from a GGUF file.
+ *
+ * A model owns its GGUF reader (the mmap); weight matrices are rl_mat views
+ * into the mapping and are never copied.  One architecture file per family
+ * (archs/llama.c, archs/qwen2.c, archs/gemma3.c) plugs into a small vtable;
+ * the shared blocks (attention, FFN, norms) live in blocks.c.
+ *
+ * Forward: rl_model_forward() runs a batch of tokens that may belong to
+ * several sequences.  The caller owns the KV memory (kv/ or a test helper)
+ * and hands in one rl_kv_layer per layer plus, per sequence, a block table;
+ * the model writes K/V of the batch's tokens into those blocks and attends
+ * over them.  The model never allocates on this path: all scratch is sized
+ * once at load for opts.max_batch tokens.
+ *
+ * Invariants:
+ *   - every tensor a model uses was checked at load for presence, shape and
+ *     type; every hyperparameter for range and consistency;
+ *   - one forward at a time per model (the scratch is shared): callers that
+ *     run several threads serialize calls or load the model twice;
+ *   - results for a token do not depend on which other tokens share its
+ *     batch (matmuls are batch-invariant, attention is per token).
+ */
+#ifndef RL_MODEL_H
+#define RL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+
+typedef struct rl_model rl_model; /* opaque */
+
+/* Load progress: frac in [0, 1]; `what` is a short phase name. */
+typedef void (*rl_model_progress_fn)(float frac, const char *what, void *ud);
+
+/* Validation mode.  STORED: weights stay as stored in the file (mmapped).
+ * F32 / F16: every weight matrix is dequantized into that type at load
+ * (owned memory, 4 or 2 bytes per weight), so matmuls run in floating
+ * point without 8-bit activation quantization.  The golden tests use F32
+ * to check the architecture against the reference to cosine 1e-4, free of
+ * the quantized-activation noise. */
+typedef enum rl_model_weights {
+    RL_MODEL_WEIGHTS_STORED = 0,
+    RL_MODEL_WEIGHTS_F32 = 1,
+    RL_MODEL_WEIGHTS_F16 = 2,
+} rl_model_weights;
+
+typedef struct rl_model_opts {
+    int32_t max_batch;                /* tokens per forward call; 0 = 512 */
+    bool prefault;                    /* touch every weight page at load */
+    rl_model_weights weights;         /* see rl_model_weights */
+    rl_model_progress_fn progress;    /* may be NULL */
+    void *progress_ud;
+} rl_model_opts;
+
+/* Opens `path` (rl_gguf_open), reads and validates the hyperparameters and
+ * every tensor, sizes the scratch.  opts may be NULL (defaults).  On error
+ * *out is NULL and err names the bad key or tensor.  Free with
+ * rl_model_free. */
+rl_status rl_model_load(const char *path, const rl_model_opts *opts, rl_model **out, rl_err *err);
+/* Same, over a GGUF reader the caller opened; the model takes ownership of
+ * `g` (closes it on failure too).  Tests use it with rl_gguf_open_memory. */
+rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **out, rl_err *err);
+void rl_model_free(rl_model *m);
+
+/* ---- accessors ---- */
+const char *rl_model_arch(const rl_model *m); /* "llama", "qwen2", "gemma3" */
+const char *rl_model_name(const rl_model *m); /* general.name or "" */
+int32_t rl_model_n_vocab(const rl_model *m);
+int32_t rl_model_n_ctx_train(const rl_model *m);
+int32_t rl_model_n_layer(const rl_model *m);
+int32_t rl_model_n_embd(const rl_model *m);
+int32_t rl_model_n_head(const rl_model *m);
+int32_t rl_model_n_kv_head(const rl_model *m);
+int32_t rl_model_head_dim(const rl_model *m);
+int32_t rl_model_max_batch(const rl_model *m);
+size_t rl_model_weight_bytes(const rl_model *m); /* bytes of tensor data mapped */
+/* The GGUF reader (for the tokenizer, templates); borrowed until free. */
+const rl_gguf *rl_model_gguf(const rl_model *m);
+
+/* What a caller needs to allocate KV blocks: n_layer rl_kv_layer, each with
+ * n_kv_head heads of head_dim elements per token slot. */
+typedef struct rl_model_kv_shape {
+    int32_t n_layer, n_kv_head, head_dim;
+} rl_model_kv_shape;
+rl_model_kv_shape rl_model_kv_shape_of(const rl_model *m);
+
+/* A batch of tokens, possibly from several sequences.  All arrays are
+ * borrowed for the call.
+ *   token[i], pos[i], seq[i]: token id, its position in its sequence, and
+ *     the sequence index in [0, n_seq).
+ *   want_logits[i]: write logits for token i.  NULL = only the last token.
+ *   block_tables[s][0 .. n_blocks[s]): KV block ids of sequence s; position
+ *     p lives in block block_tables[s][p / block_size].
+ * A query at position p attends to positions [0, p] (or the sliding
+ * window) of its sequence; those not in this batch must have been written
+ * by earlier forwards into the same blocks.  (seq, pos) pairs must be
+ * unique within a batch. */
+typedef struct rl_batch {
+    int32_t n_tok;
+    const int32_t *token;      /* [n_tok] */
+    const int32_t *pos;        /* [n_tok] */
+    const int32_t *seq;        /* [n_tok] */
+    const bool *want_logits;   /* [n_tok] or NULL */
+    int32_t n_seq;
+    const int32_t *const *block_tables; /* [n_seq] -> [n_blocks[s]] */
+    const int32_t *n_blocks;   /* [n_seq] */
+} rl_batch;
+
+/* Number of rows rl_model_forward writes for batch b. */
+int32_t rl_batch_n_logits(const rl_batch *b);
+
+/* Runs the batch.  kv_layers[n_layer] describes the caller's KV memory
+ * (n_kv_head and head_dim must match rl_model_kv_shape_of).  logits_out
+ * receives [rl_batch_n_logits(b)][n_vocab] floats, one row per token with
+ * want_logits set, in batch order.  tp may be NULL (single thread).
+ * Errors (nothing is computed): RL_ERR_RANGE for a token id outside
+ * [0, n_vocab) or a position beyond the sequence's blocks, RL_ERR_LIMIT for
+ * n_tok > max_batch, RL_ERR_INVALID for other malformed batches. */
+rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
+                           float *logits_out, rl_threadpool *tp, rl_err *err);
+
+#endif

@@ -1,0 +1,351 @@
+/* Model loading and forward checks on small synthetic GGUF files made with
+ * the gguf writer: hyperparameter validation (head counts, layer count,
+ * missing keys), tensor validation (missing, wrong shape, arch-specific
+ * tensors), batch validation in forward (token range, max batch, duplicate
+ * positions, positions beyond the block table), allocation failure during
+ * load, and the forward's batch invariance (one prefill = single steps =
+ * two interleaved sequences) on a tiny random llama / qwen2 / gemma3. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/seqkv.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+
+typedef struct spec {
+    const char *arch;
+    int64_t n_layer, n_head, n_kv, n_embd, n_ff, n_vocab;
+    const char *skip;        /* tensor to leave out */
+    const char *bad_shape;   /* tensor whose last dim gets +1 */
+    bool no_head_count;
+} spec;
+
+static spec base_spec(const char *arch) {
+    spec s = {arch, 2, 4, 2, 32, 64, 64, NULL, NULL, false};
+    return s;
+}
+
+static float g_data[64 * 64];
+
+static void add_t(rl_gguf_writer *w, const spec *s, const char *name, int64_t ne0, int64_t ne1) {
+    if (s->skip && !strcmp(s->skip, name)) return;
+    if (s->bad_shape && !strcmp(s->bad_shape, name)) {
+        if (ne1 > 1) ne1++;
+        else ne0++;
+    }
+    int64_t ne[2] = {ne0, ne1};
+    assert_int_equal(rl_gguf_writer_tensor(w, name, RL_TYPE_F32, ne1 > 1 ? 2 : 1, ne, g_data), RL_OK);
+}
+
+/* Builds the GGUF bytes for spec s; caller frees *buf with rl_free. */
+static void build(const spec *s, void **buf, size_t *size) {
+    for (size_t i = 0; i < sizeof g_data / sizeof g_data[0]; i++)
+        g_data[i] = 0.1f * sinf((float)i * 0.37f) + (i % 7 == 0 ? 0.05f : 0.0f);
+    rl_gguf_writer *w = rl_gguf_writer_new();
+    assert_non_null(w);
+    char k[96];
+    rl_gguf_writer_str(w, "general.architecture", s->arch, strlen(s->arch));
+#define KV(key, v)                                                                                 \
+    do {                                                                                           \
+        snprintf(k, sizeof k, "%s." key, s->arch);                                                \
+        rl_gguf_writer_u32(w, k, (uint32_t)(v));                                                   \
+    } while (0)
+    KV("block_count", s->n_layer);
+    KV("embedding_length", s->n_embd);
+    KV("feed_forward_length", s->n_ff);
+    if (!s->no_head_count) KV("attention.head_count", s->n_head);
+    KV("attention.head_count_kv", s->n_kv);
+    KV("context_length", 128);
+#undef KV
+    snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", s->arch);
+    rl_gguf_writer_f32(w, k, 1e-5f);
+    int64_t hd = s->n_head ? s->n_embd / s->n_head : 8;
+    int64_t nq = s->n_head ? s->n_head * hd : s->n_embd, nkv = s->n_kv * hd;
+    add_t(w, s, "token_embd.weight", s->n_embd, s->n_vocab);
+    add_t(w, s, "output_norm.weight", s->n_embd, 1);
+    for (int64_t il = 0; il < s->n_layer && il < 4; il++) {
+        char n[64];
+#define T(suffix, a, b)                                                                            \
+    do {                                                                                           \
+        snprintf(n, sizeof n, "blk.%d." suffix, (int)il);                                         \
+        add_t(w, s, n, a, b);                                                                      \
+    } while (0)
+        T("attn_norm.weight", s->n_embd, 1);
+        T("attn_q.weight", s->n_embd, nq);
+        T("attn_k.weight", s->n_embd, nkv);
+        T("attn_v.weight", s->n_embd, nkv);
+        T("attn_output.weight", nq, s->n_embd);
+        T("ffn_norm.weight", s->n_embd, 1);
+        T("ffn_gate.weight", s->n_embd, s->n_ff);
+        T("ffn_up.weight", s->n_embd, s->n_ff);
+        T("ffn_down.weight", s->n_ff, s->n_embd);
+        if (!strcmp(s->arch, "qwen2")) {
+            T("attn_q.bias", nq, 1);
+            T("attn_k.bias", nkv, 1);
+            T("attn_v.bias", nkv, 1);
+        }
+        if (!strcmp(s->arch, "gemma3")) {
+            T("attn_q_norm.weight", hd, 1);
+            T("attn_k_norm.weight", hd, 1);
+            T("post_attention_norm.weight", s->n_embd, 1);
+            T("post_ffw_norm.weight", s->n_embd, 1);
+        }
+#undef T
+    }
+    rl_err err;
+    assert_int_equal(rl_gguf_writer_to_memory(w, buf, size, &err), RL_OK);
+    rl_gguf_writer_free(w);
+}
+
+/* Loads spec s; returns the status, the model in *out (or NULL). */
+static rl_status load(const spec *s, const rl_model_opts *o, rl_model **out, void **buf, rl_err *err) {
+    size_t size;
+    build(s, buf, &size);
+    rl_gguf *g = NULL;
+    rl_status st = rl_gguf_open_memory(*buf, size, &g, err);
+    if (st) return st;
+    return rl_model_load_gguf(g, o, out, err);
+}
+
+static void expect_error(const spec *s, rl_status want, const char *needle) {
+    rl_model *m = NULL;
+    void *buf = NULL;
+    rl_err err = {0};
+    rl_status st = load(s, NULL, &m, &buf, &err);
+    if (st != want || !strstr(err.msg, needle))
+        fail_msg("want status %d with '%s', got %d: '%s'", want, needle, st, err.msg);
+    assert_null(m);
+    rl_free(buf);
+}
+
+static void test_load_ok(void **state) {
+    (void)state;
+    const char *archs[] = {"llama", "qwen2", "gemma3"};
+    for (int a = 0; a < 3; a++) {
+        spec s = base_spec(archs[a]);
+        rl_model *m = NULL;
+        void *buf = NULL;
+        rl_err err = {0};
+        if (load(&s, NULL, &m, &buf, &err)) fail_msg("%s: %s", archs[a], err.msg);
+        assert_string_equal(rl_model_arch(m), archs[a]);
+        assert_int_equal(rl_model_n_vocab(m), 64);
+        assert_int_equal(rl_model_n_layer(m), 2);
+        assert_int_equal(rl_model_n_head(m), 4);
+        assert_int_equal(rl_model_n_kv_head(m), 2);
+        assert_int_equal(rl_model_head_dim(m), 8);
+        assert_int_equal(rl_model_n_ctx_train(m), 128);
+        rl_model_kv_shape ks = rl_model_kv_shape_of(m);
+        assert_int_equal(ks.n_layer, 2);
+        assert_int_equal(ks.head_dim, 8);
+        rl_model_free(m);
+        rl_free(buf);
+    }
+}
+
+static void test_bad_hparams(void **state) {
+    (void)state;
+    spec s = base_spec("llama");
+    s.n_head = 0;
+    expect_error(&s, RL_ERR_FORMAT, "llama.attention.head_count");
+    s = base_spec("llama");
+    s.n_kv = 3;
+    expect_error(&s, RL_ERR_FORMAT, "not a multiple of head_count_kv");
+    s = base_spec("llama");
+    s.n_head = 5; /* 32 not divisible by 5 and no key_length */
+    s.n_kv = 1;
+    expect_error(&s, RL_ERR_FORMAT, "not a multiple of attention.head_count");
+    s = base_spec("llama");
+    s.no_head_count = true;
+    expect_error(&s, RL_ERR_FORMAT, "missing hyperparameter 'llama.attention.head_count'");
+    s = base_spec("llama");
+    s.n_layer = 100000;
+    expect_error(&s, RL_ERR_FORMAT, "llama.block_count");
+    s = base_spec("mamba");
+    expect_error(&s, RL_ERR_UNSUPPORTED, "general.architecture 'mamba'");
+}
+
+static void test_bad_tensors(void **state) {
+    (void)state;
+    spec s = base_spec("llama");
+    s.skip = "blk.1.ffn_up.weight";
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.1.ffn_up.weight'");
+    s = base_spec("llama");
+    s.skip = "token_embd.weight";
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'token_embd.weight'");
+    s = base_spec("llama");
+    s.bad_shape = "blk.0.attn_k.weight";
+    expect_error(&s, RL_ERR_FORMAT, "tensor 'blk.0.attn_k.weight' has shape [32, 17]");
+    s = base_spec("llama");
+    s.bad_shape = "blk.1.attn_norm.weight";
+    expect_error(&s, RL_ERR_FORMAT, "tensor 'blk.1.attn_norm.weight' has shape [33]");
+    s = base_spec("qwen2");
+    s.skip = "blk.0.attn_v.bias";
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.0.attn_v.bias'");
+    s = base_spec("gemma3");
+    s.skip = "blk.1.attn_k_norm.weight";
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.1.attn_k_norm.weight'");
+    s = base_spec("llama");
+    s.n_layer = 5; /* build() writes at most 4 layers */
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.4.attn_norm.weight'");
+}
+
+static void test_alloc_failure(void **state) {
+    (void)state;
+    spec s = base_spec("gemma3");
+    size_t size;
+    void *buf;
+    build(&s, &buf, &size);
+    bool ok = false;
+    for (long n = 0; n < 400 && !ok; n++) {
+        rl_gguf *g = NULL;
+        rl_err err = {0};
+        if (rl_gguf_open_memory(buf, size, &g, &err)) continue; /* reader ran out */
+        rl_model *m = NULL;
+        rl_alloc_fail_after(n);
+        rl_status st = rl_model_load_gguf(g, NULL, &m, &err);
+        rl_alloc_fail_after(-1);
+        if (st == RL_OK) {
+            ok = true;
+            rl_model_free(m);
+        } else {
+            assert_int_equal(st, RL_ERR_NOMEM);
+            assert_null(m);
+        }
+    }
+    assert_true(ok);
+    rl_free(buf);
+}
+
+static float max_diff(const float *a, const float *b, size_t n) {
+    float d = 0;
+    for (size_t i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
+    return d;
+}
+
+static void check_invariance(const char *arch) {
+    spec s = base_spec(arch);
+    rl_model *m = NULL;
+    void *buf = NULL;
+    rl_err err = {0};
+    rl_model_opts o = {.max_batch = 16};
+    if (load(&s, &o, &m, &buf, &err)) fail_msg("%s", err.msg);
+    enum { N = 12, V = 64 };
+    int32_t toks[N] = {1, 5, 9, 13, 2, 63, 0, 7, 7, 30, 31, 4};
+    static float all[N * V], step[N * V], multi[2 * N * V];
+    rl_seqkv kv;
+    assert_int_equal(rl_seqkv_init(&kv, m, 32, 2, 4, RL_TYPE_F32, &err), RL_OK);
+    assert_int_equal(rl_seqkv_eval(&kv, m, 0, toks, N, 0, true, all, NULL, &err), RL_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rl_seqkv_eval(&kv, m, 1, toks + i, 1, i, false, step + i * V, NULL, &err),
+                         RL_OK);
+    for (int i = 0; i < N * V; i++) assert_true(isfinite(all[i]));
+    assert_true(max_diff(all, step, N * V) == 0.0f);
+    /* both sequences interleaved in one batch, reversed order inside it */
+    int32_t bt[2 * N], bp[2 * N], bs[2 * N];
+    bool want[2 * N];
+    for (int i = 0; i < 2 * N; i++) {
+        int j = 2 * N - 1 - i;
+        bt[j] = toks[i / 2];
+        bp[j] = i / 2;
+        bs[j] = i % 2;
+        want[j] = true;
+    }
+    rl_batch b = {.n_tok = 2 * N, .token = bt, .pos = bp, .seq = bs, .want_logits = want,
+                  .n_seq = 2, .block_tables = kv.tables, .n_blocks = kv.n_blocks};
+    assert_int_equal(rl_batch_n_logits(&b), 2 * N);
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, multi, NULL, &err), RL_ERR_LIMIT);
+    rl_model_free(m);
+    o.max_batch = 2 * N;
+    rl_free(buf);
+    if (load(&s, &o, &m, &buf, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, multi, NULL, &err), RL_OK);
+    for (int j = 0; j < 2 * N; j++)
+        assert_true(max_diff(multi + j * V, all + bp[j] * V, V) == 0.0f);
+    rl_seqkv_free(&kv);
+    rl_model_free(m);
+    rl_free(buf);
+}
+
+static void test_invariance(void **state) {
+    (void)state;
+    check_invariance("llama");
+    check_invariance("qwen2");
+    check_invariance("gemma3");
+}
+
+static void test_forward_errors(void **state) {
+    (void)state;
+    spec s = base_spec("llama");
+    rl_model *m = NULL;
+    void *buf = NULL;
+    rl_err err = {0};
+    rl_model_opts o = {.max_batch = 8};
+    if (load(&s, &o, &m, &buf, &err)) fail_msg("%s", err.msg);
+    rl_seqkv kv;
+    assert_int_equal(rl_seqkv_init(&kv, m, 16, 1, 4, RL_TYPE_F16, &err), RL_OK);
+    static float lg[8 * 64];
+    int32_t tok[3] = {1, 64, 2}, pos[3] = {0, 1, 2}, seq[3] = {0, 0, 0};
+    rl_batch b = {.n_tok = 3, .token = tok, .pos = pos, .seq = seq, .n_seq = 1,
+                  .block_tables = kv.tables, .n_blocks = kv.n_blocks};
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "token[1] = 64 out of range"));
+    tok[1] = 3;
+    pos[2] = 1;
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "share sequence 0 position 1"));
+    pos[2] = 16; /* 4 blocks of 4 slots */
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_ERR_RANGE);
+    pos[2] = 2;
+    seq[0] = 1;
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_ERR_INVALID);
+    seq[0] = 0;
+    b.n_tok = 0;
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_ERR_INVALID);
+    b.n_tok = 3;
+    rl_kv_layer bad = kv.layers[1];
+    kv.layers[1].head_dim = 4;
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_ERR_INVALID);
+    kv.layers[1] = bad;
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_OK);
+    /* the helper's context checks */
+    assert_int_equal(rl_seqkv_eval(&kv, m, 0, tok, 3, 14, false, lg, NULL, &err), RL_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "exceed the context size 16"));
+    assert_int_equal(rl_seqkv_eval(&kv, m, 0, tok, 0, 0, false, lg, NULL, &err), RL_ERR_INVALID);
+    rl_seqkv kv0;
+    assert_int_equal(rl_seqkv_init(&kv0, m, 0, 1, 4, RL_TYPE_F16, &err), RL_ERR_INVALID);
+    rl_seqkv_free(&kv);
+    rl_model_free(m);
+    rl_free(buf);
+}
+
+static void test_file_errors(void **state) {
+    (void)state;
+    rl_model *m = (rl_model *)1;
+    rl_err err = {0};
+    assert_int_not_equal(rl_model_load("/nonexistent/model.gguf", NULL, &m, &err), RL_OK);
+    assert_null(m);
+    rl_model_opts o = {.max_batch = -3};
+    spec s = base_spec("llama");
+    void *buf = NULL;
+    assert_int_equal(load(&s, &o, &m, &buf, &err), RL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max_batch"));
+    rl_free(buf);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_ok),       cmocka_unit_test(test_bad_hparams),
+        cmocka_unit_test(test_bad_tensors),   cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_invariance),    cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_file_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
