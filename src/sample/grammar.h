@@ -1,0 +1,158 @@
+/* Grammar-constrained decoding (L6): a GBNF-like grammar (or a JSON Schema
+ * converted to one) restricts which tokens the sampler may pick.
+ *
+ * Three objects:
+ *   rl_grammar     compiled grammar; immutable, shareable between threads
+ *                  and requests (reference-counted: rl_grammar_retain /
+ *                  rl_grammar_free).
+ *   rl_vocab_trie  every token's bytes in a byte trie, built once per
+ *                  tokenizer; immutable, shareable; must outlive matchers.
+ *   rl_gmatch      one sequence's position in the grammar plus its caches
+ *                  (lazily built byte automaton, LRU of token masks).  A
+ *                  matcher and its clones share those caches and must be
+ *                  used from one thread at a time.
+ *
+ * Per decode step of a constrained sequence the engine calls
+ *     rl_gmatch_mask(m, logits, n_logits, &err);   // -inf for banned tokens
+ *     id = rl_sampler_sample(s, logits, &res);
+ *     rl_gmatch_accept_token(m, id, &err);
+ *     if (rl_gmatch_is_done(m)) finish;
+ * and may call rl_gmatch_forced to append tokens the grammar forces
+ * without sampling (jump-forward).  Unconstrained sequences have no
+ * matcher and pay nothing.
+ *
+ * End-of-generation tokens (rl_tokenizer_is_eog) are allowed exactly when
+ * the bytes so far form a complete sentence of the grammar; control and
+ * unused tokens and tokens with no bytes are never allowed.
+ *
+ * Grammar text syntax, the JSON Schema subset, limits and measured costs:
+ * docs/STRUCTURED.md. */
+#ifndef RL_GRAMMAR_H
+#define RL_GRAMMAR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "tokenizer/tokenizer.h"
+
+/* Limits on untrusted grammars and schemas (exceeding one is RL_ERR_LIMIT). */
+#define RL_GRAMMAR_MAX_TEXT     (1 << 20) /* bytes of grammar text */
+#define RL_GRAMMAR_MAX_RULES    65536     /* rules incl. generated helpers */
+#define RL_GRAMMAR_MAX_ELEMS    (1 << 20) /* compiled elements */
+#define RL_GRAMMAR_MAX_REPEAT   4096      /* m and n in x{m,n} */
+#define RL_GRAMMAR_MAX_NEST     128       /* parenthesis nesting */
+#define RL_GRAMMAR_MAX_DEPTH    256       /* matcher stack depth (runtime
+                                             nesting); deeper paths die */
+#define RL_GRAMMAR_MAX_STACKS   512       /* live parse stacks per state;
+                                             more ambiguity is cut off */
+#define RL_SCHEMA_MAX_DEPTH     32        /* nested subschemas */
+#define RL_SCHEMA_MAX_NODES     10000     /* subschemas visited */
+
+typedef struct rl_grammar rl_grammar;
+typedef struct rl_vocab_trie rl_vocab_trie;
+typedef struct rl_gmatch rl_gmatch;
+
+/* ---- grammars ---- */
+
+/* Compiles grammar text (docs/STRUCTURED.md; the start rule is `root`).
+ * Rejects with a message naming the line and rule: syntax errors,
+ * undefined or duplicate rules, left recursion, a grammar whose root
+ * matches no string, and anything over the limits above.  NULL on error.
+ * Caller frees with rl_grammar_free. */
+rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err);
+
+/* JSON Schema -> grammar text (NUL-terminated, caller frees with rl_free).
+ * Unsupported keywords that would constrain the value are rejected
+ * (RL_ERR_UNSUPPORTED naming the keyword and its JSON pointer) so that
+ * every output of an accepted schema validates; see docs/STRUCTURED.md. */
+rl_status rl_json_schema_to_grammar(const json_t *schema, char **out, size_t *out_len,
+                                    rl_err *err);
+/* Both steps at once; `schema_json` is JSON text (parse errors name the
+ * line/column).  NULL on error. */
+rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_err *err);
+
+rl_grammar *rl_grammar_retain(rl_grammar *g); /* returns g; thread-safe */
+void rl_grammar_free(rl_grammar *g);          /* drops one reference; NULL ok */
+int32_t rl_grammar_n_rules(const rl_grammar *g);
+
+/* ---- vocabulary trie ---- */
+
+/* Token kinds for rl_vocab_trie_build. */
+#define RL_VOCAB_NORMAL  0 /* matched by its bytes */
+#define RL_VOCAB_EOG     1 /* end of generation: allowed when the grammar accepts */
+#define RL_VOCAB_EXCLUDE 2 /* never allowed under a grammar */
+
+/* From a tokenizer: rl_tokenizer_piece bytes; eog tokens -> EOG; control,
+ * unknown and unused tokens, empty pieces and pieces over 1024 bytes ->
+ * EXCLUDE.  Caller frees. */
+rl_vocab_trie *rl_vocab_trie_from_tokenizer(const rl_tokenizer *tok, rl_err *err);
+/* From raw pieces (tests, other tokenizers).  kinds may be NULL (all
+ * NORMAL).  Empty or over-long pieces are excluded. */
+rl_vocab_trie *rl_vocab_trie_build(int32_t n_vocab, const char *const *pieces, const size_t *lens,
+                                   const uint8_t *kinds, rl_err *err);
+void rl_vocab_trie_free(rl_vocab_trie *t);
+int32_t rl_vocab_trie_n_vocab(const rl_vocab_trie *t);
+int32_t rl_vocab_trie_n_nodes(const rl_vocab_trie *t);
+
+/* ---- matcher ---- */
+
+/* New matcher at the start of the grammar.  Borrows g (retained) and t
+ * (must outlive the matcher).  NULL on allocation failure. */
+rl_gmatch *rl_gmatch_new(const rl_grammar *g, const rl_vocab_trie *t, rl_err *err);
+/* Same position, shares the caches (cheap).  NULL on allocation failure. */
+rl_gmatch *rl_gmatch_clone(const rl_gmatch *m, rl_err *err);
+/* dst takes src's position (both from the same rl_gmatch_new family, e.g.
+ * a speculative rollback).  RL_ERR_INVALID for different families. */
+rl_status rl_gmatch_restore(rl_gmatch *dst, const rl_gmatch *src, rl_err *err);
+void rl_gmatch_free(rl_gmatch *m); /* NULL ok */
+
+/* Sets logits[i] = -inf for every token not allowed next (and for every
+ * i >= n_vocab of the trie, i < n_logits).  Allowed logits are untouched.
+ * RL_ERR_NOMEM on allocation failure (logits then unchanged). */
+rl_status rl_gmatch_mask(rl_gmatch *m, float *logits, int32_t n_logits, rl_err *err);
+/* The allowed set as a bitmask: bits[(n_vocab+63)/64], bit i of word i/64
+ * set when token i is allowed.  Returns the number of allowed tokens, or
+ * -1 on allocation failure. */
+int32_t rl_gmatch_allowed(rl_gmatch *m, uint64_t *bits, rl_err *err);
+
+/* Advances by token id.  RL_ERR_INVALID (state unchanged) when the token
+ * is not allowed, RL_ERR_RANGE for an id outside the vocabulary. */
+rl_status rl_gmatch_accept_token(rl_gmatch *m, int32_t id, rl_err *err);
+/* Advances by raw bytes (all or nothing). */
+rl_status rl_gmatch_accept_bytes(rl_gmatch *m, const char *p, size_t n, rl_err *err);
+
+/* The bytes so far form a complete sentence (an EOG token is allowed). */
+bool rl_gmatch_is_accepting(rl_gmatch *m);
+/* Generation must stop: an EOG token was accepted, or the sentence is
+ * complete and no byte can extend it. */
+bool rl_gmatch_is_done(rl_gmatch *m);
+/* Fewest bytes that complete a sentence from here (0 when accepting): lets
+ * a caller finish the JSON before a length limit.  -1 if none can. */
+int64_t rl_gmatch_min_remaining(rl_gmatch *m);
+
+/* Jump-forward: while the grammar admits exactly one next byte (and is not
+ * accepting), those bytes are forced.  Writes at most `max` token ids
+ * spelling a prefix of the forced bytes, chosen greedily longest-match over
+ * the trie, and returns how many (0 when nothing is forced).  Does NOT
+ * advance m: the caller accepts each id as it commits it.  Note the ids may
+ * differ from how the tokenizer would split the same text. */
+int rl_gmatch_forced(rl_gmatch *m, int32_t *out, int max);
+
+/* Mask cache size in entries (default 256; 0 disables caching).  Each
+ * entry is n_vocab/8 bytes.  Affects m and its clones. */
+void rl_gmatch_set_mask_cache(rl_gmatch *m, int n_entries);
+
+typedef struct rl_gmatch_stats {
+    int64_t n_masks;       /* mask computations requested */
+    int64_t n_mask_hits;   /* served from the mask cache */
+    int64_t n_states;      /* automaton states currently interned */
+    int64_t n_transitions; /* byte transitions computed */
+    int64_t n_flushes;     /* cache flushes (state or memory cap reached) */
+    int64_t n_cut;         /* parse stacks dropped by depth/ambiguity limits */
+} rl_gmatch_stats;
+rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m);
+
+#endif
