@@ -1,0 +1,184 @@
+/* Server metrics: latency histograms and counters kept by the HTTP side,
+ * plus the engine's own counters, rendered as Prometheus text with
+ * vLLM-style names (redline:num_requests_running, ...).
+ *
+ * Invariants: histogram counts are stored per bucket (non-cumulative) and
+ * made cumulative only when rendered; every update holds m->mu, which is
+ * never held while calling into the engine.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server-impl.h"
+
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                     0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
+static const double itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                    0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+static const double e2e_bounds[] = {0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
+                                    20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
+
+#define NB(a) ((int)(sizeof(a) / sizeof(a[0])))
+_Static_assert(NB(ttft_bounds) < RL_HIST_MAX_BUCKETS && NB(itl_bounds) < RL_HIST_MAX_BUCKETS &&
+                   NB(e2e_bounds) < RL_HIST_MAX_BUCKETS,
+               "histogram bucket arrays too small");
+
+void rl_metrics_init(rl_metrics *m) {
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    m->ttft.bounds = ttft_bounds;
+    m->ttft.n_bounds = NB(ttft_bounds);
+    m->itl.bounds = itl_bounds;
+    m->itl.n_bounds = NB(itl_bounds);
+    m->e2e.bounds = e2e_bounds;
+    m->e2e.n_bounds = NB(e2e_bounds);
+}
+
+void rl_metrics_free(rl_metrics *m) { pthread_mutex_destroy(&m->mu); }
+
+void rl_hist_observe(rl_metrics *m, rl_hist *h, double v) {
+    if (!isfinite(v) || v < 0) v = 0;
+    int b = 0;
+    while (b < h->n_bounds && v > h->bounds[b]) b++;
+    pthread_mutex_lock(&m->mu);
+    h->counts[b]++;
+    h->sum += v;
+    h->count++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void rl_metrics_count_finish(rl_metrics *m, rl_finish_reason why) {
+    if ((int)why < 0 || (int)why > 4) return;
+    pthread_mutex_lock(&m->mu);
+    m->finished[why]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void rl_metrics_count_http(rl_metrics *m, int status) {
+    int c = status / 100;
+    if (c < 1 || c > 5) return;
+    pthread_mutex_lock(&m->mu);
+    m->http[c]++;
+    if (status == 503) m->rejected++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- rendering into a growable buffer ---- */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t nc = b->cap * 2 + (size_t)n + 1;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+}
+
+static void gauge(sbuf *b, const char *name, const char *help, const char *lbl, double v) {
+    sb_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %.17g\n", name, help, name, name, lbl, v);
+}
+
+static void counter(sbuf *b, const char *name, const char *help, const char *lbl, double v) {
+    sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s{%s} %.17g\n", name, help, name, name, lbl, v);
+}
+
+static void hist(sbuf *b, const char *name, const char *help, const char *lbl, const rl_hist *h) {
+    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n_bounds; i++) {
+        cum += h->counts[i];
+        sb_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, lbl, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n_bounds];
+    sb_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, lbl, (unsigned long long)cum);
+    sb_printf(b, "%s_sum{%s} %.17g\n%s_count{%s} %llu\n", name, lbl, h->sum, name, lbl,
+              (unsigned long long)h->count);
+}
+
+char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *model_id) {
+    sbuf b = {.cap = 8192};
+    b.p = malloc(b.cap);
+    if (!b.p) return NULL;
+    b.p[0] = 0;
+    /* model ids come from file names: keep label values to a safe charset */
+    char id[128];
+    size_t j = 0;
+    for (size_t i = 0; model_id[i] && j + 1 < sizeof id; i++) {
+        char c = model_id[i];
+        id[j++] = (c == '"' || c == '\\' || (unsigned char)c < 0x20) ? '_' : c;
+    }
+    id[j] = 0;
+    char lbl[160];
+    snprintf(lbl, sizeof lbl, "model_name=\"%s\"", id);
+
+    rl_engine_stats z;
+    memset(&z, 0, sizeof z);
+    if (!st) st = &z;
+    gauge(&b, "redline:num_requests_running", "Requests in the running batch.", lbl, st->n_running);
+    gauge(&b, "redline:num_requests_waiting", "Requests waiting to be scheduled.", lbl, st->n_waiting);
+    gauge(&b, "redline:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 = full).", lbl,
+          st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0);
+    gauge(&b, "redline:kv_blocks_total", "Usable KV-cache blocks.", lbl, st->kv_blocks_total);
+    gauge(&b, "redline:kv_blocks_used", "KV-cache blocks held by requests.", lbl, st->kv_blocks_used);
+    gauge(&b, "redline:kv_blocks_cached", "Free KV-cache blocks kept for prefix reuse.", lbl,
+          st->kv_blocks_cached);
+    counter(&b, "redline:prompt_tokens_total", "Prompt tokens admitted.", lbl, (double)st->prompt_tokens);
+    counter(&b, "redline:generation_tokens_total", "Tokens generated.", lbl, (double)st->generation_tokens);
+    counter(&b, "redline:prefix_cache_queries_total", "Prefix-cache lookups, in blocks.", lbl,
+            (double)st->prefix_queries);
+    counter(&b, "redline:prefix_cache_hits_total", "Prefix-cache hits, in blocks.", lbl,
+            (double)st->prefix_hits);
+    counter(&b, "redline:num_preemptions_total", "Requests preempted for lack of KV blocks.", lbl,
+            (double)st->preemptions);
+    counter(&b, "redline:engine_steps_total", "Engine steps run.", lbl, (double)st->steps);
+    counter(&b, "redline:engine_busy_seconds_total", "Seconds the engine spent in steps.", lbl,
+            st->busy_s);
+
+    pthread_mutex_lock(&m->mu);
+    static const char *why[] = {"none", "stop", "length", "abort", "error"};
+    sb_printf(&b, "# HELP redline:request_success_total Finished requests by finish reason.\n"
+                  "# TYPE redline:request_success_total counter\n");
+    for (int i = 1; i < 5; i++)
+        sb_printf(&b, "redline:request_success_total{%s,finished_reason=\"%s\"} %llu\n", lbl, why[i],
+                  (unsigned long long)m->finished[i]);
+    sb_printf(&b, "# HELP redline:http_responses_total HTTP responses by status class.\n"
+                  "# TYPE redline:http_responses_total counter\n");
+    for (int i = 1; i < 6; i++)
+        sb_printf(&b, "redline:http_responses_total{%s,code=\"%dxx\"} %llu\n", lbl, i,
+                  (unsigned long long)m->http[i]);
+    hist(&b, "redline:time_to_first_token_seconds", "Time from submit to the first token.", lbl, &m->ttft);
+    hist(&b, "redline:inter_token_latency_seconds", "Time between consecutive tokens.", lbl, &m->itl);
+    hist(&b, "redline:e2e_request_latency_seconds", "Time from arrival to the last token.", lbl, &m->e2e);
+    pthread_mutex_unlock(&m->mu);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}

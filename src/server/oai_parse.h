@@ -1,0 +1,109 @@
+/* OpenAI request parsing (L9, server): a JSON body -> validated generation
+ * parameters, with no HTTP and no engine in sight, so it can be unit tested
+ * and fuzzed on its own (tests/fuzz/fuzz_request.c #includes oai_parse.c).
+ *
+ * Everything here treats the body as hostile: every field is type-checked
+ * and range-checked, unknown fields are ignored, and any problem becomes an
+ * rl_oai_err whose message and `param` name the bad field.  Nothing aborts.
+ *
+ * Invariants of a successfully parsed rl_oai_req:
+ *   - 1 <= n <= lim->max_n; 0 <= max_tokens <= lim->n_ctx (0 = not given);
+ *   - gp.sample passes rl_sample_params_validate(lim->n_vocab);
+ *   - every stop string is 1..RL_MAX_STOP_LEN bytes of valid UTF-8;
+ *   - chat: 1..lim->max_messages messages, each with a known role and a
+ *     NUL-free UTF-8 content (NULL only for an assistant message);
+ *   - completion: either a string prompt or 1..n_ctx-1 token ids in range.
+ */
+#ifndef RL_SERVER_OAI_PARSE_H
+#define RL_SERVER_OAI_PARSE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redline.h"
+#include "tokenizer/template.h"
+
+typedef enum rl_oai_kind {
+    RL_OAI_CHAT = 1,       /* POST /v1/chat/completions */
+    RL_OAI_COMPLETION = 2, /* POST /v1/completions */
+} rl_oai_kind;
+
+/* An OpenAI-style error: {"error":{"message","type","param","code"}}. */
+typedef struct rl_oai_err {
+    int status;       /* HTTP status */
+    const char *type; /* static string, e.g. "invalid_request_error" */
+    const char *code; /* static string or NULL */
+    char param[64];   /* offending field, "" when none */
+    char message[512];
+} rl_oai_err;
+
+typedef struct rl_oai_limits {
+    int32_t n_vocab;      /* token ids must be in [0, n_vocab) */
+    int32_t n_ctx;        /* max tokens of one sequence */
+    int32_t max_n;        /* choices per request (8) */
+    int32_t max_messages; /* chat messages per request (1024) */
+} rl_oai_limits;
+
+#define RL_OAI_MAX_N 8
+
+typedef struct rl_oai_req {
+    rl_oai_kind kind;
+    json_t *root;        /* owned reference to the parsed body */
+    const char *model;   /* borrowed from root; NULL when absent */
+    const char *user;    /* borrowed from root; NULL when absent */
+    bool stream, include_usage, echo;
+    int32_t n;           /* choices */
+    int32_t max_tokens;  /* 0 = not given (until the context is full) */
+    bool seed_given;
+    bool logprobs;       /* report the chosen token's logprob */
+    int32_t top_logprobs;
+    rl_gen_params gp;    /* gp.sample.logit_bias points into `bias` */
+    rl_logit_bias *bias; /* owned, [gp.sample.n_logit_bias] */
+    /* chat */
+    rl_chat_msg *msgs;   /* owned array; roles borrowed, contents owned */
+    size_t n_msgs;
+    /* completion: exactly one of these */
+    const char *prompt;  /* borrowed from root (string prompt), else NULL */
+    size_t prompt_len;
+    int32_t *prompt_ids; /* owned (token-id prompt), else NULL */
+    int32_t n_prompt_ids;
+    /* structured output, stored for the constrained-decoding work */
+    char response_format[16]; /* "", "text", "json_object", "json_schema" */
+    char *json_schema;        /* owned serialized schema object, or NULL */
+} rl_oai_req;
+
+void rl_oai_limits_default(rl_oai_limits *lim, int32_t n_vocab, int32_t n_ctx);
+
+/* Parses and validates a request body.  On success returns true and *out
+ * owns its memory (free with rl_oai_req_free).  On failure returns false,
+ * fills *e (status 400 unless said otherwise) and *out holds nothing. */
+bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_limits *lim,
+                  rl_oai_req *out, rl_oai_err *e);
+void rl_oai_req_free(rl_oai_req *r);
+
+/* Parses a body that must be a JSON object; NULL with *e filled otherwise.
+ * The caller owns the returned reference. */
+json_t *rl_oai_parse_object(const char *body, size_t len, rl_oai_err *e);
+
+/* Reads `v` (a JSON array of integers) as token ids in [0, n_vocab).  At
+ * most max_n ids.  *ids is allocated with rl_malloc (caller frees; NULL
+ * when *n == 0).  `field` names the field in error messages. */
+bool rl_oai_token_array(const json_t *v, const char *field, int32_t n_vocab, int32_t max_n,
+                        bool allow_empty, int32_t **ids, int32_t *n, rl_oai_err *e);
+
+/* Fills *e and returns false, for `return rl_oai_fail(...)`. */
+bool rl_oai_fail(rl_oai_err *e, int status, const char *param, const char *code, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
+
+/* The error as a JSON body (caller frees with free()). */
+char *rl_oai_err_json(const rl_oai_err *e);
+
+/* Normalizes a request path in place: collapses repeated slashes, drops a
+ * trailing slash (except for "/"), and rejects (returns false) paths that
+ * do not start with '/', contain "." or ".." segments, NUL or control
+ * bytes, or are longer than cap-1 bytes. */
+bool rl_oai_normalize_path(const char *in, char *out, size_t cap);
+
+#endif
