@@ -120,7 +120,9 @@ static const char COMMON[] =
     "(\"0\" [469] | \"11\") \"-\" (day28 | \"29\" | \"30\") | \"02-\" day28)\n"
     "time ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
     "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])\n"
-    "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n";
+    "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n"
+    "emailpart ::= [a-zA-Z0-9] [a-zA-Z0-9._+-]{0,30}\n"
+    "email ::= emailpart \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,30} (\".\" [a-zA-Z]{2,10}){1,3}\n";
 
 /* Emits `rN ::= body` and returns N. */
 static int emit_rule(conv *c, int id, const sbuf *body) {
@@ -645,7 +647,8 @@ static bool string_body(conv *c, const json_t *s, sbuf *b, const char *ptr) {
     if (fmt && json_is_string(fmt) && !has_len) {
         const char *f = json_string_value(fmt);
         const char *rule = !strcmp(f, "date") ? "date" : !strcmp(f, "time") ? "time"
-                         : !strcmp(f, "uuid") ? "uuid" : !strcmp(f, "date-time") ? "date \"T\" time" : NULL;
+                         : !strcmp(f, "uuid") ? "uuid" : !strcmp(f, "email") ? "email"
+                         : !strcmp(f, "date-time") ? "date \"T\" time" : NULL;
         if (rule) return sb_printf(c, b, "\"\\\"\" %s \"\\\"\"", rule);
     }
     if (!has_len) return sb_put(c, b, "string", 6);

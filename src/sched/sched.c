@@ -12,6 +12,8 @@
 struct rl_sched {
     rl_sched_config cfg;
     rl_kv_pool *pool;
+    int32_t pool_blocks;   /* usable blocks; fixed at creation, read by other threads */
+    int32_t block_size;
     rl_sched_req **running, **waiting;
     int32_t n_running, n_waiting, cap;
     uint64_t next_arrival;
@@ -27,6 +29,8 @@ rl_status rl_sched_new(const rl_sched_config *cfg, rl_kv_pool *pool, rl_sched **
     if (!s) return rl_err_set(err, RL_ERR_NOMEM, "sched: out of memory");
     s->cfg = *cfg;
     s->pool = pool;
+    s->pool_blocks = rl_kv_pool_stats(pool).n_blocks;
+    s->block_size = rl_kv_pool_config(pool)->block_size;
     *out = s;
     return RL_OK;
 }
@@ -47,14 +51,14 @@ rl_sched_stats rl_sched_stats_of(const rl_sched *s) {
 }
 
 rl_status rl_sched_admissible(const rl_sched *s, const rl_sched_req *r, rl_err *err) {
-    const rl_kv_config *kc = rl_kv_pool_config(s->pool);
-    int64_t blocks = ((int64_t)r->max_total + kc->block_size - 1) / kc->block_size;
-    int64_t have = rl_kv_pool_stats(s->pool).n_blocks;
+    /* called from submitting threads: reads only fields fixed at creation */
+    int64_t blocks = ((int64_t)r->max_total + s->block_size - 1) / s->block_size;
+    int64_t have = s->pool_blocks;
     if (blocks > have)
         return rl_err_set(err, RL_ERR_LIMIT,
                           "request needs up to %d tokens of KV cache (%lld blocks) but the whole "
                           "cache holds %lld blocks of %d tokens",
-                          r->max_total, (long long)blocks, (long long)have, kc->block_size);
+                          r->max_total, (long long)blocks, (long long)have, s->block_size);
     if (!s->cfg.chunked_prefill && r->n_tokens > s->cfg.max_batch_tokens)
         return rl_err_set(err, RL_ERR_LIMIT,
                           "prompt of %d tokens exceeds the batch budget of %d tokens and chunked "
