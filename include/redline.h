@@ -28,6 +28,7 @@
 typedef struct rl_engine rl_engine;
 struct rl_model;
 struct rl_tokenizer;
+struct rl_grammar;
 
 typedef struct rl_engine_params {
     const char *model_path;
@@ -71,6 +72,10 @@ typedef struct rl_gen_params {
     bool ignore_eos;          /* keep going past end-of-generation tokens */
     int32_t n_stop;
     char stop[RL_MAX_STOP][RL_MAX_STOP_LEN + 1]; /* stop strings (not included in output) */
+    /* Structured output: a compiled grammar (src/sample/grammar.h, e.g.
+     * from a JSON schema) that every generated token must keep valid; the
+     * engine retains its own reference.  NULL = unconstrained. */
+    struct rl_grammar *grammar;
 } rl_gen_params;
 
 void rl_gen_params_default(rl_gen_params *p);
@@ -144,6 +149,7 @@ typedef struct rl_engine_stats {
     uint64_t prefix_queries, prefix_hits; /* blocks */
     uint64_t preemptions, steps, requests_finished;
     uint64_t spec_proposed, spec_accepted, spec_verifies; /* draft tokens, per verification */
+    uint64_t grammar_forced;       /* tokens proposed by grammar jump-forward */
     double busy_s;                 /* time spent in steps */
 } rl_engine_stats;
 

@@ -8,6 +8,7 @@
 #include "base/threadpool.h"
 #include "kv/kv.h"
 #include "model/model.h"
+#include "sample/grammar.h"
 #include "sample/sample.h"
 #include "sched/sched.h"
 #include "spec/spec.h"
@@ -31,6 +32,8 @@ typedef struct ereq {
     int32_t spec_k;         /* adaptive draft length */
     bool has_draft_seq;
     rl_spec_draft_seq draft_seq;
+    rl_grammar *grammar;    /* retained; NULL = unconstrained */
+    rl_gmatch *gm, *gm_scratch; /* matcher, and a scratch copy for verifying drafts */
     rl_event *ev;           /* ring of undelivered events (under mu) */
     int32_t ev_head, ev_n, ev_cap;
 } ereq;
@@ -75,7 +78,8 @@ struct rl_engine {
     float *verify_scratch;    /* [2 * n_vocab] */
     rl_sample_result *verify_res; /* [draft_max + 1] */
     int32_t *verify_out;      /* [draft_max + 1] */
-    uint64_t st_spec_proposed, st_spec_accepted, st_spec_verifies;
+    uint64_t st_spec_proposed, st_spec_accepted, st_spec_verifies, st_forced;
+    rl_vocab_trie *trie;      /* built at the first constrained request (under mu) */
 
     /* counters (engine thread), published in stats_snapshot under mu */
     uint64_t st_prompt, st_gen, st_cached, st_finished;

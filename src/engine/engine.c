@@ -66,6 +66,9 @@ static double now_s(void) { return rl_time_s(); }
 
 /* ---- request lifetime ---- */
 static void ereq_free(ereq *r) {
+    rl_gmatch_free(r->gm);
+    rl_gmatch_free(r->gm_scratch);
+    rl_grammar_free(r->grammar);
     rl_free(r->base.tokens);
     rl_sampler_free(r->sampler);
     rl_detok_free(&r->detok);
@@ -258,6 +261,7 @@ void rl_engine_free(rl_engine *e) {
     rl_spec_draft_free(e->draft);
     rl_kv_pool_free(e->pool);
     rl_threadpool_free(e->tp);
+    rl_vocab_trie_free(e->trie);
     rl_tokenizer_free(e->tok);
     rl_model_free(e->model);
     rl_free(e->plan);
@@ -292,7 +296,6 @@ const struct rl_tokenizer *rl_engine_tokenizer(rl_engine *e) { return e->tok; }
 int32_t rl_engine_n_ctx(const rl_engine *e) { return e->n_ctx; }
 
 /* ---- submit / cancel / next ---- */
-/* rl_utf8_valid_len measures one sequence: walk the whole string. */
 rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt,
                            const rl_gen_params *gp, uint64_t *id, rl_err *err) {
     rl_gen_params dg;
@@ -341,6 +344,19 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
                                   : (err ? err->code : RL_ERR_NOMEM);
         ereq_free(r); /* after reading r->sampler: no use after free */
         return fs;
+    }
+    r->gp.grammar = NULL; /* the caller's reference is not ours */
+    if (gp->grammar) {
+        pthread_mutex_lock(&e->mu);
+        if (!e->trie) e->trie = rl_vocab_trie_from_tokenizer(e->tok, err);
+        rl_vocab_trie *trie = e->trie;
+        pthread_mutex_unlock(&e->mu);
+        r->grammar = rl_grammar_retain(gp->grammar);
+        if (!trie || !(r->gm = rl_gmatch_new(r->grammar, trie, err)) ||
+            !(r->gm_scratch = rl_gmatch_clone(r->gm, err))) {
+            ereq_free(r);
+            return err && err->code ? err->code : RL_ERR_NOMEM;
+        }
     }
     memcpy(r->base.tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
     for (int32_t i = 0; i < n_prompt; i++) rl_sampler_accept(r->sampler, prompt[i]);
@@ -490,6 +506,11 @@ static bool flush_text(rl_engine *e, ereq *r, int32_t token, const rl_sample_res
  * finished (r must not be touched by the caller's loop after that). */
 static bool emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_result *sr) {
     if (r->t_first == 0) r->t_first = now_s();
+    rl_err gerr;
+    if (r->gm && !rl_tokenizer_is_eog(e->tok, tok) && rl_gmatch_accept_token(r->gm, tok, &gerr)) {
+        finish(e, r, RL_FINISH_ERROR, gerr.msg);
+        return false;
+    }
     r->n_generated++;
     e->st_gen++;
     bool eog = !r->gp.ignore_eos && rl_tokenizer_is_eog(e->tok, tok);
@@ -511,12 +532,80 @@ static bool emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_resul
         finish(e, r, RL_FINISH_LENGTH, NULL);
         return false;
     }
+    if (r->gm && rl_gmatch_is_done(r->gm)) { /* the grammar admits nothing more */
+        rl_detok_flush(&r->detok, NULL, &derr);
+        flush_text(e, r, -1, NULL, true);
+        finish(e, r, RL_FINISH_STOP, NULL);
+        return false;
+    }
     return true;
+}
+
+/* True when r's token budget is about to run out before its grammar can
+ * be completed: from then on the engine steers to the shortest complete
+ * document instead of emitting truncated (invalid) JSON. */
+static bool grammar_must_close(const rl_engine *e, ereq *r) {
+    int32_t left = r->max_new - r->n_generated;
+    int32_t ctx_left = e->n_ctx - r->base.n_tokens;
+    if (ctx_left < left) left = ctx_left;
+    int64_t need = rl_gmatch_min_remaining(r->gm); /* bytes, >= tokens needed */
+    return need >= 0 && (int64_t)left <= need + 1;
+}
+
+/* Closing mode: among allowed short tokens (<= 3 bytes) the one leaving the
+ * fewest bytes to a complete document, the higher logit on ties; an
+ * end-of-generation token as soon as the document is complete. */
+static int32_t grammar_close_pick(rl_engine *e, ereq *r, const float *row) {
+    bool acc = rl_gmatch_is_accepting(r->gm);
+    int32_t best = -1;
+    int64_t best_rem = INT64_MAX;
+    rl_err err;
+    for (int32_t t = 0; t < e->n_vocab; t++) {
+        if (!(row[t] > -INFINITY)) continue;
+        if (rl_tokenizer_is_eog(e->tok, t)) {
+            if (acc) return t;
+            continue;
+        }
+        size_t len;
+        rl_tokenizer_piece(e->tok, t, &len);
+        if (len == 0 || len > 3) continue;
+        if (rl_gmatch_restore(r->gm_scratch, r->gm, &err) ||
+            rl_gmatch_accept_token(r->gm_scratch, t, &err))
+            continue;
+        int64_t rem = rl_gmatch_min_remaining(r->gm_scratch);
+        if (rem >= 0 && (rem < best_rem || (rem == best_rem && row[t] > row[best]))) {
+            best = t;
+            best_rem = rem;
+        }
+    }
+    return best;
 }
 
 /* Samples the next token of r from its logits row and updates r. */
 static void sample_and_update(rl_engine *e, ereq *r, float *row) {
     rl_sample_result sr;
+    rl_err gerr;
+    if (r->gm && rl_gmatch_mask(r->gm, row, e->n_vocab, &gerr)) {
+        finish(e, r, RL_FINISH_ERROR, gerr.msg);
+        return;
+    }
+    if (r->gm && grammar_must_close(e, r)) {
+        int32_t tok = grammar_close_pick(e, r, row);
+        if (tok < 0) {
+            finish(e, r, RL_FINISH_LENGTH, NULL);
+            return;
+        }
+        memset(&sr, 0, sizeof sr);
+        sr.id = tok;
+        rl_sampler_accept(r->sampler, tok);
+        if (rl_tokenizer_is_eog(e->tok, tok)) {
+            flush_text(e, r, tok, &sr, true);
+            finish(e, r, RL_FINISH_STOP, NULL);
+            return;
+        }
+        emit_token(e, r, tok, &sr);
+        return;
+    }
     int32_t tok = rl_sampler_sample(r->sampler, row, &sr);
     if (tok < 0) {
         finish(e, r, RL_FINISH_ERROR, "every token is banned by logit_bias");
@@ -532,6 +621,22 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
     rl_sched_req *b = &r->base;
     int32_t k = r->n_draft, base = b->n_tokens - k;
     int32_t *out = e->verify_out;
+    if (r->gm) {
+        /* mask each row with the grammar state it would see if the drafts
+         * before it are accepted; a draft the grammar refuses ends the run */
+        rl_err gerr;
+        rl_gmatch_restore(r->gm_scratch, r->gm, &gerr);
+        int32_t i = 0;
+        for (;; i++) {
+            if (rl_gmatch_mask(r->gm_scratch, rows + (size_t)i * (size_t)e->n_vocab, e->n_vocab, &gerr))
+                break;
+            if (i == k || rl_gmatch_accept_token(r->gm_scratch, b->tokens[base + i], &gerr)) break;
+        }
+        if (i < k) {
+            b->n_tokens = base + i; /* drop refused drafts before verifying */
+            k = i;
+        }
+    }
     int32_t n = rl_spec_verify(r->sampler, rows, e->n_vocab, b->tokens + base, k, NULL,
                                e->verify_scratch, e->verify_res, out);
     r->n_draft = 0;
@@ -568,15 +673,16 @@ static int32_t spec_prepare(rl_engine *e) {
         if (!r->finished && r->base.state == RL_SCHED_RUNNING &&
             r->base.n_tokens - r->base.n_computed == 1)
             n_dec++;
-    if (n_dec == 0 || n_dec > e->params.spec_max_batch || e->params.draft_max == 0) {
-        pthread_mutex_unlock(&e->mu);
-        return 0;
-    }
+    /* model/n-gram drafts only while the step is bandwidth-bound; grammar-
+     * forced tokens (jump-forward) are nearly always accepted, so always */
+    bool spec_ok = n_dec > 0 && n_dec <= e->params.spec_max_batch && e->params.draft_max > 0;
     for (ereq *r = e->reqs; r && n_spec < e->params.max_seqs; r = r->next) {
         rl_sched_req *b = &r->base;
-        if (r->finished || r->gp.spec == RL_SPEC_NONE || b->state != RL_SCHED_RUNNING ||
-            b->n_tokens - b->n_computed != 1 || r->gp.sample.n_logprobs > 0)
+        if (r->finished || b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1 ||
+            r->gp.sample.n_logprobs > 0)
             continue;
+        if (!r->gm && (r->gp.spec == RL_SPEC_NONE || !spec_ok)) continue;
+        if (r->gm && grammar_must_close(e, r)) continue;
         int32_t k = r->spec_k;
         int32_t room = r->max_new - r->n_generated - 1;
         if (k > room) k = room;
@@ -587,17 +693,30 @@ static int32_t spec_prepare(rl_engine *e) {
         n_spec++;
     }
     pthread_mutex_unlock(&e->mu);
+    /* grammar jump-forward: the tokens the grammar forces */
+    for (int32_t i = 0; i < n_spec; i++) {
+        ereq *r = e->spec_reqs[i];
+        if (!r->gm) continue;
+        int32_t kmax = e->spec_kbuf[i];
+        int f = rl_gmatch_forced(r->gm, e->spec_out[i], e->params.draft_max > 0 ? e->params.draft_max : 4);
+        if (f > kmax) f = kmax;
+        if (f < 0) f = 0;
+        if (f == 0 && r->gp.spec != RL_SPEC_NONE && spec_ok) continue; /* fall through to n-gram/draft */
+        e->spec_kbuf[i] = f;
+        e->st_forced += (uint64_t)f;
+        r->n_draft = -1; /* mark: handled */
+    }
     /* n-gram proposals */
     for (int32_t i = 0; i < n_spec; i++) {
         ereq *r = e->spec_reqs[i];
-        if (r->gp.spec != RL_SPEC_NGRAM) continue;
+        if (r->n_draft < 0 || r->gp.spec != RL_SPEC_NGRAM) continue;
         e->spec_kbuf[i] = rl_spec_ngram(r->base.tokens, r->base.n_tokens, e->spec_kbuf[i],
                                         e->params.ngram_min, e->params.ngram_max, e->spec_out[i]);
     }
     /* draft-model proposals, batched */
     for (int32_t i = 0; i < n_spec; i++) {
         ereq *r = e->spec_reqs[i];
-        if (r->gp.spec != RL_SPEC_DRAFT) continue;
+        if (r->n_draft < 0 || r->gp.spec != RL_SPEC_DRAFT) continue;
         if (!r->has_draft_seq) {
             rl_spec_draft_seq_init(&r->draft_seq);
             r->has_draft_seq = true;
@@ -620,13 +739,16 @@ static int32_t spec_prepare(rl_engine *e) {
         }
         q = 0;
         for (int32_t i = 0; i < n_spec; i++)
-            if (e->spec_reqs[i]->gp.spec == RL_SPEC_DRAFT) e->spec_kbuf[i] = kk[q++];
+            if (e->spec_reqs[i]->n_draft >= 0 && e->spec_reqs[i]->gp.spec == RL_SPEC_DRAFT)
+                e->spec_kbuf[i] = kk[q++];
     }
     /* append the drafts */
     int32_t n_out = 0;
     for (int32_t i = 0; i < n_spec; i++) {
         ereq *r = e->spec_reqs[i];
+        r->n_draft = 0;
         int32_t k = e->spec_kbuf[i];
+        if (!r->gm && r->gp.spec == RL_SPEC_NONE) k = 0;
         if (k <= 0) continue;
         memcpy(r->base.tokens + r->base.n_tokens, e->spec_out[i], (size_t)k * sizeof(int32_t));
         r->base.n_tokens += k;
@@ -707,6 +829,7 @@ static void update_stats(rl_engine *e) {
     s->spec_proposed = e->st_spec_proposed;
     s->spec_accepted = e->st_spec_accepted;
     s->spec_verifies = e->st_spec_verifies;
+    s->grammar_forced = e->st_forced;
     pthread_mutex_unlock(&e->mu);
 }
 
