@@ -453,7 +453,7 @@ int rl_cmd_run(int argc, char **argv) {
     if (!rl_gguf_get_str(rl_model_gguf(s.m), "tokenizer.chat_template", &ts, &err) && ts.ptr) {
         s.tmpl = ts.ptr;
         s.tmpl_len = ts.len;
-    }
+    } /* no template (e.g. a base model such as our Gemma 3 file): the prompt goes raw */
     special_text(s.tok, rl_tokenizer_bos(s.tok), s.bos, sizeof s.bos);
     special_text(s.tok, rl_tokenizer_eos(s.tok), s.eos, sizeof s.eos);
     fprintf(stderr, "redline run: %s (%s, %d layers, %s kernels), context %d, %d threads%s\n",

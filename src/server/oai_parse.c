@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "sample/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 #define INVALID "invalid_request_error"
@@ -257,7 +258,27 @@ static bool parse_logit_bias(json_t *root, const rl_oai_limits *lim, rl_oai_req 
     return true;
 }
 
+/* Compiles the grammar of a structured-output request into r->gp.grammar;
+ * a schema or grammar that cannot be honoured is a 400 naming it. */
+static bool compile_grammar(rl_oai_req *r, const char *param, const char *text, size_t len,
+                            bool is_schema, rl_oai_err *e) {
+    rl_err err = {0};
+    rl_grammar *g = is_schema ? rl_grammar_from_json_schema(text, len, &err)
+                              : rl_grammar_compile(text, len, &err);
+    if (!g) return rl_oai_fail(e, 400, param, "invalid_value", "%s: %s", param, err.msg);
+    rl_grammar_free(r->gp.grammar);
+    r->gp.grammar = g;
+    return true;
+}
+
 static bool parse_response_format(json_t *root, rl_oai_req *r, rl_oai_err *e) {
+    json_t *gv = field(root, "grammar"); /* extension: a GBNF grammar */
+    if (gv && !json_is_null(gv)) {
+        if (!json_is_string(gv))
+            return rl_oai_fail(e, 400, "grammar", "invalid_type", "grammar: must be a string");
+        if (!compile_grammar(r, "grammar", json_string_value(gv), json_string_length(gv), false, e))
+            return false;
+    }
     json_t *v = field(root, "response_format");
     if (!v) return true;
     if (!json_is_object(v))
@@ -278,6 +299,18 @@ static bool parse_response_format(json_t *root, rl_oai_req *r, rl_oai_err *e) {
         r->json_schema = rl_strndup(s, strlen(s));
         free(s);
         if (!r->json_schema) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+        if (gv && !json_is_null(gv))
+            return rl_oai_fail(e, 400, "grammar", "invalid_value",
+                               "grammar: cannot be combined with response_format json_schema");
+        return compile_grammar(r, "response_format.json_schema.schema", r->json_schema,
+                               strlen(r->json_schema), true, e);
+    }
+    if (!strcmp(t, "json_object")) {
+        static const char any_object[] = "{\"type\":\"object\"}";
+        if (gv && !json_is_null(gv))
+            return rl_oai_fail(e, 400, "grammar", "invalid_value",
+                               "grammar: cannot be combined with response_format json_object");
+        return compile_grammar(r, "response_format", any_object, sizeof any_object - 1, true, e);
     }
     return true;
 }
@@ -488,6 +521,7 @@ void rl_oai_req_free(rl_oai_req *r) {
     rl_free(r->bias);
     rl_free(r->prompt_ids);
     rl_free(r->json_schema);
+    rl_grammar_free(r->gp.grammar);
     json_decref(r->root);
     memset(r, 0, sizeof *r);
 }

@@ -458,10 +458,11 @@ static void *load_thread(void *arg) {
     rl_gguf_str ts = {0};
     const rl_gguf *g = rl_model_gguf(rl_engine_model(e));
     if (rl_gguf_get_str(g, "tokenizer.chat_template", &ts, &err) != RL_OK || !ts.ptr || ts.len == 0) {
-        const char *b = rl_template_builtin("chatml");
+        const char *name;
+        const char *b = rl_template_fallback(rl_model_arch(rl_engine_model(e)), &name);
         ts.ptr = b;
         ts.len = strlen(b);
-        rl_log(RL_LOG_INFO, "model has no chat template; using chatml");
+        rl_log(RL_LOG_INFO, "model has no chat template; using the built-in %s template", name);
     }
     s->tmpl = rl_strndup(ts.ptr, (size_t)ts.len);
     s->tmpl_len = (size_t)ts.len;

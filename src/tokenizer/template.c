@@ -1046,3 +1046,9 @@ const char *rl_template_builtin(const char *name) {
     if (strcmp(name, "gemma") == 0) return GEMMA;
     return NULL;
 }
+
+const char *rl_template_fallback(const char *arch, const char **name_out) {
+    const char *name = arch && !strncmp(arch, "gemma", 5) ? "gemma" : "chatml";
+    if (name_out) *name_out = name;
+    return rl_template_builtin(name);
+}

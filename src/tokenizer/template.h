@@ -65,5 +65,9 @@ rl_status rl_template_render_json(const char *tmpl, size_t tmpl_len, const char 
 /* Built-in template source by name: "chatml" or "gemma" (Gemma 3's
  * template); NULL for an unknown name.  Static storage. */
 const char *rl_template_builtin(const char *name);
+/* The built-in template to use when a model of architecture `arch` has no
+ * tokenizer.chat_template: "gemma" for gemma*, else "chatml".  Returns the
+ * template source; *name_out (may be NULL) gets its name. */
+const char *rl_template_fallback(const char *arch, const char **name_out);
 
 #endif
