@@ -39,6 +39,11 @@ static void usage(FILE *f) {
             "  --cache-type-v TYPE    V cache type: f16 (default) or f32\n"
             "  --max-queue N          waiting requests before new ones get 503 (default 256)\n"
             "  --no-prefix-cache      do not reuse cached prompt prefixes\n"
+            "\nspeculative decoding:\n"
+            "  --spec MODE            default for requests: none (default), ngram, draft\n"
+            "                         (a request may set \"speculative\" itself)\n"
+            "  -md, --model-draft FILE  draft model with the same vocabulary\n"
+            "  --draft-max N          draft tokens per step at most (default 5)\n"
             "\n"
             "other:\n"
             "  --drain SECONDS        on SIGTERM, time in-flight requests may take (default 30)\n"
@@ -109,6 +114,19 @@ int rl_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--host")) c.host = v;
         else if (!strcmp(a, "--api-key")) c.api_key = v;
         else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) c.ep.cache_type_k = v;
+        else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) c.ep.draft_model_path = v;
+        else if (!strcmp(a, "--spec")) {
+            if (!strcmp(v, "none")) c.default_spec = RL_SPEC_NONE;
+            else if (!strcmp(v, "ngram")) c.default_spec = RL_SPEC_NGRAM;
+            else if (!strcmp(v, "draft")) c.default_spec = RL_SPEC_DRAFT;
+            else {
+                fprintf(stderr, "redline serve: --spec: must be none, ngram or draft\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--draft-max")) {
+            if (parse_int(a, v, 0, 32, &n)) return 2;
+            c.ep.draft_max = (int32_t)n;
+        }
         else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) c.ep.cache_type_v = v;
         else if (!strcmp(a, "--port")) {
             if (parse_int(a, v, 0, 65535, &n)) return 2;

@@ -156,6 +156,17 @@ char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *mo
             (double)st->prefix_hits);
     counter(&b, "redline:num_preemptions_total", "Requests preempted for lack of KV blocks.", lbl,
             (double)st->preemptions);
+    counter(&b, "redline:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", lbl,
+            (double)st->spec_proposed);
+    counter(&b, "redline:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", lbl,
+            (double)st->spec_accepted);
+    counter(&b, "redline:spec_decode_num_verifications_total", "Speculative verifications run.", lbl,
+            (double)st->spec_verifies);
+    gauge(&b, "redline:spec_decode_acceptance_rate", "Accepted / proposed draft tokens.", lbl,
+          st->spec_proposed ? (double)st->spec_accepted / (double)st->spec_proposed : 0.0);
+    gauge(&b, "redline:spec_decode_mean_accepted_length",
+          "Mean tokens emitted per verification (accepted drafts + 1).", lbl,
+          st->spec_verifies ? 1.0 + (double)st->spec_accepted / (double)st->spec_verifies : 0.0);
     counter(&b, "redline:engine_steps_total", "Engine steps run.", lbl, (double)st->steps);
     counter(&b, "redline:engine_busy_seconds_total", "Seconds the engine spent in steps.", lbl,
             st->busy_s);

@@ -540,6 +540,8 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     rl_srv *s = rq->srv;
     rl_oai_limits lim;
     rl_oai_limits_default(&lim, s->n_vocab, s->n_ctx);
+    lim.default_spec = s->cfg.default_spec;
+    lim.have_draft = s->cfg.ep.draft_model_path != NULL;
     gen_job *j = calloc(1, sizeof *j);
     if (!j) return MHD_NO;
     j->srv = s;

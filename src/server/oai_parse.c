@@ -26,6 +26,8 @@ void rl_oai_limits_default(rl_oai_limits *lim, int32_t n_vocab, int32_t n_ctx) {
     lim->n_ctx = n_ctx;
     lim->max_n = RL_OAI_MAX_N;
     lim->max_messages = 1024;
+    lim->default_spec = RL_SPEC_NONE;
+    lim->have_draft = false;
 }
 
 bool rl_oai_fail(rl_oai_err *e, int status, const char *param, const char *code, const char *fmt,
@@ -450,6 +452,23 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
     if (r->seed_given) sp->seed = (uint64_t)x;
     if (!get_int(root, "n", 1, lim->max_n, &x, &given, e)) goto fail;
     if (given) r->n = (int32_t)x;
+    /* extension: "speculative": "none" | "ngram" | "draft" (default: the server's --spec) */
+    r->gp.spec = lim->default_spec;
+    json_t *sv = field(root, "speculative");
+    if (sv && !json_is_null(sv)) {
+        const char *m = json_string_value(sv);
+        if (!m || (strcmp(m, "none") && strcmp(m, "ngram") && strcmp(m, "draft"))) {
+            rl_oai_fail(e, 400, "speculative", "invalid_value",
+                        "speculative: must be one of none, ngram, draft");
+            goto fail;
+        }
+        if (!strcmp(m, "draft") && !lim->have_draft) {
+            rl_oai_fail(e, 400, "speculative", "invalid_value",
+                        "speculative: 'draft' needs a server started with a draft model (-md)");
+            goto fail;
+        }
+        r->gp.spec = !strcmp(m, "ngram") ? RL_SPEC_NGRAM : !strcmp(m, "draft") ? RL_SPEC_DRAFT : RL_SPEC_NONE;
+    }
     if (!get_int(root, "priority", -1000000, 1000000, &x, &given, e)) goto fail;
     if (given) r->gp.priority = (int32_t)x;
     const char *mt_name = field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";

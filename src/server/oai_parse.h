@@ -44,6 +44,8 @@ typedef struct rl_oai_limits {
     int32_t n_ctx;        /* max tokens of one sequence */
     int32_t max_n;        /* choices per request (8) */
     int32_t max_messages; /* chat messages per request (1024) */
+    rl_spec_mode default_spec; /* speculation when a request does not say (NONE) */
+    bool have_draft;      /* the engine has a draft model ("speculative": "draft" allowed) */
 } rl_oai_limits;
 
 #define RL_OAI_MAX_N 8

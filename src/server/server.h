@@ -21,6 +21,7 @@ typedef struct rl_server_config {
     const char *api_key;    /* NULL = no authentication */
     const char *alias;      /* model id reported by the API; NULL = file name */
     rl_engine_params ep;    /* engine parameters (model_path required) */
+    rl_spec_mode default_spec; /* --spec: speculation for requests that do not choose */
     int32_t max_queue;      /* waiting requests beyond which new ones get 503 (256) */
     size_t max_body;        /* request body bytes (4 MiB) */
     size_t max_header;      /* request header bytes in total (32 KiB) */
