@@ -136,7 +136,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     if (p->max_batch_tokens <= 0 || p->max_seqs <= 0 || p->block_size <= 0 || p->n_threads < 0 ||
         p->max_batch_tokens > 65536 || p->max_seqs > 4096 || p->draft_max < 0 ||
         p->draft_max > 32 || p->spec_max_batch < 0 || p->ngram_min < 1 ||
-        p->ngram_max < p->ngram_min)
+        p->ngram_max < p->ngram_min || p->weights < 0 || p->weights > 2)
         return rl_err_set(err, RL_ERR_INVALID,
                           "engine: max_batch_tokens %d, max_seqs %d, block_size %d, threads %d out of range",
                           p->max_batch_tokens, p->max_seqs, p->block_size, p->n_threads);
@@ -153,7 +153,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     pthread_cond_init(&e->ev_cond, NULL);
     e->next_id = 1;
 
-    rl_model_opts mo = {.max_batch = p->max_batch_tokens};
+    rl_model_opts mo = {.max_batch = p->max_batch_tokens, .weights = (rl_model_weights)p->weights};
     if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
     if ((s = rl_tokenizer_load(rl_model_gguf(e->model), &e->tok, err))) goto fail;
     e->n_vocab = rl_model_n_vocab(e->model);
@@ -186,7 +186,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     rl_sched_config sc = {.max_batch_tokens = p->max_batch_tokens, .max_seqs = p->max_seqs,
                           .chunked_prefill = p->chunked_prefill && !p->naive,
                           .prefix_cache = p->prefix_cache && !p->naive,
-                          .reserve_full = p->naive, .static_batching = p->naive};
+                          .reserve_full = p->naive, .static_batching = p->naive || p->static_batches};
     if ((s = rl_sched_new(&sc, e->pool, &e->sched, err))) goto fail;
 
     if (p->draft_model_path &&

@@ -1,13 +1,23 @@
 /* rl_attention driver: causal (optionally sliding-window, soft-capped)
- * attention of one sequence's query tokens over its paged K/V.
+ * attention of one sequence's query tokens over its paged K/V, whose pages
+ * may be f32, f16, q8_0 or q4_0 (K and V chosen separately).
  *
  * Work items are (token, head) pairs handed out by an atomic counter.  Each
  * item runs an online softmax over positions [lo, pos[t]] in tiles of
  * RL_ATT_TILE positions aligned to absolute positions (tile k covers
  * [k*TILE, k*TILE+TILE-1]); per tile: scores, tile max, one rescale of the
  * accumulator if the running max grew, then V accumulation in position
- * order.  The arithmetic for an item depends only on q, pos[t], the window
- * and the stored K/V, so results are invariant to n_tok and thread count.
+ * order.  Within a tile the leaves (kq_rows, v_rows) run over the stretches
+ * of consecutive slots of one KV block.
+ *
+ * Quantized pages are read in place: for q8_0/q4_0 K the query head is
+ * quantized once per item to q8_0 blocks and scored with integer block dot
+ * products; q8_0/q4_0 V rows are dequantized in registers while they are
+ * accumulated.  No dequantized copy of the cache is ever made.
+ *
+ * The arithmetic for an item depends only on q, pos[t], the window, the
+ * block size and the stored K/V, so results are invariant to n_tok and
+ * thread count.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -17,17 +27,44 @@
 #define RL_ATT_TILE 32
 #define RL_ATT_MAX_HD 512
 
+#include <stdlib.h>
+#include <string.h>
+
+/* Query precision for q8_0/q4_0 K pages: "q8" (default, integer dots) or
+ * "f32" (RL_KVQ_QUERY=f32: float query, codes widened in registers). */
+static bool rl__kvq_float_query(void) {
+    static _Atomic int v = -1; /* racing first calls compute the same value */
+    int x = atomic_load_explicit(&v, memory_order_relaxed);
+    if (x < 0) {
+        const char *e = getenv("RL_KVQ_QUERY");
+        x = e && strcmp(e, "f32") == 0;
+        atomic_store_explicit(&v, x, memory_order_relaxed);
+    }
+    return x == 1;
+}
+
 typedef struct rl__att_ctx {
     const rl_attn_args *a;
     const rl__ktab *kt;
     size_t k_row, v_row;
+    bool k_quant; /* K pages are q8_0/q4_0: score with a q8_0 query */
+    bool kqf;     /* K pages are q8_0/q4_0: score with the f32 query (kqf_rows) */
     _Atomic int64_t next;
 } rl__att_ctx;
 
+bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
+    switch (t) {
+    case RL_TYPE_F32:
+    case RL_TYPE_F16: return head_dim > 0;
+    case RL_TYPE_Q8_0:
+    case RL_TYPE_Q4_0: return head_dim > 0 && head_dim % 32 == 0;
+    default: return false;
+    }
+}
+
+/* Row of KV head kvh, slot s of block b. */
 static inline const void *rl__kv_row(const void *base, size_t block_bytes, size_t row_bytes,
-                                     const rl_kv_layer *kv, const int32_t *bt, int kvh,
-                                     int32_t p) {
-    int32_t b = bt[p / kv->block_size], s = p % kv->block_size;
+                                     const rl_kv_layer *kv, int32_t b, int kvh, int32_t s) {
     return (const uint8_t *)base + (size_t)b * block_bytes +
            ((size_t)kvh * kv->block_size + s) * row_bytes;
 }
@@ -39,16 +76,24 @@ static void rl__att_task(void *p, int ith, int nth) {
     const rl_attn_args *a = c->a;
     const rl_kv_layer *kv = a->kv;
     const rl__ktab *kt = c->kt;
-    const int hd = kv->head_dim, group = a->n_head / kv->n_kv_head;
-    const bool k16 = kv->k_type == RL_TYPE_F16, v16 = kv->v_type == RL_TYPE_F16;
+    const int hd = kv->head_dim, group = a->n_head / kv->n_kv_head, bs = kv->block_size;
     const int64_t n_items = (int64_t)a->n_tok * a->n_head;
+    void (*const kq)(const void *, const void *, size_t, int, int, float *) =
+        c->kqf ? kt->kqf_rows[kv->k_type] : kt->kq_rows[kv->k_type];
+    void (*const vr)(float *, const void *, size_t, const float *, int, int) = kt->v_rows[kv->v_type];
     float acc[RL_ATT_MAX_HD], sc[RL_ATT_TILE];
+    rl_block_q8_0 qq[RL_ATT_MAX_HD / RL_QK8_0];
     for (;;) {
         int64_t it = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
         if (it >= n_items) break;
         int t = (int)(it / a->n_head), h = (int)(it % a->n_head), kvh = h / group;
         const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
         float *out = a->out + ((size_t)t * a->n_head + h) * hd;
+        const void *qk = q;
+        if (c->k_quant) {
+            kt->quant_q8_0(q, qq, hd); /* once per item, reused for every key */
+            qk = qq;
+        }
         int32_t hi = a->pos[t];
         int32_t lo = a->window > 0 ? hi - a->window + 1 : 0;
         if (lo < 0) lo = 0;
@@ -57,14 +102,20 @@ static void rl__att_task(void *p, int ith, int nth) {
         for (int32_t t0 = lo; t0 <= hi;) {
             int32_t t1 = (t0 / RL_ATT_TILE + 1) * RL_ATT_TILE; /* exclusive tile end */
             if (t1 > hi + 1) t1 = hi + 1;
+            /* scores, one leaf call per stretch of slots in one block */
+            for (int32_t pp = t0; pp < t1;) {
+                int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
+                kq(qk, rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv,
+                                  a->block_table[pp / bs], kvh, s),
+                   c->k_row, n, hd, sc + (pp - t0));
+                pp += n;
+            }
             float mt = -INFINITY;
-            for (int32_t pp = t0; pp < t1; pp++) {
-                const void *kr = rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv,
-                                            a->block_table, kvh, pp);
-                float s = (k16 ? kt->dot_f16(q, kr, hd) : kt->dot_f32(q, kr, hd)) * a->scale;
-                if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
-                sc[pp - t0] = s;
-                if (s > mt) mt = s;
+            for (int32_t i = 0; i < t1 - t0; i++) {
+                float sv = sc[i] * a->scale;
+                if (a->softcap > 0.0f) sv = a->softcap * tanhf(sv / a->softcap);
+                sc[i] = sv;
+                if (sv > mt) mt = sv;
             }
             if (mt > m) {
                 if (m != -INFINITY) {
@@ -74,15 +125,16 @@ static void rl__att_task(void *p, int ith, int nth) {
                 }
                 m = mt;
             }
-            for (int32_t pp = t0; pp < t1; pp++) {
-                float wgt = expf(sc[pp - t0] - m);
-                sum += wgt;
-                const void *vr = rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv,
-                                            a->block_table, kvh, pp);
-                if (v16)
-                    kt->axpy_f16(acc, vr, wgt, hd);
-                else
-                    kt->axpy_f32(acc, vr, wgt, hd);
+            for (int32_t i = 0; i < t1 - t0; i++) {
+                sc[i] = expf(sc[i] - m); /* weights, in position order */
+                sum += sc[i];
+            }
+            for (int32_t pp = t0; pp < t1;) {
+                int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
+                vr(acc, rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv,
+                                   a->block_table[pp / bs], kvh, s),
+                   c->v_row, sc + (pp - t0), n, hd);
+                pp += n;
             }
             t0 = t1;
         }
@@ -93,14 +145,16 @@ static void rl__att_task(void *p, int ith, int nth) {
 
 void rl_attention(const rl_attn_args *a, rl_threadpool *tp) {
     const rl_kv_layer *kv = a->kv;
-    RL_ASSERT(kv->head_dim > 0 && kv->head_dim <= RL_ATT_MAX_HD);
+    RL_ASSERT(kv->head_dim > 0 && kv->head_dim <= RL_ATT_MAX_HD && kv->block_size > 0);
     RL_ASSERT(kv->n_kv_head > 0 && a->n_head % kv->n_kv_head == 0);
-    RL_ASSERT((kv->k_type == RL_TYPE_F16 || kv->k_type == RL_TYPE_F32) &&
-              (kv->v_type == RL_TYPE_F16 || kv->v_type == RL_TYPE_F32));
+    RL_ASSERT(rl_kv_type_supported(kv->k_type, kv->head_dim) &&
+              rl_kv_type_supported(kv->v_type, kv->head_dim));
     if (a->n_tok <= 0) return;
     rl__att_ctx c = {.a = a, .kt = rl__kernels()};
     c.k_row = rl_type_row_size(kv->k_type, kv->head_dim);
     c.v_row = rl_type_row_size(kv->v_type, kv->head_dim);
+    c.k_quant = kv->k_type == RL_TYPE_Q8_0 || kv->k_type == RL_TYPE_Q4_0;
+    if (c.k_quant && rl__kvq_float_query()) c.k_quant = false, c.kqf = true;
     atomic_init(&c.next, 0);
     if (rl_threadpool_n_threads(tp) == 1)
         rl__att_task(&c, 0, 1);

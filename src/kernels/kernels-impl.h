@@ -40,6 +40,26 @@ typedef struct rl__ktab {
     void (*axpy_f32)(float *y, const float *x, float a, int64_t n); /* y += a*x */
     void (*axpy_f16)(float *y, const rl_fp16 *x, float a, int64_t n);
     void (*scale)(float *y, float a, int64_t n); /* y *= a */
+    /* Attention leaves over a run of n KV rows of hd elements, row r at
+     * (const uint8_t *)base + r * stride (ref/ref_kvq.c, x86/avx2_kvq.c),
+     * indexed by the K or V page type (f32, f16, q8_0, q4_0; NULL =
+     * unsupported).
+     * kq_rows: s[r] = q . k_r.  q is f32[hd] for f32/f16 pages and hd/32
+     *   q8_0 blocks (quant_q8_0 of the f32 query) for q8_0/q4_0 pages:
+     *   integer dot per block, blocks combined in float.
+     * v_rows: acc[i] += w[r] * v_r[i] for r = 0..n-1 in order; pages are
+     *   dequantized in registers (w[r] * d_block first, then one multiply-add
+     *   per element), so each acc element sees the same operation sequence
+     *   as n single-row calls. */
+    void (*kq_rows[RL_TYPE_COUNT])(const void *q, const void *k, size_t stride, int n, int hd,
+                                   float *s);
+    void (*v_rows[RL_TYPE_COUNT])(float *acc, const void *v, size_t stride, const float *w, int n,
+                                  int hd);
+    /* kq_rows with an f32 query for q8_0/q4_0 pages: codes widened to float
+     * in registers, per block sum_i q_i*code_i, then acc += d_block * that
+     * (no query rounding; used when RL_KVQ_QUERY=f32, see attention.c). */
+    void (*kqf_rows[RL_TYPE_COUNT])(const void *q, const void *k, size_t stride, int n, int hd,
+                                    float *s);
 } rl__ktab;
 
 /* Activation type paired with weight type t (RL_TYPE_F32 for float weights,
@@ -56,6 +76,8 @@ const rl__ktab *rl__kernels_avx2(void);
 /* Fillers, called once by dispatch.c. */
 void rl__ref_fill(rl__ktab *t);
 void rl__avx2_fill(rl__ktab *t); /* overrides entries of a ref-filled table */
+void rl__ref_fill_kvq(rl__ktab *t);  /* KV attention leaves (ref/ref_kvq.c) */
+void rl__avx2_fill_kvq(rl__ktab *t); /* (x86/avx2_kvq.c) */
 
 /* Reference leaves exported for reuse (AVX2 tails, tests). */
 void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);

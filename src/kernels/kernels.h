@@ -82,8 +82,14 @@ void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float b
  * block_bytes = n_kv_head * block_size * row_bytes.
  * A sequence's token at position p lives in block block_table[p / block_size],
  * slot p % block_size.  A contiguous cache is the block table 0,1,2,...
- * Supported K/V types: RL_TYPE_F16, RL_TYPE_F32 (quantized types come with
- * the KV-quantization work). */
+ * Supported K/V types, chosen separately for K and V: RL_TYPE_F16,
+ * RL_TYPE_F32, and the GGUF block formats RL_TYPE_Q8_0 (34 bytes per 32
+ * elements: fp16 scale + 32 int8) and RL_TYPE_Q4_0 (18 bytes per 32: fp16
+ * scale + 32 4-bit codes, x = d*(q-8)); the block formats need head_dim a
+ * multiple of 32.  Each row is quantized once, when rl_kv_store writes it
+ * (blockwise absmax, the reference quantizers of src/tensor), and
+ * rl_attention reads the packed rows in place (docs/KVQUANT.md).  Whole
+ * blocks can be copied bytewise (prefix caching, copy-on-write, swap). */
 typedef struct rl_kv_layer {
     rl_type k_type, v_type;
     int32_t n_kv_head, head_dim, block_size;
@@ -91,7 +97,12 @@ typedef struct rl_kv_layer {
     size_t k_block_bytes, v_block_bytes;
 } rl_kv_layer;
 
-/* Stores k_row[n_kv_head][head_dim] and v_row (f32) for position pos. */
+/* True if KV pages of type t with this head_dim are supported by
+ * rl_kv_store and rl_attention. */
+bool rl_kv_type_supported(rl_type t, int32_t head_dim);
+
+/* Stores k_row[n_kv_head][head_dim] and v_row (f32) for position pos,
+ * converting (quantizing) each head's row to the layer's K/V type. */
 void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos,
                  const float *k_row, const float *v_row);
 

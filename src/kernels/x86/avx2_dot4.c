@@ -1,114 +1,234 @@
-/* AVX2 4-token vec-dots (prefill): one weight row against 4 activation
- * rows, unpacking each weight block once.  Per token the float operations
- * are exactly those of the 1-token kernel in avx2_quant.c (integer block
- * sums are exact, so their order is free), which makes every output
- * bit-identical to the 1-token path: batch invariance holds. */
+/* AVX2 vec-dots on quantized weights, 1-token (decode) and 4-token
+ * (prefill) variants generated from one always-inline template per type.
+ *
+ * A template computes one weight row against T activation rows: each
+ * weight block is loaded and unpacked once and used for the T tokens.  The
+ * float operations applied for a token (the sequence of scale products,
+ * int->float conversions and fused multiply-adds into that token's own
+ * accumulators, then the horizontal sum) are written once and do not
+ * depend on T; only the integer block sums, which are exact, are shared.
+ * So vec_dot4 is bit-identical to four vec_dot calls and matmul results
+ * are batch-invariant.
+ *
+ * Reduction orders (fixed for a given n):
+ *   32-element blocks (q4_0, q4_1, q5_0, q8_0): block i's exact integer
+ *     dot, as 8 int32 lanes, is scaled by dw*dx and fused into accumulator
+ *     i % 2 (two independent chains hide the FMA latency); the result is
+ *     hsum(acc0 + acc1) (+ the q4_1 min terms, summed in block order, again
+ *     alternating two partial sums).
+ *   q4_K: per 256 super-block, the 8 sub-block sums scaled by their 6-bit
+ *     scales (exact int32 lanes) are fused with d*dx, then the min terms
+ *     (mins x the q8_K 16-element sums, exact int32 lanes) are fused with
+ *     -dmin*dx into the same accumulator; result hsum(acc).
+ *   q6_K: per super-block sum((q - 32) * y * scale) computed exactly as
+ *     sum(q * y * scale) - 32 * sum(scale * bsum) in int32 lanes, fused
+ *     with d*dx; result hsum(acc).
+ * The reference kernels sum in another (sequential) order; the difference
+ * is float rounding only (test_kernels.c bounds it).
+ */
+#include <string.h>
+
 #include "kernels/x86/avx2-impl.h"
+
+#define RL_AI static inline __attribute__((always_inline))
+/* Token and sub-block loops must be unrolled so accumulators stay in
+ * registers. */
+#define RL_UNROLL _Pragma("GCC unroll 8")
+#define RL_TMAX 4 /* largest token tile */
 
 static inline float rl__f16(rl_fp16 h) { return _cvtsh_ss(h); }
 
-#define XB(type, k, i) (((const type *)((const uint8_t *)vx + (k) * xs))[i])
+/* The first 4 fp16 values at p as floats (one vcvtph2ps from memory; reads
+ * 8 bytes, which every 32-element block has after its scale). */
+RL_AI __m128 rl__h4(const void *p) { return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)); }
 
-static void rl__dot4_q4_0_avx2(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs) {
-    const rl_block_q4_0 *w = vw;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < n / 32; i++) {
-        float dw = rl__f16(w[i].d);
-        __m256i qw = _mm256_sub_epi8(rl__nibbles32(w[i].qs), _mm256_set1_epi8(8));
-        for (int k = 0; k < 4; k++) {
-            const rl_block_q8_0 *x = &XB(rl_block_q8_0, k, i);
-            __m256 d = _mm256_set1_ps(dw * rl__f16(x->d));
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc[k]);
-        }
-    }
-    for (int k = 0; k < 4; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+/* 16 bytes of packed nibbles -> 32 bytes, low nibbles then high nibbles
+ * (same result as rl__nibbles32, one uop fewer). */
+RL_AI __m256i rl__nib32(const uint8_t *p) {
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    b = _mm256_srlv_epi64(b, _mm256_set_epi64x(4, 4, 0, 0));
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
 }
 
-static void rl__dot4_q4_1_avx2(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs) {
+/* Activation block i of token k (rows xs bytes apart). */
+#define XB(type, k, i) (((const type *)((const uint8_t *)vx + (size_t)(k) * xs))[i])
+
+/* ---------------- 32-element blocks ---------------- */
+
+/* Weight unpackers: 32 int8 values of block i (signed for sign-trick
+ * types, unsigned 0..15 for q4_1). */
+RL_AI __m256i rl__w_q4_0(const rl_block_q4_0 *b) {
+    return _mm256_sub_epi8(rl__nib32(b->qs), _mm256_set1_epi8(8));
+}
+RL_AI __m256i rl__w_q5_0(const rl_block_q5_0 *b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    /* q - 16 = nibble | 0xF0 (as int8) where the 5th bit is clear */
+    __m256i hi = _mm256_andnot_si256(rl__bits32(qh), _mm256_set1_epi8((char)0xF0));
+    return _mm256_or_si256(rl__nib32(b->qs), hi);
+}
+
+/* Block i of a signed-weight type (q4_0, q5_0, q8_0) against q8_0
+ * activations, fused into acc[k] for the T tokens. */
+#define RL_BLK_SIGNED(WTYPE, UNPACK, acc)                                                          \
+    do {                                                                                           \
+        const WTYPE *b_ = &w[i_];                                                                  \
+        const __m128 dw = rl__h4(&b_->d);                                                          \
+        const __m256i qw = UNPACK(b_);                                                             \
+        const __m256i aw = _mm256_sign_epi8(qw, qw);                                               \
+        RL_UNROLL for (int k = 0; k < T; k++) {                                                              \
+            const rl_block_q8_0 *x = &XB(rl_block_q8_0, k, i_);                                    \
+            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
+            __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(qx, qw)),    \
+                                            _mm256_set1_epi16(1));                                 \
+            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(dw, rl__h4(&x->d)));                       \
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);                          \
+        }                                                                                          \
+    } while (0)
+
+#define RL_DOT_SIGNED(NAME, WTYPE, UNPACK)                                                          \
+    RL_AI void NAME(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,     \
+                    const int T) {                                                                 \
+        const WTYPE *w = vw;                                                                       \
+        __m256 acc0[RL_TMAX], acc1[RL_TMAX];                                                                   \
+        RL_UNROLL for (int k = 0; k < T; k++) acc0[k] = acc1[k] = _mm256_setzero_ps();                       \
+        const int64_t nb = n / 32;                                                                 \
+        int64_t i_ = 0;                                                                            \
+        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
+            RL_BLK_SIGNED(WTYPE, UNPACK, acc0);                                                    \
+            i_++;                                                                                  \
+            RL_BLK_SIGNED(WTYPE, UNPACK, acc1);                                                    \
+            i_--;                                                                                  \
+        }                                                                                          \
+        if (i_ < nb) RL_BLK_SIGNED(WTYPE, UNPACK, acc0);                                           \
+        RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k]));      \
+    }
+
+RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
+
+RL_DOT_SIGNED(rl__dotT_q4_0, rl_block_q4_0, rl__w_q4_0)
+RL_DOT_SIGNED(rl__dotT_q5_0, rl_block_q5_0, rl__w_q5_0)
+RL_DOT_SIGNED(rl__dotT_q8_0, rl_block_q8_0, rl__w_q8_0)
+
+/* Block i of q4_1 against q8_1: d*dx*sum(q*y) + m*s_x.  One multiply gives
+ * both products: lanes 0 and 1 of (d, m) * (dx, s_x); the min terms are
+ * summed in lane 1 of summ (lanes 0, 2, 3 are never read). */
+#define RL_BLK_Q4_1(acc, summ)                                                                     \
+    do {                                                                                           \
+        const __m128 dmw = rl__h4(&w[i_].d);                                                       \
+        const __m256i qw = rl__nib32(w[i_].qs);                                                    \
+        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
+            const rl_block_q8_1 *x = &XB(rl_block_q8_1, k, i_);                                    \
+            __m128 p = _mm_mul_ps(dmw, rl__h4(&x->d));                                             \
+            summ[k] = _mm_add_ps(summ[k], p);                                                      \
+            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
+            __m256 d = _mm256_broadcastss_ps(p);                                                   \
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_u8i8(qw, qx)), acc[k]);     \
+        }                                                                                          \
+    } while (0)
+
+RL_AI void rl__dotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
     const rl_block_q4_1 *w = vw;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    float summ[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < n / 32; i++) {
-        float dw = rl__f16(w[i].d), mw = rl__f16(w[i].m);
-        __m256i qw = rl__nibbles32(w[i].qs);
-        for (int k = 0; k < 4; k++) {
-            const rl_block_q8_1 *x = &XB(rl_block_q8_1, k, i);
-            summ[k] += mw * rl__f16(x->s);
-            __m256 d = _mm256_set1_ps(dw * rl__f16(x->d));
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_u8i8(qw, qx)), acc[k]);
-        }
+    __m256 acc0[RL_TMAX], acc1[RL_TMAX];
+    __m128 summ0[RL_TMAX], summ1[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc0[k] = acc1[k] = _mm256_setzero_ps();
+        summ0[k] = summ1[k] = _mm_setzero_ps();
     }
-    for (int k = 0; k < 4; k++) s[k * ss] = rl__hsum_ps(acc[k]) + summ[k];
+    const int64_t nb = n / 32;
+    int64_t i_ = 0;
+    for (; i_ + 2 <= nb; i_ += 2) {
+        RL_BLK_Q4_1(acc0, summ0);
+        i_++;
+        RL_BLK_Q4_1(acc1, summ1);
+        i_--;
+    }
+    if (i_ < nb) RL_BLK_Q4_1(acc0, summ0);
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[k]), _mm_movehdup_ps(summ1[k]));
+        s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(sm);
+    }
 }
 
-static void rl__dot4_q8_0_avx2(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs) {
-    const rl_block_q8_0 *w = vw;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < n / 32; i++) {
-        float dw = rl__f16(w[i].d);
-        __m256i qw = _mm256_loadu_si256((const __m256i *)w[i].qs);
-        for (int k = 0; k < 4; k++) {
-            const rl_block_q8_0 *x = &XB(rl_block_q8_0, k, i);
-            __m256 d = _mm256_set1_ps(dw * rl__f16(x->d));
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc[k]);
-        }
-    }
-    for (int k = 0; k < 4; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+/* ---------------- K-quants ---------------- */
+
+/* The 8 6-bit scales and mins of a q4_K/q5_K super-block as int16:
+ * *sc = [sc0..sc7 | sc0..sc7] (both 128-bit lanes), *mins = each min
+ * twice, [m0 m0 m1 m1 m2 m2 m3 m3 | m4 m4 .. m7 m7], to pair with the
+ * sixteen 16-element sums of a q8_K block. */
+RL_AI void rl__q4k_scales(const uint8_t *q, __m256i *sc, __m256i *mins) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    uint32_t s_lo = u[0] & 0x3f3f3f3fu;
+    uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+    __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)m_hi, (int)m_lo, (int)s_hi, (int)s_lo));
+    __m128i m16 = _mm256_extracti128_si256(v, 1);
+    *sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(v));
+    *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
 }
 
-static void rl__dot4_q4_K_avx2(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs) {
+RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
     const rl_block_q4_K *w = vw;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    float accm[4] = {0, 0, 0, 0};
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) rl__get_scale_min_k4(j, w[i].scales, &sc[j], &mn[j]);
+        __m256i scb, mins;
+        rl__q4k_scales(w[i].scales, &scb, &mins);
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        const rl_block_q8_K *x[4];
-        __m256i sumi[4];
-        for (int k = 0; k < 4; k++) {
-            x[k] = &XB(rl_block_q8_K, k, i);
-            int summ = 0;
-            for (int j = 0; j < 8; j++) summ += mn[j] * (x[k]->bsums[2 * j] + x[k]->bsums[2 * j + 1]);
-            accm[k] += x[k]->d * dmw * (float)summ;
-            sumi[k] = _mm256_setzero_si256();
-        }
-        for (int j = 0; j < 4; j++) {
+        __m256i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
+        RL_UNROLL for (int j = 0; j < 4; j++) {
             __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
             __m256i lo = _mm256_and_si256(qb, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
-            __m256i s0 = _mm256_set1_epi16(sc[2 * j]), s1 = _mm256_set1_epi16(sc[2 * j + 1]);
-            for (int k = 0; k < 4; k++) {
-                __m256i y0 = _mm256_loadu_si256((const __m256i *)(x[k]->qs + 64 * j));
-                __m256i y1 = _mm256_loadu_si256((const __m256i *)(x[k]->qs + 64 * j + 32));
+            __m256i s0 = _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+            __m256i s1 =
+                _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * j;
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
+                __m256i y1 = _mm256_loadu_si256((const __m256i *)(y + 32));
                 __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
                 __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
                 sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p0, p1));
             }
         }
-        for (int k = 0; k < 4; k++) {
-            __m256 d = _mm256_set1_ps(x[k]->d * dw);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
+            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
         }
     }
-    for (int k = 0; k < 4; k++) s[k * ss] = rl__hsum_ps(acc[k]) - accm[k];
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
 
-static void rl__dot4_q6_K_avx2(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs) {
+RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
     const rl_block_q6_K *w = vw;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i k32 = _mm256_set1_epi8(32);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                           _mm256_setzero_si256()};
-        for (int h = 0; h < 2; h++) {
+        /* 16 int8 scales as int16; correction -32 * sum(scale * bsum) */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        __m256i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            __m256i b = _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums);
+            sumi[k] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(b, sc16), 5));
+        }
+        RL_UNROLL for (int h = 0; h < 2; h++) {
             const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
-            const int8_t *sc = w[i].scales + 8 * h;
+            /* scales 8h..8h+7 in both lanes; chunk kk uses 8h+2kk (lane 0)
+             * and 8h+2kk+1 (lane 1) */
+            const __m256i scb = _mm256_broadcastsi128_si256(
+                h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
             __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
@@ -118,30 +238,54 @@ static void rl__dot4_q6_K_avx2(int64_t n, float *s, size_t ss, const void *vw, c
             q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-            for (int kk = 0; kk < 4; kk++) {
-                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * kk + 1]), _mm_set1_epi16(sc[2 * kk]));
-                for (int k = 0; k < 4; k++) {
+            RL_UNROLL for (int kk = 0; kk < 4; kk++) {
+                const __m256i scv = _mm256_shuffle_epi8(
+                    scb, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                                          _mm_set1_epi16((short)(((4 * kk + 1) << 8) | (4 * kk)))));
+                RL_UNROLL for (int k = 0; k < T; k++) {
                     const int8_t *y = XB(rl_block_q8_K, k, i).qs + 128 * h + 32 * kk;
                     __m256i yk = _mm256_loadu_si256((const __m256i *)y);
-                    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[kk], yk), _mm256_maddubs_epi16(k32, yk));
-                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(p, scv));
+                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(_mm256_maddubs_epi16(q[kk], yk), scv));
                 }
             }
         }
-        float dw = rl__f16(w[i].d);
-        for (int k = 0; k < 4; k++) {
+        const float dw = rl__f16(w[i].d);
+        RL_UNROLL for (int k = 0; k < T; k++) {
             __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
             acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
         }
     }
-    for (int k = 0; k < 4; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
+
+/* ---------------- instantiations ---------------- */
+
+#define RL_INST(TY)                                                                                \
+    static void rl__dot_##TY##_avx2(int64_t n, float *s, const void *w, const void *x) {           \
+        rl__dotT_##TY(n, s, 0, w, x, 0, 1);                                                        \
+    }                                                                                              \
+    static void rl__dot4_##TY##_avx2(int64_t n, float *s, size_t ss, const void *w, const void *x, \
+                                     size_t xs) {                                                  \
+        rl__dotT_##TY(n, s, ss, w, x, xs, 4);                                                      \
+    }
+
+RL_INST(q4_0)
+RL_INST(q4_1)
+RL_INST(q5_0)
+RL_INST(q8_0)
+RL_INST(q4_K)
+RL_INST(q6_K)
 
 void rl__avx2_fill_dot4(rl__ktab *t);
 void rl__avx2_fill_dot4(rl__ktab *t) {
-    t->vec_dot4[RL_TYPE_Q4_0] = rl__dot4_q4_0_avx2;
-    t->vec_dot4[RL_TYPE_Q4_1] = rl__dot4_q4_1_avx2;
-    t->vec_dot4[RL_TYPE_Q8_0] = rl__dot4_q8_0_avx2;
-    t->vec_dot4[RL_TYPE_Q4_K] = rl__dot4_q4_K_avx2;
-    t->vec_dot4[RL_TYPE_Q6_K] = rl__dot4_q6_K_avx2;
+#define RL_SET(TY, E)                                                                              \
+    t->vec_dot[E] = rl__dot_##TY##_avx2;                                                           \
+    t->vec_dot4[E] = rl__dot4_##TY##_avx2;
+    RL_SET(q4_0, RL_TYPE_Q4_0)
+    RL_SET(q4_1, RL_TYPE_Q4_1)
+    RL_SET(q5_0, RL_TYPE_Q5_0)
+    RL_SET(q8_0, RL_TYPE_Q8_0)
+    RL_SET(q4_K, RL_TYPE_Q4_K)
+    RL_SET(q6_K, RL_TYPE_Q6_K)
+#undef RL_SET
 }

@@ -1,11 +1,8 @@
 /* AVX2 matmul leaves: activation quantizers (bit-identical to the
  * reference: same d = amax/127, same float x*(1/d), round-to-nearest-even)
- * and vec-dots for q4_0, q4_1, q5_0, q8_0, q4_K, q6_K, f32, f16, bf16.
- *
- * Each vec-dot computes every block's integer sum exactly and accumulates
- * d * sumi in 8 float lanes (one fixed order for a given n), so results
- * differ from the reference only by float summation order.  Nothing here
- * depends on how many tokens or rows the caller processes.
+ * and the float-weight vec-dots (f32, f16, bf16).  The quantized-weight
+ * vec-dots live in avx2_dot4.c (1- and 4-token variants from one template).
+ * Nothing here depends on how many tokens or rows the caller processes.
  */
 #include <math.h>
 #include <string.h>
@@ -140,135 +137,6 @@ static void rl__dot_bf16w_avx2(int64_t n, float *s, const void *vw, const void *
     *s = sum;
 }
 
-/* ---------------- 32-element blocks ---------------- */
-
-static void rl__dot_q4_0_avx2(int64_t n, float *s, const void *vw, const void *vx) {
-    const rl_block_q4_0 *w = vw;
-    const rl_block_q8_0 *x = vx;
-    __m256 acc = _mm256_setzero_ps();
-    const __m256i off = _mm256_set1_epi8(8);
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256 d = _mm256_set1_ps(rl__f16(w[i].d) * rl__f16(x[i].d));
-        __m256i qw = _mm256_sub_epi8(rl__nibbles32(w[i].qs), off);
-        __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
-    }
-    *s = rl__hsum_ps(acc);
-}
-
-static void rl__dot_q4_1_avx2(int64_t n, float *s, const void *vw, const void *vx) {
-    const rl_block_q4_1 *w = vw;
-    const rl_block_q8_1 *x = vx;
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        summ += rl__f16(w[i].m) * rl__f16(x[i].s);
-        __m256 d = _mm256_set1_ps(rl__f16(w[i].d) * rl__f16(x[i].d));
-        __m256i qw = rl__nibbles32(w[i].qs);
-        __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_u8i8(qw, qx)), acc);
-    }
-    *s = rl__hsum_ps(acc) + summ;
-}
-
-static void rl__dot_q5_0_avx2(int64_t n, float *s, const void *vw, const void *vx) {
-    const rl_block_q5_0 *w = vw;
-    const rl_block_q8_0 *x = vx;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256 d = _mm256_set1_ps(rl__f16(w[i].d) * rl__f16(x[i].d));
-        uint32_t qh;
-        memcpy(&qh, w[i].qh, 4);
-        /* q - 16 = nibble | 0xF0 (as int8) where the 5th bit is clear */
-        __m256i hi = _mm256_andnot_si256(rl__bits32(qh), _mm256_set1_epi8((char)0xF0));
-        __m256i qw = _mm256_or_si256(rl__nibbles32(w[i].qs), hi);
-        __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
-    }
-    *s = rl__hsum_ps(acc);
-}
-
-static void rl__dot_q8_0_avx2(int64_t n, float *s, const void *vw, const void *vx) {
-    const rl_block_q8_0 *w = vw;
-    const rl_block_q8_0 *x = vx;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256 d = _mm256_set1_ps(rl__f16(w[i].d) * rl__f16(x[i].d));
-        __m256i qw = _mm256_loadu_si256((const __m256i *)w[i].qs);
-        __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        /* weights may hold -128 (first operand is safe); x is within +-127 */
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
-    }
-    *s = rl__hsum_ps(acc);
-}
-
-/* ---------------- K-quants ---------------- */
-
-static void rl__dot_q4_K_avx2(int64_t n, float *s, const void *vw, const void *vx) {
-    const rl_block_q4_K *w = vw;
-    const rl_block_q8_K *x = vx;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    float accm = 0.0f;
-    for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        uint8_t sc[8], mn[8];
-        int summ = 0;
-        for (int j = 0; j < 8; j++) {
-            rl__get_scale_min_k4(j, w[i].scales, &sc[j], &mn[j]);
-            summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
-        }
-        accm += x[i].d * rl__f16(w[i].dmin) * (float)summ;
-        __m256i sumi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
-            __m256i lo = _mm256_and_si256(qb, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
-            __m256i y0 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 64 * j));
-            __m256i y1 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 64 * j + 32));
-            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j]));
-            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-        }
-        __m256 d = _mm256_set1_ps(x[i].d * rl__f16(w[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = rl__hsum_ps(acc) - accm;
-}
-
-static void rl__dot_q6_K_avx2(int64_t n, float *s, const void *vw, const void *vx) {
-    const rl_block_q6_K *w = vw;
-    const rl_block_q8_K *x = vx;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i k32 = _mm256_set1_epi8(32);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        __m256i sumi = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
-            const int8_t *sc = w[i].scales + 8 * h;
-            const int8_t *y = x[i].qs + 128 * h;
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-            for (int k = 0; k < 4; k++) {
-                __m256i yk = _mm256_loadu_si256((const __m256i *)(y + 32 * k));
-                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], yk), _mm256_maddubs_epi16(k32, yk));
-                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scv));
-            }
-        }
-        __m256 d = _mm256_set1_ps(x[i].d * rl__f16(w[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = rl__hsum_ps(acc);
-}
-
 void rl__avx2_fill_quant(rl__ktab *t) {
     t->quant_q8_0 = rl__quant_q8_0_avx2;
     t->quant_q8_1 = rl__quant_q8_1_avx2;
@@ -276,10 +144,4 @@ void rl__avx2_fill_quant(rl__ktab *t) {
     t->vec_dot[RL_TYPE_F32] = rl__dot_f32_avx2;
     t->vec_dot[RL_TYPE_F16] = rl__dot_f16w_avx2;
     t->vec_dot[RL_TYPE_BF16] = rl__dot_bf16w_avx2;
-    t->vec_dot[RL_TYPE_Q4_0] = rl__dot_q4_0_avx2;
-    t->vec_dot[RL_TYPE_Q4_1] = rl__dot_q4_1_avx2;
-    t->vec_dot[RL_TYPE_Q5_0] = rl__dot_q5_0_avx2;
-    t->vec_dot[RL_TYPE_Q8_0] = rl__dot_q8_0_avx2;
-    t->vec_dot[RL_TYPE_Q4_K] = rl__dot_q4_K_avx2;
-    t->vec_dot[RL_TYPE_Q6_K] = rl__dot_q6_K_avx2;
 }

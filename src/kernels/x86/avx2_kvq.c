@@ -1,0 +1,253 @@
+/* AVX2/FMA/F16C attention leaves over runs of KV rows (twins of
+ * ref/ref_kvq.c) for f32, f16, q8_0 and q4_0 pages.
+ *
+ * q . k: f32/f16 rows repeat dot_f32/dot_f16 of avx2.c exactly (two
+ * 8-lane accumulators over 16-element steps); q8_0/q4_0 rows take the
+ * q8_0-quantized query, form each block's exact int32 sum with
+ * maddubs/madd and accumulate d_k*d_q*sum in 8 float lanes, so they differ
+ * from the reference only by float summation order.
+ * v accumulation: dims outer, rows inner, with 32 accumulator lanes in
+ * registers; each element does acc = fma(w[r]*d, code, acc) in row order
+ * (f32/f16: fma(w[r], x, acc), the same as axpy_f32/axpy_f16), so the
+ * result equals n single-row calls and differs from the reference only by
+ * the fused multiply-add.  Quantized pages are never expanded to memory.
+ */
+#include "kernels/x86/avx2-impl.h"
+
+#define ROW(base, r, stride) ((const uint8_t *)(base) + (size_t)(r) * (stride))
+
+static inline float rl__h2f(rl_fp16 h) { return _cvtsh_ss(h); }
+
+static void rl__kq_f32_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    const float *a = q;
+    for (int r = 0; r < n; r++) {
+        const float *b = (const float *)ROW(k, r, stride);
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= hd; i += 16) {
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        }
+        for (; i + 8 <= hd; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        float acc = rl__hsum_ps(_mm256_add_ps(s0, s1));
+        for (; i < hd; i++) acc += a[i] * b[i];
+        s[r] = acc;
+    }
+}
+
+static void rl__kq_f16_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    const float *a = q;
+    for (int r = 0; r < n; r++) {
+        const rl_fp16 *b = (const rl_fp16 *)ROW(k, r, stride);
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= hd; i += 16) {
+            __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
+            __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + 8)));
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, s1);
+        }
+        for (; i + 8 <= hd; i += 8)
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
+        float acc = rl__hsum_ps(_mm256_add_ps(s0, s1));
+        for (; i < hd; i++) acc += a[i] * _cvtsh_ss(b[i]);
+        s[r] = acc;
+    }
+}
+
+static void rl__kq_q8_0_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    const rl_block_q8_0 *x = q;
+    const int nb = hd / RL_QK8_0;
+    for (int r = 0; r < n; r++) {
+        const rl_block_q8_0 *w = (const rl_block_q8_0 *)ROW(k, r, stride);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m256 d = _mm256_set1_ps(rl__h2f(w[b].d) * rl__h2f(x[b].d));
+            __m256i qw = _mm256_loadu_si256((const __m256i *)w[b].qs);
+            __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
+        }
+        s[r] = rl__hsum_ps(acc);
+    }
+}
+
+static void rl__kq_q4_0_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    const rl_block_q8_0 *x = q;
+    const int nb = hd / RL_QK4_0;
+    const __m256i off = _mm256_set1_epi8(8);
+    for (int r = 0; r < n; r++) {
+        const rl_block_q4_0 *w = (const rl_block_q4_0 *)ROW(k, r, stride);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m256 d = _mm256_set1_ps(rl__h2f(w[b].d) * rl__h2f(x[b].d));
+            __m256i qw = _mm256_sub_epi8(rl__nibbles32(w[b].qs), off);
+            __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
+        }
+        s[r] = rl__hsum_ps(acc);
+    }
+}
+
+/* 8 int8 at p -> 8 float lanes. */
+static inline __m256 rl__i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+static void rl__v_f32_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    int i = 0;
+    for (; i + 32 <= hd; i += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+        for (int r = 0; r < n; r++) {
+            const float *x = (const float *)ROW(v, r, stride) + i;
+            __m256 wr = _mm256_set1_ps(w[r]);
+            a0 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x), a0);
+            a1 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 8), a1);
+            a2 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 16), a2);
+            a3 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 24), a3);
+        }
+        _mm256_storeu_ps(acc + i, a0);
+        _mm256_storeu_ps(acc + i + 8, a1);
+        _mm256_storeu_ps(acc + i + 16, a2);
+        _mm256_storeu_ps(acc + i + 24, a3);
+    }
+    for (; i + 8 <= hd; i += 8) {
+        __m256 a0 = _mm256_loadu_ps(acc + i);
+        for (int r = 0; r < n; r++)
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps((const float *)ROW(v, r, stride) + i), a0);
+        _mm256_storeu_ps(acc + i, a0);
+    }
+    for (; i < hd; i++)
+        for (int r = 0; r < n; r++) acc[i] += w[r] * ((const float *)ROW(v, r, stride))[i];
+}
+
+static inline __m256 rl__ld_f16(const rl_fp16 *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static void rl__v_f16_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    int i = 0;
+    for (; i + 32 <= hd; i += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+        for (int r = 0; r < n; r++) {
+            const rl_fp16 *x = (const rl_fp16 *)ROW(v, r, stride) + i;
+            __m256 wr = _mm256_set1_ps(w[r]);
+            a0 = _mm256_fmadd_ps(wr, rl__ld_f16(x), a0);
+            a1 = _mm256_fmadd_ps(wr, rl__ld_f16(x + 8), a1);
+            a2 = _mm256_fmadd_ps(wr, rl__ld_f16(x + 16), a2);
+            a3 = _mm256_fmadd_ps(wr, rl__ld_f16(x + 24), a3);
+        }
+        _mm256_storeu_ps(acc + i, a0);
+        _mm256_storeu_ps(acc + i + 8, a1);
+        _mm256_storeu_ps(acc + i + 16, a2);
+        _mm256_storeu_ps(acc + i + 24, a3);
+    }
+    for (; i + 8 <= hd; i += 8) {
+        __m256 a0 = _mm256_loadu_ps(acc + i);
+        for (int r = 0; r < n; r++)
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), rl__ld_f16((const rl_fp16 *)ROW(v, r, stride) + i), a0);
+        _mm256_storeu_ps(acc + i, a0);
+    }
+    for (; i < hd; i++)
+        for (int r = 0; r < n; r++) acc[i] += w[r] * _cvtsh_ss(((const rl_fp16 *)ROW(v, r, stride))[i]);
+}
+
+static void rl__v_q8_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    for (int b = 0; b < hd / RL_QK8_0; b++) {
+        float *y = acc + b * RL_QK8_0;
+        __m256 a0 = _mm256_loadu_ps(y), a1 = _mm256_loadu_ps(y + 8);
+        __m256 a2 = _mm256_loadu_ps(y + 16), a3 = _mm256_loadu_ps(y + 24);
+        for (int r = 0; r < n; r++) {
+            const rl_block_q8_0 *x = (const rl_block_q8_0 *)ROW(v, r, stride) + b;
+            __m256 wd = _mm256_set1_ps(w[r] * rl__h2f(x->d));
+            __m256i q = _mm256_loadu_si256((const __m256i *)x->qs);
+            __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+            a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), a0);
+            a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), a1);
+            a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), a2);
+            a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), a3);
+        }
+        _mm256_storeu_ps(y, a0);
+        _mm256_storeu_ps(y + 8, a1);
+        _mm256_storeu_ps(y + 16, a2);
+        _mm256_storeu_ps(y + 24, a3);
+    }
+}
+
+static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    const __m128i m4 = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(8);
+    for (int b = 0; b < hd / RL_QK4_0; b++) {
+        float *y = acc + b * RL_QK4_0;
+        __m256 a0 = _mm256_loadu_ps(y), a1 = _mm256_loadu_ps(y + 8);
+        __m256 a2 = _mm256_loadu_ps(y + 16), a3 = _mm256_loadu_ps(y + 24);
+        for (int r = 0; r < n; r++) {
+            const rl_block_q4_0 *x = (const rl_block_q4_0 *)ROW(v, r, stride) + b;
+            __m256 wd = _mm256_set1_ps(w[r] * rl__h2f(x->d));
+            __m128i t = _mm_loadu_si128((const __m128i *)x->qs);
+            __m128i lo = _mm_sub_epi8(_mm_and_si128(t, m4), off);                   /* elems 0..15 */
+            __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(t, 4), m4), off); /* 16..31 */
+            a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), a0);
+            a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), a1);
+            a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), a2);
+            a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), a3);
+        }
+        _mm256_storeu_ps(y, a0);
+        _mm256_storeu_ps(y + 8, a1);
+        _mm256_storeu_ps(y + 16, a2);
+        _mm256_storeu_ps(y + 24, a3);
+    }
+}
+
+/* Float-query variants: q stays f32, K codes are widened to float in
+ * registers; per block sum_i q_i*code_i in 8 lanes, then acc += d * that. */
+static inline __m256 rl__blk_dot_f(const float *q, __m128i c0, __m128i c1, __m128i c2, __m128i c3) {
+    __m256 t = _mm256_mul_ps(_mm256_loadu_ps(q), rl__i8x8_ps(c0));
+    t = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8), rl__i8x8_ps(c1), t);
+    t = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16), rl__i8x8_ps(c2), t);
+    return _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), rl__i8x8_ps(c3), t);
+}
+
+static void rl__kqf_q8_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+    const float *q = vq;
+    for (int r = 0; r < n; r++) {
+        const rl_block_q8_0 *w = (const rl_block_q8_0 *)ROW(k, r, stride);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < hd / RL_QK8_0; b++) {
+            __m256i c = _mm256_loadu_si256((const __m256i *)w[b].qs);
+            __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
+            __m256 t = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(rl__h2f(w[b].d)), t, acc);
+        }
+        s[r] = rl__hsum_ps(acc);
+    }
+}
+
+static void rl__kqf_q4_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+    const float *q = vq;
+    const __m128i m4 = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(8);
+    for (int r = 0; r < n; r++) {
+        const rl_block_q4_0 *w = (const rl_block_q4_0 *)ROW(k, r, stride);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < hd / RL_QK4_0; b++) {
+            __m128i t = _mm_loadu_si128((const __m128i *)w[b].qs);
+            __m128i lo = _mm_sub_epi8(_mm_and_si128(t, m4), off);
+            __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(t, 4), m4), off);
+            __m256 x = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(rl__h2f(w[b].d)), x, acc);
+        }
+        s[r] = rl__hsum_ps(acc);
+    }
+}
+
+void rl__avx2_fill_kvq(rl__ktab *t) {
+    t->kqf_rows[RL_TYPE_Q8_0] = rl__kqf_q8_0_avx2;
+    t->kqf_rows[RL_TYPE_Q4_0] = rl__kqf_q4_0_avx2;
+    t->kq_rows[RL_TYPE_F32] = rl__kq_f32_avx2;
+    t->kq_rows[RL_TYPE_F16] = rl__kq_f16_avx2;
+    t->kq_rows[RL_TYPE_Q8_0] = rl__kq_q8_0_avx2;
+    t->kq_rows[RL_TYPE_Q4_0] = rl__kq_q4_0_avx2;
+    t->v_rows[RL_TYPE_F32] = rl__v_f32_avx2;
+    t->v_rows[RL_TYPE_F16] = rl__v_f16_avx2;
+    t->v_rows[RL_TYPE_Q8_0] = rl__v_q8_0_avx2;
+    t->v_rows[RL_TYPE_Q4_0] = rl__v_q4_0_avx2;
+}
