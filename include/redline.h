@@ -50,6 +50,9 @@ typedef struct rl_engine_params {
     int32_t spec_max_batch;   /* speculate only while at most this many sequences
                                  decode at once (adaptive control; 4) */
     int32_t ngram_min, ngram_max; /* n-gram lookup lengths (1, 3) */
+    /* baselines for `redline bench ablation` */
+    int32_t weights;          /* rl_model_weights: 0 = as stored (default), 1 = f32, 2 = f16 dequantized */
+    bool static_batches;      /* admit new sequences only when none runs (naive implies it) */
 } rl_engine_params;
 
 void rl_engine_params_default(rl_engine_params *p);
