@@ -105,4 +105,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (ValueError, OSError, KeyError) as e:
+        raise SystemExit(f"forward.py: {e}")

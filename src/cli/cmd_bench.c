@@ -1,0 +1,437 @@
+/* `redline bench`: prompt-processing and generation speed, llama-bench
+ * style, plus this machine's memory read bandwidth and the decode roofline.
+ *
+ *   redline bench [-m MODEL] [-p 128,512] [-n 128] [-t 1,2] [-r 5] [--json]
+ *                 [--no-bw] [--bw-mib 1024]
+ *
+ * Tests (the same definitions as llama-bench):
+ *   ppN: one prefill forward of N tokens (random ids) from an empty cache;
+ *        logits of the last token only.  t/s = N / time.
+ *   tgN: N single-token decode steps from an empty cache (positions
+ *        0..N-1).  t/s = N / time.
+ * Each test runs once untimed (warm-up), then -r times; the table gives the
+ * median and the min/max of the repetitions (wall clock), and "cpu t/s":
+ * the median of n * threads / (process CPU seconds), which on a loaded,
+ * shared machine estimates the speed without time-slicing (spin-waiting
+ * threads count as busy, so it underestimates multi-thread gains).  Thread counts run in the
+ * order given, each with its own thread pool.
+ *
+ * Bandwidth: a buffer of --bw-mib MiB (default 1024) is summed with AVX2
+ * loads (8 independent accumulators), split over the T threads of the pool
+ * of each thread count.  So that the roofline is measured under the same
+ * conditions as the decode it bounds (on a shared machine both move with
+ * the load), one bandwidth pass runs right before every timed repetition
+ * of every tg test (and 5 passes when there is no tg test); the median is
+ * reported.  A warm-up pass first faults the pages in.  The decode roofline is bandwidth / bytes read per token, where
+ * the bytes read are every weight tensor the forward streams: all tensor
+ * data (rl_model_weight_bytes) minus the token-embedding table, which is
+ * only gathered one row per token -- unless the output projection is tied
+ * to it, in which case the whole table is read by the output matmul.
+ *
+ * The KV cache is contiguous f16 (cli/seqkv.h) of max(pp, tg) slots.
+ * Diagnostics go to stderr; the table (or JSON) to stdout.
+ */
+#include <errno.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/rng.h"
+#include "cli/cli.h"
+#include "cli/seqkv.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+#define B_MAX_LIST 16
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: redline bench [-m MODEL] [options]\n\n"
+            "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
+            "  -p, --n-prompt LIST    prompt lengths, comma-separated (default 128,512; 0 = none)\n"
+            "  -n, --n-gen LIST       generation lengths (default 128; 0 = none)\n"
+            "  -t, --threads LIST     thread counts (default 1,2)\n"
+            "  -r, --repetitions N    timed runs per test (default 5)\n"
+            "      --json             JSON output instead of the table\n"
+            "      --no-bw            skip the memory-bandwidth measurement\n"
+            "      --bw-mib N         bandwidth buffer size in MiB (default 1024)\n"
+            "  -h, --help             this text\n",
+            RL_DEFAULT_MODEL);
+}
+
+static int parse_list(const char *s, int *out, int *n, int lo, const char *what) {
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < lo || v > 1 << 20) {
+            fprintf(stderr, "redline bench: bad %s list '%s'\n", what, s);
+            return -1;
+        }
+        if (*n >= B_MAX_LIST) {
+            fprintf(stderr, "redline bench: at most %d values in %s\n", B_MAX_LIST, what);
+            return -1;
+        }
+        out[(*n)++] = (int)v;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) {
+            fprintf(stderr, "redline bench: bad %s list '%s'\n", what, s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts v). */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---------------- memory bandwidth ---------------- */
+
+typedef struct bw_job {
+    const uint8_t *buf;
+    size_t bytes;
+    double sums[64];
+} bw_job;
+
+__attribute__((target("avx2"))) static double bw_sum_avx2(const uint8_t *p, size_t n) {
+    __m256 a[8];
+    for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
+    for (size_t i = 0; i + 256 <= n; i += 256)
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_add_ps(a[k], _mm256_load_ps((const float *)(p + i + 32 * k)));
+    for (int k = 1; k < 8; k++) a[0] = _mm256_add_ps(a[0], a[k]);
+    float f[8];
+    _mm256_storeu_ps(f, a[0]);
+    return (double)f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
+}
+
+static double bw_sum_plain(const uint8_t *p, size_t n) {
+    const uint64_t *q = (const uint64_t *)p;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= n / 8; i += 4) {
+        s0 += q[i];
+        s1 += q[i + 1];
+        s2 += q[i + 2];
+        s3 += q[i + 3];
+    }
+    return (double)(s0 + s1 + s2 + s3);
+}
+
+static bool g_avx2;
+
+static void bw_task(void *ctx, int ith, int nth) {
+    bw_job *J = ctx;
+    size_t per = (J->bytes / (size_t)nth) & ~(size_t)4095;
+    const uint8_t *p = J->buf + per * (size_t)ith;
+    size_t n = ith == nth - 1 ? J->bytes - per * (size_t)ith : per;
+    J->sums[ith & 63] = g_avx2 ? bw_sum_avx2(p, n) : bw_sum_plain(p, n);
+}
+
+/* Read bandwidth of one pass over the buffer with pool tp, bytes/s. */
+static double bw_pass(bw_job *J, rl_threadpool *tp) {
+    double t0 = rl_time_s();
+    rl_threadpool_run(tp, bw_task, J);
+    return (double)J->bytes / (rl_time_s() - t0);
+}
+
+/* ---------------- model timing ---------------- */
+
+typedef struct bench_res {
+    char test[16];
+    int threads, n_tok;
+    double ts[64];  /* tokens/s per repetition (wall clock) */
+    double cts[64]; /* tokens/s per repetition by CPU time: n * threads / cpu s */
+    int n;
+    double med, min, max, cmed;
+} bench_res;
+
+/* CPU seconds (user + system) of the whole process so far. */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * ru.ru_stime.tv_usec;
+}
+
+static rl_status run_pp(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, float *logits,
+                        rl_threadpool *tp, rl_err *err) {
+    return rl_seqkv_eval(kv, m, 0, toks, n, 0, false, logits, tp, err);
+}
+
+static rl_status run_tg(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, float *logits,
+                        rl_threadpool *tp, rl_err *err) {
+    for (int i = 0; i < n; i++) {
+        rl_status st = rl_seqkv_eval(kv, m, 0, toks + i, 1, i, false, logits, tp, err);
+        if (st) return st;
+    }
+    return RL_OK;
+}
+
+static size_t read_bytes_per_token(const rl_model *m, bool *tied) {
+    const rl_gguf *g = rl_model_gguf(m);
+    const rl_gguf_tensor *emb = rl_gguf_find_tensor(g, "token_embd.weight");
+    *tied = rl_gguf_find_tensor(g, "output.weight") == NULL;
+    size_t total = rl_model_weight_bytes(m);
+    if (emb && !*tied && emb->nbytes <= total) total -= emb->nbytes;
+    return total;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* `redline bench ablation ...` lives in cmd_ablation.c */
+__attribute__((weak)) int rl_cmd_bench_ablation(int argc, char **argv);
+
+int rl_cmd_bench(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "ablation")) {
+        if (!rl_cmd_bench_ablation) {
+            fprintf(stderr, "redline bench: 'ablation' is not available in this build\n");
+            return 2;
+        }
+        return rl_cmd_bench_ablation(argc - 1, argv + 1);
+    }
+    const char *model_arg = NULL;
+    int pp[B_MAX_LIST] = {128, 512}, n_pp = 2;
+    int tg[B_MAX_LIST] = {128}, n_tg = 1;
+    int th[B_MAX_LIST] = {1, 2}, n_th = 2;
+    int reps = 5, bw_mib = 1024;
+    bool json = false, do_bw = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) {
+            model_arg = argv[++i];
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) && has) {
+            if (parse_list(argv[++i], pp, &n_pp, 0, "-p")) return 2;
+        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-gen")) && has) {
+            if (parse_list(argv[++i], tg, &n_tg, 0, "-n")) return 2;
+        } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has) {
+            if (parse_list(argv[++i], th, &n_th, 1, "-t")) return 2;
+        } else if ((!strcmp(a, "-r") || !strcmp(a, "--repetitions")) && has) {
+            reps = atoi(argv[++i]);
+            if (reps < 1 || reps > 64) {
+                fprintf(stderr, "redline bench: -r must be in [1, 64]\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--bw-mib") && has) {
+            bw_mib = atoi(argv[++i]);
+            if (bw_mib < 16 || bw_mib > 65536) {
+                fprintf(stderr, "redline bench: --bw-mib must be in [16, 65536]\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--no-bw")) {
+            do_bw = false;
+        } else {
+            fprintf(stderr, "redline bench: unknown or incomplete option '%s' (try --help)\n", a);
+            return 2;
+        }
+    }
+    for (int i = 0; i < n_th; i++)
+        if (th[i] > 64) {
+            fprintf(stderr, "redline bench: at most 64 threads\n");
+            return 2;
+        }
+    int max_pp = 0, max_tg = 0;
+    for (int i = 0; i < n_pp; i++) max_pp = pp[i] > max_pp ? pp[i] : max_pp;
+    for (int i = 0; i < n_tg; i++) max_tg = tg[i] > max_tg ? tg[i] : max_tg;
+    int n_ctx = max_pp > max_tg ? max_pp : max_tg;
+    if (n_ctx < 1) n_ctx = 1;
+
+    rl_kernels_init(RL_KERNELS_AUTO);
+    g_avx2 = __builtin_cpu_supports("avx2");
+    const char *path = rl_cli_model_path(model_arg);
+    rl_err err = {0};
+    rl_model *m = NULL;
+    rl_model_opts mo = {.max_batch = max_pp > 0 ? max_pp : 1, .prefault = true};
+    if (rl_model_load(path, &mo, &m, &err)) {
+        fprintf(stderr, "redline bench: %s\n", err.msg);
+        return 1;
+    }
+    rl_seqkv kv;
+    if (rl_seqkv_init(&kv, m, n_ctx, 1, 0, RL_TYPE_F16, &err)) {
+        fprintf(stderr, "redline bench: %s\n", err.msg);
+        rl_model_free(m);
+        return 1;
+    }
+    /* Touch the KV pages so first-touch faults are not timed. */
+    memset(kv.k_mem, 0, (size_t)kv.n_layer * kv.layers[0].k_block_bytes * (size_t)kv.n_blocks_seq);
+    memset(kv.v_mem, 0, (size_t)kv.n_layer * kv.layers[0].v_block_bytes * (size_t)kv.n_blocks_seq);
+
+    int32_t V = rl_model_n_vocab(m);
+    int32_t *toks = rl_malloc((size_t)n_ctx * sizeof *toks);
+    float *logits = rl_malloc((size_t)V * sizeof(float));
+    bench_res *res = rl_calloc((size_t)(n_th * (n_pp + n_tg)), sizeof *res);
+    int n_res = 0, rc = 0;
+    bw_job J = {0}; /* J.buf: freed at done */
+    if (!toks || !logits || !res) {
+        fprintf(stderr, "redline bench: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    rl_rng rng;
+    rl_rng_seed(&rng, 1234);
+    for (int i = 0; i < n_ctx; i++) toks[i] = (int32_t)(rl_rng_u64(&rng) % (uint64_t)V);
+
+    bool tied;
+    size_t rd_bytes = read_bytes_per_token(m, &tied);
+    fprintf(stderr, "redline bench: %s (%s), %.1f MiB read per token, kernels %s\n", path,
+            rl_model_arch(m), (double)rd_bytes / (1 << 20), rl_kernels_impl_name());
+
+    double bwt[B_MAX_LIST] = {0};
+    J.bytes = (size_t)bw_mib << 20;
+    if (do_bw) {
+        void *buf = NULL;
+        if (posix_memalign(&buf, 4096, J.bytes)) {
+            fprintf(stderr, "redline bench: no memory for a %d MiB bandwidth buffer\n", bw_mib);
+            do_bw = false;
+        } else {
+            memset(buf, 1, J.bytes);
+            J.buf = buf;
+        }
+    }
+    for (int ti = 0; ti < n_th; ti++) {
+        rl_threadpool *tp = rl_threadpool_new(th[ti]);
+        if (!tp) {
+            fprintf(stderr, "redline bench: cannot start %d threads\n", th[ti]);
+            rc = 1;
+            goto done;
+        }
+        double bws[B_MAX_LIST * 64];
+        int n_bws = 0;
+        if (do_bw) bw_pass(&J, tp); /* warm-up */
+        for (int k = 0; k < n_pp + n_tg; k++) {
+            bool is_pp = k < n_pp;
+            int n = is_pp ? pp[k] : tg[k - n_pp];
+            if (n == 0) continue;
+            bench_res *R = &res[n_res++];
+            snprintf(R->test, sizeof R->test, "%s%d", is_pp ? "pp" : "tg", n);
+            R->threads = th[ti];
+            R->n_tok = n;
+            fprintf(stderr, "  %s t=%d ...\n", R->test, th[ti]);
+            for (int r = -1; r < reps; r++) {
+                if (do_bw && !is_pp && r >= 0) bws[n_bws++] = bw_pass(&J, tp);
+                double t0 = rl_time_s(), c0 = cpu_s();
+                rl_status st = is_pp ? run_pp(&kv, m, toks, n, logits, tp, &err)
+                                     : run_tg(&kv, m, toks, n, logits, tp, &err);
+                double dt = rl_time_s() - t0, dc = cpu_s() - c0;
+                if (st) {
+                    fprintf(stderr, "redline bench: %s\n", err.msg);
+                    rl_threadpool_free(tp);
+                    rc = 1;
+                    goto done;
+                }
+                if (r >= 0) {
+                    R->cts[R->n] = dc > 0 ? (double)n * th[ti] / dc : 0;
+                    R->ts[R->n++] = n / dt;
+                }
+            }
+            double tmp[64];
+            memcpy(tmp, R->ts, sizeof(double) * (size_t)R->n);
+            R->med = median(tmp, R->n);
+            R->min = tmp[0];
+            R->max = tmp[R->n - 1];
+            memcpy(tmp, R->cts, sizeof(double) * (size_t)R->n);
+            R->cmed = median(tmp, R->n);
+        }
+        if (do_bw) {
+            while (n_bws < 5) bws[n_bws++] = bw_pass(&J, tp);
+            bwt[ti] = median(bws, n_bws);
+        }
+        rl_threadpool_free(tp);
+    }
+
+    const char *mname = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (json) {
+        printf("{\"model\": ");
+        json_str(stdout, mname);
+        printf(", \"arch\": ");
+        json_str(stdout, rl_model_arch(m));
+        printf(", \"kernels\": ");
+        json_str(stdout, rl_kernels_impl_name());
+        printf(", \"weight_bytes\": %zu, \"read_bytes_per_token\": %zu, \"tied_output\": %s,\n",
+               rl_model_weight_bytes(m), rd_bytes, tied ? "true" : "false");
+        printf(" \"bandwidth\": [");
+        for (int ti = 0; do_bw && ti < n_th; ti++)
+            printf("%s{\"threads\": %d, \"bytes_per_s\": %.0f}", ti ? ", " : "", th[ti], bwt[ti]);
+        printf("],\n \"results\": [\n");
+        for (int i = 0; i < n_res; i++) {
+            bench_res *R = &res[i];
+            printf("  {\"test\": \"%s\", \"threads\": %d, \"n_tok\": %d, \"median_ts\": %.3f, "
+                   "\"min_ts\": %.3f, \"max_ts\": %.3f, \"cpu_median_ts\": %.3f, \"samples_ts\": [",
+                   R->test, R->threads, R->n_tok, R->med, R->min, R->max, R->cmed);
+            for (int k = 0; k < R->n; k++) printf("%s%.3f", k ? ", " : "", R->ts[k]);
+            printf("]");
+            if (do_bw && R->test[0] == 't') {
+                int ti = 0;
+                while (th[ti] != R->threads) ti++;
+                double roof = bwt[ti] / (double)rd_bytes;
+                printf(", \"roofline_ts\": %.3f, \"roofline_frac\": %.4f", roof, R->med / roof);
+            }
+            printf("}%s\n", i + 1 < n_res ? "," : "");
+        }
+        printf(" ]}\n");
+    } else {
+        printf("| %-28s | %9s | %7s | %7s | %10s | %10s | %10s | %10s |\n", "model", "size MiB",
+               "threads", "test", "t/s median", "min", "max", "cpu t/s");
+        printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "----------:",
+               "--------:", "--------:", "-----------:", "-----------:", "-----------:",
+               "-----------:");
+        for (int i = 0; i < n_res; i++) {
+            bench_res *R = &res[i];
+            printf("| %-28.28s | %9.1f | %7d | %7s | %10.2f | %10.2f | %10.2f | %10.2f |\n", mname,
+                   (double)rl_model_weight_bytes(m) / (1 << 20), R->threads, R->test, R->med,
+                   R->min, R->max, R->cmed);
+        }
+        if (do_bw) {
+            printf("\nmemory read bandwidth (%d MiB buffer, AVX2 sum, median of passes interleaved with tg runs):\n", bw_mib);
+            for (int ti = 0; ti < n_th; ti++)
+                printf("  %d thread%s: %.2f GB/s\n", th[ti], th[ti] > 1 ? "s" : "", bwt[ti] / 1e9);
+            printf("decode roofline: %.1f MiB of weights read per token%s\n",
+                   (double)rd_bytes / (1 << 20), tied ? " (output tied to the embeddings)" : "");
+            for (int i = 0; i < n_res; i++) {
+                bench_res *R = &res[i];
+                if (R->test[0] != 't') continue;
+                int ti = 0;
+                while (th[ti] != R->threads) ti++;
+                double roof = bwt[ti] / (double)rd_bytes;
+                printf("  %s t=%d: %.2f t/s of a %.2f t/s roofline = %.0f%%\n", R->test,
+                       R->threads, R->med, roof, 100.0 * R->med / roof);
+            }
+        }
+    }
+done:
+    free((void *)J.buf);
+    rl_free(res);
+    rl_free(logits);
+    rl_free(toks);
+    rl_seqkv_free(&kv);
+    rl_model_free(m);
+    return rc;
+}
