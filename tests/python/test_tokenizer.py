@@ -44,10 +44,63 @@ def run_tool(model, requests):
     return out
 
 
+class _BareHF:
+    """The slice of the transformers tokenizer API these tests use, over a
+    bare `tokenizers.Tokenizer`."""
+
+    def __init__(self, tk, bos, add_bos):
+        self.backend_tokenizer, self._bos, self._add_bos = tk, bos, add_bos
+
+    def __call__(self, text, add_special_tokens=True):
+        ids = self.backend_tokenizer.encode(text, add_special_tokens=False).ids
+        return {"input_ids": ([self._bos] if add_special_tokens and self._add_bos else []) + ids}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return self.backend_tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def hf_tokenizer_without_torch(path, pre):
+    """transformers (5.x) needs torch to read a GGUF, which CI does not
+    install (its PyPI wheel pulls ~5 GB of CUDA libraries).  For byte-level
+    BPE vocabularies with the "smollm" pre-tokenizer, build the same HF
+    tokenizer the GGUF converter builds (BPE over the GGUF's tokens and
+    merges, ByteLevel decoding, control tokens as special tokens) directly
+    with the `tokenizers` library; other models need transformers."""
+    import gguf
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    if pre != "smollm":
+        pytest.skip("an HF oracle for this tokenizer needs transformers with torch")
+    r = gguf.GGUFReader(str(path))
+
+    def arr(key):
+        f = r.fields[key]
+        return [f.parts[i] for i in f.data]
+
+    tokens = [bytes(p).decode("utf-8") for p in arr("tokenizer.ggml.tokens")]
+    types = [int(p[0]) for p in arr("tokenizer.ggml.token_type")]
+    merges = [tuple(bytes(p).decode("utf-8").split(" ", 1)) for p in arr("tokenizer.ggml.merges")]
+    scalar = lambda k, d: int(r.fields[k].parts[r.fields[k].data[0]][0]) if k in r.fields else d
+    tk = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False,
+                              byte_fallback=False))
+    tk.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True),
+         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tk.decoder = decoders.ByteLevel()
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                           for t, ty in zip(tokens, types) if ty == 3])  # CONTROL
+    return _BareHF(tk, scalar("tokenizer.ggml.bos_token_id", -1),
+                   bool(scalar("tokenizer.ggml.add_bos_token", 0)))
+
+
 def hf_tokenizer(path, pre):
     transformers = pytest.importorskip("transformers")
     from tokenizers import pre_tokenizers
 
+    try:
+        import torch  # noqa: F401  (transformers reads GGUF files with it)
+    except ImportError:
+        return hf_tokenizer_without_torch(path, pre)
     tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     if pre == "smollm":
         tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
@@ -109,6 +162,19 @@ def test_matches_hf(name, texts):
     bad += report(f"{name} round-trip", round_trip,
                   [d for t, d, h in zip(texts, ours_text, hf_text) if h == t], round_trip)
     assert bad == 0
+
+
+def test_bare_oracle_equals_transformers(texts):
+    """The torch-free oracle used in CI is the tokenizer transformers builds."""
+    pytest.importorskip("torch")
+    path = model_path("smollm2-135m")
+    full = hf_tokenizer(path, "smollm").backend_tokenizer
+    bare = hf_tokenizer_without_torch(path, "smollm").backend_tokenizer
+    for special in (True, False):
+        full.encode_special_tokens = bare.encode_special_tokens = special
+        a = [e.ids for e in full.encode_batch(texts, add_special_tokens=False)]
+        b = [e.ids for e in bare.encode_batch(texts, add_special_tokens=False)]
+        assert a == b
 
 
 def test_tokenize_cli(build):
