@@ -13,4 +13,8 @@ void rl_cli_print_version(FILE *f);
  * RL_DEFAULT_MODEL. */
 const char *rl_cli_model_path(const char *arg);
 
+/* Reads a whole file ("-" = stdin) into a NUL-terminated malloc'd buffer
+ * (caller frees with free()); *n gets its length.  NULL on error (errno). */
+char *rl_cli_read_file(const char *path, size_t *n);
+
 #endif

@@ -90,30 +90,6 @@ static bool parse_i32(const char *s, int32_t lo, int32_t hi, int32_t *out) {
     return true;
 }
 
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        if (len == cap) {
-            char *nb = realloc(b, (cap *= 2) + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-        }
-        size_t r = fread(b + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
-    fclose(f);
-    if (b) b[len] = '\0';
-    *n = len;
-    return b;
-}
 
 /* Log-softmax statistics of one row: logsumexp, and the top-k ids (best
  * first, ties to the lower id) with their log-probs and the tail mass. */
@@ -233,7 +209,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
     FILE *fs = NULL, *fb = NULL;
     size_t n_ids = 0, tlen = 0;
 
-    if (!(text = read_file(file, &tlen))) {
+    if (!(text = rl_cli_read_file(file, &tlen))) {
         fprintf(stderr, "redline perplexity: cannot read '%s': %s\n", file, strerror(errno));
         return 1;
     }

@@ -141,30 +141,6 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     return 0;
 }
 
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        if (len == cap) {
-            char *nb = realloc(b, (cap *= 2) + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-        }
-        size_t r = fread(b + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
-    if (f != stdin) fclose(f);
-    if (b) b[len] = '\0';
-    *n = len;
-    return b;
-}
 
 static void progress(float frac, const char *what, void *ud) {
     bool tty = *(bool *)ud;
@@ -412,7 +388,7 @@ int rl_cmd_run(int argc, char **argv) {
     char *prompt_buf = NULL;
     if (o.file) {
         size_t n;
-        prompt_buf = read_file(o.file, &n);
+        prompt_buf = rl_cli_read_file(o.file, &n);
         if (!prompt_buf) {
             fprintf(stderr, "redline run: cannot read '%s': %s\n", o.file, strerror(errno));
             return 1;

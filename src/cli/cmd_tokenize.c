@@ -28,29 +28,6 @@ static void usage(FILE *f) {
             RL_DEFAULT_MODEL);
 }
 
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap);
-    while (b) {
-        if (len == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-        }
-        size_t r = fread(b + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
-    if (f != stdin) fclose(f);
-    *n = len;
-    return b;
-}
 
 static void print_escaped(const char *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -152,7 +129,7 @@ int rl_cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     char *text = NULL;
     if (file) {
-        text = read_all(file, &len);
+        text = rl_cli_read_file(file, &len);
         if (!text) {
             fprintf(stderr, "redline tokenize: cannot read '%s': %s\n", file, strerror(errno));
             rl_tokenizer_free(tok);
