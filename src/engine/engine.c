@@ -197,7 +197,10 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     size_t mb = (size_t)p->max_batch_tokens, ms = (size_t)p->max_seqs;
     size_t dm = (size_t)p->draft_max + 1;
     int32_t spec_seqs = p->spec_max_batch < p->max_seqs ? p->spec_max_batch : p->max_seqs;
-    e->n_logit_rows = p->max_seqs + spec_seqs * p->draft_max;
+    /* extra logits rows for draft positions: model/n-gram drafts for up to
+     * spec_max_batch sequences plus grammar-forced tokens for any sequence
+     * (spec_prepare caps the drafts of a step to what is here) */
+    e->n_logit_rows = p->max_seqs + spec_seqs * p->draft_max + 2 * p->max_seqs;
     e->spec_reqs = rl_calloc(ms, sizeof *e->spec_reqs);
     e->spec_kbuf = rl_calloc(ms, sizeof *e->spec_kbuf);
     e->spec_out = rl_calloc(ms, sizeof *e->spec_out);
@@ -742,13 +745,15 @@ static int32_t spec_prepare(rl_engine *e) {
             if (e->spec_reqs[i]->n_draft >= 0 && e->spec_reqs[i]->gp.spec == RL_SPEC_DRAFT)
                 e->spec_kbuf[i] = kk[q++];
     }
-    /* append the drafts */
-    int32_t n_out = 0;
+    /* append the drafts, within the logits rows there are for them */
+    int32_t n_out = 0, rows_left = e->n_logit_rows - e->params.max_seqs;
     for (int32_t i = 0; i < n_spec; i++) {
         ereq *r = e->spec_reqs[i];
         r->n_draft = 0;
         int32_t k = e->spec_kbuf[i];
         if (!r->gm && r->gp.spec == RL_SPEC_NONE) k = 0;
+        if (k > rows_left) k = rows_left;
+        rows_left -= k > 0 ? k : 0;
         if (k <= 0) continue;
         memcpy(r->base.tokens + r->base.n_tokens, e->spec_out[i], (size_t)k * sizeof(int32_t));
         r->base.n_tokens += k;
