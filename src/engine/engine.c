@@ -547,12 +547,22 @@ static bool emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_resul
 /* True when r's token budget is about to run out before its grammar can
  * be completed: from then on the engine steers to the shortest complete
  * document instead of emitting truncated (invalid) JSON. */
-static bool grammar_must_close(const rl_engine *e, ereq *r) {
+/* Tokens r may still generate beyond what closing its grammar needs (the
+ * bytes to the shortest complete document bound the tokens needed). */
+static int64_t grammar_slack(const rl_engine *e, ereq *r) {
     int32_t left = r->max_new - r->n_generated;
     int32_t ctx_left = e->n_ctx - r->base.n_tokens;
     if (ctx_left < left) left = ctx_left;
-    int64_t need = rl_gmatch_min_remaining(r->gm); /* bytes, >= tokens needed */
-    return need >= 0 && (int64_t)left <= need + 1;
+    int64_t need = rl_gmatch_min_remaining(r->gm);
+    return need >= 0 ? (int64_t)left - need : INT64_MAX;
+}
+
+/* Closing starts with a margin: one freely sampled token can raise the
+ * bytes still needed (it may open an object or array), by at most its own
+ * length, so closing begins while the slack still covers a long token. */
+#define RL_GRAMMAR_CLOSE_SLACK 32
+static bool grammar_must_close(const rl_engine *e, ereq *r) {
+    return grammar_slack(e, r) <= RL_GRAMMAR_CLOSE_SLACK;
 }
 
 /* Closing mode: among allowed short tokens (<= 3 bytes) the one leaving the
@@ -688,7 +698,8 @@ static int32_t spec_prepare(rl_engine *e) {
             r->gp.sample.n_logprobs > 0)
             continue;
         if (!r->gm && r->gp.spec == RL_SPEC_NONE) continue;
-        if (r->gm && grammar_must_close(e, r)) continue;
+        int64_t slack = r->gm ? grammar_slack(e, r) : INT64_MAX;
+        if (slack <= 2 * RL_GRAMMAR_CLOSE_SLACK) continue; /* near the end: one token per step */
         int32_t k = r->spec_k;
         int32_t room = r->max_new - r->n_generated - 1;
         if (k > room) k = room;
