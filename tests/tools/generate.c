@@ -29,6 +29,7 @@ typedef struct out_t {
     char *text;
     size_t len, cap;
     int finish, n_gen, n_prompt;
+    double t_first, t_total;
     bool done, failed;
     char err[600];
 } out_t;
@@ -159,6 +160,8 @@ int main(int argc, char **argv) {
                     o->finish = ev.finish;
                     o->n_gen = ev.n_generated;
                     o->n_prompt = ev.n_prompt;
+                    o->t_first = ev.t_first_token_s;
+                    o->t_total = ev.t_total_s;
                     if (ev.error[0]) snprintf(o->err, sizeof o->err, "%s", ev.error);
                     left--;
                 }
@@ -167,6 +170,15 @@ int main(int argc, char **argv) {
     }
     double wall = rl_time_s() - t0;
     long gen = 0;
+    /* decode speed per request, prefill excluded: tokens after the first
+     * over the time after the first */
+    double dec_sum = 0;
+    int dec_n = 0;
+    for (int i = 0; i < n; i++)
+        if (!outs[i].failed && outs[i].n_gen > 1 && outs[i].t_total > outs[i].t_first) {
+            dec_sum += (outs[i].n_gen - 1) / (outs[i].t_total - outs[i].t_first);
+            dec_n++;
+        }
     for (int i = 0; i < n; i++) {
         out_t *o = &outs[i];
         json_t *j = json_object();
@@ -188,9 +200,11 @@ int main(int argc, char **argv) {
         free(o->text);
     }
     rl_engine_stats st = rl_engine_get_stats(e);
-    printf("{\"summary\": {\"wall_s\": %.4f, \"gen_tokens\": %ld, \"tok_s\": %.3f, \"forced\": %llu, "
+    printf("{\"summary\": {\"wall_s\": %.4f, \"gen_tokens\": %ld, \"tok_s\": %.3f, "
+           "\"decode_tok_s_per_seq\": %.3f, \"forced\": %llu, "
            "\"spec_proposed\": %llu, \"spec_accepted\": %llu, \"kv_blocks_used\": %d}}\n",
-           wall, gen, wall > 0 ? (double)gen / wall : 0.0, (unsigned long long)st.grammar_forced,
+           wall, gen, wall > 0 ? (double)gen / wall : 0.0, dec_n ? dec_sum / dec_n : 0.0,
+           (unsigned long long)st.grammar_forced,
            (unsigned long long)st.spec_proposed, (unsigned long long)st.spec_accepted,
            st.kv_blocks_used);
     rl_engine_free(e);
