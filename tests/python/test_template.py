@@ -31,7 +31,7 @@ MODELS = {
     "smollm2": "models/smollm2-135m.gguf",
     "gemma3": "models/gemma3-270m.gguf",
     "qwen2.5-coder": "models/qwen2.5-coder-1.5b.gguf",
-    "qwen-0.5b": "models/qwen-0.5b.gguf",
+    "qwen2.5-coder-0.5b": "models/qwen2.5-coder-0.5b.gguf",
 }
 
 
