@@ -150,8 +150,7 @@ def pick_tensors(reader, n_min=10):
     return picked
 
 
-@pytest.mark.parametrize("name", ["gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b",
-                                  "qwen2.5-coder-0.5b"])
+@pytest.mark.parametrize("name", ["gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"])
 def test_other_models(tool, tmp_path, name):
     model = MODELS / f"{name}.gguf"
     if not model.exists():
