@@ -92,6 +92,9 @@ void rl_log(rl_log_level lvl, const char *fmt, ...) __attribute__((format(printf
 /* True if s[0..n) is entirely well-formed UTF-8 (no overlongs, surrogates
  * or code points above U+10FFFF). */
 bool rl_utf8_valid(const void *s, size_t n);
+/* Writes the UTF-8 encoding of code point cp (<= 0x10FFFF) to out (room for
+ * 4 bytes); returns its length. */
+size_t rl_utf8_encode(uint32_t cp, char *out);
 
 /* ---- clocks ---- */
 uint64_t rl_time_ns(void); /* monotonic */

@@ -67,7 +67,7 @@ static rl_status add_stage(rl_tokenizer *tok, const char *pat, rl_err *err) {
 rl_status rl__bpe_setup(rl_tokenizer *tok, rl_err *err) {
     for (int b = 0; b < 256; b++) {
         char u[4];
-        size_t l = rl__utf8_encode(rl__byte_to_cp((uint8_t)b), u);
+        size_t l = rl_utf8_encode(rl__byte_to_cp((uint8_t)b), u);
         /* some vocabularies (SmolLM2) lack a few bytes; HF drops them */
         tok->byte_id[b] = rl__vocab_find(tok, u, l);
     }

@@ -53,29 +53,6 @@ static void emit_text(tp_ctx *c, size_t s, size_t e) {
     t->n = e - s;
 }
 
-/* Appends the UTF-8 encoding of code point cp. */
-static size_t put_utf8(char *o, uint32_t cp) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 static int hexval(char ch) {
     if (ch >= '0' && ch <= '9') return ch - '0';
@@ -124,7 +101,7 @@ static void lex_string(tp_ctx *c, size_t *pos) {
                 int k = 0;
                 while (k < 3 && j < i && s[j] >= '0' && s[j] <= '7') v = v * 8 + (uint32_t)(s[j++] - '0'), k++;
                 j--;
-                n += put_utf8(o + n, v);
+                n += rl_utf8_encode(v, o + n);
             } else {
                 o[n++] = '\\';
                 o[n++] = e;
@@ -140,7 +117,7 @@ static void lex_string(tp_ctx *c, size_t *pos) {
             if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
                 tp_fail(c, RL_ERR_FORMAT, j - 1, "invalid code point in \\%c escape", e);
             j += (size_t)nhex;
-            n += put_utf8(o + n, v);
+            n += rl_utf8_encode(v, o + n);
         }
     }
     tp_tok *t = push_tok(c, TK_STR, start);

@@ -96,6 +96,5 @@ int rl__cp_to_byte(uint32_t cp); /* -1 if cp is not a mapped byte */
 /* decodes one valid code point at s (len bytes available); returns its
  * length or 0 if invalid */
 size_t rl__utf8_decode(const uint8_t *s, size_t n, uint32_t *cp);
-size_t rl__utf8_encode(uint32_t cp, char *out);
 
 #endif
