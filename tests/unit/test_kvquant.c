@@ -41,27 +41,9 @@
 #include <string.h>
 
 #include "kernels/kernels-impl.h"
+#include "ktest.h"
 
-static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd_u32(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 32);
-}
-static float rnd_unif(void) { return (float)(rnd_u32() >> 8) / 8388608.0f - 1.0f; } /* [-1,1) */
-static float rnd_gauss(void) {
-    float s = 0;
-    for (int i = 0; i < 4; i++) s += rnd_unif();
-    return s * 0.866f;
-}
-
-static int n_impls(rl_kernels_impl out[2]) {
-    int n = 0;
-    out[n++] = RL_KERNELS_REF;
-    if (rl__kernels_avx2()) out[n++] = RL_KERNELS_AVX2;
-    return n;
-}
+#define KT_SEED 0x2545F4914F6CDD1Dull /* the data these tests were written against */
 
 static const rl_type kv_types[] = {RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0};
 #define N_KV_TYPES 3
@@ -440,10 +422,10 @@ static void test_attention_avx2_vs_ref(void **state) {
     float *o_ref = malloc(sizeof(float) * n), *o_avx = malloc(sizeof(float) * n);
     for (int ki = 0; ki < N_KV_TYPES; ki++)
         for (int vi = 0; vi < N_KV_TYPES; vi++) {
-            uint64_t seed = g_rng;
+            uint64_t seed = kt_state();
             rl_kernels_init(RL_KERNELS_REF);
             check_case(kv_types[ki], kv_types[vi], c, NULL, o_ref, NULL, NULL);
-            g_rng = seed; /* same data */
+            kt_seed(seed); /* same data */
             rl_kernels_init(RL_KERNELS_AVX2);
             check_case(kv_types[ki], kv_types[vi], c, NULL, o_avx, NULL, NULL);
             for (int i = 0; i < n; i++)
@@ -510,6 +492,7 @@ static void test_supported(void **state) {
 }
 
 int main(void) {
+    kt_seed(KT_SEED);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_supported),
         cmocka_unit_test(test_leaves),

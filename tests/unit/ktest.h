@@ -1,0 +1,22 @@
+/* Helpers shared by the kernel tests (test_kernels.c, test_kvquant.c): a
+ * small deterministic xorshift generator and the list of kernel variants
+ * this CPU can run.  Linked into every unit-test binary (every .c file in
+ * tests/unit/ without the test_ prefix). */
+#ifndef RL_KTEST_H
+#define RL_KTEST_H
+
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* Restarts the generator (each test file picks its own seed). */
+void kt_seed(uint64_t seed);
+/* The current state, to replay the same numbers with kt_seed. */
+uint64_t kt_state(void);
+uint32_t rnd_u32(void);
+float rnd_unif(void);  /* [-1, 1) */
+float rnd_gauss(void); /* approximately N(0, 1) (sum of 4 uniforms) */
+/* The implementations to test: REF always, AVX2 when the CPU has it. */
+int n_impls(rl_kernels_impl out[2]);
+
+#endif
