@@ -47,8 +47,13 @@ typedef struct rl_engine_params {
     /* speculative decoding */
     const char *draft_model_path; /* same-vocabulary draft model (NULL = none) */
     int32_t draft_max;        /* most draft tokens per sequence per step (5) */
+    int32_t draft_n_vocab;    /* draft head restricted to token ids [0, N) (32768;
+                                 0 = all) */
     int32_t spec_max_batch;   /* speculate only while at most this many sequences
-                                 decode at once (adaptive control; 4) */
+                                 decode at once (4); within it a cost model of
+                                 measured step times picks the draft length */
+    bool draft_fixed;         /* always draft draft_max tokens (no cost model; for
+                                 benchmarks) */
     int32_t ngram_min, ngram_max; /* n-gram lookup lengths (1, 3) */
     /* baselines for `redline bench ablation` */
     int32_t weights;          /* rl_model_weights: 0 = as stored (default), 1 = f32, 2 = f16 dequantized */

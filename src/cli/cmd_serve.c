@@ -43,7 +43,11 @@ static void usage(FILE *f) {
             "  --spec MODE            default for requests: none (default), ngram, draft\n"
             "                         (a request may set \"speculative\" itself)\n"
             "  -md, --model-draft FILE  draft model with the same vocabulary\n"
-            "  --draft-max N          draft tokens per step at most (default 5)\n"
+            "  --draft-max N          draft tokens per step at most (default 5; a cost\n"
+            "                         model of measured step times picks fewer or none)\n"
+            "  --draft-vocab N        draft head scores only token ids [0, N): cheaper draft\n"
+            "                         steps (default 32768; 0 = the full vocabulary)\n"
+            "  --spec-max-batch N     speculate only while at most N sequences decode (4)\n"
             "\n"
             "other:\n"
             "  --drain SECONDS        on SIGTERM, time in-flight requests may take (default 30)\n"
@@ -126,6 +130,12 @@ int rl_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--draft-max")) {
             if (parse_int(a, v, 0, 32, &n)) return 2;
             c.ep.draft_max = (int32_t)n;
+        } else if (!strcmp(a, "--draft-vocab")) {
+            if (parse_int(a, v, 0, 1 << 24, &n)) return 2;
+            c.ep.draft_n_vocab = (int32_t)n;
+        } else if (!strcmp(a, "--spec-max-batch")) {
+            if (parse_int(a, v, 0, 4096, &n)) return 2;
+            c.ep.spec_max_batch = (int32_t)n;
         }
         else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) c.ep.cache_type_v = v;
         else if (!strcmp(a, "--port")) {

@@ -29,7 +29,8 @@ typedef struct ereq {
     bool finished;          /* DONE event queued */
     double t_submit, t_first;
     int32_t n_draft;        /* draft tokens appended to base.tokens this step */
-    int32_t spec_k;         /* adaptive draft length */
+    rl_spec_acc acc;        /* running acceptance of its drafter's tokens */
+    bool drafted;           /* this step's drafts came from its drafter (not the grammar) */
     bool has_draft_seq;
     rl_spec_draft_seq draft_seq;
     rl_grammar *grammar;    /* retained; NULL = unconstrained */
@@ -75,6 +76,10 @@ struct rl_engine {
     int32_t *spec_ntoks;
     int32_t *spec_dk;         /* [max_seqs] compacted for the draft model */
     int32_t **spec_dout;
+    rl_spec_cost cost;        /* online forward timings for the draft-length policy */
+    int32_t spec_idle;        /* steps since the policy last chose to draft */
+    int32_t spec_probe_k;     /* draft length of the last periodic probe */
+    float *spec_acc;          /* [max_seqs] acceptance estimates of one step */
     float *verify_scratch;    /* [2 * n_vocab] */
     rl_sample_result *verify_res; /* [draft_max + 1] */
     int32_t *verify_out;      /* [draft_max + 1] */

@@ -34,6 +34,7 @@ void rl_engine_params_default(rl_engine_params *p) {
     p->cache_type_k = "f16";
     p->cache_type_v = "f16";
     p->draft_max = 5;
+    p->draft_n_vocab = 32768; /* see docs/PERFORMANCE.md, speculative decoding */
     p->spec_max_batch = 4;
     p->ngram_min = 1;
     p->ngram_max = 3;
@@ -140,6 +141,8 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
         return rl_err_set(err, RL_ERR_INVALID,
                           "engine: max_batch_tokens %d, max_seqs %d, block_size %d, threads %d out of range",
                           p->max_batch_tokens, p->max_seqs, p->block_size, p->n_threads);
+    if (p->draft_n_vocab < 0)
+        return rl_err_set(err, RL_ERR_INVALID, "engine: draft_n_vocab %d < 0", (int)p->draft_n_vocab);
     rl_type kt, vt;
     rl_status s;
     if ((s = parse_cache_type(p->cache_type_k, &kt, "cache-type-k", err))) return s;
@@ -190,7 +193,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     if ((s = rl_sched_new(&sc, e->pool, &e->sched, err))) goto fail;
 
     if (p->draft_model_path &&
-        (s = rl_spec_draft_new(p->draft_model_path, e->n_vocab, p->max_seqs, n_ctx,
+        (s = rl_spec_draft_new(p->draft_model_path, e->n_vocab, p->draft_n_vocab, p->max_seqs, n_ctx,
                                p->max_batch_tokens, &e->draft, err)))
         goto fail;
 
@@ -209,11 +212,16 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     e->spec_ntoks = rl_calloc(ms, sizeof *e->spec_ntoks);
     e->spec_dk = rl_calloc(ms, sizeof *e->spec_dk);
     e->spec_dout = rl_calloc(ms, sizeof *e->spec_dout);
+    e->spec_acc = rl_calloc(ms, sizeof *e->spec_acc);
+    /* priors until steps are timed: a verification of n positions costs
+     * 1 + 0.3 (n - 1) single steps, a draft step 0.4 of a target step
+     * (measured on Qwen2.5 1.5B / 0.5B, docs/PERFORMANCE.md) */
+    rl_spec_cost_init(&e->cost, 0.3f, 0.4f);
     e->verify_scratch = rl_calloc(2 * (size_t)e->n_vocab, sizeof(float));
     e->verify_res = rl_calloc(dm, sizeof *e->verify_res);
     e->verify_out = rl_calloc(dm, sizeof *e->verify_out);
     if (!e->spec_reqs || !e->spec_kbuf || !e->spec_out || !e->spec_dseqs || !e->spec_toks ||
-        !e->spec_ntoks || !e->spec_dk || !e->spec_dout || !e->verify_scratch || !e->verify_res || !e->verify_out) {
+        !e->spec_ntoks || !e->spec_dk || !e->spec_dout || !e->spec_acc || !e->verify_scratch || !e->verify_res || !e->verify_out) {
         s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for speculation buffers");
         goto fail;
     }
@@ -285,6 +293,7 @@ void rl_engine_free(rl_engine *e) {
     rl_free(e->spec_ntoks);
     rl_free(e->spec_dk);
     rl_free(e->spec_dout);
+    rl_free(e->spec_acc);
     rl_free(e->verify_scratch);
     rl_free(e->verify_res);
     rl_free(e->verify_out);
@@ -338,7 +347,6 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     r->base.max_total = n_prompt + max_new;
     r->base.priority = gp->priority;
     rl_kv_seq_init(&r->base.kv, gp->cache_salt);
-    r->spec_k = e->params.draft_max;
     /* drafts never push n_tokens past max_total - 1 (see spec_prepare) */
     r->base.tokens = rl_malloc((size_t)r->base.max_total * sizeof(int32_t));
     r->sampler = rl_sampler_new(&gp->sample, e->n_vocab, err);
@@ -662,10 +670,7 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
     }
     int32_t accepted = n - 1;
     e->st_spec_accepted += (uint64_t)accepted;
-    /* adaptive draft length: grow after a full accept, else shrink to what
-     * was accepted plus one */
-    r->spec_k = accepted == k ? (k + 1 < e->params.draft_max ? k + 1 : e->params.draft_max)
-                              : (accepted + 1);
+    if (r->drafted) rl_spec_acc_update(&r->acc, k, accepted);
     /* keep K/V of the accepted drafts, drop the rest */
     b->n_tokens = base;
     b->n_computed = base + accepted;
@@ -675,12 +680,18 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
         if (!emit_token(e, r, out[i], &e->verify_res[i])) return;
 }
 
+/* Acceptance prior of a request that has not drafted yet. */
+#define SPEC_PRIOR 0.6f
+
 /* Before scheduling: gives each decoding request that asked for
- * speculation up to spec_k draft tokens, appended to its token list.
- * Speculation is skipped when many sequences decode at once (the step is
- * then compute-bound and extra positions cost more than they save). */
+ * speculation up to k draft tokens, appended to its token list.  k comes
+ * from the cost model (rl_spec_choose_k: the requests' running acceptance
+ * against the measured cost of target and draft forwards), 0 when
+ * speculation would not pay; draft_fixed forces draft_max.  Speculation
+ * is off outright when more than spec_max_batch sequences decode. */
 static int32_t spec_prepare(rl_engine *e) {
-    int32_t n_dec = 0, n_spec = 0, n_draft_model = 0;
+    int32_t n_dec = 0, n_spec = 0, n_draft_model = 0, n_pol = 0;
+    bool uses_draft = false;
     pthread_mutex_lock(&e->mu);
     for (ereq *r = e->reqs; r; r = r->next)
         if (!r->finished && r->base.state == RL_SCHED_RUNNING &&
@@ -692,24 +703,52 @@ static int32_t spec_prepare(rl_engine *e) {
      * jump-forward at batch 16 cut constrained throughput to 0.79x of
      * unconstrained, 0.88x without it) */
     bool spec_ok = n_dec > 0 && n_dec <= e->params.spec_max_batch && e->params.draft_max > 0;
-    for (ereq *r = e->reqs; r && n_spec < e->params.max_seqs && spec_ok; r = r->next) {
+    for (ereq *r = e->reqs; r; r = r->next) {
         rl_sched_req *b = &r->base;
-        if (r->finished || b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1 ||
-            r->gp.sample.n_logprobs > 0)
+        r->drafted = false;
+        if (r->finished || b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1)
             continue;
         if (!r->gm && r->gp.spec == RL_SPEC_NONE) continue;
         int64_t slack = r->gm ? grammar_slack(e, r) : INT64_MAX;
-        if (slack <= 2 * RL_GRAMMAR_CLOSE_SLACK) continue; /* near the end: one token per step */
-        int32_t k = r->spec_k;
+        int32_t k = e->params.draft_max;
         int32_t room = r->max_new - r->n_generated - 1;
         if (k > room) k = room;
         if (k > e->n_ctx - b->n_tokens - 1) k = e->n_ctx - b->n_tokens - 1;
-        if (k <= 0) continue;
+        if (!spec_ok || n_spec >= e->params.max_seqs || r->gp.sample.n_logprobs > 0 || k <= 0 ||
+            slack <= 2 * RL_GRAMMAR_CLOSE_SLACK /* near the end: one token per step */) {
+            rl_spec_acc_decay(&r->acc); /* no drafts: drift back toward the prior */
+            continue;
+        }
+        if (r->gp.spec != RL_SPEC_NONE) {
+            e->spec_acc[n_pol++] = rl_spec_acc_rate(&r->acc, SPEC_PRIOR);
+            uses_draft |= r->gp.spec == RL_SPEC_DRAFT;
+        }
         e->spec_reqs[n_spec] = r;
         e->spec_kbuf[n_spec] = k;
         n_spec++;
     }
     pthread_mutex_unlock(&e->mu);
+    /* one draft length for the step's drafters (their drafts share the
+     * batch, so the step's cost depends on all of them) */
+    int32_t k_pol = e->params.draft_max;
+    if (!e->params.draft_fixed && n_pol > 0) {
+        k_pol = rl_spec_choose_k(&e->cost, n_dec, e->spec_acc, n_pol, uses_draft,
+                                 e->params.draft_max);
+        /* probe: time every draft length once for this batch size (step
+         * cost is not linear in positions: the matmuls work in tiles of 4
+         * tokens, so 4 positions can cost less than 3), the shortest
+         * unmeasured first, before trusting extrapolated costs; and every
+         * 32 steps without drafts probe one length in turn, so stale
+         * timings and acceptance estimates get renewed */
+        if (k_pol == 0) {
+            for (int32_t k = 1; k <= e->params.draft_max && !k_pol; k++)
+                if (n_dec + k * n_pol <= RL_SPEC_COST_N && !(e->cost.fwd[n_dec + k * n_pol] > 0))
+                    k_pol = k;
+            if (!k_pol && ++e->spec_idle >= 32)
+                k_pol = e->spec_probe_k = e->spec_probe_k % e->params.draft_max + 1;
+        }
+        if (k_pol > 0) e->spec_idle = 0;
+    }
     /* grammar jump-forward: the tokens the grammar forces */
     for (int32_t i = 0; i < n_spec; i++) {
         ereq *r = e->spec_reqs[i];
@@ -718,7 +757,7 @@ static int32_t spec_prepare(rl_engine *e) {
         int f = rl_gmatch_forced(r->gm, e->spec_out[i], e->params.draft_max > 0 ? e->params.draft_max : 4);
         if (f > kmax) f = kmax;
         if (f < 0) f = 0;
-        if (f == 0 && r->gp.spec != RL_SPEC_NONE && spec_ok) continue; /* fall through to n-gram/draft */
+        if (f == 0 && r->gp.spec != RL_SPEC_NONE) continue; /* fall through to n-gram/draft */
         e->spec_kbuf[i] = f;
         e->st_forced += (uint64_t)f;
         r->n_draft = -1; /* mark: handled */
@@ -727,8 +766,9 @@ static int32_t spec_prepare(rl_engine *e) {
     for (int32_t i = 0; i < n_spec; i++) {
         ereq *r = e->spec_reqs[i];
         if (r->n_draft < 0 || r->gp.spec != RL_SPEC_NGRAM) continue;
-        e->spec_kbuf[i] = rl_spec_ngram(r->base.tokens, r->base.n_tokens, e->spec_kbuf[i],
-                                        e->params.ngram_min, e->params.ngram_max, e->spec_out[i]);
+        int32_t k = e->spec_kbuf[i] < k_pol ? e->spec_kbuf[i] : k_pol;
+        e->spec_kbuf[i] = rl_spec_ngram(r->base.tokens, r->base.n_tokens, k, e->params.ngram_min,
+                                        e->params.ngram_max, e->spec_out[i]);
     }
     /* draft-model proposals, batched */
     for (int32_t i = 0; i < n_spec; i++) {
@@ -741,7 +781,7 @@ static int32_t spec_prepare(rl_engine *e) {
         e->spec_dseqs[n_draft_model] = &r->draft_seq;
         e->spec_toks[n_draft_model] = r->base.tokens;
         e->spec_ntoks[n_draft_model] = r->base.n_tokens;
-        e->spec_dk[n_draft_model] = e->spec_kbuf[i];
+        e->spec_dk[n_draft_model] = e->spec_kbuf[i] < k_pol ? e->spec_kbuf[i] : k_pol;
         e->spec_dout[n_draft_model] = e->spec_out[i];
         n_draft_model++;
     }
@@ -749,11 +789,15 @@ static int32_t spec_prepare(rl_engine *e) {
         int32_t *kk = e->spec_dk, q = n_draft_model;
         int32_t **outs = e->spec_dout;
         rl_err err = {0};
+        int64_t n0, n1;
+        double t0 = rl_spec_draft_step_s(e->draft, &n0);
         if (rl_spec_draft_propose(e->draft, e->spec_dseqs, e->spec_toks, e->spec_ntoks, kk, outs,
                                   n_draft_model, e->tp, &err) != RL_OK) {
             rl_log(RL_LOG_WARN, "draft model failed, speculation skipped: %s", err.msg);
             for (int32_t j = 0; j < q; j++) kk[j] = 0;
         }
+        double t1 = rl_spec_draft_step_s(e->draft, &n1);
+        if (n1 > n0) rl_spec_cost_add_draft(&e->cost, n_draft_model, (t1 - t0) / (double)(n1 - n0));
         q = 0;
         for (int32_t i = 0; i < n_spec; i++)
             if (e->spec_reqs[i]->n_draft >= 0 && e->spec_reqs[i]->gp.spec == RL_SPEC_DRAFT)
@@ -763,12 +807,15 @@ static int32_t spec_prepare(rl_engine *e) {
     int32_t n_out = 0, rows_left = e->n_logit_rows - e->params.max_seqs;
     for (int32_t i = 0; i < n_spec; i++) {
         ereq *r = e->spec_reqs[i];
+        bool from_drafter = r->n_draft >= 0 && r->gp.spec != RL_SPEC_NONE;
         r->n_draft = 0;
         int32_t k = e->spec_kbuf[i];
         if (!r->gm && r->gp.spec == RL_SPEC_NONE) k = 0;
         if (k > rows_left) k = rows_left;
         rows_left -= k > 0 ? k : 0;
+        if (from_drafter && k <= 0) rl_spec_acc_decay(&r->acc);
         if (k <= 0) continue;
+        r->drafted = from_drafter;
         memcpy(r->base.tokens + r->base.n_tokens, e->spec_out[i], (size_t)k * sizeof(int32_t));
         r->base.n_tokens += k;
         r->n_draft = k;
@@ -888,7 +935,10 @@ int32_t rl_engine_step(rl_engine *e) {
                       .want_logits = e->b_want, .n_seq = n_plan,
                       .block_tables = (const int32_t *const *)e->b_tables, .n_blocks = e->b_nblocks};
     rl_err err = {0};
+    double tf = now_s();
     rl_status s = rl_model_forward(e->model, &batch, rl_kv_pool_layers(e->pool), e->logits, e->tp, &err);
+    /* decode-only steps (every token wants logits) feed the cost model */
+    if (!s && n_logits == n_tok) rl_spec_cost_add_fwd(&e->cost, n_tok, now_s() - tf);
     if (s) {
         /* A failed forward leaves the batch's requests unusable: end them
          * with the error rather than loop on it. */
@@ -906,7 +956,6 @@ int32_t rl_engine_step(rl_engine *e) {
         if (r->n_draft > 0) verify_and_update(e, r, lr);
         else sample_and_update(e, r, lr);
     }
-    (void)n_logits;
     e->busy_s += now_s() - t0;
     update_stats(e);
     return n_tok;

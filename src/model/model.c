@@ -486,6 +486,9 @@ static rl_status check_batch(const rl_model *m, const rl_batch *b, const rl_kv_l
                           (int)b->n_tok, (int)m->max_batch);
     if (!b->token || !b->pos || !b->seq || b->n_seq < 1 || !b->block_tables || !b->n_blocks)
         return rl_err_set(err, RL_ERR_INVALID, "forward: batch arrays missing or n_seq < 1");
+    if (b->n_vocab_out < 0 || b->n_vocab_out > m->hp.n_vocab)
+        return rl_err_set(err, RL_ERR_INVALID, "forward: n_vocab_out %d outside [0, %d]",
+                          (int)b->n_vocab_out, (int)m->hp.n_vocab);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const rl_kv_layer *L = &kv[il];
         if (L->n_kv_head != m->hp.n_kv_head || L->head_dim != m->hp.head_dim ||
@@ -584,10 +587,14 @@ rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv
         n_out++;
     }
     if (n_out == 0) return RL_OK;
-    rl_matmul(&m->output, m->xn, logits_out, n_out, m->mm_scratch, tp);
+    /* a restricted head is a view of the first rows: each row's dot
+     * product is unchanged, only fewer rows are read */
+    rl_mat out = m->output;
+    if (b->n_vocab_out > 0) out.n_rows = b->n_vocab_out;
+    rl_matmul(&out, m->xn, logits_out, n_out, m->mm_scratch, tp);
     if (hp->final_softcap > 0.0f) {
         float c = hp->final_softcap;
-        size_t total = (size_t)n_out * (size_t)hp->n_vocab;
+        size_t total = (size_t)n_out * (size_t)out.n_rows;
         for (size_t i = 0; i < total; i++) logits_out[i] = c * tanhf(logits_out[i] / c);
     }
     return RL_OK;

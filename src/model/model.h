@@ -96,6 +96,11 @@ rl_model_kv_shape rl_model_kv_shape_of(const rl_model *m);
  *   want_logits[i]: write logits for token i.  NULL = only the last token.
  *   block_tables[s][0 .. n_blocks[s]): KV block ids of sequence s; position
  *     p lives in block block_tables[s][p / block_size].
+ *   n_vocab_out: logits for the first n_vocab_out token ids only (the
+ *     output projection reads that many rows; 0 = all n_vocab).  Byte-level
+ *     BPE ids are roughly frequency-ordered, so a draft model can score the
+ *     common head of the vocabulary at a fraction of the cost; the values
+ *     are bit-identical to the same columns of a full forward.
  * A query at position p attends to positions [0, p] (or the sliding
  * window) of its sequence; those not in this batch must have been written
  * by earlier forwards into the same blocks.  (seq, pos) pairs must be
@@ -109,6 +114,7 @@ typedef struct rl_batch {
     int32_t n_seq;
     const int32_t *const *block_tables; /* [n_seq] -> [n_blocks[s]] */
     const int32_t *n_blocks;   /* [n_seq] */
+    int32_t n_vocab_out;       /* 0 = n_vocab; else in [1, n_vocab] */
 } rl_batch;
 
 /* Number of rows rl_model_forward writes for batch b. */
@@ -116,11 +122,12 @@ int32_t rl_batch_n_logits(const rl_batch *b);
 
 /* Runs the batch.  kv_layers[n_layer] describes the caller's KV memory
  * (n_kv_head and head_dim must match rl_model_kv_shape_of).  logits_out
- * receives [rl_batch_n_logits(b)][n_vocab] floats, one row per token with
+ * receives [rl_batch_n_logits(b)][n_vocab_out or n_vocab] floats, one row per token with
  * want_logits set, in batch order.  tp may be NULL (single thread).
  * Errors (nothing is computed): RL_ERR_RANGE for a token id outside
  * [0, n_vocab) or a position beyond the sequence's blocks, RL_ERR_LIMIT for
- * n_tok > max_batch, RL_ERR_INVALID for other malformed batches. */
+ * n_tok > max_batch, RL_ERR_INVALID for other malformed batches (and an
+ * n_vocab_out outside [0, n_vocab]). */
 rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
                            float *logits_out, rl_threadpool *tp, rl_err *err);
 

@@ -2,7 +2,13 @@
  * vocabulary with its own paged KV pool.  Proposals are greedy and batched
  * across sequences: one catch-up forward (chunked by the batch budget) for
  * the tokens each sequence's draft has not seen yet, then one single-token
- * forward per draft position for all sequences still drafting. */
+ * forward per draft position for all sequences still drafting.
+ *
+ * With a restricted head (n_vocab_draft < n_vocab) every forward scores
+ * only token ids [0, n_vocab_draft): the output projection, a quarter to a
+ * third of a small model's weights, shrinks in proportion, and proposals
+ * stay within those ids.  The verifier needs nothing else: a greedy draft
+ * is a point mass wherever it lies. */
 #include "spec/spec.h"
 
 #include <string.h>
@@ -12,7 +18,10 @@ struct rl_spec_draft {
     rl_kv_pool *pool;
     rl_threadpool *tp;
     int32_t n_vocab, max_seqs, max_batch, n_ctx;
-    float *logits;            /* [max_seqs][n_vocab] */
+    int32_t n_out;            /* logits per row: ids [0, n_out) are proposed */
+    int64_t n_step;           /* decode-like forwards (<= 2 tokens a sequence) */
+    double step_s;            /* and their time */
+    float *logits;            /* [max_seqs][n_out] */
     int32_t *b_tok, *b_pos, *b_seq; /* [max_batch] */
     bool *b_want;
     const int32_t **tables;   /* [max_seqs] */
@@ -20,9 +29,13 @@ struct rl_spec_draft {
     int32_t *which;           /* [max_seqs] batch seq -> caller index */
 };
 
-rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t max_seqs,
-                            int32_t n_ctx, int32_t max_batch, rl_spec_draft **out, rl_err *err) {
+rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t n_vocab_draft,
+                            int32_t max_seqs, int32_t n_ctx, int32_t max_batch,
+                            rl_spec_draft **out, rl_err *err) {
     *out = NULL;
+    if (n_vocab_draft < 0)
+        return rl_err_set(err, RL_ERR_INVALID, "draft model: draft vocabulary %d < 0",
+                          (int)n_vocab_draft);
     rl_spec_draft *d = rl_calloc(1, sizeof *d);
     if (!d) return rl_err_set(err, RL_ERR_NOMEM, "draft: out of memory");
     rl_model_opts mo = {.max_batch = max_batch};
@@ -40,6 +53,7 @@ rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t ma
         rl_spec_draft_free(d);
         return s;
     }
+    d->n_out = n_vocab_draft > 0 && n_vocab_draft < d->n_vocab ? n_vocab_draft : d->n_vocab;
     d->max_seqs = max_seqs;
     d->max_batch = max_batch;
     d->n_ctx = n_ctx;
@@ -54,7 +68,7 @@ rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t ma
         return s;
     }
     size_t mb = (size_t)max_batch, ms = (size_t)max_seqs;
-    d->logits = rl_calloc(ms * (size_t)d->n_vocab, sizeof(float));
+    d->logits = rl_calloc(ms * (size_t)d->n_out, sizeof(float));
     d->b_tok = rl_calloc(mb, sizeof(int32_t));
     d->b_pos = rl_calloc(mb, sizeof(int32_t));
     d->b_seq = rl_calloc(mb, sizeof(int32_t));
@@ -87,6 +101,12 @@ void rl_spec_draft_free(rl_spec_draft *d) {
 }
 
 size_t rl_spec_draft_weight_bytes(const rl_spec_draft *d) { return rl_model_weight_bytes(d->m); }
+int32_t rl_spec_draft_n_vocab(const rl_spec_draft *d) { return d->n_out; }
+
+double rl_spec_draft_step_s(const rl_spec_draft *d, int64_t *n_step) {
+    if (n_step) *n_step = d->n_step;
+    return d->step_s;
+}
 
 void rl_spec_draft_seq_init(rl_spec_draft_seq *s) {
     rl_kv_seq_init(&s->kv, 0);
@@ -118,8 +138,15 @@ static rl_status run(rl_spec_draft *d, int32_t n_tok, int32_t n_seq, rl_threadpo
                      rl_err *err) {
     rl_batch b = {.n_tok = n_tok, .token = d->b_tok, .pos = d->b_pos, .seq = d->b_seq,
                   .want_logits = d->b_want, .n_seq = n_seq,
-                  .block_tables = (const int32_t *const *)d->tables, .n_blocks = d->nblocks};
-    return rl_model_forward(d->m, &b, rl_kv_pool_layers(d->pool), d->logits, tp, err);
+                  .block_tables = (const int32_t *const *)d->tables, .n_blocks = d->nblocks,
+                  .n_vocab_out = d->n_out};
+    double t0 = rl_time_s();
+    rl_status s = rl_model_forward(d->m, &b, rl_kv_pool_layers(d->pool), d->logits, tp, err);
+    if (n_tok <= 2 * n_seq) { /* a catch-up of a long prompt is not a draft step */
+        d->step_s += rl_time_s() - t0;
+        d->n_step++;
+    }
+    return s;
 }
 
 rl_status rl_spec_draft_propose(rl_spec_draft *d, rl_spec_draft_seq **seqs,
@@ -168,7 +195,7 @@ rl_status rl_spec_draft_propose(rl_spec_draft *d, rl_spec_draft_seq **seqs,
             for (int32_t t = 0; t < nt; t++) took += d->b_seq[t] == q;
             s->n_computed += took;
             if (s->n_computed == n_toks[i])
-                out[i][0] = argmax(d->logits + (size_t)row++ * (size_t)d->n_vocab, d->n_vocab);
+                out[i][0] = argmax(d->logits + (size_t)row++ * (size_t)d->n_out, d->n_out);
         }
     }
     /* draft positions 1 .. k-1: one token per drafting sequence */
@@ -191,7 +218,7 @@ rl_status rl_spec_draft_propose(rl_spec_draft *d, rl_spec_draft_seq **seqs,
         for (int32_t q = 0; q < ns; q++) {
             int32_t i = d->which[q];
             seqs[i]->n_computed++;
-            out[i][j] = argmax(d->logits + (size_t)q * (size_t)d->n_vocab, d->n_vocab);
+            out[i][j] = argmax(d->logits + (size_t)q * (size_t)d->n_out, d->n_out);
         }
     }
     return RL_OK;

@@ -15,7 +15,8 @@
  *     model.
  *   - a draft model sharing the target's vocabulary (rl_spec_draft_*):
  *     its own paged KV, greedy proposals (a deterministic drafter, so the
- *     verifier treats its distribution as a point mass).
+ *     verifier treats its distribution as a point mass), optionally over a
+ *     restricted head (the first n_vocab_draft ids) to make steps cheaper.
  */
 #ifndef RL_SPEC_H
 #define RL_SPEC_H
@@ -49,16 +50,69 @@ int32_t rl_spec_verify(rl_sampler *s, float *rows, int32_t n_vocab, const int32_
                        int32_t k, const float *q, float *scratch, rl_sample_result *res,
                        int32_t *out);
 
+/* ---- draft-length policy (policy.c) ---- */
+#define RL_SPEC_COST_N 64
+
+/* Online cost model: fwd[n] = seconds of a target forward of n decode
+ * tokens, draft[n] = seconds of one draft forward over n sequences (moving
+ * averages; 0 = not observed yet).  Unobserved sizes are extrapolated with
+ * the prior shape T(n)/T(1) = 1 + slope * (n - 1) and a draft forward is
+ * draft_ratio target forwards until one is timed. */
+typedef struct rl_spec_cost {
+    double fwd[RL_SPEC_COST_N + 1];
+    double draft[RL_SPEC_COST_N + 1];
+    float slope, draft_ratio;
+} rl_spec_cost;
+
+void rl_spec_cost_init(rl_spec_cost *c, float slope, float draft_ratio);
+void rl_spec_cost_add_fwd(rl_spec_cost *c, int32_t n_tok, double s);
+void rl_spec_cost_add_draft(rl_spec_cost *c, int32_t n_seq, double s);
+double rl_spec_cost_fwd(const rl_spec_cost *c, int32_t n_tok);
+double rl_spec_cost_draft(const rl_spec_cost *c, int32_t n_seq);
+
+/* Expected tokens a verification of k drafts emits at per-token acceptance
+ * a: (1 - a^(k+1)) / (1 - a); 1 for k = 0. */
+double rl_spec_expected_tokens(double a, int32_t k);
+
+/* The draft length for one step: n_dec sequences decode, n_spec of them
+ * speculate with acceptance estimates a[0..n_spec); uses_draft: a draft
+ * model runs k forwards.  Returns the k in [0, k_max] that maximizes
+ * expected tokens per second under c (0 = speculation does not pay). */
+int32_t rl_spec_choose_k(const rl_spec_cost *c, int32_t n_dec, const float *a, int32_t n_spec,
+                         bool uses_draft, int32_t k_max);
+
+/* A request's running acceptance: decayed counts of accepted drafts and
+ * of drafts the verifier looked at (it stops at the first rejection). */
+typedef struct rl_spec_acc {
+    float succ, trials;
+} rl_spec_acc;
+
+void rl_spec_acc_update(rl_spec_acc *s, int32_t k, int32_t accepted);
+/* A step without drafts: the estimate drifts back toward the prior, so a
+ * request that stopped drafting tries again later. */
+void rl_spec_acc_decay(rl_spec_acc *s);
+/* (succ + 2 prior) / (trials + 2) */
+float rl_spec_acc_rate(const rl_spec_acc *s, float prior);
+
 /* ---- draft model ---- */
 typedef struct rl_spec_draft rl_spec_draft;
 
 /* Loads the draft model at `path` with room for max_seqs sequences of
  * n_ctx tokens in its own KV pool.  Its vocabulary must match n_vocab_target
- * (RL_ERR_INVALID otherwise). */
-rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t max_seqs,
-                            int32_t n_ctx, int32_t max_batch, rl_spec_draft **out, rl_err *err);
+ * (RL_ERR_INVALID otherwise).  n_vocab_draft > 0 restricts the draft's
+ * head to token ids [0, n_vocab_draft) (see rl_batch.n_vocab_out): cheaper
+ * steps, proposals only among those ids; 0 or >= n_vocab = the full head. */
+rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t n_vocab_draft,
+                            int32_t max_seqs, int32_t n_ctx, int32_t max_batch,
+                            rl_spec_draft **out, rl_err *err);
 void rl_spec_draft_free(rl_spec_draft *d);
 size_t rl_spec_draft_weight_bytes(const rl_spec_draft *d);
+/* Token ids the draft scores (its restricted or full vocabulary). */
+int32_t rl_spec_draft_n_vocab(const rl_spec_draft *d);
+/* Seconds spent so far in decode-like draft forwards (at most 2 tokens a
+ * sequence: the draft steps, not prompt catch-up), and (if n_step) how
+ * many there were. */
+double rl_spec_draft_step_s(const rl_spec_draft *d, int64_t *n_step);
 
 /* One sequence's state in the draft model (its KV). */
 typedef struct rl_spec_draft_seq {

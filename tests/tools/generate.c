@@ -2,13 +2,17 @@
  * prints one JSON line per request.  A test and benchmark harness for the
  * engine-level features (structured output, speculation).
  *
- *   generate -m MODEL [-np N] [-t THREADS] [--spec ngram|draft] [-md DRAFT] < requests.jsonl
+ *   generate -m MODEL [-np N] [-t THREADS] [--spec ngram|draft] [-md DRAFT]
+ *            [--draft-vocab N] [--draft-max K] [--draft-fixed] [--spec-max-batch B]
+ *            < requests.jsonl
+ * (--draft-fixed: always draft --draft-max tokens instead of the cost
+ * model's choice.)
  *
  * Each input line: {"prompt": "user text", "chat": true, "schema": {...} |
  * "json_object": true | "grammar": "GBNF", "temperature": 0, "seed": 1,
  * "max_tokens": 64}.  Output lines: {"i", "text", "finish", "n_gen",
  * "n_prompt"}; a last line {"summary": {"wall_s", "gen_tokens", "tok_s",
- * "forced", "spec_proposed", "spec_accepted"}}.  Errors in a request are
+ * "forced", "spec_proposed", "spec_accepted", "spec_verifies"}}.  Errors in a request are
  * reported on its line as {"i", "error"}. */
 #include <jansson.h>
 #include <stdio.h>
@@ -79,6 +83,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "-np") && a + 1 < argc) p.max_seqs = atoi(argv[++a]);
         else if (!strcmp(argv[a], "-t") && a + 1 < argc) p.n_threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "-md") && a + 1 < argc) p.draft_model_path = argv[++a];
+        else if (!strcmp(argv[a], "--draft-vocab") && a + 1 < argc) p.draft_n_vocab = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--draft-max") && a + 1 < argc) p.draft_max = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--spec-max-batch") && a + 1 < argc) p.spec_max_batch = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--draft-fixed")) p.draft_fixed = true;
         else if (!strcmp(argv[a], "--spec") && a + 1 < argc) {
             a++;
             spec = !strcmp(argv[a], "draft") ? RL_SPEC_DRAFT : !strcmp(argv[a], "ngram") ? RL_SPEC_NGRAM : RL_SPEC_NONE;
@@ -202,11 +210,12 @@ int main(int argc, char **argv) {
     rl_engine_stats st = rl_engine_get_stats(e);
     printf("{\"summary\": {\"wall_s\": %.4f, \"gen_tokens\": %ld, \"tok_s\": %.3f, "
            "\"decode_tok_s_per_seq\": %.3f, \"forced\": %llu, "
-           "\"spec_proposed\": %llu, \"spec_accepted\": %llu, \"kv_blocks_used\": %d}}\n",
+           "\"spec_proposed\": %llu, \"spec_accepted\": %llu, \"spec_verifies\": %llu, "
+           "\"kv_blocks_used\": %d}}\n",
            wall, gen, wall > 0 ? (double)gen / wall : 0.0, dec_n ? dec_sum / dec_n : 0.0,
            (unsigned long long)st.grammar_forced,
            (unsigned long long)st.spec_proposed, (unsigned long long)st.spec_accepted,
-           st.kv_blocks_used);
+           (unsigned long long)st.spec_verifies, st.kv_blocks_used);
     rl_engine_free(e);
     return 0;
 }

@@ -55,11 +55,15 @@ typedef struct run_result {
 static int g_np = N_PROMPTS;
 static rl_spec_mode g_spec = RL_SPEC_NONE;
 static const char *g_draft = NULL;
+static int32_t g_draft_vocab = 0; /* restricted draft head (0 = full) */
+static bool g_fixed = false;      /* draft draft_max tokens, no cost model */
 
 static rl_engine *make_engine(int32_t max_batch, int32_t max_seqs, size_t kv_mem, bool prefix) {
     rl_engine_params p;
     rl_engine_params_default(&p);
     p.draft_model_path = g_draft;
+    p.draft_n_vocab = g_draft_vocab;
+    p.draft_fixed = g_fixed;
     p.spec_max_batch = 16;
     p.model_path = model_path();
     p.n_threads = 2;
@@ -299,11 +303,14 @@ static void test_bad_requests(void **state) {
 }
 
 /* Speculative decoding, greedy: token-identical to plain decoding, for the
- * n-gram drafter and for a draft model (the model itself as its own draft:
- * a same-vocabulary pair that exercises the whole draft path). */
+ * n-gram drafter (fixed draft length, then the cost model's) and for a
+ * draft model (the model itself as its own draft: a same-vocabulary pair
+ * that exercises the whole draft path), full and with a restricted head;
+ * every KV block returns to the pool after the rollbacks. */
 static void test_spec_greedy_identical(void **state) {
     (void)state;
     g_spec = RL_SPEC_NGRAM;
+    g_fixed = true;
     rl_engine *e = make_engine(256, 32, 0, true);
     run_result r;
     run_batch(e, 0, g_np, NULL, 0.f, &r);
@@ -312,8 +319,15 @@ static void test_spec_greedy_identical(void **state) {
     assert_true(st.spec_verifies > 0);
     assert_pool_empty(e);
     rl_engine_free(e);
+    g_fixed = false; /* the cost model picks k (0 included) */
+    e = make_engine(256, 32, 0, true);
+    run_batch(e, 0, g_np, NULL, 0.f, &r);
+    assert_same(&solo, &r, "n-gram speculation (cost model) vs plain");
+    assert_pool_empty(e);
+    rl_engine_free(e);
     g_spec = RL_SPEC_DRAFT;
     g_draft = model_path();
+    g_fixed = true;
     e = make_engine(256, 32, 0, true);
     run_batch(e, 0, 4, NULL, 0.f, &r);
     for (int i = 4; i < g_np; i++) r.n[i] = solo.n[i], memcpy(r.toks[i], solo.toks[i], sizeof r.toks[i]);
@@ -324,6 +338,19 @@ static void test_spec_greedy_identical(void **state) {
     assert_int_equal(st.spec_accepted, st.spec_proposed);
     assert_pool_empty(e);
     rl_engine_free(e);
+    /* restricted head: proposals only among the first 4096 ids, so some
+     * are wrong; the output is still the plain one */
+    g_draft_vocab = 4096;
+    e = make_engine(256, 32, 0, true);
+    run_batch(e, 0, g_np, NULL, 0.f, &r);
+    assert_same(&solo, &r, "restricted draft-model speculation vs plain");
+    st = rl_engine_get_stats(e);
+    assert_true(st.spec_proposed > 0);
+    assert_true(st.spec_accepted > 0);
+    assert_pool_empty(e);
+    rl_engine_free(e);
+    g_draft_vocab = 0;
+    g_fixed = false;
     g_spec = RL_SPEC_NONE;
     g_draft = NULL;
 }

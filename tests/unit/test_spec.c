@@ -2,7 +2,11 @@
  * losslessness on a case small enough to enumerate — a 6-token vocabulary
  * where the emitted token's empirical distribution must match the target's
  * exactly (chi-square), whatever the draft proposes and whatever its own
- * distribution q is. */
+ * distribution q is, including a vocabulary-restricted draft whose q is
+ * zero outside its head.  Then the draft-length policy (expected tokens,
+ * the cost model, the batch crossover) and, on the real default model
+ * (models/smollm2-135m.gguf or $REDLINE_MODEL), the restricted output head
+ * of the forward and a restricted draft model's proposals. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +16,9 @@
 #include <math.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+#include "cli/seqkv.h"
 #include "spec/spec.h"
 
 #define V 6
@@ -138,12 +145,197 @@ static void test_verify_greedy_exact(void **state) {
     rl_sampler_free(s);
 }
 
+
+/* A draft restricted to ids [0, 4): its distribution q is the softmax of
+ * its logits renormalized over the head, zero for ids 4 and 5, which the
+ * target does give mass to.  The rule stays exact: the residual
+ * max(0, p - q) carries all of p's mass outside the head. */
+static void test_verify_lossless_restricted_q(void **state) {
+    (void)state;
+    const float dl[4] = {0.5f, 2.5f, 0.0f, -0.5f}; /* draft logits of the head */
+    float q[V] = {0};
+    double z = 0;
+    for (int v = 0; v < 4; v++) z += exp(dl[v]);
+    for (int v = 0; v < 4; v++) q[v] = (float)(exp(dl[v]) / z);
+    run_case(q, 0, 11);
+    /* a greedy restricted draft: point mass on its head argmax */
+    run_case(NULL, 1, 12);
+}
+
+static void test_expected_tokens(void **state) {
+    (void)state;
+    assert_true(fabs(rl_spec_expected_tokens(0.8, 0) - 1.0) < 1e-12);
+    /* 1 + a + a^2 + a^3 */
+    assert_true(fabs(rl_spec_expected_tokens(0.8, 3) - (1 + 0.8 + 0.64 + 0.512)) < 1e-9);
+    assert_true(fabs(rl_spec_expected_tokens(1.0, 4) - 5.0) < 1e-12);
+    assert_true(fabs(rl_spec_expected_tokens(0.0, 4) - 1.0) < 1e-12);
+}
+
+/* A target step of n tokens costs alpha + beta n (seconds, as if timed). */
+static void fill_linear(rl_spec_cost *c, double alpha, double beta, int32_t n_max) {
+    for (int32_t n = 1; n <= n_max; n++) rl_spec_cost_add_fwd(c, n, alpha + beta * n);
+}
+
+static void test_policy_choose_k(void **state) {
+    (void)state;
+    rl_spec_cost c;
+    float a[16];
+    for (int i = 0; i < 16; i++) a[i] = 0.8f;
+    /* bandwidth-bound: extra positions nearly free -> the longest draft */
+    rl_spec_cost_init(&c, 0.3f, 0.4f);
+    fill_linear(&c, 0.070, 0.001, 64);
+    assert_int_equal(rl_spec_choose_k(&c, 1, a, 1, false, 5), 5);
+    /* with a draft costing 0.45 of a step the optimum is short; by hand:
+     * E(k) / (1 + 0.45 k) at a = 0.8 peaks at k = 2 or 3 */
+    rl_spec_cost_add_draft(&c, 1, 0.45 * 0.071);
+    int32_t k = rl_spec_choose_k(&c, 1, a, 1, true, 5);
+    assert_true(k >= 2 && k <= 3);
+    /* each position as expensive as a whole step: never pays */
+    rl_spec_cost_init(&c, 0.3f, 0.4f);
+    fill_linear(&c, 0.0, 0.070, 64);
+    assert_int_equal(rl_spec_choose_k(&c, 1, a, 1, false, 5), 0);
+    /* the measured 2-core shape (75 ms + ~20 ms a position): n-gram pays
+     * alone, not with 16 sequences in the batch (the crossover) */
+    rl_spec_cost_init(&c, 0.3f, 0.4f);
+    fill_linear(&c, 0.055, 0.020, 64);
+    assert_true(rl_spec_choose_k(&c, 1, a, 1, false, 5) >= 2);
+    assert_int_equal(rl_spec_choose_k(&c, 16, a, 16, false, 5), 0);
+    /* nothing measured: the prior alone decides, and low acceptance
+     * (0.1) never drafts */
+    rl_spec_cost_init(&c, 0.3f, 0.4f);
+    float lo[1] = {0.1f};
+    assert_int_equal(rl_spec_choose_k(&c, 1, lo, 1, true, 5), 0);
+}
+
+static void test_cost_estimates(void **state) {
+    (void)state;
+    rl_spec_cost c;
+    rl_spec_cost_init(&c, 0.5f, 0.4f);
+    /* prior only: relative units */
+    assert_true(fabs(rl_spec_cost_fwd(&c, 3) - 2.0) < 1e-9);
+    assert_true(fabs(rl_spec_cost_draft(&c, 1) - 0.4) < 1e-6);
+    /* one observation: the prior shape through it */
+    rl_spec_cost_add_fwd(&c, 1, 0.1);
+    assert_true(fabs(rl_spec_cost_fwd(&c, 3) - 0.2) < 1e-9);
+    assert_true(fabs(rl_spec_cost_draft(&c, 1) - 0.04) < 1e-6);
+    /* two observations: the line through them, interpolated and extrapolated */
+    rl_spec_cost_add_fwd(&c, 5, 0.3);
+    assert_true(fabs(rl_spec_cost_fwd(&c, 3) - 0.2) < 1e-9);
+    assert_true(fabs(rl_spec_cost_fwd(&c, 9) - 0.5) < 1e-9);
+    /* moving average: a new timing moves the entry by 0.3 of the gap */
+    rl_spec_cost_add_fwd(&c, 1, 0.2);
+    assert_true(fabs(rl_spec_cost_fwd(&c, 1) - 0.13) < 1e-9);
+    /* acceptance: 3 of 4 accepted then a rejection at the first draft */
+    rl_spec_acc s = {0};
+    assert_true(fabs(rl_spec_acc_rate(&s, 0.6f) - 0.6f) < 1e-6);
+    rl_spec_acc_update(&s, 4, 4);
+    assert_true(rl_spec_acc_rate(&s, 0.6f) > 0.8f);
+    for (int i = 0; i < 20; i++) rl_spec_acc_update(&s, 4, 0);
+    assert_true(rl_spec_acc_rate(&s, 0.6f) < 0.2f);
+    for (int i = 0; i < 200; i++) rl_spec_acc_decay(&s);
+    assert_true(fabs(rl_spec_acc_rate(&s, 0.6f) - 0.6f) < 0.01f);
+}
+
+static const char *model_path(void) {
+    const char *m = getenv("REDLINE_MODEL");
+    return m && *m ? m : "models/smollm2-135m.gguf";
+}
+
+/* The restricted head is a view of the output matrix: its logits are the
+ * full forward's first n columns, bit for bit, for every wanted row. */
+static void test_forward_restricted_head(void **state) {
+    (void)state;
+    rl_err err = {0};
+    rl_model *m;
+    rl_model_opts mo = {.max_batch = 16};
+    if (rl_model_load(model_path(), &mo, &m, &err)) fail_msg("load: %s", err.msg);
+    int32_t nv = rl_model_n_vocab(m), nr = 4096;
+    rl_seqkv kv;
+    if (rl_seqkv_init(&kv, m, 64, 1, 16, RL_TYPE_F16, &err)) fail_msg("kv: %s", err.msg);
+    int32_t tok[5] = {504, 3458, 314, 4649, 28}, pos[5] = {0, 1, 2, 3, 4}, seq[5] = {0};
+    bool want[5] = {false, true, false, true, true};
+    float *full = malloc((size_t)3 * (size_t)nv * sizeof(float));
+    float *part = malloc((size_t)3 * (size_t)nr * sizeof(float));
+    rl_batch b = {.n_tok = 5, .token = tok, .pos = pos, .seq = seq, .want_logits = want,
+                  .n_seq = 1, .block_tables = kv.tables, .n_blocks = kv.n_blocks};
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, full, NULL, &err), RL_OK);
+    b.n_vocab_out = nr;
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, part, NULL, &err), RL_OK);
+    for (int r = 0; r < 3; r++)
+        assert_memory_equal(part + (size_t)r * (size_t)nr, full + (size_t)r * (size_t)nv,
+                            (size_t)nr * sizeof(float));
+    b.n_vocab_out = nv + 1;
+    assert_int_equal(rl_model_forward(m, &b, kv.layers, part, NULL, &err), RL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "n_vocab_out"));
+    free(full);
+    free(part);
+    rl_seqkv_free(&kv);
+    rl_model_free(m);
+}
+
+/* A restricted draft model proposes only ids inside its head, and what it
+ * proposes is the argmax over the head of the full model's logits. */
+static void test_draft_restricted_proposals(void **state) {
+    (void)state;
+    rl_err err = {0};
+    rl_spec_draft *d, *full;
+    int32_t nv;
+    {
+        rl_model *m;
+        if (rl_model_load(model_path(), NULL, &m, &err)) fail_msg("load: %s", err.msg);
+        nv = rl_model_n_vocab(m);
+        rl_model_free(m);
+    }
+    assert_int_equal(rl_spec_draft_new(model_path(), nv, 2048, 2, 128, 64, &d, &err), RL_OK);
+    assert_int_equal(rl_spec_draft_n_vocab(d), 2048);
+    assert_int_equal(rl_spec_draft_new(model_path(), nv, 0, 2, 128, 64, &full, &err), RL_OK);
+    assert_int_equal(rl_spec_draft_n_vocab(full), nv);
+    rl_spec_draft *bad = NULL;
+    assert_int_equal(rl_spec_draft_new(model_path(), nv, -1, 2, 128, 64, &bad, &err), RL_ERR_INVALID);
+    assert_null(bad);
+    rl_spec_draft_seq s0, s1;
+    rl_spec_draft_seq_init(&s0);
+    rl_spec_draft_seq_init(&s1);
+    int32_t toks[2][24] = {{504, 3458, 314, 4649, 28, 198}, {1326, 314, 253, 1456, 30}};
+    const int32_t *tp[2] = {toks[0], toks[1]};
+    int32_t n_toks[2] = {6, 5}, k[2] = {4, 3}, o0[4], o1[4];
+    int32_t *outs[2] = {o0, o1};
+    rl_spec_draft_seq *seqs[2] = {&s0, &s1};
+    assert_int_equal(rl_spec_draft_propose(d, seqs, tp, n_toks, k, outs, 2, NULL, &err), RL_OK);
+    assert_int_equal(k[0], 4);
+    assert_int_equal(k[1], 3);
+    for (int j = 0; j < 4; j++) assert_true(o0[j] >= 0 && o0[j] < 2048);
+    for (int j = 0; j < 3; j++) assert_true(o1[j] >= 0 && o1[j] < 2048);
+    /* the draft's decode steps were timed */
+    int64_t n_step = 0;
+    assert_true(rl_spec_draft_step_s(d, &n_step) > 0);
+    assert_int_equal(n_step, 3);
+    /* rollback and re-propose the same prefix: the same proposals */
+    int32_t again[4];
+    int32_t *outs2[1] = {again};
+    int32_t k2[1] = {4};
+    rl_spec_draft_seq *one[1] = {&s0};
+    rl_spec_draft_rollback(d, &s0, 3);
+    assert_int_equal(rl_spec_draft_propose(d, one, tp, n_toks, k2, outs2, 1, NULL, &err), RL_OK);
+    assert_memory_equal(again, o0, sizeof o0);
+    rl_spec_draft_seq_free(d, &s0);
+    rl_spec_draft_seq_free(d, &s1);
+    rl_spec_draft_free(d);
+    rl_spec_draft_free(full);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram),
         cmocka_unit_test(test_verify_greedy_exact),
         cmocka_unit_test(test_verify_lossless_point_mass),
         cmocka_unit_test(test_verify_lossless_with_q),
+        cmocka_unit_test(test_verify_lossless_restricted_q),
+        cmocka_unit_test(test_expected_tokens),
+        cmocka_unit_test(test_cost_estimates),
+        cmocka_unit_test(test_policy_choose_k),
+        cmocka_unit_test(test_forward_restricted_head),
+        cmocka_unit_test(test_draft_restricted_proposals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
