@@ -6,8 +6,10 @@
 #   make fuzz                    -> libFuzzer targets (clang) under build-fuzz/
 # Sources are found by wildcard: a new .c file under src/<module>/ is built
 # with no Makefile change.  Files under src/kernels/x86/ get AVX2/FMA/F16C
-# flags; everything else is baseline x86-64 so the binary runs anywhere and
-# picks kernels at start-up (src/kernels/dispatch.c).
+# flags, and src/kernels/x86/vnni*.c also AVX512F/BW/VL/VNNI (no other file
+# may: AVX2-only CPUs must never reach those instructions); everything else
+# is baseline x86-64 so the binary runs anywhere and picks kernels at
+# start-up (src/kernels/dispatch.c).
 CC      ?= cc
 comma   := ,
 ifneq ($(SAN),)
@@ -29,6 +31,7 @@ endif
 CFLAGS_COMMON = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 	-D_GNU_SOURCE -Iinclude -Isrc -MMD -MP -pthread $(OPT) $(SANFLAGS) $(EXTRA_CFLAGS)
 SIMDFLAGS = -mavx2 -mfma -mf16c
+VNNIFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 LIBS    = -lm -lpthread -lpcre2-8 -ljansson -lmicrohttpd -lnettle
 TESTLIBS = -lcmocka
 
@@ -52,6 +55,11 @@ GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 .PHONY: all test-bins fuzz clean format
 all: $(BUILD)/redline
+
+# (the more specific pattern wins for vnni*.c)
+$(BUILD)/obj/src/kernels/x86/vnni%.o: src/kernels/x86/vnni%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(SIMDFLAGS) $(VNNIFLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/kernels/x86/%.o: src/kernels/x86/%.c
 	@mkdir -p $(dir $@)

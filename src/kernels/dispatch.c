@@ -1,11 +1,13 @@
-/* Kernel dispatch: builds the reference table and (on CPUs with
- * AVX2+FMA+F16C) the AVX2 table once, selects one as the active table, and
+/* Kernel dispatch: builds the reference table, (on CPUs with
+ * AVX2+FMA+F16C) the AVX2 table and (with AVX512F/BW/VL/VNNI as well) the
+ * AVX512-VNNI table once, selects one as the active table, and
  * implements the small public kernels (norms, activations, rope, get_row,
  * kv_store) as thin wrappers over the active table.
  *
  * Invariants: the public functions work without rl_kernels_init (the first
- * call selects RL_KERNELS_AUTO).  The environment variable RL_KERNELS=ref
- * forces the reference kernels under AUTO (debugging aid).  Switching the
+ * call selects RL_KERNELS_AUTO).  The environment variable
+ * RL_KERNELS=ref|avx2|avx512vnni caps the choice under AUTO (debugging and
+ * measurement aid; an unknown value is ignored).  Switching the
  * implementation while kernels run on other threads is not supported.
  */
 #include <cpuid.h>
@@ -17,8 +19,8 @@
 
 #include "kernels/kernels-impl.h"
 
-static rl__ktab g_ref, g_avx2;
-static bool g_has_avx2;
+static rl__ktab g_ref, g_avx2, g_vnni;
+static bool g_has_avx2, g_has_vnni;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static _Atomic(const rl__ktab *) g_active;
 
@@ -36,6 +38,19 @@ static bool cpu_has_avx2_fma_f16c(void) {
     return b & (1u << 5);
 }
 
+/* AVX512F/BW/VL and AVX512-VNNI from CPUID leaf 7 (EBX bits 16 F, 30 BW,
+ * 31 VL; ECX bit 11 VNNI) plus the OS saving opmask and ZMM state (XCR0
+ * bits 5, 6, 7, with XMM/YMM bits 1, 2).  Checked only on top of AVX2. */
+static bool cpu_has_avx512vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned need_b = (1u << 16) | (1u << 30) | (1u << 31);
+    if ((b & need_b) != need_b || !(c & (1u << 11))) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0xE6u) == 0xE6u;
+}
+
 static void rl__kernels_build(void) {
     rl__ref_fill(&g_ref);
     g_has_avx2 = cpu_has_avx2_fma_f16c();
@@ -43,6 +58,12 @@ static void rl__kernels_build(void) {
         g_avx2 = g_ref;
         g_avx2.name = "avx2";
         rl__avx2_fill(&g_avx2);
+        g_has_vnni = cpu_has_avx512vnni();
+    }
+    if (g_has_vnni) {
+        g_vnni = g_avx2;
+        g_vnni.name = "avx512vnni";
+        rl__vnni_fill(&g_vnni);
     }
 }
 
@@ -50,9 +71,16 @@ rl_kernels_impl rl_kernels_init(rl_kernels_impl want) {
     pthread_once(&g_once, rl__kernels_build);
     if (want == RL_KERNELS_AUTO) {
         const char *env = getenv("RL_KERNELS");
-        want = (env && strcmp(env, "ref") == 0) ? RL_KERNELS_REF : RL_KERNELS_AVX2;
+        want = !env                           ? RL_KERNELS_AVX512VNNI
+               : strcmp(env, "ref") == 0      ? RL_KERNELS_REF
+               : strcmp(env, "avx2") == 0     ? RL_KERNELS_AVX2
+                                              : RL_KERNELS_AVX512VNNI;
     }
-    if (want == RL_KERNELS_AVX2 && g_has_avx2) {
+    if (want == RL_KERNELS_AVX512VNNI && g_has_vnni) {
+        atomic_store(&g_active, &g_vnni);
+        return RL_KERNELS_AVX512VNNI;
+    }
+    if (want >= RL_KERNELS_AVX2 && g_has_avx2) {
         atomic_store(&g_active, &g_avx2);
         return RL_KERNELS_AVX2;
     }
@@ -77,6 +105,11 @@ const rl__ktab *rl__kernels_ref(void) {
 const rl__ktab *rl__kernels_avx2(void) {
     pthread_once(&g_once, rl__kernels_build);
     return g_has_avx2 ? &g_avx2 : NULL;
+}
+
+const rl__ktab *rl__kernels_vnni(void) {
+    pthread_once(&g_once, rl__kernels_build);
+    return g_has_vnni ? &g_vnni : NULL;
 }
 
 const char *rl_kernels_impl_name(void) { return rl__kernels()->name; }
@@ -150,18 +183,70 @@ void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float b
     }
 }
 
-static void rl__kv_store_one(rl_type t, void *base, size_t block_bytes, const rl_kv_layer *kv,
-                             int32_t block, int32_t slot, const float *src) {
+void rl_wht(float *x, int n) {
+    RL_ASSERT(n > 0 && n <= 512 && (n & (n - 1)) == 0);
+    rl__kernels()->wht(x, n);
+}
+
+/* RL_KVQ_ROT=none|hadamard: overrides AUTO for quantized pages (read once;
+ * racing first calls compute the same value).  0 = unset. */
+static rl_kv_rot rl__kvq_rot_env(void) {
+    static _Atomic int v = -1;
+    int x = atomic_load_explicit(&v, memory_order_relaxed);
+    if (x < 0) {
+        const char *e = getenv("RL_KVQ_ROT");
+        x = !e ? 0 : strcmp(e, "none") == 0 ? RL_KV_ROT_NONE
+                 : strcmp(e, "hadamard") == 0 ? RL_KV_ROT_HADAMARD : 0;
+        atomic_store_explicit(&v, x, memory_order_relaxed);
+    }
+    return (rl_kv_rot)x;
+}
+
+rl_kv_rot rl_kv_rot_resolve(rl_type t, int32_t head_dim, rl_kv_rot r) {
+    if (head_dim <= 0 || head_dim > 512 || (head_dim & (head_dim - 1)) != 0) return RL_KV_ROT_NONE;
+    if (r == RL_KV_ROT_AUTO) {
+        bool quant = t == RL_TYPE_Q8_0 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
+        rl_kv_rot env = quant ? rl__kvq_rot_env() : RL_KV_ROT_AUTO;
+        if (env != RL_KV_ROT_AUTO) return env;
+        r = quant ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE; /* docs/KVQUANT.md: helps q8_0 too */
+    }
+    return r == RL_KV_ROT_HADAMARD ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE;
+}
+
+bool rl_kv_k_shifted(const rl_kv_layer *kv) {
+    return kv->k_shift && (kv->k_type == RL_TYPE_Q8_0 || kv->k_type == RL_TYPE_Q4_0 ||
+                           kv->k_type == RL_TYPE_IQ4_NL);
+}
+
+/* shift: [n_kv_head][head_dim] offset subtracted before rotation, or NULL. */
+static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, void *base,
+                             size_t block_bytes, const rl_kv_layer *kv, int32_t block, int32_t slot,
+                             const float *src) {
     size_t row_bytes = rl_type_row_size(t, kv->head_dim);
+    bool hrot = rl_kv_rot_resolve(t, kv->head_dim, rot) == RL_KV_ROT_HADAMARD;
+    float buf[512];
+    RL_ASSERT(!(hrot || shift) || kv->head_dim <= 512);
     for (int h = 0; h < kv->n_kv_head; h++) {
         uint8_t *dst = (uint8_t *)base + (size_t)block * block_bytes +
                        ((size_t)h * kv->block_size + slot) * row_bytes;
         const float *s = src + (size_t)h * kv->head_dim;
+        if (shift) { /* work on a copy: the caller's row stays as it was */
+            const float *sh = shift + (size_t)h * kv->head_dim;
+            for (int i = 0; i < kv->head_dim; i++) buf[i] = s[i] - sh[i];
+            s = buf;
+        }
+        if (hrot) {
+            if (s != buf) memcpy(buf, s, (size_t)kv->head_dim * sizeof(float));
+            rl_wht(buf, kv->head_dim);
+            s = buf;
+        }
         if (t == RL_TYPE_F32) {
             memcpy(dst, s, (size_t)kv->head_dim * sizeof(float));
         } else if (t == RL_TYPE_F16) {
             rl_fp16 *d = (rl_fp16 *)dst;
             for (int i = 0; i < kv->head_dim; i++) d[i] = rl_f32_to_fp16(s[i]);
+        } else if (t == RL_TYPE_IQ4_NL) {
+            rl__quant_iq4_nl_kv(s, dst, kv->head_dim);
         } else {
             const rl_type_traits *tr = rl_type_get(t);
             RL_ASSERT(tr && tr->from_float);
@@ -174,6 +259,7 @@ void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos,
                  const float *k_row, const float *v_row) {
     RL_ASSERT(pos >= 0);
     int32_t block = block_table[pos / kv->block_size], slot = pos % kv->block_size;
-    rl__kv_store_one(kv->k_type, kv->k_base, kv->k_block_bytes, kv, block, slot, k_row);
-    rl__kv_store_one(kv->v_type, kv->v_base, kv->v_block_bytes, kv, block, slot, v_row);
+    rl__kv_store_one(kv->k_type, kv->k_rot, rl_kv_k_shifted(kv) ? kv->k_shift : NULL, kv->k_base,
+                     kv->k_block_bytes, kv, block, slot, k_row);
+    rl__kv_store_one(kv->v_type, kv->v_rot, NULL, kv->v_base, kv->v_block_bytes, kv, block, slot, v_row);
 }

@@ -22,6 +22,8 @@ typedef void (*rl__vec_dot_fn)(int64_t n, float *s, const void *w, const void *x
  * sequence per token; only the weight unpacking is shared). */
 typedef void (*rl__vec_dot4_fn)(int64_t n, float *s, size_t s_stride, const void *w, const void *x,
                                 size_t x_stride);
+/* Optional 8-token variant, same contract as vec_dot4 for k = 0..7. */
+typedef rl__vec_dot4_fn rl__vec_dot8_fn;
 /* Quantize n floats (n a multiple of the block size) into packed blocks. */
 typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
 
@@ -29,6 +31,7 @@ typedef struct rl__ktab {
     const char *name;
     rl__vec_dot_fn vec_dot[RL_TYPE_COUNT]; /* indexed by weight type; NULL = unsupported */
     rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT]; /* may be NULL */
+    rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT]; /* may be NULL */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
@@ -60,6 +63,9 @@ typedef struct rl__ktab {
      * (no query rounding; used when RL_KVQ_QUERY=f32, see attention.c). */
     void (*kqf_rows[RL_TYPE_COUNT])(const void *q, const void *k, size_t stride, int n, int hd,
                                     float *s);
+    /* rl_wht: in-place orthonormal Walsh-Hadamard transform of x[n], n a
+     * power of two (bit-identical across implementations). */
+    void (*wht)(float *x, int n);
 } rl__ktab;
 
 /* Activation type paired with weight type t (RL_TYPE_F32 for float weights,
@@ -72,10 +78,15 @@ const rl__ktab *rl__kernels(void);
  * AVX2/FMA/F16C).  For tests and benchmarks. */
 const rl__ktab *rl__kernels_ref(void);
 const rl__ktab *rl__kernels_avx2(void);
+/* The AVX512-VNNI table (the AVX2 table with its matmul leaves replaced;
+ * NULL if the CPU lacks AVX512F/BW/VL/VNNI or the OS does not save ZMM
+ * state). */
+const rl__ktab *rl__kernels_vnni(void);
 
 /* Fillers, called once by dispatch.c. */
 void rl__ref_fill(rl__ktab *t);
 void rl__avx2_fill(rl__ktab *t); /* overrides entries of a ref-filled table */
+void rl__vnni_fill(rl__ktab *t); /* overrides entries of an AVX2-filled table */
 void rl__ref_fill_kvq(rl__ktab *t);  /* KV attention leaves (ref/ref_kvq.c) */
 void rl__avx2_fill_kvq(rl__ktab *t); /* (x86/avx2_kvq.c) */
 
@@ -83,6 +94,10 @@ void rl__avx2_fill_kvq(rl__ktab *t); /* (x86/avx2_kvq.c) */
 void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);
 void rl__quant_q8_1_ref(const float *x, void *y, int64_t n);
 void rl__quant_q8_K_ref(const float *x, void *y, int64_t n);
+/* iq4_nl codebook, and the KV-page quantizer for iq4_nl (scale search;
+ * ref/ref_kvq.c).  iq4_nl blocks have rl_block_q4_0's layout. */
+extern const int8_t rl__iq4nl_values[16];
+void rl__quant_iq4_nl_kv(const float *x, void *y, int64_t n);
 
 /* Unpack the 6-bit scale j and min of a q4_K/q5_K super-block. */
 static inline void rl__get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {

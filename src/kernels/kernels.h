@@ -21,9 +21,12 @@ typedef enum rl_kernels_impl {
     RL_KERNELS_AUTO = 0,
     RL_KERNELS_REF = 1,
     RL_KERNELS_AVX2 = 2,
+    RL_KERNELS_AVX512VNNI = 3, /* AVX2 table with AVX512-VNNI matmul leaves */
 } rl_kernels_impl;
 /* Call once at start-up (idempotent).  Returns the implementation chosen;
- * asking for AVX2 on a CPU without it falls back to REF. */
+ * asking for one the CPU lacks falls back to the next lower one
+ * (AVX512VNNI -> AVX2 -> REF).  Under AUTO the environment variable
+ * RL_KERNELS=ref|avx2|avx512vnni caps the choice. */
 rl_kernels_impl rl_kernels_init(rl_kernels_impl want);
 const char *rl_kernels_impl_name(void);
 
@@ -50,6 +53,16 @@ size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok);
  * batch-invariant. */
 void rl_matmul(const rl_mat *w, const float *x, float *y, int64_t n_tok, void *scratch,
                rl_threadpool *tp);
+/* Up to RL_MATMUL_MULTI_MAX matrices against the same input (q/k/v,
+ * gate/up): ys[i][n_tok][ws[i]->n_rows] = x · ws[i]ᵀ for i < n_w, all with
+ * the same n_cols.  When they pair with the same activation type, x is
+ * quantized once and the rows of all matrices go out in one thread-pool
+ * dispatch (one barrier instead of n_w); otherwise this is rl_matmul per
+ * matrix.  Every y element is bit-identical to rl_matmul's.  scratch:
+ * rl_matmul_scratch_size(ws[i], n_tok) bytes, the largest over i. */
+#define RL_MATMUL_MULTI_MAX 4
+void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
+                     int64_t n_tok, void *scratch, rl_threadpool *tp);
 
 /* Row of embedding: dequantize row `row` of w into out[w->n_cols]. */
 void rl_get_row(const rl_mat *w, int64_t row, float *out);
@@ -84,18 +97,65 @@ void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float b
  * slot p % block_size.  A contiguous cache is the block table 0,1,2,...
  * Supported K/V types, chosen separately for K and V: RL_TYPE_F16,
  * RL_TYPE_F32, and the GGUF block formats RL_TYPE_Q8_0 (34 bytes per 32
- * elements: fp16 scale + 32 int8) and RL_TYPE_Q4_0 (18 bytes per 32: fp16
- * scale + 32 4-bit codes, x = d*(q-8)); the block formats need head_dim a
- * multiple of 32.  Each row is quantized once, when rl_kv_store writes it
- * (blockwise absmax, the reference quantizers of src/tensor), and
+ * elements: fp16 scale + 32 int8), RL_TYPE_Q4_0 (18 bytes per 32: fp16
+ * scale + 32 4-bit codes, x = d*(q-8)) and RL_TYPE_IQ4_NL (18 bytes per 32:
+ * fp16 scale + 32 4-bit indices into a fixed non-linear codebook); the
+ * block formats need head_dim a multiple of 32.  Each row is quantized
+ * once, when rl_kv_store writes it (q8_0/q4_0: blockwise absmax, the
+ * reference quantizers of src/tensor; iq4_nl: a least-squares scale
+ * search), optionally after a Walsh-Hadamard rotation (rl_kv_rot), and
  * rl_attention reads the packed rows in place (docs/KVQUANT.md).  Whole
  * blocks can be copied bytewise (prefix caching, copy-on-write, swap). */
+/* Rotation of the rows stored in K or V pages (docs/KVQUANT.md).
+ * RL_KV_ROT_HADAMARD: each KV head row x is stored as H x, H the
+ * orthonormal Walsh-Hadamard matrix of order head_dim (symmetric, H H = I;
+ * head_dim a power of two).  For rotated K the query head is rotated the
+ * same way before scoring ((Hq).(Hk) = q.k); for rotated V the attention
+ * output of the head is rotated back (H sum_p w_p H v_p = sum_p w_p v_p).
+ * Rotation spreads outlier channels over the whole head before blockwise
+ * absmax quantization.
+ * RL_KV_ROT_AUTO (0, what a zero-initialised layer gets) resolves per page
+ * type with rl_kv_rot_resolve: Hadamard for the quantized pages (q8_0, q4_0,
+ * iq4_nl), none for f32/f16 (and none when head_dim is not a power of
+ * two).  The environment
+ * variable RL_KVQ_ROT=none|hadamard overrides AUTO for quantized pages (a
+ * measurement aid, read once). */
+typedef enum rl_kv_rot {
+    RL_KV_ROT_AUTO = 0,
+    RL_KV_ROT_NONE = 1,
+    RL_KV_ROT_HADAMARD = 2,
+} rl_kv_rot;
+
 typedef struct rl_kv_layer {
     rl_type k_type, v_type;
     int32_t n_kv_head, head_dim, block_size;
     void *k_base, *v_base;       /* block 0 of this layer */
     size_t k_block_bytes, v_block_bytes;
+    rl_kv_rot k_rot, v_rot;      /* 0 = AUTO (see rl_kv_rot) */
+    /* Optional K offset, [n_kv_head][head_dim] f32 (NULL = none), used only
+     * for quantized K pages (q8_0/q4_0/iq4_nl): rl_kv_store stores
+     * k - k_shift (then rotates and quantizes), and rl_attention adds
+     * q . k_shift back to every score of the head (once per query item), so
+     * scores equal q . k in real arithmetic, soft-capping included.  A fixed
+     * per-channel offset (e.g. the K projection bias, which dominates some
+     * qwen2 layers) then no longer spends the quantizer's range.  Must stay
+     * the same for the lifetime of the pages. */
+    const float *k_shift;
 } rl_kv_layer;
+
+/* True if rl_kv_store / rl_attention apply kv->k_shift. */
+bool rl_kv_k_shifted(const rl_kv_layer *kv);
+
+/* The rotation pages of type t with this head_dim actually get for the
+ * requested r: RL_KV_ROT_NONE or RL_KV_ROT_HADAMARD (never AUTO).  An
+ * explicit HADAMARD with head_dim not a power of two resolves to NONE. */
+rl_kv_rot rl_kv_rot_resolve(rl_type t, int32_t head_dim, rl_kv_rot r);
+
+/* In-place orthonormal fast Walsh-Hadamard transform of x[n], n a power of
+ * two <= 512: x <- H x with H[i][j] = (-1)^popcount(i&j) / sqrt(n).  H is
+ * its own inverse.  Bit-identical in every implementation (the same
+ * butterflies in the same order, then one multiply by 1/sqrt(n)). */
+void rl_wht(float *x, int n);
 
 /* True if KV pages of type t with this head_dim are supported by
  * rl_kv_store and rl_attention. */

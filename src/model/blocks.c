@@ -16,6 +16,16 @@ typedef struct tok_job {
     int32_t il;
 } tok_job;
 
+/* Runs a per-token job: on the pool when there are several tokens, inline
+ * on the calling thread for one (decode: the other threads would have
+ * nothing to do, and a pool dispatch costs a barrier). */
+static void tok_run(rl__fwd *f, rl_task_fn fn, tok_job *J) {
+    if (f->n == 1)
+        fn(J, 0, 1);
+    else
+        rl_threadpool_run(f->tp, fn, J);
+}
+
 static void tok_range(int32_t n, int ith, int nth, int32_t *i0, int32_t *i1) {
     int32_t per = (n + nth - 1) / nth;
     *i0 = per * ith < n ? per * ith : n;
@@ -50,7 +60,9 @@ static void attn_prep(void *ctx, int ith, int nth) {
         rl_rope(q, hp->n_head, hd, hp->n_rot, pos, L->rope_base, L->rope_freq_scale, hp->rope_mode);
         rl_rope(k, hp->n_kv_head, hd, hp->n_rot, pos, L->rope_base, L->rope_freq_scale,
                 hp->rope_mode);
-        rl_kv_store(&J->f->kv[J->il], J->f->bt[j], pos, k, v);
+        rl_kv_layer kvl = J->f->kv[J->il]; /* quantized K pages store k - bk (kernels.h) */
+        if (!kvl.k_shift) kvl.k_shift = L->bk;
+        rl_kv_store(&kvl, J->f->bt[j], pos, k, v);
     }
 }
 
@@ -58,11 +70,15 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
     const rl_hparams *hp = &m->hp;
     const rl_layer *L = &m->layers[il];
     const int64_t nq = (int64_t)hp->n_head * hp->head_dim;
-    rl_matmul(&L->wq, in, m->q, f->n, m->mm_scratch, f->tp);
-    rl_matmul(&L->wk, in, m->k, f->n, m->mm_scratch, f->tp);
-    rl_matmul(&L->wv, in, m->v, f->n, m->mm_scratch, f->tp);
+    /* q, k, v in one dispatch on one quantization of `in` (same results as
+     * three rl_matmul calls) */
+    const rl_mat *w3[3] = {&L->wq, &L->wk, &L->wv};
+    float *y3[3] = {m->q, m->k, m->v};
+    rl_matmul_multi(w3, y3, 3, in, f->n, m->mm_scratch, f->tp);
     tok_job J = {m, f, il};
-    rl_threadpool_run(f->tp, attn_prep, &J);
+    tok_run(f, attn_prep, &J);
+    rl_kv_layer kvl = f->kv[il]; /* the same K shift as attn_prep stored with */
+    if (!kvl.k_shift) kvl.k_shift = L->bk;
     /* Every token of the batch is stored before any attends, so a run sees
      * its own earlier tokens whatever the thread split was. */
     for (int32_t r = 0; r < f->n_run; r++) {
@@ -74,7 +90,7 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
             .n_head = hp->n_head,
             .pos = f->pos + s,
             .block_table = f->bt[s],
-            .kv = &f->kv[il],
+            .kv = &kvl,
             .scale = hp->attn_scale,
             .window = L->window,
             .softcap = hp->attn_softcap,
@@ -101,10 +117,11 @@ static void ffn_act(void *ctx, int ith, int nth) {
 
 void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out) {
     const rl_layer *L = &m->layers[il];
-    rl_matmul(&L->w_gate, in, m->gate, f->n, m->mm_scratch, f->tp);
-    rl_matmul(&L->w_up, in, m->up, f->n, m->mm_scratch, f->tp);
+    const rl_mat *w2[2] = {&L->w_gate, &L->w_up};
+    float *y2[2] = {m->gate, m->up};
+    rl_matmul_multi(w2, y2, 2, in, f->n, m->mm_scratch, f->tp);
     tok_job J = {m, f, il};
-    rl_threadpool_run(f->tp, ffn_act, &J);
+    tok_run(f, ffn_act, &J);
     rl_matmul(&L->w_down, m->gate, out, f->n, m->mm_scratch, f->tp);
 }
 

@@ -1,20 +1,30 @@
 /* kbench: kernel micro-benchmark.  Prints GB/s (weight bytes read per
  * second) and GFLOP/s (2*rows*cols*n_tok per second) of rl_matmul for each
- * weight type at decode (n_tok=1) and prefill (n_tok=64) shapes, ref vs
- * avx2, 1 and 2 threads; and the machine's memory read bandwidth (sum over
- * a 1 GiB buffer, 1 and 2 threads).
+ * weight type at decode (n_tok=1), verification (n_tok=8) and prefill
+ * (n_tok=64) shapes, for each kernel table (ref, avx2, avx512vnni; the
+ * tables run back to back for each shape, so they see the same load), 1
+ * and 2 threads; and the machine's memory read bandwidth (sum over a 1 GiB
+ * buffer, 1 and 2 threads).  Each figure is the best of 3 timed runs; the
+ * "cpu" columns divide by the process CPU time instead of wall time, which
+ * excludes time-slicing by other processes (for 2 threads they are
+ * per-core rates).
  *
  * Weights rotate through enough copies (>= 256 MiB in all) that decode
  * reads come from DRAM, not the 48 MiB L3, as they would in a real model.
  *
- * usage: kbench [-q] [-a] [type ...]   (-q: skip the 1 GiB bandwidth test;
- *        -a: also time ref at 4096x4096 prefill, which is slow)
+ * usage: kbench [-q] [-a] [-c] [-k TABLE]... [-t 1|2] [-n N] [type ...]
+ *        (-q: skip the 1 GiB bandwidth test; -a: also time ref at 4096x4096
+ *        prefill, which is slow; -c: one weight copy, so the small shapes
+ *        run from L2/L3 (kernel speed, not DRAM speed); -k: only these
+ *        tables, repeatable: ref, avx2, avx512vnni; -t: only this thread
+ *        count; -n: only this token count, repeatable: 1..64)
  * default types: f32 f16 q4_0 q4_1 q5_0 q8_0 q4_K q6_K
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/kernels-impl.h"
 
@@ -81,6 +91,18 @@ typedef struct shape {
     int64_t rows, cols;
 } shape;
 
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *const k_impl_names[] = {"auto", "ref", "avx2", "avx512vnni"};
+static bool g_impl_on[4] = {false, true, true, true};
+static int g_nth_only; /* 0 = 1 and 2 threads */
+static bool g_in_cache;  /* -c: no weight copies */
+static int g_ntok[8], g_n_ntok; /* -n: token counts (default 1, 8, 64) */
+
 static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
     static const shape shapes[] = {{1536, 576}, {576, 1536}, {4096, 4096}};
     const rl_type_traits *tr = rl_type_get(t);
@@ -88,7 +110,7 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
         shape sh = shapes[si];
         if (sh.cols % tr->blck_size) continue;
         size_t rs = rl_type_row_size(t, sh.cols), wbytes = rs * sh.rows;
-        int n_copies = (int)((256u << 20) / wbytes) + 1;
+        int n_copies = g_in_cache ? 1 : (int)((256u << 20) / wbytes) + 1;
         if (n_copies > 512) n_copies = 512;
         uint8_t *w = malloc(wbytes * n_copies);
         float *src = malloc(sizeof(float) * sh.cols);
@@ -103,24 +125,37 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
         for (int64_t i = 0; i < sh.cols * max_tok; i++) x[i] = rnd();
         rl_mat m = {.type = t, .n_rows = sh.rows, .n_cols = sh.cols, .row_size = rs};
         void *scratch = malloc(rl_matmul_scratch_size(&m, max_tok) + 64);
-        for (int ntk = 1; ntk <= max_tok; ntk *= 64) {
-            for (int impl = RL_KERNELS_REF; impl <= RL_KERNELS_AVX2; impl++) {
-                if ((int)rl_kernels_init((rl_kernels_impl)impl) != impl) continue;
+        static const int def_ntoks[] = {1, 8, max_tok};
+        const int *ntoks = g_n_ntok ? g_ntok : def_ntoks;
+        const int n_ntoks = g_n_ntok ? g_n_ntok : 3;
+        for (int ni = 0; ni < n_ntoks; ni++) {
+            const int ntk = ntoks[ni];
+            for (int impl = RL_KERNELS_REF; impl <= RL_KERNELS_AVX512VNNI; impl++) {
+                if (!g_impl_on[impl] || (int)rl_kernels_init((rl_kernels_impl)impl) != impl) continue;
                 if (impl == RL_KERNELS_REF && ntk > 1 && sh.rows * sh.cols > 4000000 && !all) continue;
                 for (int nth = 1; nth <= 2; nth++) {
+                    if (g_nth_only && nth != g_nth_only) continue;
                     rl_threadpool *tp = nth == 1 ? NULL : tp2;
-                    double t0 = rl_time_s(), dt;
-                    int iters = 0;
-                    do {
-                        m.data = w + (size_t)(iters % n_copies) * wbytes;
-                        rl_matmul(&m, x, y, ntk, scratch, tp);
-                        iters++;
-                        dt = rl_time_s() - t0;
-                    } while (dt < 0.25 && iters < 100000);
-                    double per = dt / iters;
-                    printf("%-5s %5lldx%-5lld n_tok=%-2d %-4s %dT  %8.1f us  %6.2f GB/s  %7.2f GFLOP/s\n",
+                    double per = 1e30, cper = 1e30;
+                    for (int rep = 0; rep < 3; rep++) {
+                        double t0 = rl_time_s(), c0 = cpu_s(), dt;
+                        int iters = 0;
+                        do {
+                            m.data = w + (size_t)(iters % n_copies) * wbytes;
+                            rl_matmul(&m, x, y, ntk, scratch, tp);
+                            iters++;
+                            dt = rl_time_s() - t0;
+                        } while (dt < 0.1 && iters < 100000);
+                        double dc = cpu_s() - c0;
+                        if (dt / iters < per) per = dt / iters;
+                        if (dc / iters < cper) cper = dc / iters;
+                    }
+                    double fl = 2.0 * sh.rows * sh.cols * ntk;
+                    printf("%-5s %5lldx%-5lld n_tok=%-2d %-10s %dT  %8.1f us  %6.2f GB/s  %7.2f GFLOP/s"
+                           "  | cpu %8.1f us  %6.2f GB/s  %7.2f GFLOP/s\n",
                            tr->name, (long long)sh.rows, (long long)sh.cols, ntk, rl_kernels_impl_name(), nth,
-                           per * 1e6, wbytes / per / 1e9, 2.0 * sh.rows * sh.cols * ntk / per / 1e9);
+                           per * 1e6, wbytes / per / 1e9, fl / per / 1e9, cper * 1e6, wbytes / cper / 1e9,
+                           fl / cper / 1e9);
                     fflush(stdout);
                 }
             }
@@ -134,12 +169,34 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false, all = false;
+    bool quick = false, all = false, k_sel = false;
     rl_type types[32];
     int nt = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-q")) quick = true;
         else if (!strcmp(argv[i], "-a")) all = true;
+        else if (!strcmp(argv[i], "-c")) g_in_cache = true;
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            int v = atoi(argv[++i]);
+            if (v < 1 || v > 64 || g_n_ntok == 8) {
+                fprintf(stderr, "kbench: -n takes 1..64, at most 8 times\n");
+                return 2;
+            }
+            g_ntok[g_n_ntok++] = v;
+        }
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) g_nth_only = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
+            if (!k_sel) memset(g_impl_on, 0, sizeof g_impl_on);
+            k_sel = true;
+            const char *k = argv[++i];
+            int hit = 0;
+            for (int j = 1; j < 4; j++)
+                if (!strcmp(k, k_impl_names[j])) g_impl_on[hit = j] = true;
+            if (!hit) {
+                fprintf(stderr, "kbench: unknown table '%s' (ref, avx2, avx512vnni)\n", k);
+                return 2;
+            }
+        }
         else if (nt < 32 && rl_type_from_name(argv[i], &types[nt]) && rl_matmul_supports(types[nt])) nt++;
         else {
             fprintf(stderr, "kbench: unknown or unsupported type '%s'\n", argv[i]);

@@ -29,3 +29,9 @@ int n_impls(rl_kernels_impl out[2]) {
     if (rl__kernels_avx2()) out[n++] = RL_KERNELS_AVX2;
     return n;
 }
+
+int kt_impls(rl_kernels_impl out[KT_MAX_IMPLS]) {
+    int n = n_impls(out);
+    if (rl__kernels_vnni()) out[n++] = RL_KERNELS_AVX512VNNI;
+    return n;
+}

@@ -16,7 +16,11 @@ uint64_t kt_state(void);
 uint32_t rnd_u32(void);
 float rnd_unif(void);  /* [-1, 1) */
 float rnd_gauss(void); /* approximately N(0, 1) (sum of 4 uniforms) */
-/* The implementations to test: REF always, AVX2 when the CPU has it. */
+/* REF always, AVX2 when the CPU has it (the attention variants: the
+ * AVX512-VNNI table shares the AVX2 attention leaves). */
 int n_impls(rl_kernels_impl out[2]);
+/* Every table this CPU can run: REF, AVX2, AVX512VNNI. */
+#define KT_MAX_IMPLS 3
+int kt_impls(rl_kernels_impl out[KT_MAX_IMPLS]);
 
 #endif

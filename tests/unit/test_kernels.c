@@ -2,7 +2,10 @@
  * (weights dequantized with the traits' to_float), batch invariance
  * (n_tok = 1 vs 7, 1 vs 2 threads: bit-identical), and each AVX2 leaf
  * against its reference twin.  Every test runs under each available
- * implementation (ref, and avx2 when the CPU has it).
+ * implementation (ref; avx2 and avx512vnni when the CPU has them).  The
+ * avx512vnni matmul leaves are bit-identical to the avx2 ones (same float
+ * operations, exact integer sums; x86/vnni_dot.c), and each tile variant
+ * (1, 4, 8 tokens) to the 1-token leaf: test_vnni_vs_avx2.
  *
  * Error bounds (stated where checked):
  *   matmul, quantized weights: activations are quantized per block with
@@ -115,8 +118,8 @@ static void run_matmul(const rl_mat *m, const float *x, float *y, int64_t n_tok,
 
 static void test_matmul_oracle(void **state) {
     (void)state;
-    rl_kernels_impl impls[2];
-    int ni = n_impls(impls);
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
     rl_threadpool *tp = rl_threadpool_new(2);
     for (int ii = 0; ii < ni; ii++) {
         assert_int_equal(rl_kernels_init(impls[ii]), impls[ii]);
@@ -148,18 +151,19 @@ static void test_matmul_oracle(void **state) {
     rl_threadpool_free(tp);
 }
 
-/* y for n_tok = 7 equals, bit for bit, seven n_tok = 1 calls; and 2 threads
- * equal 1 thread. */
+/* y for n_tok = 7 (decode-sized row chunks) and n_tok = 21 (prefill-sized
+ * chunks, tiles 8 + 8 + 4 + 1) equals, bit for bit, n_tok one-token calls;
+ * and 2 threads equal 1 thread. */
 static void test_matmul_batch_invariance(void **state) {
     (void)state;
-    rl_kernels_impl impls[2];
-    int ni = n_impls(impls);
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
     rl_threadpool *tp2 = rl_threadpool_new(2);
     for (int ii = 0; ii < ni; ii++) {
         rl_kernels_init(impls[ii]);
-        for (int ti = 0; ti < N_TYPES; ti++) {
-            rl_type t = k_types[ti];
-            const int64_t rows = 131, cols = 512, n_tok = 7;
+        for (int ti = 0; ti < 2 * N_TYPES; ti++) {
+            rl_type t = k_types[ti % N_TYPES];
+            const int64_t rows = 131, cols = 512, n_tok = ti < N_TYPES ? 7 : 21;
             test_mat tm = make_mat(t, rows, cols);
             float *x = make_x(cols * n_tok, 0.7f);
             float *y7 = malloc(sizeof(float) * rows * n_tok);
@@ -257,8 +261,8 @@ static void test_avx2_vs_ref(void **state) {
  * AVX2 polynomial approximations). */
 static void test_elementwise(void **state) {
     (void)state;
-    rl_kernels_impl impls[2];
-    int ni = n_impls(impls);
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
     enum { N = 300 };
     float x[N], w[N], g[N], u[N], out[N];
     for (int i = 0; i < N; i++) {
@@ -472,8 +476,8 @@ static void check_attention(rl_type kt, rl_type vt, int n_head, int nkv, int hd,
 
 static void test_attention(void **state) {
     (void)state;
-    rl_kernels_impl impls[2];
-    int ni = n_impls(impls);
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
     rl_threadpool *tp = rl_threadpool_new(2);
     for (int ii = 0; ii < ni; ii++) {
         rl_kernels_init(impls[ii]);
@@ -486,6 +490,134 @@ static void test_attention(void **state) {
     rl_threadpool_free(tp);
 }
 
+/* AVX512-VNNI leaves: vec_dot, vec_dot4 and vec_dot8 equal the AVX2
+ * vec_dot bit for bit for every token (the bound vs the reference is then
+ * the AVX2 one, test_avx2_vs_ref); weights include q8_0 codes of -128 and
+ * an odd number of 32-element blocks.  Then rl_matmul under the VNNI table
+ * with 13 tokens (tiles 8 + 4 + 1) equals 13 one-token AVX2 matmuls. */
+static void test_vnni_vs_avx2(void **state) {
+    (void)state;
+    const rl__ktab *avx = rl__kernels_avx2(), *vn = rl__kernels_vnni();
+    if (!avx || !vn) skip();
+    enum { T = 8, ROWS = 3 };
+    uint8_t *xq = malloc((size_t)T * 8192);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        rl_type t = k_types[ti];
+        rl_type at = rl__act_type(t);
+        if (!vn->vec_dot[t] || vn->vec_dot[t] == avx->vec_dot[t]) continue;
+        assert_true(at != RL_TYPE_F32);
+        const int64_t n = at == RL_TYPE_Q8_K ? 1280 : 1056; /* 33 blocks of 32 */
+        test_mat tm = make_mat(t, ROWS, n);
+        if (t == RL_TYPE_Q8_0) { /* codes the quantizer never writes */
+            rl_block_q8_0 *b = (rl_block_q8_0 *)(uintptr_t)tm.m.data;
+            b[0].qs[3] = -128;
+            b[7].qs[31] = -128;
+            b[40].qs[0] = -128;
+        }
+        size_t xrow = rl_type_row_size(at, n);
+        assert_true(xrow <= 8192);
+        rl__quant_fn q = at == RL_TYPE_Q8_0 ? avx->quant_q8_0
+                         : at == RL_TYPE_Q8_1 ? avx->quant_q8_1 : avx->quant_q8_K;
+        float *x = make_x(n * T, 1.1f);
+        for (int k = 0; k < T; k++) q(x + k * n, xq + k * xrow, n);
+        for (int r = 0; r < ROWS; r++) {
+            const void *wr = (const uint8_t *)tm.m.data + r * tm.m.row_size;
+            float sa[T], s1[T], s4[T], s8[T];
+            for (int k = 0; k < T; k++) {
+                avx->vec_dot[t](n, &sa[k], wr, xq + k * xrow);
+                vn->vec_dot[t](n, &s1[k], wr, xq + k * xrow);
+            }
+            assert_non_null(vn->vec_dot4[t]);
+            assert_non_null(vn->vec_dot8[t]);
+            vn->vec_dot4[t](n, s4, 1, wr, xq, xrow);
+            vn->vec_dot4[t](n, s4 + 4, 1, wr, xq + 4 * xrow, xrow);
+            vn->vec_dot8[t](n, s8, 1, wr, xq, xrow);
+            for (int k = 0; k < T; k++)
+                if (memcmp(&sa[k], &s1[k], 4) || memcmp(&sa[k], &s4[k], 4) || memcmp(&sa[k], &s8[k], 4))
+                    fail_msg("%s row %d tok %d: avx2 %.9g vnni %.9g dot4 %.9g dot8 %.9g", rl_type_name(t), r,
+                             k, sa[k], s1[k], s4[k], s8[k]);
+        }
+        free(x);
+        free_mat(&tm);
+    }
+    free(xq);
+
+    rl_threadpool *tp = rl_threadpool_new(2);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        rl_type t = k_types[ti];
+        const int64_t rows = 70, cols = 512, n_tok = 13;
+        test_mat tm = make_mat(t, rows, cols);
+        float *x = make_x(cols * n_tok, 0.9f);
+        float *y = malloc(sizeof(float) * rows * n_tok), *y1 = malloc(sizeof(float) * rows);
+        assert_int_equal(rl_kernels_init(RL_KERNELS_AVX512VNNI), RL_KERNELS_AVX512VNNI);
+        run_matmul(&tm.m, x, y, n_tok, tp);
+        assert_int_equal(rl_kernels_init(RL_KERNELS_AVX2), RL_KERNELS_AVX2);
+        for (int64_t tk = 0; tk < n_tok; tk++) {
+            run_matmul(&tm.m, x + tk * cols, y1, 1, NULL);
+            if (memcmp(y1, y + tk * rows, sizeof(float) * rows))
+                fail_msg("%s: 13-token vnni matmul differs from avx2 at token %ld", rl_type_name(t), (long)tk);
+        }
+        free(x);
+        free(y);
+        free(y1);
+        free_mat(&tm);
+    }
+    rl_threadpool_free(tp);
+    rl_kernels_init(RL_KERNELS_AUTO);
+}
+
+/* rl_matmul_multi equals one rl_matmul per matrix bit for bit, for a
+ * group sharing the activation type (q4_K, q6_K: one quantization, one
+ * dispatch) and a mixed group (q4_K with q8_0: falls back per matrix),
+ * under every table, 1 and 2 threads, 1 and 11 tokens. */
+static void test_matmul_multi(void **state) {
+    (void)state;
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
+    rl_threadpool *tp = rl_threadpool_new(2);
+    const int64_t cols = 512;
+    const rl_type grp[2][3] = {{RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_K}, {RL_TYPE_Q4_K, RL_TYPE_Q8_0, RL_TYPE_Q4_K}};
+    const int64_t rows[3] = {96, 33, 200};
+    for (int g = 0; g < 2; g++) {
+        test_mat tm[3];
+        const rl_mat *ws[3];
+        float *ys[3], *y1[3];
+        for (int i = 0; i < 3; i++) {
+            tm[i] = make_mat(grp[g][i], rows[i], cols);
+            ws[i] = &tm[i].m;
+            ys[i] = malloc(sizeof(float) * rows[i] * 11);
+            y1[i] = malloc(sizeof(float) * rows[i] * 11);
+        }
+        float *x = make_x(cols * 11, 0.8f);
+        size_t ss = 0;
+        for (int i = 0; i < 3; i++)
+            if (rl_matmul_scratch_size(ws[i], 11) > ss) ss = rl_matmul_scratch_size(ws[i], 11);
+        void *scratch = malloc(ss);
+        for (int ii = 0; ii < ni; ii++) {
+            rl_kernels_init(impls[ii]);
+            for (int n_tok = 1; n_tok <= 11; n_tok += 10)
+                for (int th = 0; th < 2; th++) {
+                    rl_matmul_multi(ws, ys, 3, x, n_tok, scratch, th ? tp : NULL);
+                    for (int i = 0; i < 3; i++) {
+                        run_matmul(ws[i], x, y1[i], n_tok, NULL);
+                        if (memcmp(ys[i], y1[i], sizeof(float) * rows[i] * n_tok))
+                            fail_msg("%s group %d matrix %d n_tok %d: multi differs from single",
+                                     rl_kernels_impl_name(), g, i, n_tok);
+                    }
+                }
+        }
+        free(scratch);
+        free(x);
+        for (int i = 0; i < 3; i++) {
+            free(ys[i]);
+            free(y1[i]);
+            free_mat(&tm[i]);
+        }
+    }
+    rl_threadpool_free(tp);
+    rl_kernels_init(RL_KERNELS_AUTO);
+}
+
 int main(void) {
     kt_seed(KT_SEED);
     const struct CMUnitTest tests[] = {
@@ -496,6 +628,8 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_get_row_kv_store),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_vnni_vs_avx2),
+        cmocka_unit_test(test_matmul_multi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,27 @@
 
 #include "kernels/kernels-impl.h"
 
+/* Decode (one token) streams each weight byte once from DRAM, and one core
+ * cannot keep enough misses in flight on its own to reach the DRAM rate
+ * (the L2 streamer alone gave 7-8 GB/s per core on Ice Lake-SP), so the
+ * 1-token matmul leaves (avx2_dot4.c, vnni_dot.c) prefetch RL_PF_DIST bytes
+ * ahead into L2: RL_PF3 (three lines) per K-quant super-block (144 or 210
+ * bytes), RL_PF1 per pair of 32-element blocks (36-68 bytes).  3072
+ * measured best among 512..4096 (kbench 4096x4096 from DRAM, 1 and 2
+ * threads: q4_K +25%, q6_K +15%, 32-element types +10-30%).  A prefetch
+ * past the end of the matrix is harmless (prefetches do not fault). */
+#ifndef RL_PF_DIST
+#define RL_PF_DIST 3072
+#endif
+#define RL_PF1(p) _mm_prefetch((const char *)(p) + RL_PF_DIST, _MM_HINT_T1)
+#define RL_PF3(p)                                                                                  \
+    do {                                                                                           \
+        const char *pf_ = (const char *)(p) + RL_PF_DIST;                                          \
+        _mm_prefetch(pf_, _MM_HINT_T1);                                                            \
+        _mm_prefetch(pf_ + 64, _MM_HINT_T1);                                                       \
+        _mm_prefetch(pf_ + 128, _MM_HINT_T1);                                                      \
+    } while (0)
+
 static inline float rl__hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

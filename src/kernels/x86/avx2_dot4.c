@@ -95,6 +95,7 @@ RL_AI __m256i rl__w_q5_0(const rl_block_q5_0 *b) {
         const int64_t nb = n / 32;                                                                 \
         int64_t i_ = 0;                                                                            \
         for (; i_ + 2 <= nb; i_ += 2) {                                                            \
+            if (T == 1) RL_PF1(&w[i_]); /* see avx2-impl.h */                                      \
             RL_BLK_SIGNED(WTYPE, UNPACK, acc0);                                                    \
             i_++;                                                                                  \
             RL_BLK_SIGNED(WTYPE, UNPACK, acc1);                                                    \
@@ -139,6 +140,7 @@ RL_AI void rl__dotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const v
     const int64_t nb = n / 32;
     int64_t i_ = 0;
     for (; i_ + 2 <= nb; i_ += 2) {
+        if (T == 1) RL_PF1(&w[i_]);
         RL_BLK_Q4_1(acc0, summ0);
         i_++;
         RL_BLK_Q4_1(acc1, summ1);
@@ -177,6 +179,7 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
         __m256i scb, mins;
         rl__q4k_scales(w[i].scales, &scb, &mins);
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
@@ -215,6 +218,7 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]);
         /* 16 int8 scales as int16; correction -32 * sum(scale * bsum) */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         __m256i sumi[RL_TMAX];

@@ -1,0 +1,302 @@
+/* AVX512-VNNI vec-dots on quantized weights: 1-, 4- and 8-token variants
+ * generated from one always-inline template per type, for the
+ * "avx512vnni" table (the AVX2 table with these matmul leaves in place of
+ * avx2_dot4.c's).  Compiled with -mavx512f -mavx512bw -mavx512vl
+ * -mavx512vnni (Makefile), and reached only through that table, which
+ * dispatch.c builds only when CPUID and XCR0 report the features.
+ *
+ * Bit-identity with the AVX2 table (tested in test_kernels.c): every float
+ * operation a token sees is the one avx2_dot4.c applies, on the same
+ * values, in the same order (same accumulators, same lane layout, same
+ * horizontal sums).  Only the integer block sums are computed differently,
+ * and those are exact:
+ *   - vpdpbusd(0, u, s) lane l = sum of the 4 byte products 4l..4l+3, which
+ *     is what vpmaddubsw (no saturation: |u| <= 128, |s| <= 127, so a pair
+ *     is at most 32512) followed by vpmaddwd with ones gives;
+ *   - vpdpwssd(acc, p, sc) = acc + vpmaddwd(p, sc), one uop instead of two;
+ *   - the K-quant templates work on zmm registers holding two 32-byte
+ *     chunks side by side (low half = the chunk the AVX2 code handles in
+ *     one step, high half = the next one); the two halves are added (exact
+ *     int32) before the int->float conversion, giving the AVX2 lanes.
+ * So within this table vec_dot4/vec_dot8 equal vec_dot per token, and the
+ * table as a whole equals the AVX2 table bit for bit.
+ *
+ * Why it is faster: vpdpbusd/vpdpwssd fuse two multiply uops (or a
+ * multiply and an add) into one; zmm integer multiplies issue on two ports
+ * on this core class (Ice Lake-SP), doubling the K-quant integer rate; 32
+ * vector registers allow an 8-token tile without spills, halving the
+ * per-token cost of unpacking weights.
+ */
+#include <string.h>
+
+#include "kernels/x86/avx2-impl.h"
+
+#define RL_AI static inline __attribute__((always_inline))
+#define RL_UNROLL _Pragma("GCC unroll 8")
+#define RL_TMAX 8 /* largest token tile */
+
+static inline float rl__f16(rl_fp16 h) { return _cvtsh_ss(h); }
+
+/* As in avx2_dot4.c: first 4 fp16 at p as floats; packed nibbles. */
+RL_AI __m128 rl__h4(const void *p) { return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)); }
+
+RL_AI __m256i rl__nib32(const uint8_t *p) {
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    b = _mm256_srlv_epi64(b, _mm256_set_epi64x(4, 4, 0, 0));
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* Activation block i of token k (rows xs bytes apart). */
+#define XB(type, k, i) (((const type *)((const uint8_t *)vx + (size_t)(k) * xs))[i])
+
+/* ---------------- 32-element blocks ---------------- */
+
+RL_AI __m256i rl__w_q4_0(const rl_block_q4_0 *b) {
+    return _mm256_sub_epi8(rl__nib32(b->qs), _mm256_set1_epi8(8));
+}
+RL_AI __m256i rl__w_q5_0(const rl_block_q5_0 *b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    __m256i hi = _mm256_andnot_si256(rl__bits32(qh), _mm256_set1_epi8((char)0xF0));
+    return _mm256_or_si256(rl__nib32(b->qs), hi);
+}
+RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
+
+/* Block i of a signed-weight type against q8_0 activations, fused into
+ * acc[k]; the float part is RL_BLK_SIGNED of avx2_dot4.c verbatim. */
+#define RL_VBLK_SIGNED(WTYPE, UNPACK, acc)                                                         \
+    do {                                                                                           \
+        const WTYPE *b_ = &w[i_];                                                                  \
+        const __m128 dw = rl__h4(&b_->d);                                                          \
+        const __m256i qw = UNPACK(b_);                                                             \
+        const __m256i aw = _mm256_sign_epi8(qw, qw);                                               \
+        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
+            const rl_block_q8_0 *x = &XB(rl_block_q8_0, k, i_);                                    \
+            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
+            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(qx, qw)); \
+            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(dw, rl__h4(&x->d)));                       \
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);                          \
+        }                                                                                          \
+    } while (0)
+
+#define RL_VDOT_SIGNED(NAME, WTYPE, UNPACK)                                                        \
+    RL_AI void NAME(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,     \
+                    const int T) {                                                                 \
+        const WTYPE *w = vw;                                                                       \
+        __m256 acc0[RL_TMAX], acc1[RL_TMAX];                                                       \
+        RL_UNROLL for (int k = 0; k < T; k++) acc0[k] = acc1[k] = _mm256_setzero_ps();             \
+        const int64_t nb = n / 32;                                                                 \
+        int64_t i_ = 0;                                                                            \
+        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
+            if (T == 1) RL_PF1(&w[i_]); /* see avx2-impl.h */                                      \
+            RL_VBLK_SIGNED(WTYPE, UNPACK, acc0);                                                   \
+            i_++;                                                                                  \
+            RL_VBLK_SIGNED(WTYPE, UNPACK, acc1);                                                   \
+            i_--;                                                                                  \
+        }                                                                                          \
+        if (i_ < nb) RL_VBLK_SIGNED(WTYPE, UNPACK, acc0);                                          \
+        RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])); \
+    }
+
+RL_VDOT_SIGNED(rl__vdotT_q4_0, rl_block_q4_0, rl__w_q4_0)
+RL_VDOT_SIGNED(rl__vdotT_q5_0, rl_block_q5_0, rl__w_q5_0)
+RL_VDOT_SIGNED(rl__vdotT_q8_0, rl_block_q8_0, rl__w_q8_0)
+
+/* q4_1 against q8_1: RL_BLK_Q4_1 of avx2_dot4.c with vpdpbusd. */
+#define RL_VBLK_Q4_1(acc, summ)                                                                    \
+    do {                                                                                           \
+        const __m128 dmw = rl__h4(&w[i_].d);                                                       \
+        const __m256i qw = rl__nib32(w[i_].qs);                                                    \
+        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
+            const rl_block_q8_1 *x = &XB(rl_block_q8_1, k, i_);                                    \
+            __m128 p = _mm_mul_ps(dmw, rl__h4(&x->d));                                             \
+            summ[k] = _mm_add_ps(summ[k], p);                                                      \
+            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
+            __m256 d = _mm256_broadcastss_ps(p);                                                   \
+            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qw, qx);                     \
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);                          \
+        }                                                                                          \
+    } while (0)
+
+RL_AI void rl__vdotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T) {
+    const rl_block_q4_1 *w = vw;
+    __m256 acc0[RL_TMAX], acc1[RL_TMAX];
+    __m128 summ0[RL_TMAX], summ1[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc0[k] = acc1[k] = _mm256_setzero_ps();
+        summ0[k] = summ1[k] = _mm_setzero_ps();
+    }
+    const int64_t nb = n / 32;
+    int64_t i_ = 0;
+    for (; i_ + 2 <= nb; i_ += 2) {
+        if (T == 1) RL_PF1(&w[i_]);
+        RL_VBLK_Q4_1(acc0, summ0);
+        i_++;
+        RL_VBLK_Q4_1(acc1, summ1);
+        i_--;
+    }
+    if (i_ < nb) RL_VBLK_Q4_1(acc0, summ0);
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[k]), _mm_movehdup_ps(summ1[k]));
+        s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(sm);
+    }
+}
+
+/* ---------------- K-quants ---------------- */
+
+/* Low + high 256-bit halves of an int32 zmm (exact). */
+RL_AI __m256i rl__fold(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+/* The 8 6-bit scales and mins of a q4_K super-block as int16 (see
+ * rl__q4k_scales in avx2_dot4.c): *sc = sc0..sc7 in the low 128 bits,
+ * *mins = [m0 m0 m1 m1 .. m7 m7] to pair with the sixteen q8_K bsums. */
+RL_AI void rl__q4k_scales(const uint8_t *q, __m128i *sc, __m256i *mins) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    uint32_t s_lo = u[0] & 0x3f3f3f3fu;
+    uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+    __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)m_hi, (int)m_lo, (int)s_hi, (int)s_lo));
+    __m128i m16 = _mm256_extracti128_si256(v, 1);
+    *sc = _mm256_castsi256_si128(v);
+    *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+}
+
+/* q4_K: per 64 elements j (sub-blocks 2j, 2j+1), one zmm holds the 32
+ * weight bytes' low nibbles (sub-block 2j, pairs with y[64j..64j+31]) in
+ * its low half and high nibbles (2j+1, y[64j+32..64j+63]) in its high half,
+ * so the 64 activation bytes load as one zmm; the scale vector holds sc[2j]
+ * in the low half and sc[2j+1] in the high half. */
+RL_AI void rl__vdotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T) {
+    const rl_block_q4_K *w = vw;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i nshift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
+        __m128i sc;
+        __m256i mins;
+        rl__q4k_scales(w[i].scales, &sc, &mins);
+        const __m512i sc512 = _mm512_castsi128_si512(sc);
+        const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
+        __m512i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm512_setzero_si512();
+        RL_UNROLL for (int j = 0; j < 4; j++) {
+            __m512i qb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j)));
+            __m512i q = _mm512_and_si512(_mm512_srlv_epi64(qb, nshift), m4);
+            __m512i scj = _mm512_permutexvar_epi16(
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(2 * j))),
+                                   _mm256_set1_epi16((short)(2 * j + 1)), 1),
+                sc512);
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * j;
+                __m512i yk = _mm512_loadu_si512((const void *)y);
+                sumi[k] = _mm512_dpwssd_epi32(sumi[k], _mm512_maddubs_epi16(q, yk), scj);
+            }
+        }
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
+            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(rl__fold(sumi[k])), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+}
+
+/* q6_K: per half h (128 elements), zmm A = [q0 | q1] (y[128h..128h+63])
+ * and B = [q2 | q3] (y[128h+64..128h+127]) in the chunk numbering of
+ * avx2_dot4.c; 128-bit lane L of A uses scale 8h+L, of B scale 8h+4+L
+ * (16 elements each).  The -32 offset is folded in as in avx2_dot4.c:
+ * sum(q*y*s) - 32*sum(s*bsum), exact int32. */
+RL_AI void rl__vdotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T) {
+    const rl_block_q6_K *w = vw;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i lsh = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
+    const __m512i rsh = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+    const __m512i lane = _mm512_set_epi64(0x0003000300030003ll, 0x0003000300030003ll, 0x0002000200020002ll,
+                                          0x0002000200020002ll, 0x0001000100010001ll, 0x0001000100010001ll, 0, 0);
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        const __m512i sc512 = _mm512_castsi256_si512(sc16);
+        __m512i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            __m256i b = _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums);
+            __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(b, sc16), 5));
+            sumi[k] = _mm512_inserti64x4(_mm512_setzero_si512(), corr, 0);
+        }
+        RL_UNROLL for (int h = 0; h < 2; h++) {
+            const __m512i l = _mm512_loadu_si512((const void *)(w[i].ql + 64 * h));
+            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h)));
+            const __m512i qa = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                               _mm512_and_si512(_mm512_sllv_epi64(hb, lsh), m30));
+            const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                               _mm512_and_si512(_mm512_srlv_epi64(hb, rsh), m30));
+            /* int16 element e (in 128-bit lane L = e / 8) of A takes scale
+             * 8h + L, of B scale 8h + 4 + L */
+            const __m512i ia = _mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h)));
+            const __m512i ib = _mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h + 4)));
+            const __m512i sca = _mm512_permutexvar_epi16(ia, sc512);
+            const __m512i scb = _mm512_permutexvar_epi16(ib, sc512);
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const int8_t *y = XB(rl_block_q8_K, k, i).qs + 128 * h;
+                __m512i ya = _mm512_loadu_si512((const void *)y);
+                __m512i yb = _mm512_loadu_si512((const void *)(y + 64));
+                sumi[k] = _mm512_dpwssd_epi32(sumi[k], _mm512_maddubs_epi16(qa, ya), sca);
+                sumi[k] = _mm512_dpwssd_epi32(sumi[k], _mm512_maddubs_epi16(qb, yb), scb);
+            }
+        }
+        const float dw = rl__f16(w[i].d);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__fold(sumi[k])), acc[k]);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+}
+
+/* ---------------- instantiations ---------------- */
+
+#define RL_VINST(TY)                                                                               \
+    static void rl__dot_##TY##_vnni(int64_t n, float *s, const void *w, const void *x) {           \
+        rl__vdotT_##TY(n, s, 0, w, x, 0, 1);                                                       \
+    }                                                                                              \
+    static void rl__dot4_##TY##_vnni(int64_t n, float *s, size_t ss, const void *w, const void *x, \
+                                     size_t xs) {                                                  \
+        rl__vdotT_##TY(n, s, ss, w, x, xs, 4);                                                     \
+    }                                                                                              \
+    static void rl__dot8_##TY##_vnni(int64_t n, float *s, size_t ss, const void *w, const void *x, \
+                                     size_t xs) {                                                  \
+        rl__vdotT_##TY(n, s, ss, w, x, xs, 8);                                                     \
+    }
+
+RL_VINST(q4_0)
+RL_VINST(q4_1)
+RL_VINST(q5_0)
+RL_VINST(q8_0)
+RL_VINST(q4_K)
+RL_VINST(q6_K)
+
+void rl__vnni_fill(rl__ktab *t) {
+#define RL_SET(TY, E)                                                                              \
+    t->vec_dot[E] = rl__dot_##TY##_vnni;                                                           \
+    t->vec_dot4[E] = rl__dot4_##TY##_vnni;                                                         \
+    t->vec_dot8[E] = rl__dot8_##TY##_vnni;
+    RL_SET(q4_0, RL_TYPE_Q4_0)
+    RL_SET(q4_1, RL_TYPE_Q4_1)
+    RL_SET(q5_0, RL_TYPE_Q5_0)
+    RL_SET(q8_0, RL_TYPE_Q8_0)
+    RL_SET(q4_K, RL_TYPE_Q4_K)
+    RL_SET(q6_K, RL_TYPE_Q6_K)
+#undef RL_SET
+}
