@@ -1,6 +1,6 @@
 /* rl_attention driver: causal (optionally sliding-window, soft-capped)
  * attention of one sequence's query tokens over its paged K/V, whose pages
- * may be f32, f16, q8_0 or q4_0 (K and V chosen separately).
+ * may be f32, f16, q8_0, q4_0 or iq4_nl (K and V chosen separately).
  *
  * Work items are (token, head) pairs handed out by an atomic counter.  Each
  * item runs an online softmax over positions [lo, pos[t]] in tiles of
@@ -14,6 +14,14 @@
  * quantized once per item to q8_0 blocks and scored with integer block dot
  * products; q8_0/q4_0 V rows are dequantized in registers while they are
  * accumulated.  No dequantized copy of the cache is ever made.
+ *
+ * Rotated pages (rl_kv_layer.k_rot / v_rot, resolved by rl_kv_rot_resolve;
+ * by default the quantized ones): rl_kv_store wrote H k and H v.  The item's query head
+ * is rotated once (H q, before its q8_0 quantization), and the finished
+ * output head (acc / sum) is rotated back with the same H.
+ * Shifted K pages (rl_kv_layer.k_shift, quantized K only) hold k - mu; the
+ * item computes q . mu once (float, the unrotated query) and adds it to
+ * each raw score before scaling, so scores are q . k again.
  *
  * The arithmetic for an item depends only on q, pos[t], the window, the
  * block size and the stored K/V, so results are invariant to n_tok and
@@ -47,8 +55,11 @@ typedef struct rl__att_ctx {
     const rl_attn_args *a;
     const rl__ktab *kt;
     size_t k_row, v_row;
-    bool k_quant; /* K pages are q8_0/q4_0: score with a q8_0 query */
-    bool kqf;     /* K pages are q8_0/q4_0: score with the f32 query (kqf_rows) */
+    bool k_quant; /* K pages are q8_0/q4_0/iq4_nl: score with a q8_0 query */
+    bool kqf;     /* K pages are quantized: score with the f32 query (kqf_rows) */
+    bool k_rot;   /* K rows are stored Hadamard-rotated: rotate the query head */
+    bool v_rot;   /* V rows are stored rotated: rotate the output head back */
+    bool k_shift; /* K rows are stored minus kv->k_shift: add q . k_shift back */
     _Atomic int64_t next;
 } rl__att_ctx;
 
@@ -57,7 +68,8 @@ bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
     case RL_TYPE_F32:
     case RL_TYPE_F16: return head_dim > 0;
     case RL_TYPE_Q8_0:
-    case RL_TYPE_Q4_0: return head_dim > 0 && head_dim % 32 == 0;
+    case RL_TYPE_Q4_0:
+    case RL_TYPE_IQ4_NL: return head_dim > 0 && head_dim % 32 == 0;
     default: return false;
     }
 }
@@ -81,7 +93,7 @@ static void rl__att_task(void *p, int ith, int nth) {
     void (*const kq)(const void *, const void *, size_t, int, int, float *) =
         c->kqf ? kt->kqf_rows[kv->k_type] : kt->kq_rows[kv->k_type];
     void (*const vr)(float *, const void *, size_t, const float *, int, int) = kt->v_rows[kv->v_type];
-    float acc[RL_ATT_MAX_HD], sc[RL_ATT_TILE];
+    float acc[RL_ATT_MAX_HD], sc[RL_ATT_TILE], qr[RL_ATT_MAX_HD];
     rl_block_q8_0 qq[RL_ATT_MAX_HD / RL_QK8_0];
     for (;;) {
         int64_t it = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
@@ -89,6 +101,16 @@ static void rl__att_task(void *p, int ith, int nth) {
         int t = (int)(it / a->n_head), h = (int)(it % a->n_head), kvh = h / group;
         const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
         float *out = a->out + ((size_t)t * a->n_head + h) * hd;
+        float qmu = 0.0f; /* q . k_shift, the part of every score the pages do not hold */
+        if (c->k_shift) {
+            const float *mu = kv->k_shift + (size_t)kvh * hd;
+            for (int i = 0; i < hd; i++) qmu += q[i] * mu[i];
+        }
+        if (c->k_rot) { /* (Hq).(Hk) = q.k */
+            memcpy(qr, q, (size_t)hd * sizeof(float));
+            kt->wht(qr, hd);
+            q = qr;
+        }
         const void *qk = q;
         if (c->k_quant) {
             kt->quant_q8_0(q, qq, hd); /* once per item, reused for every key */
@@ -112,7 +134,7 @@ static void rl__att_task(void *p, int ith, int nth) {
             }
             float mt = -INFINITY;
             for (int32_t i = 0; i < t1 - t0; i++) {
-                float sv = sc[i] * a->scale;
+                float sv = (sc[i] + qmu) * a->scale;
                 if (a->softcap > 0.0f) sv = a->softcap * tanhf(sv / a->softcap);
                 sc[i] = sv;
                 if (sv > mt) mt = sv;
@@ -140,6 +162,7 @@ static void rl__att_task(void *p, int ith, int nth) {
         }
         float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
+        if (c->v_rot) kt->wht(out, hd); /* sum_p w_p H v_p, rotated back (H H = I) */
     }
 }
 
@@ -153,8 +176,11 @@ void rl_attention(const rl_attn_args *a, rl_threadpool *tp) {
     rl__att_ctx c = {.a = a, .kt = rl__kernels()};
     c.k_row = rl_type_row_size(kv->k_type, kv->head_dim);
     c.v_row = rl_type_row_size(kv->v_type, kv->head_dim);
-    c.k_quant = kv->k_type == RL_TYPE_Q8_0 || kv->k_type == RL_TYPE_Q4_0;
+    c.k_quant = kv->k_type == RL_TYPE_Q8_0 || kv->k_type == RL_TYPE_Q4_0 || kv->k_type == RL_TYPE_IQ4_NL;
     if (c.k_quant && rl__kvq_float_query()) c.k_quant = false, c.kqf = true;
+    c.k_rot = rl_kv_rot_resolve(kv->k_type, kv->head_dim, kv->k_rot) == RL_KV_ROT_HADAMARD;
+    c.v_rot = rl_kv_rot_resolve(kv->v_type, kv->head_dim, kv->v_rot) == RL_KV_ROT_HADAMARD;
+    c.k_shift = rl_kv_k_shifted(kv);
     atomic_init(&c.next, 0);
     if (rl_threadpool_n_threads(tp) == 1)
         rl__att_task(&c, 0, 1);

@@ -154,6 +154,8 @@ rl_status rl_kv_pool_new(const rl_kv_config *cfg, rl_kv_pool **out, rl_err *err)
         rl_kv_layer *L = &p->layers[l];
         L->k_type = cfg->k_type;
         L->v_type = cfg->v_type;
+        L->k_rot = cfg->k_rot;
+        L->v_rot = cfg->v_rot;
         L->n_kv_head = cfg->n_kv_head;
         L->head_dim = cfg->head_dim;
         L->block_size = cfg->block_size;

@@ -35,6 +35,8 @@ typedef struct rl_kv_config {
     int32_t n_layer, n_kv_head, head_dim;
     int32_t block_size;   /* tokens per block (default 16) */
     rl_type k_type, v_type;
+    rl_kv_rot k_rot, v_rot; /* page rotation, copied into every layer (0 = AUTO:
+                             * Hadamard for quantized pages, see rl_kv_rot) */
     size_t mem_bytes;     /* budget for K+V of all layers; n_blocks follows */
     int32_t n_blocks;     /* if > 0, overrides mem_bytes (tests) */
 } rl_kv_config;

@@ -1,5 +1,6 @@
-"""KV-cache quantization on a real model: SmolLM2-135M with q8_0 / q4_0 KV
-pages against f16 KV pages (build/tools/logits --kv/--kv-v).
+"""KV-cache quantization on a real model: SmolLM2-135M with q8_0 / q4_0 /
+iq4_nl KV pages (Walsh-Hadamard rotated, the default for quantized pages)
+against f16 KV pages (build/tools/logits --kv/--kv-v).
 
 Greedy decoding of this 135M Q4_1 model is chaotic: f32 KV pages already
 change the f16-KV greedy tokens within 32 steps on most golden prompts
@@ -10,7 +11,9 @@ format has here.  What is asserted instead, per golden prompt:
     tokens) is fed back with --all, and the argmax at each continuation
     position under q8_0 KV must equal the f16-KV argmax on >= 95% of
     positions overall (f32 KV is checked the same way as a yardstick);
-    q4_0 KV must reach >= 75% (measured: f32 98.0%, q8_0 96.9%, q4_0 80.9%);
+    q4_0 and iq4_nl KV must reach >= 88% (measured with rotation: f32
+    98.0%, q8_0 95.7%, q4_0 91.4%, iq4_nl 91.8%; before rotation q8_0 96.9%,
+    q4_0 80.9%, when the q4_0 bound was 75%);
   - the greedy first-divergence step of every format is printed (the
     figures in docs/KVQUANT.md come from this run).
 
@@ -32,7 +35,7 @@ LOGITS = os.path.join(BUILD, "tools", "logits")
 PROMPTS_JSON = os.path.join(ROOT, "tests", "data", "golden_prompts.json")
 MODEL = os.path.join(ROOT, "models", "smollm2-135m.gguf")
 N_GEN = 32
-MIN_AGREE = {"f32": 0.95, "q8_0": 0.95, "q4_0": 0.75}
+MIN_AGREE = {"f32": 0.95, "q8_0": 0.95, "q4_0": 0.88, "iq4_nl": 0.88}
 
 
 def run_logits(ids, kv, extra):

@@ -13,6 +13,9 @@
  * are each repeated --reps times (the types interleaved within each
  * repetition, after two warm-up rounds); the median is reported as ms and
  * tok/s.
+ * A page type may carry a rotation suffix: q4_0:n (no rotation), q4_0:h
+ * (Walsh-Hadamard rotation); without one the layer's default applies
+ * (rl_kv_rot_resolve: quantized pages rotated).
  * Also printed: KV bytes per token (all layers, K+V), and how many
  * sequences of N tokens fit a --budget-mib KV budget (whole 16-slot
  * blocks).  Output: one markdown table on stdout.  Timings are medians
@@ -93,20 +96,33 @@ int main(int argc, char **argv) {
     const size_t f16_tok = (size_t)sh.n_layer * nkv * 2 * rl_type_row_size(RL_TYPE_F16, hd);
     enum { MAX_T = 8 };
     rl_type kts[MAX_T], vts[MAX_T];
+    rl_kv_rot krs[MAX_T], vrs[MAX_T];
     char names[MAX_T][40];
     int nt = 0;
     char types[256];
     snprintf(types, sizeof types, "%s", types_s);
     for (char *save1 = NULL, *tp_s = strtok_r(types, ",", &save1); tp_s && nt < MAX_T;
          tp_s = strtok_r(NULL, ",", &save1)) {
-        char kn[16] = {0}, *slash = strchr(tp_s, '/');
-        const char *vn = slash ? slash + 1 : tp_s;
+        char kn[16] = {0}, vn[16] = {0}, *slash = strchr(tp_s, '/');
+        snprintf(vn, sizeof vn, "%s", slash ? slash + 1 : tp_s);
         snprintf(kn, sizeof kn, "%.*s", slash ? (int)(slash - tp_s) : (int)strlen(tp_s), tp_s);
+        char *names2[2] = {kn, vn};
+        rl_kv_rot *rots[2] = {&krs[nt], &vrs[nt]};
+        for (int j = 0; j < 2; j++) { /* optional :n / :h rotation suffix */
+            char *colon = strchr(names2[j], ':');
+            *rots[j] = RL_KV_ROT_AUTO;
+            if (colon) {
+                *rots[j] = colon[1] == 'h' ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE;
+                *colon = 0;
+            }
+        }
         if (!rl_type_from_name(kn, &kts[nt]) || !rl_type_from_name(vn, &vts[nt])) {
             fprintf(stderr, "kvbench: bad type pair '%s'\n", tp_s);
             return 2;
         }
-        snprintf(names[nt], sizeof names[nt], "%s/%s", kn, vn);
+        bool kh = rl_kv_rot_resolve(kts[nt], hd, krs[nt]) == RL_KV_ROT_HADAMARD;
+        bool vh = rl_kv_rot_resolve(vts[nt], hd, vrs[nt]) == RL_KV_ROT_HADAMARD;
+        snprintf(names[nt], sizeof names[nt], "%s%s/%s%s", kn, kh ? "+H" : "", vn, vh ? "+H" : "");
         nt++;
     }
     double *ta = malloc(sizeof(double) * (size_t)reps * MAX_T), *ts = malloc(sizeof(double) * (size_t)reps * MAX_T);
@@ -120,6 +136,10 @@ int main(int argc, char **argv) {
             if (rl_seqkv_init_kv(&kv[ti], m, n + 1, 1, 16, kts[ti], vts[ti], &err)) {
                 fprintf(stderr, "kvbench: %s\n", err.msg);
                 return 1;
+            }
+            for (int il = 0; il < sh.n_layer; il++) {
+                kv[ti].layers[il].k_rot = krs[ti];
+                kv[ti].layers[il].v_rot = vrs[ti];
             }
             g_rng = 0x9E3779B97F4A7C15ull; /* the same K/V values for every type */
             for (int il = 0; il < sh.n_layer; il++)

@@ -1,5 +1,6 @@
-/* KV-cache quantization tests: q8_0 / q4_0 pages for K and V (chosen
- * separately), stored once by rl_kv_store and read in place by
+/* KV-cache quantization tests: q8_0 / q4_0 / iq4_nl pages for K and V
+ * (chosen separately), optionally Walsh-Hadamard rotated (the default for
+ * all three), stored once by rl_kv_store and read in place by
  * rl_attention.
  *
  * What is checked, under each available implementation (ref, avx2):
@@ -18,7 +19,14 @@
  *     the 5-token, 2-thread call;
  *   - AVX2 attention vs reference attention on the same quantized pages;
  *   - copying whole blocks (prefix caching, copy-on-write, swap-in) to other
- *     block ids leaves attention bit-identical.
+ *     block ids leaves attention bit-identical;
+ *   - rotation: rl_wht against the naive Hadamard matrix product, H(Hx) = x,
+ *     AVX2 bit-identical to the reference; rotated pages checked in the page
+ *     domain with the same bounds (see check_case_rot); rotated f32 pages
+ *     equal unrotated ones up to float rounding; rotated q4_0 K scores are
+ *     closer to exact than unrotated ones on keys with outlier channels;
+ *   - iq4_nl: stored bytes are the KV quantizer's, per-block RMS error
+ *     within its bound (IQ4_RMS_BOUND).
  *
  * Attention bound.  Per query head, let D be the largest error of a scaled
  * score over the attended positions:
@@ -41,14 +49,28 @@
 #include <string.h>
 
 #include "kernels/kernels-impl.h"
+#include "kv/kv.h"
 #include "ktest.h"
 
 #define KT_SEED 0x2545F4914F6CDD1Dull /* the data these tests were written against */
 
-static const rl_type kv_types[] = {RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0};
-#define N_KV_TYPES 3
+static const rl_type kv_types[] = {RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL};
+#define N_KV_TYPES 4
 
-static bool is_q(rl_type t) { return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q4_0; }
+static bool is_q(rl_type t) { return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL; }
+
+/* The quantizer rl_kv_store uses for a page type. */
+static void kv_quantize(rl_type t, const float *x, void *row, int hd) {
+    if (t == RL_TYPE_IQ4_NL) rl__quant_iq4_nl_kv(x, row, hd);
+    else rl_type_get(t)->from_float(x, row, hd);
+}
+
+/* iq4_nl (scale search): per 32-block, RMS error <= 0.112 amax.  The
+ * search includes the scale amax/127 with nearest codes, whose error is at
+ * most half the widest codebook gap seen from that scale (14/127 amax);
+ * the least-squares refit only lowers the squared error, the fp16 rounding
+ * of d adds < 2^-10 amax. */
+#define IQ4_RMS_BOUND (14.0f / 127.0f + 1.0f / 1024.0f + 1e-4f)
 
 /* Element error bound of a page format for a row x, written to e[hd]. */
 static void elem_bound(rl_type t, const float *x, const void *row, int hd, float *e) {
@@ -58,8 +80,12 @@ static void elem_bound(rl_type t, const float *x, const void *row, int hd, float
         else if (t == RL_TYPE_Q8_0) {
             float d = fabsf(rl_fp16_to_f32(((const rl_block_q8_0 *)row)[i / 32].d));
             e[i] = d * 0.5f + d * 128.0f * ldexpf(1.0f, -10); /* code x fp16 rounding of d */
-        } else {
+        } else if (t == RL_TYPE_Q4_0) {
             e[i] = fabsf(rl_fp16_to_f32(((const rl_block_q4_0 *)row)[i / 32].d)) * 1.0001f;
+        } else { /* iq4_nl: from the RMS bound, sqrt(32) * 0.112 amax */
+            float am = 0;
+            for (int j = i / 32 * 32; j < i / 32 * 32 + 32; j++) am = fmaxf(am, fabsf(x[j]));
+            e[i] = sqrtf(32.0f) * IQ4_RMS_BOUND * am;
         }
     }
 }
@@ -78,7 +104,7 @@ static void *make_rows(rl_type t, int n, int hd, size_t *stride, float *deq) {
         for (int i = 0; i < hd; i++) x[i] = rnd_gauss() * sc * (i % 11 == 0 ? 3.0f : 1.0f);
         uint8_t *row = p + (size_t)r * *stride;
         if (t == RL_TYPE_F32) memcpy(row, x, sizeof(float) * hd);
-        else tr->from_float(x, row, hd);
+        else kv_quantize(t, x, row, hd);
         if (t == RL_TYPE_F32) memcpy(deq + (size_t)r * hd, x, sizeof(float) * hd);
         else tr->to_float(row, deq + (size_t)r * hd, hd);
     }
@@ -90,9 +116,9 @@ static void test_leaves(void **state) {
     (void)state;
     const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2();
     const rl__ktab *tabs[2] = {ref, avx};
-    const rl_type types[4] = {RL_TYPE_F32, RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0};
+    const rl_type types[5] = {RL_TYPE_F32, RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL};
     const int hds[3] = {64, 128, 256};
-    for (int ti = 0; ti < 4; ti++)
+    for (int ti = 0; ti < 5; ti++)
         for (int hi = 0; hi < 3; hi++) {
             rl_type t = types[ti];
             int hd = hds[hi], n = 13;
@@ -180,11 +206,19 @@ static void test_leaves(void **state) {
 
 /* ---------------- attention fixture ---------------- */
 
+/* K offset for the next fixtures (NULL = none): K rows are generated as
+ * k + g_shift and the layer gets k_shift = g_shift (test_k_shift). */
+static const float *g_shift;
+static bool g_shift_off; /* keys get the offset, but the layer no k_shift */
+
 typedef struct att_fix {
     rl_kv_layer kv;
+    bool k_rot, v_rot; /* pages hold Hadamard-rotated rows (resolved) */
+    bool k_shift;      /* K pages hold k - k_shift (rl_kv_k_shifted) */
     int32_t bt[160];
     int n_pos, nblk;
-    float *kt, *vt; /* original f32 K/V [pos][nkv][hd] */
+    float *kt, *vt; /* f32 K/V [pos][nkv][hd] as the pages see them: the
+                     * original rows, or fl(H row) where rotated */
     float *kd, *vd; /* dequantized from the pages */
     float *ek, *ev; /* element error bounds of the page format */
 } att_fix;
@@ -203,12 +237,17 @@ static const void *page_row(const att_fix *f, bool v, int p, int h) {
            ((size_t)h * kv->block_size + p % kv->block_size) * rb;
 }
 
-static void att_fix_init(att_fix *f, rl_type kt, rl_type vt, int nkv, int hd, int bs, int n_pos) {
+static void att_fix_init_rot(att_fix *f, rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vrot, int nkv,
+                             int hd, int bs, int n_pos) {
     int nblk = (n_pos + bs - 1) / bs + 3;
     assert_true(nblk <= 160);
     f->n_pos = n_pos;
     f->nblk = nblk;
-    f->kv = (rl_kv_layer){.k_type = kt, .v_type = vt, .n_kv_head = nkv, .head_dim = hd, .block_size = bs};
+    f->kv = (rl_kv_layer){.k_type = kt, .v_type = vt, .n_kv_head = nkv, .head_dim = hd, .block_size = bs,
+                          .k_rot = krot, .v_rot = vrot, .k_shift = g_shift_off ? NULL : g_shift};
+    f->k_shift = rl_kv_k_shifted(&f->kv);
+    f->k_rot = rl_kv_rot_resolve(kt, hd, krot) == RL_KV_ROT_HADAMARD;
+    f->v_rot = rl_kv_rot_resolve(vt, hd, vrot) == RL_KV_ROT_HADAMARD;
     f->kv.k_block_bytes = (size_t)nkv * bs * rl_type_row_size(kt, hd);
     f->kv.v_block_bytes = (size_t)nkv * bs * rl_type_row_size(vt, hd);
     f->kv.k_base = calloc(nblk, f->kv.k_block_bytes);
@@ -236,7 +275,15 @@ static void att_fix_init(att_fix *f, rl_type kt, rl_type vt, int nkv, int hd, in
                 v[h * hd + i] = rnd_gauss() * sc;
             }
         }
+        if (g_shift)
+            for (int i = 0; i < nkv * hd; i++) k[i] += g_shift[i];
         rl_kv_store(&f->kv, f->bt, p, k, v);
+        for (int h = 0; h < nkv; h++) { /* page-domain rows: what rl_kv_store quantized */
+            if (f->k_shift)
+                for (int i = 0; i < hd; i++) k[h * hd + i] -= g_shift[h * hd + i];
+            if (f->k_rot) rl__kernels_ref()->wht(k + h * hd, hd);
+            if (f->v_rot) rl__kernels_ref()->wht(v + h * hd, hd);
+        }
         for (int h = 0; h < nkv; h++) {
             size_t o = ((size_t)p * nkv + h) * hd;
             const void *kr = page_row(f, false, p, h), *vr = page_row(f, true, p, h);
@@ -255,11 +302,36 @@ static void att_fix_init(att_fix *f, rl_type kt, rl_type vt, int nkv, int hd, in
             /* stored bytes are exactly the reference quantizer's */
             if (is_q(kt)) {
                 uint8_t buf[512];
-                rl_type_get(kt)->from_float(f->kt + o, buf, hd);
+                kv_quantize(kt, f->kt + o, buf, hd);
                 assert_memory_equal(buf, kr, rl_type_row_size(kt, hd));
+            }
+            if (is_q(vt)) {
+                uint8_t buf[512];
+                kv_quantize(vt, f->vt + o, buf, hd);
+                assert_memory_equal(buf, vr, rl_type_row_size(vt, hd));
+            }
+            /* iq4_nl's RMS contract per block */
+            for (int w = 0; w < 2; w++) {
+                rl_type t = w ? vt : kt;
+                if (t != RL_TYPE_IQ4_NL) continue;
+                const float *x = (w ? f->vt : f->kt) + o, *d = (w ? f->vd : f->kd) + o;
+                for (int b = 0; b < hd / 32; b++) {
+                    double se = 0, am = 0;
+                    for (int j = b * 32; j < b * 32 + 32; j++) {
+                        se += (double)(d[j] - x[j]) * (d[j] - x[j]);
+                        am = fmax(am, fabs(x[j]));
+                    }
+                    if (sqrt(se / 32) > IQ4_RMS_BOUND * am)
+                        fail_msg("iq4_nl block rms %g > %g", sqrt(se / 32), IQ4_RMS_BOUND * am);
+                }
             }
         }
     }
+}
+
+/* Default rotation (AUTO: quantized pages rotated). */
+static void att_fix_init(att_fix *f, rl_type kt, rl_type vt, int nkv, int hd, int bs, int n_pos) {
+    att_fix_init_rot(f, kt, vt, RL_KV_ROT_AUTO, RL_KV_ROT_AUTO, nkv, hd, bs, n_pos);
 }
 
 static void att_fix_free(att_fix *f) {
@@ -275,10 +347,12 @@ static void att_fix_free(att_fix *f) {
 
 /* Double oracle on K/V arrays kk/vv for one token; writes out[n_head*hd] and
  * the per-element bound (see the file header) with element errors ek/ev
- * (NULL = 0).  k_quant: the kernel scores with a q8_0 query. */
+ * (NULL = 0).  k_quant: the kernel scores with a q8_0 query.  off (NULL =
+ * none): per head, off[2h] is added to every raw score (q . k_shift) and
+ * off[2h+1] = sum |q_i k_shift_i| joins the float-summation term. */
 static void oracle(const att_fix *f, const float *kk, const float *vv, const float *ek, const float *ev,
                    bool k_quant, const float *q, int n_head, int32_t pos, float scale, int window,
-                   float softcap, double *out, double *bound) {
+                   float softcap, const double *off, double *out, double *bound) {
     int nkv = f->kv.n_kv_head, hd = f->kv.head_dim;
     double *s = malloc(sizeof(double) * (pos + 1));
     float eq[512];
@@ -305,6 +379,7 @@ static void oracle(const att_fix *f, const float *kk, const float *vv, const flo
                 vmax = fmax(vmax, fabs(vv[o + i]));
                 if (ev) evmax = fmax(evmax, ev[o + i]);
             }
+            if (off) d += off[2 * h], a += 4.0 * off[2 * h + 1]; /* q . mu in float: <= hd 2^-24 */
             D = fmax(D, scale * (e + 1e-5 * a));
             d *= scale;
             if (softcap > 0) d = softcap * tanh(d / softcap);
@@ -335,12 +410,32 @@ static const att_case cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-/* Runs one case; out_keep (may be NULL) receives the 5-token output. */
-static void check_case(rl_type kt, rl_type vt, const att_case *c, rl_threadpool *tp, float *out_keep,
-                       double *worst_a, double *worst_b) {
+/* y = H x in double, H[i][j] = (-1)^popcount(i&j) / sqrt(n) (the naive
+ * matrix product: the oracle for rl_wht). */
+static void hadamard_naive(const float *x, double *y, int n) {
+    for (int i = 0; i < n; i++) {
+        double a = 0;
+        for (int j = 0; j < n; j++) a += (__builtin_popcount((unsigned)(i & j)) & 1) ? -(double)x[j] : x[j];
+        y[i] = a / sqrt((double)n);
+    }
+}
+
+/* Runs one case with the given rotations; out_keep (may be NULL) receives
+ * the 5-token output.  Rotated pages are checked in the page domain: the
+ * oracle gets the query heads as the kernel rotates them (fl(H q), the
+ * same bits in every implementation) and the page-domain K/V; where V is
+ * rotated, the kernel's output (rotated back in float) is rotated forward
+ * again in double and compared with the page-domain oracle, the bound
+ * growing by the float transform's rounding, (log2 n + 2) 2^-24 ||o||_1
+ * with ||o||_1 <= sqrt(n) ||out||_2 (n = head_dim). */
+static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vrot, const att_case *c,
+                           rl_threadpool *tp, float *out_keep, double *worst_a, double *worst_b) {
     att_fix f;
     const int n_pos = 150, n_tok = 5, nh = c->n_head, hd = c->hd;
-    att_fix_init(&f, kt, vt, c->nkv, hd, c->bs, n_pos);
+    att_fix_init_rot(&f, kt, vt, krot, vrot, c->nkv, hd, c->bs, n_pos);
+    float *qp = malloc(sizeof(float) * nh * hd);
+    double *op = malloc(sizeof(double) * nh * hd), *rb = malloc(sizeof(double) * nh);
+    double *off = malloc(sizeof(double) * 2 * nh);
     int32_t pos[5] = {0, 31, 32, 97, 149};
     float *q = malloc(sizeof(float) * n_tok * nh * hd);
     for (int i = 0; i < n_tok * nh * hd; i++) q[i] = rnd_gauss() * 0.6f * (i % 7 == 0 ? 3.0f : 1.0f);
@@ -352,21 +447,41 @@ static void check_case(rl_type kt, rl_type vt, const att_case *c, rl_threadpool 
     rl_attention(&a, tp);
     for (int t = 0; t < n_tok; t++) {
         const float *qt = q + (size_t)t * nh * hd, *ot = out + (size_t)t * nh * hd;
+        memcpy(qp, qt, sizeof(float) * nh * hd);
+        for (int h = 0; h < nh; h++) {
+            const float *mu = f.k_shift ? g_shift + (size_t)(h / (nh / c->nkv)) * hd : NULL;
+            off[2 * h] = off[2 * h + 1] = 0;
+            for (int i = 0; mu && i < hd; i++) {
+                off[2 * h] += (double)qt[h * hd + i] * mu[i];
+                off[2 * h + 1] += fabs((double)qt[h * hd + i] * mu[i]);
+            }
+            if (f.k_rot) rl__kernels_ref()->wht(qp + h * hd, hd);
+            rb[h] = 0;
+            if (f.v_rot) {
+                hadamard_naive(ot + h * hd, op + h * hd, hd);
+                double l2 = 0;
+                for (int i = 0; i < hd; i++) l2 += (double)ot[h * hd + i] * ot[h * hd + i];
+                rb[h] = (log2(hd) + 2) * ldexp(1.0, -24) * sqrt((double)hd) * sqrt(l2) * 1.01;
+            } else {
+                for (int i = 0; i < hd; i++) op[h * hd + i] = ot[h * hd + i];
+            }
+        }
         for (int pass = 0; pass < 2; pass++) {
             /* pass 0: (a) dequantized pages; pass 1: (b) original f32 K/V */
             if (pass == 0)
-                oracle(&f, f.kd, f.vd, NULL, NULL, is_q(kt), qt, nh, pos[t], a.scale, c->window, c->softcap,
-                       ref, bnd);
+                oracle(&f, f.kd, f.vd, NULL, NULL, is_q(kt), qp, nh, pos[t], a.scale, c->window, c->softcap,
+                       f.k_shift ? off : NULL, ref, bnd);
             else
-                oracle(&f, f.kt, f.vt, f.ek, f.ev, is_q(kt), qt, nh, pos[t], a.scale, c->window, c->softcap,
-                       ref, bnd);
+                oracle(&f, f.kt, f.vt, f.ek, f.ev, is_q(kt), qp, nh, pos[t], a.scale, c->window, c->softcap,
+                       f.k_shift ? off : NULL, ref, bnd);
             for (int i = 0; i < nh * hd; i++) {
-                double err = fabs(ot[i] - ref[i]);
+                double err = fabs(op[i] - ref[i]);
+                bnd[i] += rb[i / hd];
                 if (err > bnd[i])
                     fail_msg("attention %s K %s V %s (%d/%d hd %d) pass %d tok %d elem %d: got %g want %g "
-                             "bound %g",
+                             "bound %g (rot K %d V %d)",
                              rl_kernels_impl_name(), rl_type_name(kt), rl_type_name(vt), nh, c->nkv, hd, pass,
-                             t, i, ot[i], ref[i], bnd[i]);
+                             t, i, op[i], ref[i], bnd[i], f.k_rot, f.v_rot);
                 double *w = pass == 0 ? worst_a : worst_b;
                 if (w && err > *w) *w = err;
             }
@@ -381,12 +496,21 @@ static void check_case(rl_type kt, rl_type vt, const att_case *c, rl_threadpool 
         assert_memory_equal(out1, ot, sizeof(float) * nh * hd);
     }
     if (out_keep) memcpy(out_keep, out, sizeof(float) * n_tok * nh * hd);
+    free(qp);
+    free(op);
+    free(rb);
+    free(off);
     free(q);
     free(out);
     free(out1);
     free(ref);
     free(bnd);
     att_fix_free(&f);
+}
+
+static void check_case(rl_type kt, rl_type vt, const att_case *c, rl_threadpool *tp, float *out_keep,
+                       double *worst_a, double *worst_b) {
+    check_case_rot(kt, vt, RL_KV_ROT_AUTO, RL_KV_ROT_AUTO, c, tp, out_keep, worst_a, worst_b);
 }
 
 static void test_attention_all_types(void **state) {
@@ -476,12 +600,250 @@ static void test_block_copy(void **state) {
     }
 }
 
+/* ---------------- Hadamard rotation ---------------- */
+
+/* rl_wht against the naive matrix product, per element within
+ * g ||x||_1 / sqrt(n), g = (log2 n + 2) 2^-24 (log2 n butterfly stages, the
+ * scale constant and the final multiply); H(Hx) = x within 2 g ||x||_1;
+ * every implementation's leaf gives the same bits. */
+static void test_wht(void **state) {
+    (void)state;
+    const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2();
+    float x[512], y[512], z[512], w[512];
+    double yd[512];
+    for (int n = 1; n <= 512; n *= 2)
+        for (int rep = 0; rep < 3; rep++) {
+            double l1 = 0;
+            for (int i = 0; i < n; i++) {
+                x[i] = rnd_gauss() * (i % 16 == 3 ? 20.0f : 1.0f) * (rep == 2 ? 1e-3f : 1.0f);
+                l1 += fabs(x[i]);
+            }
+            double g = (log2(n) + 2) * ldexp(1.0, -24);
+            memcpy(y, x, sizeof(float) * n);
+            ref->wht(y, n);
+            hadamard_naive(x, yd, n);
+            for (int i = 0; i < n; i++)
+                if (fabs(y[i] - yd[i]) > g * l1 / sqrt(n) * 1.01)
+                    fail_msg("wht n %d elem %d: %g vs %g", n, i, y[i], yd[i]);
+            memcpy(z, y, sizeof(float) * n);
+            ref->wht(z, n);
+            for (int i = 0; i < n; i++)
+                if (fabs(z[i] - x[i]) > 2 * g * l1 * 1.01)
+                    fail_msg("wht round trip n %d elem %d: %g vs %g", n, i, z[i], x[i]);
+            if (avx) {
+                memcpy(w, x, sizeof(float) * n);
+                avx->wht(w, n);
+                assert_memory_equal(w, y, sizeof(float) * n);
+            }
+            memcpy(w, x, sizeof(float) * n);
+            rl_wht(w, n);
+            assert_memory_equal(w, y, sizeof(float) * n);
+        }
+}
+
+static void test_rot_resolve(void **state) {
+    (void)state;
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_F16, 64, RL_KV_ROT_AUTO), RL_KV_ROT_NONE);
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_F32, 128, RL_KV_ROT_AUTO), RL_KV_ROT_NONE);
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_F16, 64, RL_KV_ROT_HADAMARD), RL_KV_ROT_HADAMARD);
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_Q4_0, 96, RL_KV_ROT_HADAMARD),
+                     RL_KV_ROT_NONE); /* not 2^k */
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_Q4_0, 64, RL_KV_ROT_NONE), RL_KV_ROT_NONE);
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_Q8_0, 64, RL_KV_ROT_HADAMARD), RL_KV_ROT_HADAMARD);
+    if (getenv("RL_KVQ_ROT")) return; /* the override changes AUTO for quantized pages */
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_Q4_0, 64, RL_KV_ROT_AUTO), RL_KV_ROT_HADAMARD);
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_Q4_0, 256, RL_KV_ROT_AUTO), RL_KV_ROT_HADAMARD);
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_Q8_0, 64, RL_KV_ROT_AUTO), RL_KV_ROT_HADAMARD);
+    assert_int_equal(rl_kv_rot_resolve(RL_TYPE_IQ4_NL, 128, RL_KV_ROT_AUTO), RL_KV_ROT_HADAMARD);
+}
+
+/* Explicit rotations on every page type, full checks (bounds, batch
+ * invariance): q8_0 and f16 rotated, q4_0 unrotated. */
+static void test_attention_rotations(void **state) {
+    (void)state;
+    rl_kernels_impl impls[2];
+    int ni = n_impls(impls);
+    rl_threadpool *tp = rl_threadpool_new(2);
+    const rl_kv_rot rots[3] = {RL_KV_ROT_NONE, RL_KV_ROT_HADAMARD, RL_KV_ROT_AUTO};
+    for (int ii = 0; ii < ni; ii++) {
+        rl_kernels_init(impls[ii]);
+        for (int ki = 0; ki < N_KV_TYPES; ki++)
+            for (int ri = 0; ri < 2; ri++) {
+                rl_type kt = kv_types[ki], vt = kv_types[(ki + 1) % N_KV_TYPES];
+                for (int ci = 0; ci < N_CASES; ci++)
+                    check_case_rot(kt, vt, rots[ri], rots[1 - ri], &cases[ci], tp, NULL, NULL,
+                                   NULL);
+            }
+        check_case_rot(RL_TYPE_Q4_0, RL_TYPE_Q4_0, RL_KV_ROT_NONE, RL_KV_ROT_NONE, &cases[1], tp,
+                       NULL, NULL, NULL);
+        (void)rots[2];
+    }
+    rl_kernels_init(RL_KERNELS_AUTO);
+    rl_threadpool_free(tp);
+}
+
+/* Rotation is transparent: on f32 pages (no quantization), rotated K and V
+ * give the unrotated result up to float rounding (|diff| <= 1e-5 max|v|:
+ * the transforms of k, v, q and the output each add a few 2^-24 relative
+ * terms, far below that). */
+static void test_rotation_transparent(void **state) {
+    (void)state;
+    const att_case *c = &cases[0];
+    const int nh = c->n_head, hd = c->hd, n_pos = 150;
+    float *q = malloc(sizeof(float) * nh * hd), o[2][9 * 64];
+    for (int r = 0; r < 2; r++) {
+        kt_seed(KT_SEED ^ 7);
+        att_fix f;
+        rl_kv_rot rot = r ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE;
+        att_fix_init_rot(&f, RL_TYPE_F32, RL_TYPE_F32, rot, rot, c->nkv, hd, c->bs, n_pos);
+        assert_true(f.k_rot == (r == 1) && f.v_rot == (r == 1));
+        for (int i = 0; i < nh * hd; i++) q[i] = rnd_gauss();
+        int32_t pos = n_pos - 1;
+        rl_attn_args a = {.q = q,
+                          .out = o[r],
+                          .n_tok = 1,
+                          .n_head = nh,
+                          .pos = &pos,
+                          .block_table = f.bt,
+                          .kv = &f.kv,
+                          .scale = 1.0f / sqrtf((float)hd)};
+        rl_attention(&a, NULL);
+        att_fix_free(&f);
+    }
+    for (int i = 0; i < nh * hd; i++)
+        if (fabsf(o[0][i] - o[1][i]) > 1e-5f * 8.0f) /* max|v| <= ~8 in the fixture */
+            fail_msg("rotated f32 attention elem %d: %g vs %g", i, o[1][i], o[0][i]);
+    free(q);
+}
+
+/* What the rotation is for: with outlier channels in K (every 16th channel
+ * 4x, as in the fixture), q4_0 scores q.k are much closer to the exact f32
+ * scores when the rows are rotated; iq4_nl (same size, non-uniform
+ * codebook, scale search) is closer still.  Measured over 150 keys x 9
+ * heads of the SmolLM2 shape: RMS score error. */
+static void test_rotation_helps_q4_0(void **state) {
+    (void)state;
+    const int nkv = 3, nh = 9, hd = 64, n_pos = 150, group = nh / nkv;
+    double se[3] = {0, 0, 0};
+    float q[9 * 64];
+    for (int r = 0; r < 3; r++) {
+        kt_seed(KT_SEED ^ 11);
+        att_fix f;
+        att_fix_init_rot(&f, r == 2 ? RL_TYPE_IQ4_NL : RL_TYPE_Q4_0, RL_TYPE_F16,
+                         r ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE, RL_KV_ROT_NONE, nkv, hd, 16,
+                         n_pos);
+        for (int i = 0; i < nh * hd; i++) q[i] = rnd_gauss();
+        for (int h = 0; h < nh; h++) {
+            float qh[64];
+            memcpy(qh, q + h * hd, sizeof qh);
+            if (f.k_rot) rl__kernels_ref()->wht(qh, hd);
+            for (int p = 0; p < n_pos; p++) {
+                size_t o = ((size_t)p * nkv + h / group) * hd;
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)qh[i] * (f.kd[o + i] - f.kt[o + i]);
+                se[r] += d * d;
+            }
+        }
+        att_fix_free(&f);
+    }
+    double rms0 = sqrt(se[0] / (nh * n_pos)), rms1 = sqrt(se[1] / (nh * n_pos)),
+           rms2 = sqrt(se[2] / (nh * n_pos));
+    print_message(
+        "  K score RMS error: q4_0 unrotated %.4f, q4_0 rotated %.4f, iq4_nl rotated %.4f\n", rms0,
+        rms1, rms2);
+    assert_true(rms1 < 0.75 * rms0);
+    assert_true(rms2 < 0.95 * rms1);
+}
+
+/* K offset (rl_kv_layer.k_shift): keys = a large fixed per-channel offset
+ * (like qwen2's K bias: up to +-60 on a few channels) plus the fixture's
+ * varying part.  With k_shift = that offset, quantized K pages hold only the
+ * varying part: full checks (the oracle adds q . mu back; bounds, batch
+ * invariance; softcap case included) for every quantized K type, rotated
+ * or not, and f16 K ignores the shift; then the q4_0 score error with the
+ * shift must be far below the error without it. */
+static void test_k_shift(void **state) {
+    (void)state;
+    static float mu[3 * 256];
+    rl_threadpool *tp = rl_threadpool_new(2);
+    for (int i = 0; i < 3 * 256; i++)
+        mu[i] = (i % 16 == 5) ? 60.0f * (i % 3 ? 1.0f : -1.0f) : 0.5f * rnd_gauss();
+    g_shift = mu;
+    const rl_type kts[4] = {RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_F16};
+    for (int ki = 0; ki < 4; ki++)
+        for (int ri = 0; ri < 2; ri++)
+            for (int ci = 0; ci < N_CASES; ci++)
+                check_case_rot(kts[ki], RL_TYPE_Q8_0, ri ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE,
+                               RL_KV_ROT_AUTO, &cases[ci], tp, NULL, NULL, NULL);
+    /* score error of q4_0 (rotated) against the exact keys, without and
+     * with the shift */
+    const int nkv = 3, nh = 9, hd = 64, n_pos = 150, group = nh / nkv;
+    double se[2] = {0, 0};
+    float q[9 * 64];
+    for (int r = 0; r < 2; r++) {
+        kt_seed(KT_SEED ^ 13);
+        g_shift = mu;
+        att_fix f;
+        rl_kv_layer dummy = {.k_type = RL_TYPE_Q4_0, .k_shift = mu};
+        assert_true(rl_kv_k_shifted(&dummy));
+        g_shift_off = r == 0; /* r = 0: the same keys (k + mu) stored as they are */
+        att_fix_init_rot(&f, RL_TYPE_Q4_0, RL_TYPE_F16, RL_KV_ROT_HADAMARD, RL_KV_ROT_NONE, nkv, hd,
+                         16, n_pos);
+        g_shift_off = false;
+        assert_true(f.k_shift == (r == 1));
+        for (int i = 0; i < nh * hd; i++) q[i] = rnd_gauss();
+        for (int h = 0; h < nh; h++) {
+            float qh[64];
+            memcpy(qh, q + h * hd, sizeof qh);
+            rl__kernels_ref()->wht(qh, hd);
+            for (int p = 0; p < n_pos; p++) {
+                size_t o = ((size_t)p * nkv + h / group) * hd;
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)qh[i] * (f.kd[o + i] - f.kt[o + i]);
+                se[r] += d * d;
+            }
+        }
+        att_fix_free(&f);
+    }
+    g_shift = NULL;
+    print_message("  q4_0 K (rotated), keys with a +-60 offset: score RMS error %.4f unshifted, "
+                  "%.4f shifted\n",
+                  sqrt(se[0] / (nh * n_pos)), sqrt(se[1] / (nh * n_pos)));
+    assert_true(se[1] < 0.25 * 0.25 * se[0]); /* RMS error down 4x or more */
+    rl_threadpool_free(tp);
+}
+
+/* The pool hands its configured rotation to every layer view (0 = AUTO). */
+static void test_pool_rotation(void **state) {
+    (void)state;
+    rl_kv_config cfg = {.n_layer = 2,
+                        .n_kv_head = 1,
+                        .head_dim = 64,
+                        .block_size = 16,
+                        .k_type = RL_TYPE_Q4_0,
+                        .v_type = RL_TYPE_Q4_0,
+                        .v_rot = RL_KV_ROT_NONE,
+                        .n_blocks = 4};
+    rl_kv_pool *p = NULL;
+    rl_err err = {0};
+    assert_int_equal(rl_kv_pool_new(&cfg, &p, &err), RL_OK);
+    const rl_kv_layer *L = rl_kv_pool_layers(p);
+    for (int l = 0; l < 2; l++) {
+        assert_int_equal(L[l].k_rot, RL_KV_ROT_AUTO);
+        assert_int_equal(L[l].v_rot, RL_KV_ROT_NONE);
+        assert_int_equal(rl_kv_rot_resolve(L[l].v_type, L[l].head_dim, L[l].v_rot), RL_KV_ROT_NONE);
+    }
+    rl_kv_pool_free(p);
+}
+
 static void test_supported(void **state) {
     (void)state;
     assert_true(rl_kv_type_supported(RL_TYPE_F16, 64));
     assert_true(rl_kv_type_supported(RL_TYPE_F32, 40));
     assert_true(rl_kv_type_supported(RL_TYPE_Q8_0, 64));
     assert_true(rl_kv_type_supported(RL_TYPE_Q4_0, 256));
+    assert_true(rl_kv_type_supported(RL_TYPE_IQ4_NL, 128));
+    assert_false(rl_kv_type_supported(RL_TYPE_IQ4_NL, 80));
     assert_false(rl_kv_type_supported(RL_TYPE_Q4_0, 48)); /* not a multiple of 32 */
     assert_false(rl_kv_type_supported(RL_TYPE_Q4_K, 256));
     assert_false(rl_kv_type_supported(RL_TYPE_Q8_0, 0));
@@ -499,6 +861,13 @@ int main(void) {
         cmocka_unit_test(test_attention_all_types),
         cmocka_unit_test(test_attention_avx2_vs_ref),
         cmocka_unit_test(test_block_copy),
+        cmocka_unit_test(test_wht),
+        cmocka_unit_test(test_rot_resolve),
+        cmocka_unit_test(test_attention_rotations),
+        cmocka_unit_test(test_rotation_transparent),
+        cmocka_unit_test(test_rotation_helps_q4_0),
+        cmocka_unit_test(test_pool_rotation),
+        cmocka_unit_test(test_k_shift),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* Scalar reference attention leaves over runs of KV rows, for every page
- * type the KV cache supports: f32, f16, q8_0 and q4_0 (the GGUF block
- * packings of src/tensor/tensor.h, 32 elements per block).  These are the
+ * type the KV cache supports: f32, f16, q8_0, q4_0 and iq4_nl (the GGUF
+ * block packings of src/tensor/tensor.h, 32 elements per block), the
+ * iq4_nl KV quantizer, and the Walsh-Hadamard transform.  These are the
  * oracles for x86/avx2_kvq.c.
  *
  * Conventions (fixed, the AVX2 twins follow them up to float summation
@@ -14,6 +15,9 @@
  * f32/f16 leaves do exactly what the single-row dot_f16 / axpy_f16 leaves of
  * ref_ops.c do, row after row.
  */
+#include <math.h>
+#include <string.h>
+
 #include "kernels/kernels-impl.h"
 
 #define ROW(base, r, stride) ((const uint8_t *)(base) + (size_t)(r) * (stride))
@@ -138,7 +142,151 @@ static void rl__kqf_q4_0_ref(const void *vq, const void *k, size_t stride, int n
     }
 }
 
+/* ---- iq4_nl pages: the GGUF iq4_nl block (fp16 d + 32 4-bit indices into
+ * a fixed non-linear codebook, x = d * kvalues[code]; the same 18-byte
+ * layout and nibble order as q4_0, so rl_block_q4_0 describes it). ---- */
+const int8_t rl__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+static inline int rl__iq4nl_best(float x) { /* nearest codebook entry to x */
+    const int8_t *v = rl__iq4nl_values;
+    if (x <= v[0]) return 0;
+    if (x >= v[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (x < v[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return x - v[lo] < v[hi] - x ? lo : hi;
+}
+
+/* KV-page quantizer for iq4_nl (n a multiple of 32): per block, the
+ * largest-magnitude value mx is mapped near either end of the codebook
+ * (mx*id = -134..-119 or 106..120: 31 scales tried); for each, codes are the
+ * nearest entries and d the least-squares scale for those codes
+ * (sum x*v / sum v^2, rounded to fp16); the candidate with the smallest
+ * squared error is kept.  Deterministic, one implementation (rl_kv_store
+ * calls it whatever table is active). */
+void rl__quant_iq4_nl_kv(const float *x, void *vy, int64_t n) {
+    RL_ASSERT(n % 32 == 0);
+    rl_block_q4_0 *y = vy;
+    const int8_t *v = rl__iq4nl_values;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float amax = 0.0f, mx = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), mx = x[j];
+        uint8_t best_q[32] = {0};
+        float best_d = 0.0f;
+        if (amax > 0.0f) {
+            float best_err = INFINITY;
+            for (int it = -15; it <= 15; it++) {
+                /* x*id at mx: -134..-119 (it <= 0) or 106..120 (it > 0) */
+                float id =
+                    (it <= 0 ? (float)v[0] - (float)it - 7.0f : (float)v[15] + (float)it - 8.0f) /
+                    mx;
+                uint8_t q[32];
+                float sxv = 0.0f, svv = 0.0f;
+                for (int j = 0; j < 32; j++) {
+                    q[j] = (uint8_t)rl__iq4nl_best(x[j] * id);
+                    sxv += x[j] * (float)v[q[j]];
+                    svv += (float)v[q[j]] * (float)v[q[j]];
+                }
+                float d = svv > 0.0f ? sxv / svv : 0.0f;
+                d = rl_fp16_to_f32(rl_f32_to_fp16(d)); /* the stored scale */
+                float err = 0.0f;
+                for (int j = 0; j < 32; j++) {
+                    float e = x[j] - d * (float)v[q[j]];
+                    err += e * e;
+                }
+                if (err < best_err) {
+                    best_err = err;
+                    best_d = d;
+                    memcpy(best_q, q, sizeof q);
+                }
+            }
+        }
+        y[b].d = rl_f32_to_fp16(best_d);
+        for (int j = 0; j < 16; j++) y[b].qs[j] = (uint8_t)(best_q[j] | (best_q[j + 16] << 4));
+    }
+}
+
+static void rl__kq_iq4_nl_ref(const void *q, const void *k, size_t stride, int n, int hd,
+                              float *s) {
+    const rl_block_q8_0 *x = q;
+    const int8_t *v = rl__iq4nl_values;
+    for (int r = 0; r < n; r++) {
+        const rl_block_q4_0 *w = (const rl_block_q4_0 *)ROW(k, r, stride);
+        float acc = 0.0f;
+        for (int b = 0; b < hd / 32; b++) {
+            int32_t isum = 0;
+            for (int j = 0; j < 16; j++) {
+                isum += (int32_t)v[w[b].qs[j] & 0x0F] * x[b].qs[j];
+                isum += (int32_t)v[w[b].qs[j] >> 4] * x[b].qs[j + 16];
+            }
+            acc += rl_fp16_to_f32(w[b].d) * rl_fp16_to_f32(x[b].d) * (float)isum;
+        }
+        s[r] = acc;
+    }
+}
+
+static void rl__kqf_iq4_nl_ref(const void *vq, const void *k, size_t stride, int n, int hd,
+                               float *s) {
+    const float *q = vq;
+    const int8_t *v = rl__iq4nl_values;
+    for (int r = 0; r < n; r++) {
+        const rl_block_q4_0 *w = (const rl_block_q4_0 *)ROW(k, r, stride);
+        float acc = 0.0f;
+        for (int b = 0; b < hd / 32; b++) {
+            float t = 0.0f;
+            for (int j = 0; j < 16; j++) t += q[b * 32 + j] * (float)v[w[b].qs[j] & 0x0F];
+            for (int j = 0; j < 16; j++) t += q[b * 32 + 16 + j] * (float)v[w[b].qs[j] >> 4];
+            acc += rl_fp16_to_f32(w[b].d) * t;
+        }
+        s[r] = acc;
+    }
+}
+
+static void rl__v_iq4_nl_ref(float *acc, const void *vv, size_t stride, const float *w, int n,
+                             int hd) {
+    const int8_t *v = rl__iq4nl_values;
+    for (int r = 0; r < n; r++) {
+        const rl_block_q4_0 *x = (const rl_block_q4_0 *)ROW(vv, r, stride);
+        for (int b = 0; b < hd / 32; b++) {
+            float wd = w[r] * rl_fp16_to_f32(x[b].d);
+            float *y = acc + b * 32;
+            for (int j = 0; j < 16; j++) {
+                y[j] += wd * (float)v[x[b].qs[j] & 0x0F];
+                y[j + 16] += wd * (float)v[x[b].qs[j] >> 4];
+            }
+        }
+    }
+}
+
+/* Fast Walsh-Hadamard transform, in place: log2(n) butterfly stages
+ * (h = 1, 2, 4, ...; within a stage pairs (j, j+h) in increasing j), then
+ * one multiply by 1/sqrt(n).  Every element sees a fixed sequence of float
+ * additions/subtractions, so any implementation doing the same butterflies
+ * (in any lane order) gives the same bits. */
+static void rl__wht_ref(float *x, int n) {
+    for (int h = 1; h < n; h *= 2)
+        for (int i = 0; i < n; i += 2 * h)
+            for (int j = i; j < i + h; j++) {
+                float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+    const float c = 1.0f / sqrtf((float)n);
+    for (int i = 0; i < n; i++) x[i] *= c;
+}
+
 void rl__ref_fill_kvq(rl__ktab *t) {
+    t->wht = rl__wht_ref;
+    t->kqf_rows[RL_TYPE_IQ4_NL] = rl__kqf_iq4_nl_ref;
+    t->kq_rows[RL_TYPE_IQ4_NL] = rl__kq_iq4_nl_ref;
+    t->v_rows[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_ref;
     t->kqf_rows[RL_TYPE_Q8_0] = rl__kqf_q8_0_ref;
     t->kqf_rows[RL_TYPE_Q4_0] = rl__kqf_q4_0_ref;
     t->kq_rows[RL_TYPE_F32] = rl__kq_f32_ref;

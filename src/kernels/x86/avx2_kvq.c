@@ -1,5 +1,5 @@
 /* AVX2/FMA/F16C attention leaves over runs of KV rows (twins of
- * ref/ref_kvq.c) for f32, f16, q8_0 and q4_0 pages.
+ * ref/ref_kvq.c) for f32, f16, q8_0, q4_0 and iq4_nl pages.
  *
  * q . k: f32/f16 rows repeat dot_f32/dot_f16 of avx2.c exactly (two
  * 8-lane accumulators over 16-element steps); q8_0/q4_0 rows take the
@@ -12,6 +12,8 @@
  * result equals n single-row calls and differs from the reference only by
  * the fused multiply-add.  Quantized pages are never expanded to memory.
  */
+#include <math.h>
+
 #include "kernels/x86/avx2-impl.h"
 
 #define ROW(base, r, stride) ((const uint8_t *)(base) + (size_t)(r) * (stride))
@@ -239,7 +241,115 @@ static void rl__kqf_q4_0_avx2(const void *vq, const void *k, size_t stride, int 
     }
 }
 
+/* iq4_nl pages: the 4-bit codes index the int8 codebook with one byte
+ * shuffle (the table in both 128-bit lanes); then exactly the q8_0 paths. */
+static inline __m128i rl__iq4nl_tbl(void) {
+    return _mm_loadu_si128((const __m128i *)rl__iq4nl_values);
+}
+
+static void rl__kq_iq4_nl_avx2(const void *q, const void *k, size_t stride, int n, int hd,
+                               float *s) {
+    const rl_block_q8_0 *x = q;
+    const int nb = hd / 32;
+    const __m256i tbl = _mm256_broadcastsi128_si256(rl__iq4nl_tbl());
+    for (int r = 0; r < n; r++) {
+        const rl_block_q4_0 *w = (const rl_block_q4_0 *)ROW(k, r, stride);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m256 d = _mm256_set1_ps(rl__h2f(w[b].d) * rl__h2f(x[b].d));
+            __m256i qw = _mm256_shuffle_epi8(tbl, rl__nibbles32(w[b].qs));
+            __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
+        }
+        s[r] = rl__hsum_ps(acc);
+    }
+}
+
+static void rl__kqf_iq4_nl_avx2(const void *vq, const void *k, size_t stride, int n, int hd,
+                                float *s) {
+    const float *q = vq;
+    const __m128i m4 = _mm_set1_epi8(0x0F), tbl = rl__iq4nl_tbl();
+    for (int r = 0; r < n; r++) {
+        const rl_block_q4_0 *w = (const rl_block_q4_0 *)ROW(k, r, stride);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < hd / 32; b++) {
+            __m128i t = _mm_loadu_si128((const __m128i *)w[b].qs);
+            __m128i lo = _mm_shuffle_epi8(tbl, _mm_and_si128(t, m4));
+            __m128i hi = _mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(t, 4), m4));
+            __m256 x = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi,
+                                     _mm_unpackhi_epi64(hi, hi));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(rl__h2f(w[b].d)), x, acc);
+        }
+        s[r] = rl__hsum_ps(acc);
+    }
+}
+
+static void rl__v_iq4_nl_avx2(float *acc, const void *v, size_t stride, const float *w, int n,
+                              int hd) {
+    const __m128i m4 = _mm_set1_epi8(0x0F), tbl = rl__iq4nl_tbl();
+    for (int b = 0; b < hd / 32; b++) {
+        float *y = acc + b * 32;
+        __m256 a0 = _mm256_loadu_ps(y), a1 = _mm256_loadu_ps(y + 8);
+        __m256 a2 = _mm256_loadu_ps(y + 16), a3 = _mm256_loadu_ps(y + 24);
+        for (int r = 0; r < n; r++) {
+            const rl_block_q4_0 *x = (const rl_block_q4_0 *)ROW(v, r, stride) + b;
+            __m256 wd = _mm256_set1_ps(w[r] * rl__h2f(x->d));
+            __m128i t = _mm_loadu_si128((const __m128i *)x->qs);
+            __m128i lo = _mm_shuffle_epi8(tbl, _mm_and_si128(t, m4)); /* elems 0..15 */
+            __m128i hi =
+                _mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(t, 4), m4)); /* 16..31 */
+            a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), a0);
+            a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), a1);
+            a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), a2);
+            a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), a3);
+        }
+        _mm256_storeu_ps(y, a0);
+        _mm256_storeu_ps(y + 8, a1);
+        _mm256_storeu_ps(y + 16, a2);
+        _mm256_storeu_ps(y + 24, a3);
+    }
+}
+
+/* Walsh-Hadamard transform, bit-identical to rl__wht_ref: the same
+ * butterflies (x[j] = a + b, x[j+h] = a - b, a = x[j], b = x[j+h]) per
+ * element, stage after stage, then x *= 1/sqrt(n).  Stages h = 1, 2, 4 run
+ * inside one 8-lane register (partner lanes by permutes; a + b and b + a
+ * are the same IEEE sum), h >= 8 on whole registers. */
+static void rl__wht_avx2(float *x, int n) {
+    if (n < 8) {
+        rl__kernels_ref()->wht(x, n);
+        return;
+    }
+    const __m256 odd1 = _mm256_castsi256_ps(_mm256_setr_epi32(0, -1, 0, -1, 0, -1, 0, -1));
+    const __m256 odd2 = _mm256_castsi256_ps(_mm256_setr_epi32(0, 0, -1, -1, 0, 0, -1, -1));
+    const __m256 odd4 = _mm256_castsi256_ps(_mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1));
+    for (int i = 0; i < n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i), s;
+        s = _mm256_permute_ps(v, 0xB1); /* h = 1: lanes (0,1)(2,3).. swapped */
+        v = _mm256_blendv_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), odd1);
+        s = _mm256_permute_ps(v, 0x4E); /* h = 2 */
+        v = _mm256_blendv_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), odd2);
+        s = _mm256_permute2f128_ps(v, v, 1); /* h = 4 */
+        v = _mm256_blendv_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), odd4);
+        _mm256_storeu_ps(x + i, v);
+    }
+    for (int h = 8; h < n; h *= 2)
+        for (int i = 0; i < n; i += 2 * h)
+            for (int j = i; j < i + h; j += 8) {
+                __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + h);
+                _mm256_storeu_ps(x + j, _mm256_add_ps(a, b));
+                _mm256_storeu_ps(x + j + h, _mm256_sub_ps(a, b));
+            }
+    const __m256 c = _mm256_set1_ps(1.0f / sqrtf((float)n));
+    for (int i = 0; i < n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), c));
+}
+
 void rl__avx2_fill_kvq(rl__ktab *t) {
+    t->wht = rl__wht_avx2;
+    t->kqf_rows[RL_TYPE_IQ4_NL] = rl__kqf_iq4_nl_avx2;
+    t->kq_rows[RL_TYPE_IQ4_NL] = rl__kq_iq4_nl_avx2;
+    t->v_rows[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_avx2;
     t->kqf_rows[RL_TYPE_Q8_0] = rl__kqf_q8_0_avx2;
     t->kqf_rows[RL_TYPE_Q4_0] = rl__kqf_q4_0_avx2;
     t->kq_rows[RL_TYPE_F32] = rl__kq_f32_avx2;
