@@ -71,6 +71,8 @@ static void usage(FILE *f) {
             "  -b, --batch-size N     tokens per engine step (default 256)\n"
             "  -c, --ctx-size N       context length per sequence (default min(train, 4096))\n"
             "  --kv-mem SIZE          KV-cache memory, e.g. 512M (default: the engine's sizing)\n"
+            "  -ctk, --cache-type-k T K pages: f16 (default), f32, q8_0, q4_0, iq4_nl\n"
+            "  -ctv, --cache-type-v T V pages: same choices\n"
             "  -t, --threads N        compute threads (default: one per core)\n"
             "  --naive                baseline: KV reserved for each request's maximum length,\n"
             "                         static batches run to completion (without -b, the batch\n"
@@ -445,6 +447,10 @@ int rl_cmd_bench_serve(int argc, char **argv) {
             } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
                 if (parse_long(a, v, 0, 1024, &n)) return 2;
                 o.ep.n_threads = (int32_t)n;
+            } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
+                o.ep.cache_type_k = v; /* validated by rl_engine_new */
+            } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
+                o.ep.cache_type_v = v;
             } else if (!strcmp(a, "--kv-mem")) {
                 if (parse_size(v, &sz)) {
                     fprintf(stderr, "redline bench-serve: --kv-mem: expected a size such as 512M or 2G, got '%s'\n", v);
