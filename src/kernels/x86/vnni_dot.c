@@ -27,40 +27,11 @@
  * vector registers allow an 8-token tile without spills, halving the
  * per-token cost of unpacking weights.
  */
-#include <string.h>
+#include "kernels/x86/dot-impl.h"
 
-#include "kernels/x86/avx2-impl.h"
-
-#define RL_AI static inline __attribute__((always_inline))
-#define RL_UNROLL _Pragma("GCC unroll 8")
 #define RL_TMAX 8 /* largest token tile */
 
-static inline float rl__f16(rl_fp16 h) { return _cvtsh_ss(h); }
-
-/* As in avx2_dot4.c: first 4 fp16 at p as floats; packed nibbles. */
-RL_AI __m128 rl__h4(const void *p) { return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)); }
-
-RL_AI __m256i rl__nib32(const uint8_t *p) {
-    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-    b = _mm256_srlv_epi64(b, _mm256_set_epi64x(4, 4, 0, 0));
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
-}
-
-/* Activation block i of token k (rows xs bytes apart). */
-#define XB(type, k, i) (((const type *)((const uint8_t *)vx + (size_t)(k) * xs))[i])
-
 /* ---------------- 32-element blocks ---------------- */
-
-RL_AI __m256i rl__w_q4_0(const rl_block_q4_0 *b) {
-    return _mm256_sub_epi8(rl__nib32(b->qs), _mm256_set1_epi8(8));
-}
-RL_AI __m256i rl__w_q5_0(const rl_block_q5_0 *b) {
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    __m256i hi = _mm256_andnot_si256(rl__bits32(qh), _mm256_set1_epi8((char)0xF0));
-    return _mm256_or_si256(rl__nib32(b->qs), hi);
-}
-RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
 /* Block i of a signed-weight type against q8_0 activations, fused into
  * acc[k]; the float part is RL_BLK_SIGNED of avx2_dot4.c verbatim. */
