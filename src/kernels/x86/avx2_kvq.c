@@ -94,6 +94,17 @@ static void rl__kq_q4_0_avx2(const void *q, const void *k, size_t stride, int n,
 /* 8 int8 at p -> 8 float lanes. */
 static inline __m256 rl__i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 
+/* a0..a3 += wd * the 32 int8 codes lo (0..15) and hi (16..31) as floats:
+ * the V-row accumulation step shared by the q8_0, q4_0 and iq4_nl leaves. */
+static inline __attribute__((always_inline)) void rl__fma_codes32(__m256 wd, __m128i lo, __m128i hi,
+                                                                  __m256 *a0, __m256 *a1,
+                                                                  __m256 *a2, __m256 *a3) {
+    *a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), *a0);
+    *a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), *a1);
+    *a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), *a2);
+    *a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), *a3);
+}
+
 static void rl__v_f32_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
     int i = 0;
     for (; i + 32 <= hd; i += 32) {
@@ -164,10 +175,7 @@ static void rl__v_q8_0_avx2(float *acc, const void *v, size_t stride, const floa
             __m256 wd = _mm256_set1_ps(w[r] * rl__h2f(x->d));
             __m256i q = _mm256_loadu_si256((const __m256i *)x->qs);
             __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-            a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), a0);
-            a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), a1);
-            a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), a2);
-            a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), a3);
+            rl__fma_codes32(wd, lo, hi, &a0, &a1, &a2, &a3);
         }
         _mm256_storeu_ps(y, a0);
         _mm256_storeu_ps(y + 8, a1);
@@ -188,10 +196,7 @@ static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const floa
             __m128i t = _mm_loadu_si128((const __m128i *)x->qs);
             __m128i lo = _mm_sub_epi8(_mm_and_si128(t, m4), off);                   /* elems 0..15 */
             __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(t, 4), m4), off); /* 16..31 */
-            a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), a0);
-            a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), a1);
-            a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), a2);
-            a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), a3);
+            rl__fma_codes32(wd, lo, hi, &a0, &a1, &a2, &a3);
         }
         _mm256_storeu_ps(y, a0);
         _mm256_storeu_ps(y + 8, a1);
@@ -298,10 +303,7 @@ static void rl__v_iq4_nl_avx2(float *acc, const void *v, size_t stride, const fl
             __m128i lo = _mm_shuffle_epi8(tbl, _mm_and_si128(t, m4)); /* elems 0..15 */
             __m128i hi =
                 _mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(t, 4), m4)); /* 16..31 */
-            a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), a0);
-            a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), a1);
-            a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), a2);
-            a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), a3);
+            rl__fma_codes32(wd, lo, hi, &a0, &a1, &a2, &a3);
         }
         _mm256_storeu_ps(y, a0);
         _mm256_storeu_ps(y + 8, a1);
