@@ -129,7 +129,8 @@ static void usage(FILE *f) {
             "  --runs R                repetitions per row, interleaved; medians reported (3)\n"
             "  --quality-text FILE     text for perplexity/KL (docs/ARCHITECTURE.md)\n"
             "  --quality-tokens T      scored tokens (512)\n"
-            "  --quality-ctx W         window length of the quality pass (256)\n"
+            "  --quality-ctx W         window length of the quality pass (256); windows\n"
+            "                          start W/2 apart and score their second half\n"
             "  --json                  JSON instead of the Markdown table\n"
             "  --tiny                  a seconds-long workload for CI (4 requests, C 2, L 16, O 6,\n"
             "                          K 16, -c 192, 1 run, 32 quality tokens, window 48)\n"
@@ -751,7 +752,7 @@ int rl_cmd_bench_ablation(int argc, char **argv) {
                 (int)o.prompt_len, (int)o.output_len, (int)o.shared, (long long)prompt_sum,
                 (long long)out_sum, (int)o.n_ctx, (int)o.batch, (int)o.threads,
                 (unsigned long long)o.seed);
-        fprintf(f, "- quality: %d tokens of %s (windows of %d), reference f32 weights + f32 KV, "
+        fprintf(f, "- quality: %d tokens of %s (windows of %d, each scoring its second half), reference f32 weights + f32 KV, "
                    "PPL %.4f%s\n",
                 (int)n_ref, o.qtext, (int)o.qctx, ref_ppl,
                 o.break_quality ? "; --break-quality: N(0,1) noise on every row's logits" : "");

@@ -10,12 +10,19 @@
  * Greedy, ignore_eos.  TTFT = first token - submit; TPOT = (last - first) /
  * (n - 1); both taken after the engine step that produced the token.
  *
- * Quality pass.  The text ids are cut into windows of qctx tokens that
- * overlap by one, so every text token after the first is scored exactly
- * once, from the logits of the token before it in its window (early tokens
- * of a window see little context, as with `redline perplexity` at stride =
- * ctx).  KL(reference || this) is bucketed on the reference's top-32 ids
- * plus the rest, a lower bound of the full KL (see cmd_perplexity.c).
+ * Quality pass.  The text ids are cut into windows of W = qctx tokens
+ * that start W/2 apart; each window scores its second half, so every text
+ * token from W/2 on is scored exactly once, from the logits of the token
+ * before it, with at least W/2 tokens of context (`redline perplexity
+ * --stride CTX/2`).  The first tokens of a window are not scored: a
+ * prediction from one or two tokens of context is never made when serving
+ * (the first token sampled follows a whole prompt), and on Qwen2.5 it is
+ * also the one place where 8-bit activations cost quality -- position 0
+ * carries a massive activation (channel 408, 30x the row's RMS) -- so
+ * scoring it would let 1 token in W dominate the PPL delta (measured and
+ * written up in docs/PERFORMANCE.md).  KL(reference || this) is bucketed
+ * on the reference's top-32 ids plus the rest, a lower bound of the full
+ * KL (see cmd_perplexity.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -90,7 +97,7 @@ static size_t kv_bytes_per_token(const rl_gguf *g, rl_type kt, rl_type vt) {
 }
 
 int32_t rl__ab_n_scored(const ab_opts *o, int32_t n_qids) {
-    int32_t n = n_qids - 1;
+    int32_t n = n_qids - o->qctx / 2;
     return n < o->qtokens ? (n > 0 ? n : 0) : o->qtokens;
 }
 
@@ -128,7 +135,8 @@ static int quality_pass(const ab_opts *o, rl_model *m, rl_type kt, rl_type vt, c
     int64_t n_top1 = 0;
     int32_t k = 0; /* scored tokens so far */
     int rc = 0;
-    for (int32_t w0 = 0; k < n_score; w0 += W - 1) {
+    const int32_t h = W / 2 - 1; /* first scored position of a window */
+    for (int32_t w0 = 0; k < n_score; w0 += W / 2) {
         int32_t len = n_qids - w0 < W ? n_qids - w0 : W;
         for (int32_t c0 = 0; c0 < len - 1 && k < n_score; c0 += ch) {
             int32_t nc = len - c0 < ch ? len - c0 : ch;
@@ -137,7 +145,8 @@ static int quality_pass(const ab_opts *o, rl_model *m, rl_type kt, rl_type vt, c
                 rc = -1;
                 goto done;
             }
-            for (int32_t j = 0; j < nc && c0 + j < len - 1 && k < n_score; j++, k++) {
+            for (int32_t j = 0; j < nc && c0 + j < len - 1 && k < n_score; j++) {
+                if (c0 + j < h) continue;
                 float *x = lg + (size_t)j * V;
                 if (noise > 0)
                     for (int32_t v = 0; v < V; v++) {
@@ -182,6 +191,7 @@ static int quality_pass(const ab_opts *o, rl_model *m, rl_type kt, rl_type vt, c
                     kl += d;
                     n_top1 += b->top_id[0] == am;
                 }
+                k++;
             }
         }
         if (w0 + len >= n_qids) break;

@@ -56,6 +56,8 @@ static void usage(FILE *f) {
             "      --chunks N      stop after N windows (default: the whole text)\n"
             "  -t, --threads N     threads (default: CPU count)\n"
             "  -b, --batch-size N  tokens per forward (default 512)\n"
+            "      --weights W     stored (default: the file's types, 8-bit activations),\n"
+            "                      f32 or f16 (dequantized at load, float activations)\n"
             "      --save-dist F   write per-token top-%d log-probs + tail mass to F\n"
             "      --kl-base F     compare with a --save-dist file of a base model run:\n"
             "                      mean KL(base || this) and top-1 agreement\n"
@@ -145,6 +147,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *save = NULL, *klb = NULL;
     rl_type ctk = RL_TYPE_F16, ctv = RL_TYPE_F16;
     int32_t ctx = 512, stride = 0, chunks = 0, threads = 0, batch = 512;
+    rl_model_weights weights = RL_MODEL_WEIGHTS_STORED;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -165,6 +168,12 @@ int rl_cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = parse_i32(v, 1, 1 << 16, &batch);
         else if (!strcmp(a, "--save-dist")) save = v;
         else if (!strcmp(a, "--kl-base")) klb = v;
+        else if (!strcmp(a, "--weights")) {
+            ok = !strcmp(v, "stored") || !strcmp(v, "f32") || !strcmp(v, "f16");
+            weights = !strcmp(v, "f32")   ? RL_MODEL_WEIGHTS_F32
+                      : !strcmp(v, "f16") ? RL_MODEL_WEIGHTS_F16
+                                          : RL_MODEL_WEIGHTS_STORED;
+        }
         else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k"))
             ok = rl_type_from_name(v, &ctk) && rl_kv_type_supported(ctk, 32);
         else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v"))
@@ -214,7 +223,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
         return 1;
     }
     double t0 = rl_time_s();
-    rl_model_opts mo = {.max_batch = batch, .prefault = true};
+    rl_model_opts mo = {.max_batch = batch, .prefault = true, .weights = weights};
     if (rl_model_load(model, &mo, &m, &err) || rl_tokenizer_load(rl_model_gguf(m), &tok, &err)) {
         fprintf(stderr, "redline perplexity: %s: %s\n", model, err.msg);
         goto done;

@@ -1,0 +1,82 @@
+"""`redline perplexity` on SmolLM2 over a short text (a few seconds).
+
+Checks the reported perplexity against the saved per-token records (PPL =
+exp(mean NLL) of the records' target log-probs), that a run compared with
+its own saved distribution gives KL 0 and 100% top-1 agreement, and that
+--weights f32 (dequantized weights, float activations) differs from the
+stored weights by a small, non-zero KL: the cost of 8-bit activations.
+"""
+import math
+import re
+import struct
+import subprocess
+
+import pytest
+
+from conftest import BUILD, ROOT, model_path
+
+TEXT = ROOT / "docs" / "ARCHITECTURE.md"
+
+
+def perplexity(*extra, expect_rc=0):
+    exe = BUILD / "redline"
+    if not exe.exists():
+        pytest.fail(f"{exe} not built (make)")
+    cmd = [str(exe), "perplexity", "-m", str(model_path("smollm2-135m")), "-f", str(TEXT),
+           "-c", "64", "--chunks", "3", "-t", "2", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == expect_rc, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stderr}"
+    return p.stdout + p.stderr
+
+
+def final_ppl(out):
+    m = re.search(r"perplexity: ([0-9.]+) \+/- [0-9.]+ over (\d+) scored tokens", out)
+    assert m, out
+    return float(m.group(1)), int(m.group(2))
+
+
+def kl_top1(out):
+    kl = re.search(r"KL divergence \(base \|\| this, top-32 \+ tail\): ([0-9.e+-]+)", out)
+    t1 = re.search(r"top-1 agreement: ([0-9.]+)%", out)
+    assert kl and t1, out
+    return float(kl.group(1)), float(t1.group(1))
+
+
+def target_logprobs(path):
+    b = path.read_bytes()
+    magic, _ver, k, _nv, ctx, _stride, n = struct.unpack("<4sIIIIIQ", b[:32])
+    assert magic == b"RLPD" and ctx == 64
+    rec = 4 + 4 * k + 4 * k + 4 + 4
+    return [struct.unpack_from("<f", b, 32 + i * rec + rec - 4)[0] for i in range(n)]
+
+
+def test_ppl_matches_saved_records_and_self_kl_is_zero(tmp_path):
+    dist = tmp_path / "stored.dist"
+    ppl, n = final_ppl(perplexity("--save-dist", str(dist)))
+    lps = target_logprobs(dist)
+    assert len(lps) == n == 189
+    assert math.isclose(ppl, math.exp(-sum(lps) / n), rel_tol=1e-3)
+    assert 1 < ppl < 10000
+    out = perplexity("--kl-base", str(dist))
+    assert final_ppl(out)[0] == ppl  # the same run is deterministic
+    kl, top1 = kl_top1(out)
+    assert abs(kl) < 1e-6 and top1 == 100.0
+
+
+def test_float_weights_cost_of_8bit_activations_is_small_and_nonzero(tmp_path):
+    dist = tmp_path / "f32.dist"
+    ppl_f32, _ = final_ppl(perplexity("--weights", "f32", "--save-dist", str(dist)))
+    out = perplexity("--kl-base", str(dist))
+    ppl_q, _ = final_ppl(out)
+    kl, top1 = kl_top1(out)
+    assert 0 < kl < 0.05, kl
+    assert top1 > 85.0
+    assert abs(ppl_q / ppl_f32 - 1) < 0.05
+    # f16 dequantization is another float path: close to f32, not equal to it
+    kl16, _ = kl_top1(perplexity("--weights", "f16", "--kl-base", str(dist)))
+    assert kl16 < kl
+
+
+def test_bad_weights_value_is_named():
+    out = perplexity("--weights", "q4", expect_rc=2)
+    assert "bad value 'q4' for --weights" in out
