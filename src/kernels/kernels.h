@@ -85,6 +85,10 @@ void rl_gelu_mul(float *out, const float *gate, const float *up, int64_t n);
 typedef enum rl_rope_mode { RL_ROPE_NORMAL = 0, RL_ROPE_NEOX = 2 } rl_rope_mode;
 void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base,
              float freq_scale, rl_rope_mode mode);
+/* rl_rope on q[n_head] and k[n_kv_head] heads of one token, the angles
+ * computed once for both (same results as two rl_rope calls). */
+void rl_rope_qk(float *q, int n_head, float *k, int n_kv_head, int head_dim, int n_rot, int32_t pos,
+                float base, float freq_scale, rl_rope_mode mode);
 
 /* ---- KV storage and attention ----
  * K and V for one layer live in fixed-size blocks of `block_size` token

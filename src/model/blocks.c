@@ -57,9 +57,8 @@ static void attn_prep(void *ctx, int ith, int nth) {
             for (int32_t h = 0; h < hp->n_kv_head; h++)
                 rl_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->eps);
         int32_t pos = J->f->pos[j];
-        rl_rope(q, hp->n_head, hd, hp->n_rot, pos, L->rope_base, L->rope_freq_scale, hp->rope_mode);
-        rl_rope(k, hp->n_kv_head, hd, hp->n_rot, pos, L->rope_base, L->rope_freq_scale,
-                hp->rope_mode);
+        rl_rope_qk(q, hp->n_head, k, hp->n_kv_head, hd, hp->n_rot, pos, L->rope_base,
+                   L->rope_freq_scale, hp->rope_mode);
         rl_kv_layer kvl = J->f->kv[J->il]; /* quantized K pages store k - bk (kernels.h) */
         if (!kvl.k_shift) kvl.k_shift = L->bk;
         rl_kv_store(&kvl, J->f->bt[j], pos, k, v);
@@ -129,18 +128,45 @@ void rl__norm_rows(float *y, const float *x, const float *w, int32_t n, int64_t 
     for (int32_t i = 0; i < n; i++) rl_rmsnorm(y + i * d, x + i * d, w, d, eps);
 }
 
-void rl__add_rows(float *x, const float *y, int32_t n, int64_t d) {
-    int64_t total = (int64_t)n * d;
-    for (int64_t i = 0; i < total; i++) x[i] += y[i];
+typedef struct resid_job {
+    rl__fwd *f;
+    float *x, *y, *xn;
+    const float *post_w, *norm_w;
+    int64_t d;
+    float eps;
+} resid_job;
+
+static void resid_task(void *ctx, int ith, int nth) {
+    const resid_job *J = ctx;
+    const int64_t d = J->d;
+    int32_t i0, i1;
+    tok_range(J->f->n, ith, nth, &i0, &i1);
+    for (int32_t i = i0; i < i1; i++) {
+        float *x = J->x + i * d;
+        if (J->y) {
+            float *y = J->y + i * d;
+            if (J->post_w) rl_rmsnorm(y, y, J->post_w, d, J->eps);
+            for (int64_t c = 0; c < d; c++) x[c] += y[c];
+        }
+        if (J->norm_w) rl_rmsnorm(J->xn + i * d, x, J->norm_w, d, J->eps);
+    }
+}
+
+void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float *x, float *xn,
+                    const float *norm_w, int64_t d, float eps) {
+    resid_job J = {f, x, y, xn, post_w, norm_w, d, eps};
+    if (f->n == 1)
+        resid_task(&J, 0, 1);
+    else
+        rl_threadpool_run(f->tp, resid_task, &J);
 }
 
 void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il) {
     const rl_hparams *hp = &m->hp;
     const rl_layer *L = &m->layers[il];
-    rl__norm_rows(m->xn, m->x, L->attn_norm, f->n, hp->n_embd, hp->eps);
+    rl__resid_norm(f, NULL, NULL, m->x, m->xn, L->attn_norm, hp->n_embd, hp->eps);
     rl__block_attn(m, f, il, m->xn, m->tmp);
-    rl__add_rows(m->x, m->tmp, f->n, hp->n_embd);
-    rl__norm_rows(m->xn, m->x, L->ffn_norm, f->n, hp->n_embd, hp->eps);
+    rl__resid_norm(f, m->tmp, NULL, m->x, m->xn, L->ffn_norm, hp->n_embd, hp->eps);
     rl__block_ffn(m, f, il, m->xn, m->tmp);
-    rl__add_rows(m->x, m->tmp, f->n, hp->n_embd);
+    rl__resid_norm(f, m->tmp, NULL, m->x, NULL, NULL, hp->n_embd, hp->eps);
 }

@@ -152,8 +152,12 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
 void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out);
 /* y[i] = rmsnorm(x[i]) * w for n rows of width d; y may alias x. */
 void rl__norm_rows(float *y, const float *x, const float *w, int32_t n, int64_t d, float eps);
-/* x += y over n rows of width d. */
-void rl__add_rows(float *x, const float *y, int32_t n, int64_t d);
+/* Per token row i of f's batch (width d), on the pool when f->n > 1:
+ * with y: y[i] = rmsnorm(y[i]) * post_w when post_w, then x[i] += y[i];
+ * with norm_w: xn[i] = rmsnorm(x[i]) * norm_w.  The residual step between
+ * blocks, fused so each row is touched once and no thread waits. */
+void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float *x, float *xn,
+                    const float *norm_w, int64_t d, float eps);
 /* The pre-norm decoder layer (llama, qwen2):
  *   x += attn(norm(x)); x += ffn(norm(x)). */
 void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il);

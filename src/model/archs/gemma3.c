@@ -60,14 +60,11 @@ static rl_status gemma3_bind_layer(rl_model *m, int32_t il, rl_err *err) {
 static void gemma3_layer(rl_model *m, rl__fwd *f, int32_t il) {
     const rl_hparams *hp = &m->hp;
     const rl_layer *L = &m->layers[il];
-    rl__norm_rows(m->xn, m->x, L->attn_norm, f->n, hp->n_embd, hp->eps);
+    rl__resid_norm(f, NULL, NULL, m->x, m->xn, L->attn_norm, hp->n_embd, hp->eps);
     rl__block_attn(m, f, il, m->xn, m->tmp);
-    rl__norm_rows(m->tmp, m->tmp, L->post_attn_norm, f->n, hp->n_embd, hp->eps);
-    rl__add_rows(m->x, m->tmp, f->n, hp->n_embd);
-    rl__norm_rows(m->xn, m->x, L->ffn_norm, f->n, hp->n_embd, hp->eps);
+    rl__resid_norm(f, m->tmp, L->post_attn_norm, m->x, m->xn, L->ffn_norm, hp->n_embd, hp->eps);
     rl__block_ffn(m, f, il, m->xn, m->tmp);
-    rl__norm_rows(m->tmp, m->tmp, L->post_ffn_norm, f->n, hp->n_embd, hp->eps);
-    rl__add_rows(m->x, m->tmp, f->n, hp->n_embd);
+    rl__resid_norm(f, m->tmp, L->post_ffn_norm, m->x, NULL, NULL, hp->n_embd, hp->eps);
 }
 
 const rl__arch rl__arch_gemma3 = {
