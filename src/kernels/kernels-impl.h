@@ -24,6 +24,11 @@ typedef void (*rl__vec_dot4_fn)(int64_t n, float *s, size_t s_stride, const void
                                 size_t x_stride);
 /* Optional 8-token variant, same contract as vec_dot4 for k = 0..7. */
 typedef rl__vec_dot4_fn rl__vec_dot8_fn;
+/* Optional 2-row variant for one token: s[j] = vec_dot(n, w + j * w_stride,
+ * x) for j = 0, 1, bit-identical to two vec_dot calls (same float
+ * operation sequence per row; only the activation loads are shared, and
+ * the two rows' dependency chains interleave). */
+typedef void (*rl__vec_dot2r_fn)(int64_t n, float *s, const void *w, size_t w_stride, const void *x);
 /* Quantize n floats (n a multiple of the block size) into packed blocks. */
 typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
 
@@ -32,6 +37,7 @@ typedef struct rl__ktab {
     rl__vec_dot_fn vec_dot[RL_TYPE_COUNT]; /* indexed by weight type; NULL = unsupported */
     rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT]; /* may be NULL */
     rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT]; /* may be NULL */
+    rl__vec_dot2r_fn vec_dot2r[RL_TYPE_COUNT]; /* may be NULL */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);

@@ -96,10 +96,15 @@ static void rl__mm_task(void *p, int ith, int nth) {
                     dot4(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr, c->xq_row);
             }
         }
+        const rl__vec_dot2r_fn dot2r = c->kt->vec_dot2r[w->type];
         for (; t < c->n_tok; t++) {
             const void *xr = c->xq + (size_t)t * c->xq_row;
             float *yr = c->y[i] + t * w->n_rows;
-            for (int64_t r = r0; r < r1; r++) dot(w->n_cols, &yr[r], wd + (size_t)r * w->row_size, xr);
+            int64_t r = r0;
+            if (dot2r)
+                for (; r + 2 <= r1; r += 2)
+                    dot2r(w->n_cols, &yr[r], wd + (size_t)r * w->row_size, w->row_size, xr);
+            for (; r < r1; r++) dot(w->n_cols, &yr[r], wd + (size_t)r * w->row_size, xr);
         }
     }
 }

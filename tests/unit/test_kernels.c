@@ -5,7 +5,7 @@
  * implementation (ref; avx2 and avx512vnni when the CPU has them).  The
  * avx512vnni matmul leaves are bit-identical to the avx2 ones (same float
  * operations, exact integer sums; x86/vnni_dot.c), and each tile variant
- * (1, 4, 8 tokens) to the 1-token leaf: test_vnni_vs_avx2.
+ * (1, 4, 8 tokens; 2 rows) to the 1-token leaf: test_vnni_vs_avx2.
  *
  * Error bounds (stated where checked):
  *   matmul, quantized weights: activations are quantized per block with
@@ -537,6 +537,18 @@ static void test_vnni_vs_avx2(void **state) {
                     fail_msg("%s row %d tok %d: avx2 %.9g vnni %.9g dot4 %.9g dot8 %.9g", rl_type_name(t), r,
                              k, sa[k], s1[k], s4[k], s8[k]);
         }
+        if (vn->vec_dot2r[t]) /* two rows per call == one row per vec_dot call */
+            for (int r = 0; r + 1 < ROWS; r++)
+                for (int k = 0; k < T; k++) {
+                    const void *wr = (const uint8_t *)tm.m.data + r * tm.m.row_size;
+                    float s2[2], sa2[2];
+                    vn->vec_dot2r[t](n, s2, wr, tm.m.row_size, xq + k * xrow);
+                    avx->vec_dot[t](n, &sa2[0], wr, xq + k * xrow);
+                    avx->vec_dot[t](n, &sa2[1], (const uint8_t *)wr + tm.m.row_size, xq + k * xrow);
+                    if (memcmp(s2, sa2, sizeof s2))
+                        fail_msg("%s rows %d,%d tok %d: avx2 %.9g %.9g vnni 2-row %.9g %.9g",
+                                 rl_type_name(t), r, r + 1, k, sa2[0], sa2[1], s2[0], s2[1]);
+                }
         free(x);
         free_mat(&tm);
     }

@@ -69,9 +69,51 @@
         RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])); \
     }
 
+/* Two rows, one token: RL_VBLK_SIGNED at T = 1 for row a and row b, the
+ * activation block loaded and its scale converted once. */
+#define RL_VBLK_SIGNED_R2(WTYPE, UNPACK, acca, accb)                                               \
+    do {                                                                                           \
+        const rl_block_q8_0 *x = &((const rl_block_q8_0 *)vx)[i_];                                 \
+        const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
+        const __m128 dx = rl__h4(&x->d);                                                           \
+        const WTYPE *ba_ = &wa[i_], *bb_ = &wb[i_];                                                \
+        const __m256i qa = UNPACK(ba_), qb = UNPACK(bb_);                                          \
+        __m256i sa = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa),         \
+                                         _mm256_sign_epi8(qx, qa));                                \
+        __m256i sb = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qb, qb),         \
+                                         _mm256_sign_epi8(qx, qb));                                \
+        __m256 da = _mm256_broadcastss_ps(_mm_mul_ss(rl__h4(&ba_->d), dx));                        \
+        __m256 db = _mm256_broadcastss_ps(_mm_mul_ss(rl__h4(&bb_->d), dx));                        \
+        acca = _mm256_fmadd_ps(da, _mm256_cvtepi32_ps(sa), acca);                                  \
+        accb = _mm256_fmadd_ps(db, _mm256_cvtepi32_ps(sb), accb);                                  \
+    } while (0)
+
+#define RL_VDOT_SIGNED_R2(NAME, WTYPE, UNPACK)                                                     \
+    static void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx) {            \
+        const WTYPE *wa = vw, *wb = (const WTYPE *)((const uint8_t *)vw + wrs);                    \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;                                \
+        const int64_t nb = n / 32;                                                                 \
+        int64_t i_ = 0;                                                                            \
+        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
+            RL_PF1(&wa[i_]);                                                                       \
+            RL_PF1(&wb[i_]);                                                                       \
+            RL_VBLK_SIGNED_R2(WTYPE, UNPACK, a0, b0);                                              \
+            i_++;                                                                                  \
+            RL_VBLK_SIGNED_R2(WTYPE, UNPACK, a1, b1);                                              \
+            i_--;                                                                                  \
+        }                                                                                          \
+        if (i_ < nb) RL_VBLK_SIGNED_R2(WTYPE, UNPACK, a0, b0);                                     \
+        s[0] = rl__hsum_ps(_mm256_add_ps(a0, a1));                                                 \
+        s[1] = rl__hsum_ps(_mm256_add_ps(b0, b1));                                                 \
+    }
+
 RL_VDOT_SIGNED(rl__vdotT_q4_0, rl_block_q4_0, rl__w_q4_0)
 RL_VDOT_SIGNED(rl__vdotT_q5_0, rl_block_q5_0, rl__w_q5_0)
 RL_VDOT_SIGNED(rl__vdotT_q8_0, rl_block_q8_0, rl__w_q8_0)
+
+RL_VDOT_SIGNED_R2(rl__dot2r_q4_0_vnni, rl_block_q4_0, rl__w_q4_0)
+RL_VDOT_SIGNED_R2(rl__dot2r_q5_0_vnni, rl_block_q5_0, rl__w_q5_0)
+RL_VDOT_SIGNED_R2(rl__dot2r_q8_0_vnni, rl_block_q8_0, rl__w_q8_0)
 
 /* q4_1 against q8_1: RL_BLK_Q4_1 of avx2_dot4.c with vpdpbusd. */
 #define RL_VBLK_Q4_1(acc, summ)                                                                    \
@@ -112,6 +154,43 @@ RL_AI void rl__vdotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const 
         __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[k]), _mm_movehdup_ps(summ1[k]));
         s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(sm);
     }
+}
+
+/* Two rows of q4_1, one token: RL_VBLK_Q4_1 at T = 1 per row, the
+ * activation block loaded and its scales converted once. */
+#define RL_VBLK_Q4_1_R2(acca, suma, accb, sumb)                                                    \
+    do {                                                                                           \
+        const rl_block_q8_1 *x = &((const rl_block_q8_1 *)vx)[i_];                                 \
+        const __m128 dx = rl__h4(&x->d);                                                           \
+        const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
+        __m128 pa = _mm_mul_ps(rl__h4(&wa[i_].d), dx), pb = _mm_mul_ps(rl__h4(&wb[i_].d), dx);    \
+        suma = _mm_add_ps(suma, pa);                                                               \
+        sumb = _mm_add_ps(sumb, pb);                                                               \
+        __m256i sa = _mm256_dpbusd_epi32(_mm256_setzero_si256(), rl__nib32(wa[i_].qs), qx);        \
+        __m256i sb = _mm256_dpbusd_epi32(_mm256_setzero_si256(), rl__nib32(wb[i_].qs), qx);        \
+        acca = _mm256_fmadd_ps(_mm256_broadcastss_ps(pa), _mm256_cvtepi32_ps(sa), acca);           \
+        accb = _mm256_fmadd_ps(_mm256_broadcastss_ps(pb), _mm256_cvtepi32_ps(sb), accb);           \
+    } while (0)
+
+static void rl__dot2r_q4_1_vnni(int64_t n, float *s, const void *vw, size_t wrs, const void *vx) {
+    const rl_block_q4_1 *wa = vw, *wb = (const rl_block_q4_1 *)((const uint8_t *)vw + wrs);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    __m128 sa0 = _mm_setzero_ps(), sa1 = sa0, sb0 = sa0, sb1 = sa0;
+    const int64_t nb = n / 32;
+    int64_t i_ = 0;
+    for (; i_ + 2 <= nb; i_ += 2) {
+        RL_PF1(&wa[i_]);
+        RL_PF1(&wb[i_]);
+        RL_VBLK_Q4_1_R2(a0, sa0, b0, sb0);
+        i_++;
+        RL_VBLK_Q4_1_R2(a1, sa1, b1, sb1);
+        i_--;
+    }
+    if (i_ < nb) RL_VBLK_Q4_1_R2(a0, sa0, b0, sb0);
+    __m128 sma = _mm_add_ss(_mm_movehdup_ps(sa0), _mm_movehdup_ps(sa1));
+    __m128 smb = _mm_add_ss(_mm_movehdup_ps(sb0), _mm_movehdup_ps(sb1));
+    s[0] = rl__hsum_ps(_mm256_add_ps(a0, a1)) + _mm_cvtss_f32(sma);
+    s[1] = rl__hsum_ps(_mm256_add_ps(b0, b1)) + _mm_cvtss_f32(smb);
 }
 
 /* ---------------- K-quants ---------------- */
@@ -270,4 +349,8 @@ void rl__vnni_fill(rl__ktab *t) {
     RL_SET(q4_K, RL_TYPE_Q4_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
 #undef RL_SET
+    t->vec_dot2r[RL_TYPE_Q4_0] = rl__dot2r_q4_0_vnni;
+    t->vec_dot2r[RL_TYPE_Q4_1] = rl__dot2r_q4_1_vnni;
+    t->vec_dot2r[RL_TYPE_Q5_0] = rl__dot2r_q5_0_vnni;
+    t->vec_dot2r[RL_TYPE_Q8_0] = rl__dot2r_q8_0_vnni;
 }
