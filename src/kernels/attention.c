@@ -63,6 +63,10 @@ typedef struct rl__att_ctx {
     _Atomic int64_t next;
 } rl__att_ctx;
 
+bool rl_kv_type_quantized(rl_type t) {
+    return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
+}
+
 bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
     switch (t) {
     case RL_TYPE_F32:
@@ -176,7 +180,7 @@ void rl_attention(const rl_attn_args *a, rl_threadpool *tp) {
     rl__att_ctx c = {.a = a, .kt = rl__kernels()};
     c.k_row = rl_type_row_size(kv->k_type, kv->head_dim);
     c.v_row = rl_type_row_size(kv->v_type, kv->head_dim);
-    c.k_quant = kv->k_type == RL_TYPE_Q8_0 || kv->k_type == RL_TYPE_Q4_0 || kv->k_type == RL_TYPE_IQ4_NL;
+    c.k_quant = rl_kv_type_quantized(kv->k_type);
     if (c.k_quant && rl__kvq_float_query()) c.k_quant = false, c.kqf = true;
     c.k_rot = rl_kv_rot_resolve(kv->k_type, kv->head_dim, kv->k_rot) == RL_KV_ROT_HADAMARD;
     c.v_rot = rl_kv_rot_resolve(kv->v_type, kv->head_dim, kv->v_rot) == RL_KV_ROT_HADAMARD;

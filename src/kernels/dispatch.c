@@ -222,7 +222,7 @@ static rl_kv_rot rl__kvq_rot_env(void) {
 rl_kv_rot rl_kv_rot_resolve(rl_type t, int32_t head_dim, rl_kv_rot r) {
     if (head_dim <= 0 || head_dim > 512 || (head_dim & (head_dim - 1)) != 0) return RL_KV_ROT_NONE;
     if (r == RL_KV_ROT_AUTO) {
-        bool quant = t == RL_TYPE_Q8_0 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
+        bool quant = rl_kv_type_quantized(t);
         rl_kv_rot env = quant ? rl__kvq_rot_env() : RL_KV_ROT_AUTO;
         if (env != RL_KV_ROT_AUTO) return env;
         r = quant ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE; /* docs/KVQUANT.md: helps q8_0 too */
@@ -231,8 +231,7 @@ rl_kv_rot rl_kv_rot_resolve(rl_type t, int32_t head_dim, rl_kv_rot r) {
 }
 
 bool rl_kv_k_shifted(const rl_kv_layer *kv) {
-    return kv->k_shift && (kv->k_type == RL_TYPE_Q8_0 || kv->k_type == RL_TYPE_Q4_0 ||
-                           kv->k_type == RL_TYPE_IQ4_NL);
+    return kv->k_shift && rl_kv_type_quantized(kv->k_type);
 }
 
 /* shift: [n_kv_head][head_dim] offset subtracted before rotation, or NULL. */

@@ -164,6 +164,8 @@ void rl_wht(float *x, int n);
 /* True if KV pages of type t with this head_dim are supported by
  * rl_kv_store and rl_attention. */
 bool rl_kv_type_supported(rl_type t, int32_t head_dim);
+/* True for the block-quantized page types (q8_0, q4_0, iq4_nl). */
+bool rl_kv_type_quantized(rl_type t);
 
 /* Stores k_row[n_kv_head][head_dim] and v_row (f32) for position pos,
  * converting (quantizing) each head's row to the layer's K/V type. */

@@ -59,8 +59,8 @@ static void attn_prep(void *ctx, int ith, int nth) {
         int32_t pos = J->f->pos[j];
         rl_rope_qk(q, hp->n_head, k, hp->n_kv_head, hd, hp->n_rot, pos, L->rope_base,
                    L->rope_freq_scale, hp->rope_mode);
-        rl_kv_layer kvl = J->f->kv[J->il]; /* quantized K pages store k - bk (kernels.h) */
-        if (!kvl.k_shift) kvl.k_shift = L->bk;
+        rl_kv_layer kvl = J->f->kv[J->il]; /* quantized K pages store k - shift (kernels.h) */
+        if (!kvl.k_shift) kvl.k_shift = rl_model_k_shift(m, J->il);
         rl_kv_store(&kvl, J->f->bt[j], pos, k, v);
     }
 }
@@ -76,8 +76,14 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
     rl_matmul_multi(w3, y3, 3, in, f->n, m->mm_scratch, f->tp);
     tok_job J = {m, f, il};
     tok_run(f, attn_prep, &J);
+    if (m->kcal_sum) { /* calibrating: sum the post-RoPE keys of this layer */
+        const int64_t nkv = (int64_t)hp->n_kv_head * hp->head_dim;
+        double *sum = m->kcal_sum + (size_t)il * (size_t)nkv;
+        for (int32_t j = 0; j < f->n; j++) /* position 0 (the attention sink) left out */
+            for (int64_t d = 0; f->pos[j] > 0 && d < nkv; d++) sum[d] += m->k[j * nkv + d];
+    }
     rl_kv_layer kvl = f->kv[il]; /* the same K shift as attn_prep stored with */
-    if (!kvl.k_shift) kvl.k_shift = L->bk;
+    if (!kvl.k_shift) kvl.k_shift = rl_model_k_shift(m, il);
     /* Every token of the batch is stored before any attends, so a run sees
      * its own earlier tokens whatever the thread split was. */
     for (int32_t r = 0; r < f->n_run; r++) {

@@ -51,6 +51,8 @@ typedef struct rl_layer {
     const float *bv;             /* [n_kv_head*head_dim] or NULL */
     const float *q_norm;         /* [head_dim] or NULL (gemma3) */
     const float *k_norm;         /* [head_dim] or NULL */
+    const float *k_cal;          /* [n_kv_head*head_dim] mean post-RoPE key, or NULL
+                                  * (rl_model_calibrate_k_shift) */
     const float *post_attn_norm; /* [n_embd] or NULL (gemma3) */
     const float *ffn_norm;       /* [n_embd] */
     rl_mat w_gate;               /* [n_ff][n_embd] */
@@ -114,6 +116,7 @@ struct rl_model {
     int32_t *tok_s, *pos_s;      /* [max_batch] sorted token ids, positions */
     const int32_t **bt_s;        /* [max_batch] block table of sorted slot */
     int32_t *run_start;          /* [max_batch+1] sequence runs in sorted order */
+    double *kcal_sum;            /* [n_layer][n_kv_head*head_dim] while calibrating */
 };
 
 /* State of one forward call. */

@@ -599,3 +599,74 @@ rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv
     }
     return RL_OK;
 }
+
+/* ------------------------------------------------------------ K shift */
+
+const float *rl_model_k_shift(const rl_model *m, int32_t il) {
+    const rl_layer *L = &m->layers[il];
+    return L->k_cal ? L->k_cal : L->bk;
+}
+
+bool rl_model_k_calibrated(const rl_model *m) { return m->hp.n_layer > 0 && m->layers[0].k_cal; }
+
+rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, rl_threadpool *tp,
+                                     rl_err *err) {
+    if (rl_model_k_calibrated(m)) return RL_OK;
+    if (n < 1) return rl_err_set(err, RL_ERR_INVALID, "K calibration needs at least one token");
+    const rl_hparams *hp = &m->hp;
+    const int32_t bs = 16, nb = (n + bs - 1) / bs, L = hp->n_layer;
+    const size_t nkv = (size_t)hp->n_kv_head * (size_t)hp->head_dim;
+    const size_t block_bytes = nkv * bs * sizeof(float), layer_bytes = block_bytes * (size_t)nb;
+    rl_status st = RL_OK;
+    float *kv_mem = rl_calloc(2 * (size_t)L, layer_bytes);
+    rl_kv_layer *kvl = rl_calloc((size_t)L, sizeof *kvl);
+    int32_t *bt = rl_calloc((size_t)nb, sizeof *bt), *pos = rl_calloc((size_t)n, sizeof *pos),
+            *seq = rl_calloc((size_t)n, sizeof *seq);
+    float *logits = rl_calloc((size_t)hp->n_vocab, sizeof *logits);
+    m->kcal_sum = rl_calloc((size_t)L * nkv, sizeof(double));
+    if (!kv_mem || !kvl || !bt || !pos || !seq || !logits || !m->kcal_sum) {
+        st = rl_err_set(err, RL_ERR_NOMEM, "out of memory for K calibration (%d tokens)", (int)n);
+        goto done;
+    }
+    for (int32_t l = 0; l < L; l++)
+        kvl[l] = (rl_kv_layer){.k_type = RL_TYPE_F32,
+                               .v_type = RL_TYPE_F32,
+                               .n_kv_head = hp->n_kv_head,
+                               .head_dim = hp->head_dim,
+                               .block_size = bs,
+                               .k_base = (uint8_t *)kv_mem + (size_t)(2 * l) * layer_bytes,
+                               .v_base = (uint8_t *)kv_mem + (size_t)(2 * l + 1) * layer_bytes,
+                               .k_block_bytes = block_bytes,
+                               .v_block_bytes = block_bytes};
+    for (int32_t b = 0; b < nb; b++) bt[b] = b;
+    for (int32_t i = 0; i < n; i++) pos[i] = i;
+    const int32_t *tables[1] = {bt};
+    for (int32_t i0 = 0; i0 < n; i0 += m->max_batch) {
+        int32_t c = n - i0 < m->max_batch ? n - i0 : m->max_batch;
+        rl_batch b = {.n_tok = c, .token = ids + i0, .pos = pos + i0, .seq = seq, .n_seq = 1,
+                      .block_tables = tables, .n_blocks = &nb};
+        if ((st = rl_model_forward(m, &b, kvl, logits, tp, err))) goto done;
+    }
+    for (int32_t l = 0; l < L; l++) {
+        float *mean = own_alloc(m, nkv * sizeof(float));
+        if (!mean) {
+            st = rl_err_set(err, RL_ERR_NOMEM, "out of memory for the K shift");
+            goto done;
+        }
+        for (size_t d = 0; d < nkv; d++)
+            mean[d] = n > 1 ? (float)(m->kcal_sum[(size_t)l * nkv + d] / (n - 1)) : 0.0f;
+        m->layers[l].k_cal = mean;
+    }
+done:
+    if (st) /* all layers or none */
+        for (int32_t l = 0; l < L; l++) m->layers[l].k_cal = NULL;
+    rl_free(m->kcal_sum);
+    m->kcal_sum = NULL;
+    rl_free(kv_mem);
+    rl_free(kvl);
+    rl_free(bt);
+    rl_free(pos);
+    rl_free(seq);
+    rl_free(logits);
+    return st;
+}
