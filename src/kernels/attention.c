@@ -52,7 +52,9 @@ static bool rl__kvq_float_query(void) {
 }
 
 typedef struct rl__att_ctx {
-    const rl_attn_args *a;
+    const rl_attn_args *a; /* [n_runs]; items numbered run after run */
+    int32_t n_runs;
+    int64_t n_items;
     const rl__ktab *kt;
     size_t k_row, v_row;
     bool k_quant; /* K pages are q8_0/q4_0/iq4_nl: score with a q8_0 query */
@@ -89,11 +91,12 @@ static void rl__att_task(void *p, int ith, int nth) {
     (void)ith;
     (void)nth;
     rl__att_ctx *c = p;
-    const rl_attn_args *a = c->a;
+    const rl_attn_args *a = c->a; /* this thread's current run */
+    int64_t run_base = 0;         /* its first item */
     const rl_kv_layer *kv = a->kv;
     const rl__ktab *kt = c->kt;
     const int hd = kv->head_dim, group = a->n_head / kv->n_kv_head, bs = kv->block_size;
-    const int64_t n_items = (int64_t)a->n_tok * a->n_head;
+    const int64_t n_items = c->n_items;
     void (*const kq)(const void *, const void *, size_t, int, int, float *) =
         c->kqf ? kt->kqf_rows[kv->k_type] : kt->kq_rows[kv->k_type];
     void (*const vr)(float *, const void *, size_t, const float *, int, int) = kt->v_rows[kv->v_type];
@@ -102,7 +105,12 @@ static void rl__att_task(void *p, int ith, int nth) {
     for (;;) {
         int64_t it = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
         if (it >= n_items) break;
-        int t = (int)(it / a->n_head), h = (int)(it % a->n_head), kvh = h / group;
+        while (it >= run_base + (int64_t)a->n_tok * a->n_head) { /* items only grow per thread */
+            run_base += (int64_t)a->n_tok * a->n_head;
+            a++;
+        }
+        int t = (int)((it - run_base) / a->n_head), h = (int)((it - run_base) % a->n_head),
+            kvh = h / group;
         const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
         float *out = a->out + ((size_t)t * a->n_head + h) * hd;
         float qmu = 0.0f; /* q . k_shift, the part of every score the pages do not hold */
@@ -170,14 +178,23 @@ static void rl__att_task(void *p, int ith, int nth) {
     }
 }
 
-void rl_attention(const rl_attn_args *a, rl_threadpool *tp) {
+void rl_attention(const rl_attn_args *a, rl_threadpool *tp) { rl_attention_runs(a, 1, tp); }
+
+void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp) {
+    if (n_runs <= 0) return;
     const rl_kv_layer *kv = a->kv;
     RL_ASSERT(kv->head_dim > 0 && kv->head_dim <= RL_ATT_MAX_HD && kv->block_size > 0);
     RL_ASSERT(kv->n_kv_head > 0 && a->n_head % kv->n_kv_head == 0);
     RL_ASSERT(rl_kv_type_supported(kv->k_type, kv->head_dim) &&
               rl_kv_type_supported(kv->v_type, kv->head_dim));
-    if (a->n_tok <= 0) return;
-    rl__att_ctx c = {.a = a, .kt = rl__kernels()};
+    int64_t n_items = 0;
+    for (int32_t r = 0; r < n_runs; r++) {
+        RL_ASSERT(a[r].kv == kv && a[r].n_head == a->n_head && a[r].scale == a->scale &&
+                  a[r].window == a->window && a[r].softcap == a->softcap && a[r].n_tok >= 0);
+        n_items += (int64_t)a[r].n_tok * a[r].n_head;
+    }
+    if (n_items == 0) return;
+    rl__att_ctx c = {.a = a, .n_runs = n_runs, .n_items = n_items, .kt = rl__kernels()};
     c.k_row = rl_type_row_size(kv->k_type, kv->head_dim);
     c.v_row = rl_type_row_size(kv->v_type, kv->head_dim);
     c.k_quant = rl_kv_type_quantized(kv->k_type);

@@ -193,5 +193,9 @@ typedef struct rl_attn_args {
     float softcap;   /* 0 = none */
 } rl_attn_args;
 void rl_attention(const rl_attn_args *a, rl_threadpool *tp);
+/* rl_attention for n_runs sequences in one pool dispatch (same results as
+ * one call per run); every run shares kv, n_head, scale, window and
+ * softcap. */
+void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp);
 
 #endif

@@ -85,10 +85,11 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
     rl_kv_layer kvl = f->kv[il]; /* the same K shift as attn_prep stored with */
     if (!kvl.k_shift) kvl.k_shift = rl_model_k_shift(m, il);
     /* Every token of the batch is stored before any attends, so a run sees
-     * its own earlier tokens whatever the thread split was. */
+     * its own earlier tokens whatever the thread split was.  All runs go
+     * to the pool in one dispatch (a decode step has one run per sequence). */
     for (int32_t r = 0; r < f->n_run; r++) {
         int32_t s = f->run_start[r], e = f->run_start[r + 1];
-        rl_attn_args a = {
+        m->att_args[r] = (rl_attn_args){
             .q = m->q + s * nq,
             .out = m->att + s * nq,
             .n_tok = e - s,
@@ -100,8 +101,8 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
             .window = L->window,
             .softcap = hp->attn_softcap,
         };
-        rl_attention(&a, f->tp);
     }
+    rl_attention_runs(m->att_args, f->n_run, f->tp);
     rl_matmul(&L->wo, m->att, out, f->n, m->mm_scratch, f->tp);
 }
 

@@ -116,6 +116,7 @@ struct rl_model {
     int32_t *tok_s, *pos_s;      /* [max_batch] sorted token ids, positions */
     const int32_t **bt_s;        /* [max_batch] block table of sorted slot */
     int32_t *run_start;          /* [max_batch+1] sequence runs in sorted order */
+    rl_attn_args *att_args;      /* [max_batch] one per sequence run */
     double *kcal_sum;            /* [n_layer][n_kv_head*head_dim] while calibrating */
 };
 

@@ -322,7 +322,9 @@ static rl_status alloc_scratch(rl_model *m, rl_err *err) {
     m->pos_s = rl_calloc(B, sizeof(int32_t));
     m->bt_s = rl_calloc(B, sizeof(*m->bt_s));
     m->run_start = rl_calloc(B + 1, sizeof(int32_t));
-    if (!m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s || !m->run_start)
+    m->att_args = rl_calloc(B, sizeof *m->att_args);
+    if (!m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s || !m->run_start ||
+        !m->att_args)
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory for scratch");
     return RL_OK;
 }
@@ -442,6 +444,7 @@ void rl_model_free(rl_model *m) {
     rl_free(m->pos_s);
     rl_free((void *)m->bt_s);
     rl_free(m->run_start);
+    rl_free(m->att_args);
     rl_gguf_close(m->gguf);
     rl_free(m);
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cli/seqkv.h"
+#include "engine/kcal.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 
@@ -223,6 +224,16 @@ int main(int argc, char **argv) {
     int rc = 1;
     float *lg = NULL, *step = NULL;
     int32_t *gen = NULL;
+    rl_tokenizer *kt_tok = NULL; /* quantized K: the engine's calibrated shift */
+    if (rl_kv_type_quantized(kvt) &&
+        (rl_tokenizer_load(rl_model_gguf(m), &kt_tok, &err) || rl_kv_calibrate(m, kt_tok, tp, &err))) {
+        rl_tokenizer_free(kt_tok);
+        rl_model_free(m);
+        rl_threadpool_free(tp);
+        free(tok);
+        return die(err.msg);
+    }
+    rl_tokenizer_free(kt_tok);
     if (rl_seqkv_init_kv(&kv, m, ctx, 1, 0, kvt, g_kv_v, &err)) {
         rl_model_free(m);
         rl_threadpool_free(tp);

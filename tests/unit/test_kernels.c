@@ -467,6 +467,20 @@ static void check_attention(rl_type kt, rl_type vt, int n_head, int nkv, int hd,
         rl_attention(&a1, NULL);
         assert_memory_equal(out1, out + (size_t)t * n_head * hd, sizeof(float) * n_head * hd);
     }
+    /* several runs in one dispatch (rl_attention_runs): tokens {0,1}, {2},
+     * {3,4} as three runs equal the one-run call bit for bit */
+    float *out3 = malloc(sizeof(float) * n_tok * n_head * hd);
+    rl_attn_args runs[3] = {a, a, a};
+    const int r0[4] = {0, 2, 3, 5};
+    for (int r = 0; r < 3; r++) {
+        runs[r].q = q + (size_t)r0[r] * n_head * hd;
+        runs[r].out = out3 + (size_t)r0[r] * n_head * hd;
+        runs[r].n_tok = r0[r + 1] - r0[r];
+        runs[r].pos = &pos[r0[r]];
+    }
+    rl_attention_runs(runs, 3, tp);
+    assert_memory_equal(out3, out, sizeof(float) * n_tok * n_head * hd);
+    free(out3);
     free(q);
     free(out);
     free(out1);
