@@ -745,8 +745,15 @@ static int32_t spec_prepare(rl_engine *e) {
          * tokens, so 4 positions can cost less than 3), the shortest
          * unmeasured first, before trusting extrapolated costs; and every
          * 32 steps without drafts probe one length in turn, so stale
-         * timings and acceptance estimates get renewed */
-        if (k_pol == 0) {
+         * timings and acceptance estimates get renewed.  With a draft
+         * model, only for a single decoding sequence: a probe makes the
+         * draft catch up on every token it has not seen (whole prompts, at
+         * first) for every sequence, which costs more than the probe can
+         * return once several sequences decode (measured, 0.5B draft for
+         * the 1.5B target at batch 4: 0.52-0.68x of no speculation with
+         * probes only; docs/PERFORMANCE.md).  The cost model can still
+         * choose k > 0 there from its estimates. */
+        if (k_pol == 0 && !(uses_draft && n_dec > 1)) {
             for (int32_t k = 1; k <= e->params.draft_max && !k_pol; k++)
                 if (n_dec + k * n_pol <= RL_SPEC_COST_N && !(e->cost.fwd[n_dec + k * n_pol] > 0))
                     k_pol = k;
