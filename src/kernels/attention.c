@@ -52,8 +52,7 @@ static bool rl__kvq_float_query(void) {
 }
 
 typedef struct rl__att_ctx {
-    const rl_attn_args *a; /* [n_runs]; items numbered run after run */
-    int32_t n_runs;
+    const rl_attn_args *a; /* the runs; items numbered run after run */
     int64_t n_items;
     const rl__ktab *kt;
     size_t k_row, v_row;
@@ -194,7 +193,7 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
         n_items += (int64_t)a[r].n_tok * a[r].n_head;
     }
     if (n_items == 0) return;
-    rl__att_ctx c = {.a = a, .n_runs = n_runs, .n_items = n_items, .kt = rl__kernels()};
+    rl__att_ctx c = {.a = a, .n_items = n_items, .kt = rl__kernels()};
     c.k_row = rl_type_row_size(kv->k_type, kv->head_dim);
     c.v_row = rl_type_row_size(kv->v_type, kv->head_dim);
     c.k_quant = rl_kv_type_quantized(kv->k_type);

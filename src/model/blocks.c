@@ -14,6 +14,7 @@ typedef struct tok_job {
     rl_model *m;
     rl__fwd *f;
     int32_t il;
+    const rl_kv_layer *kvl; /* attn_prep: the layer's KV view, K shift filled in */
 } tok_job;
 
 /* Runs a per-token job: on the pool when there are several tokens, inline
@@ -59,9 +60,7 @@ static void attn_prep(void *ctx, int ith, int nth) {
         int32_t pos = J->f->pos[j];
         rl_rope_qk(q, hp->n_head, k, hp->n_kv_head, hd, hp->n_rot, pos, L->rope_base,
                    L->rope_freq_scale, hp->rope_mode);
-        rl_kv_layer kvl = J->f->kv[J->il]; /* quantized K pages store k - shift (kernels.h) */
-        if (!kvl.k_shift) kvl.k_shift = rl_model_k_shift(m, J->il);
-        rl_kv_store(&kvl, J->f->bt[j], pos, k, v);
+        rl_kv_store(J->kvl, J->f->bt[j], pos, k, v);
     }
 }
 
@@ -74,7 +73,11 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
     const rl_mat *w3[3] = {&L->wq, &L->wk, &L->wv};
     float *y3[3] = {m->q, m->k, m->v};
     rl_matmul_multi(w3, y3, 3, in, f->n, m->mm_scratch, f->tp);
-    tok_job J = {m, f, il};
+    /* quantized K pages store k - shift (kernels.h); stores and attention
+     * use this one view */
+    rl_kv_layer kvl = f->kv[il];
+    if (!kvl.k_shift) kvl.k_shift = rl_model_k_shift(m, il);
+    tok_job J = {m, f, il, &kvl};
     tok_run(f, attn_prep, &J);
     if (m->kcal_sum) { /* calibrating: sum the post-RoPE keys of this layer */
         const int64_t nkv = (int64_t)hp->n_kv_head * hp->head_dim;
@@ -82,8 +85,6 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
         for (int32_t j = 0; j < f->n; j++) /* position 0 (the attention sink) left out */
             for (int64_t d = 0; f->pos[j] > 0 && d < nkv; d++) sum[d] += m->k[j * nkv + d];
     }
-    rl_kv_layer kvl = f->kv[il]; /* the same K shift as attn_prep stored with */
-    if (!kvl.k_shift) kvl.k_shift = rl_model_k_shift(m, il);
     /* Every token of the batch is stored before any attends, so a run sees
      * its own earlier tokens whatever the thread split was.  All runs go
      * to the pool in one dispatch (a decode step has one run per sequence). */
@@ -126,7 +127,7 @@ void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *
     const rl_mat *w2[2] = {&L->w_gate, &L->w_up};
     float *y2[2] = {m->gate, m->up};
     rl_matmul_multi(w2, y2, 2, in, f->n, m->mm_scratch, f->tp);
-    tok_job J = {m, f, il};
+    tok_job J = {m, f, il, NULL};
     tok_run(f, ffn_act, &J);
     rl_matmul(&L->w_down, m->gate, out, f->n, m->mm_scratch, f->tp);
 }
