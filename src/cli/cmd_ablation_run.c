@@ -138,7 +138,14 @@ static int quality_pass(const ab_opts *o, rl_model *m, rl_type kt, rl_type vt, c
     const int32_t h = W / 2 - 1; /* first scored position of a window */
     for (int32_t w0 = 0; k < n_score; w0 += W / 2) {
         int32_t len = n_qids - w0 < W ? n_qids - w0 : W;
-        for (int32_t c0 = 0; c0 < len - 1 && k < n_score; c0 += ch) {
+        if (len - 1 <= h) break; /* nothing left to score */
+        /* the unscored first half: K/V only, no logits */
+        if (h > 0 && rl_seqkv_eval(&kv, m, 0, qids + w0, h, 0, false, NULL, tp, &err)) {
+            snprintf(msg, msg_len, "quality forward: %s", err.msg);
+            rc = -1;
+            goto done;
+        }
+        for (int32_t c0 = h; c0 < len - 1 && k < n_score; c0 += ch) {
             int32_t nc = len - c0 < ch ? len - c0 : ch;
             if (rl_seqkv_eval(&kv, m, 0, qids + w0 + c0, nc, c0, true, lg, tp, &err)) {
                 snprintf(msg, msg_len, "quality forward: %s", err.msg);
@@ -146,7 +153,6 @@ static int quality_pass(const ab_opts *o, rl_model *m, rl_type kt, rl_type vt, c
                 goto done;
             }
             for (int32_t j = 0; j < nc && c0 + j < len - 1 && k < n_score; j++) {
-                if (c0 + j < h) continue;
                 float *x = lg + (size_t)j * V;
                 if (noise > 0)
                     for (int32_t v = 0; v < V; v++) {
