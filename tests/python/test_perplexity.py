@@ -7,6 +7,7 @@ its own saved distribution gives KL 0 and 100% top-1 agreement, and that
 stored weights by a small, non-zero KL: the cost of 8-bit activations.
 """
 import math
+import os
 import re
 import struct
 import subprocess
@@ -18,13 +19,14 @@ from conftest import BUILD, ROOT, model_path
 TEXT = ROOT / "docs" / "ARCHITECTURE.md"
 
 
-def perplexity(*extra, expect_rc=0):
+def perplexity(*extra, expect_rc=0, env=None):
     exe = BUILD / "redline"
     if not exe.exists():
         pytest.fail(f"{exe} not built (make)")
     cmd = [str(exe), "perplexity", "-m", str(model_path("smollm2-135m")), "-f", str(TEXT),
            "-c", "64", "--chunks", "3", "-t", "2", *extra]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT,
+                       env=None if env is None else dict(os.environ, **env))
     assert p.returncode == expect_rc, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stderr}"
     return p.stdout + p.stderr
 
@@ -87,16 +89,10 @@ def test_k_calibration_lowers_4bit_key_error(tmp_path):
     RL_KV_KCAL=none keeps the old shift (none on SmolLM2).  The shift is exact
     math, so only the quantization error can change: 4-bit keys must be
     measurably closer to f16 pages with it (measured: KL 0.034 -> 0.024)."""
-    import os
     dist = tmp_path / "f16.dist"
     base = ["-c", "256", "--chunks", "2"]
     perplexity(*base, "--save-dist", str(dist))
-    env_none = dict(os.environ, RL_KV_KCAL="none")
-    exe = BUILD / "redline"
-    cmd = [str(exe), "perplexity", "-m", str(model_path("smollm2-135m")), "-f", str(TEXT), "-t", "2",
-           *base, "-ctk", "q4_0", "-ctv", "f16", "--kl-base", str(dist)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env_none)
-    assert p.returncode == 0, p.stderr
-    kl_none, _ = kl_top1(p.stdout + p.stderr)
-    kl_cal, _ = kl_top1(perplexity(*base, "-ctk", "q4_0", "-ctv", "f16", "--kl-base", str(dist)))
+    q4k = [*base, "-ctk", "q4_0", "-ctv", "f16", "--kl-base", str(dist)]
+    kl_none, _ = kl_top1(perplexity(*q4k, env={"RL_KV_KCAL": "none"}))
+    kl_cal, _ = kl_top1(perplexity(*q4k))
     assert kl_cal < 0.85 * kl_none, (kl_cal, kl_none)
