@@ -69,51 +69,51 @@
         RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])); \
     }
 
-/* Two rows, one token: RL_VBLK_SIGNED at T = 1 for row a and row b, the
- * activation block loaded and its scale converted once. */
-#define RL_VBLK_SIGNED_R2(WTYPE, UNPACK, acca, accb)                                               \
+/* R rows, one token (rl__vec_dot2r_fn at R = 2): RL_VBLK_SIGNED at T = 1
+ * for each row, the activation block loaded and its scale converted once. */
+#define RL_RMAX 2
+#define RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc)                                                       \
     do {                                                                                           \
         const rl_block_q8_0 *x = &((const rl_block_q8_0 *)vx)[i_];                                 \
         const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
         const __m128 dx = rl__h4(&x->d);                                                           \
-        const WTYPE *ba_ = &wa[i_], *bb_ = &wb[i_];                                                \
-        const __m256i qa = UNPACK(ba_), qb = UNPACK(bb_);                                          \
-        __m256i sa = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa),         \
-                                         _mm256_sign_epi8(qx, qa));                                \
-        __m256i sb = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qb, qb),         \
-                                         _mm256_sign_epi8(qx, qb));                                \
-        __m256 da = _mm256_broadcastss_ps(_mm_mul_ss(rl__h4(&ba_->d), dx));                        \
-        __m256 db = _mm256_broadcastss_ps(_mm_mul_ss(rl__h4(&bb_->d), dx));                        \
-        acca = _mm256_fmadd_ps(da, _mm256_cvtepi32_ps(sa), acca);                                  \
-        accb = _mm256_fmadd_ps(db, _mm256_cvtepi32_ps(sb), accb);                                  \
+        RL_UNROLL for (int r = 0; r < R; r++) {                                                    \
+            const WTYPE *b_ = &WR(WTYPE, r)[i_];                                                   \
+            const __m256i qw = UNPACK(b_);                                                         \
+            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qw, qw),    \
+                                              _mm256_sign_epi8(qx, qw));                           \
+            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(rl__h4(&b_->d), dx));                      \
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);                          \
+        }                                                                                          \
     } while (0)
 
-#define RL_VDOT_SIGNED_R2(NAME, WTYPE, UNPACK)                                                     \
-    static void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx) {            \
-        const WTYPE *wa = vw, *wb = (const WTYPE *)((const uint8_t *)vw + wrs);                    \
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;                                \
+/* Row r of the R-row templates (rows wrs bytes apart from vw). */
+#define WR(type, r) ((const type *)((const uint8_t *)vw + (size_t)(r) * wrs))
+
+#define RL_VDOT_SIGNED_R(NAME, WTYPE, UNPACK)                                                      \
+    RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx, const int R) { \
+        __m256 acc0[RL_RMAX], acc1[RL_RMAX];                                                       \
+        RL_UNROLL for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();             \
         const int64_t nb = n / 32;                                                                 \
         int64_t i_ = 0;                                                                            \
         for (; i_ + 2 <= nb; i_ += 2) {                                                            \
-            RL_PF1(&wa[i_]);                                                                       \
-            RL_PF1(&wb[i_]);                                                                       \
-            RL_VBLK_SIGNED_R2(WTYPE, UNPACK, a0, b0);                                              \
+            RL_UNROLL for (int r = 0; r < R; r++) RL_PF1(&WR(WTYPE, r)[i_]);                       \
+            RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc0);                                                 \
             i_++;                                                                                  \
-            RL_VBLK_SIGNED_R2(WTYPE, UNPACK, a1, b1);                                              \
+            RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc1);                                                 \
             i_--;                                                                                  \
         }                                                                                          \
-        if (i_ < nb) RL_VBLK_SIGNED_R2(WTYPE, UNPACK, a0, b0);                                     \
-        s[0] = rl__hsum_ps(_mm256_add_ps(a0, a1));                                                 \
-        s[1] = rl__hsum_ps(_mm256_add_ps(b0, b1));                                                 \
+        if (i_ < nb) RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc0);                                        \
+        RL_UNROLL for (int r = 0; r < R; r++) s[r] = rl__hsum_ps(_mm256_add_ps(acc0[r], acc1[r])); \
     }
 
 RL_VDOT_SIGNED(rl__vdotT_q4_0, rl_block_q4_0, rl__w_q4_0)
 RL_VDOT_SIGNED(rl__vdotT_q5_0, rl_block_q5_0, rl__w_q5_0)
 RL_VDOT_SIGNED(rl__vdotT_q8_0, rl_block_q8_0, rl__w_q8_0)
 
-RL_VDOT_SIGNED_R2(rl__dot2r_q4_0_vnni, rl_block_q4_0, rl__w_q4_0)
-RL_VDOT_SIGNED_R2(rl__dot2r_q5_0_vnni, rl_block_q5_0, rl__w_q5_0)
-RL_VDOT_SIGNED_R2(rl__dot2r_q8_0_vnni, rl_block_q8_0, rl__w_q8_0)
+RL_VDOT_SIGNED_R(rl__vdotR_q4_0, rl_block_q4_0, rl__w_q4_0)
+RL_VDOT_SIGNED_R(rl__vdotR_q5_0, rl_block_q5_0, rl__w_q5_0)
+RL_VDOT_SIGNED_R(rl__vdotR_q8_0, rl_block_q8_0, rl__w_q8_0)
 
 /* q4_1 against q8_1: RL_BLK_Q4_1 of avx2_dot4.c with vpdpbusd. */
 #define RL_VBLK_Q4_1(acc, summ)                                                                    \
@@ -156,41 +156,44 @@ RL_AI void rl__vdotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const 
     }
 }
 
-/* Two rows of q4_1, one token: RL_VBLK_Q4_1 at T = 1 per row, the
+/* R rows of q4_1, one token: RL_VBLK_Q4_1 at T = 1 per row, the
  * activation block loaded and its scales converted once. */
-#define RL_VBLK_Q4_1_R2(acca, suma, accb, sumb)                                                    \
+#define RL_VBLK_Q4_1_R(acc, summ)                                                                  \
     do {                                                                                           \
         const rl_block_q8_1 *x = &((const rl_block_q8_1 *)vx)[i_];                                 \
         const __m128 dx = rl__h4(&x->d);                                                           \
         const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
-        __m128 pa = _mm_mul_ps(rl__h4(&wa[i_].d), dx), pb = _mm_mul_ps(rl__h4(&wb[i_].d), dx);    \
-        suma = _mm_add_ps(suma, pa);                                                               \
-        sumb = _mm_add_ps(sumb, pb);                                                               \
-        __m256i sa = _mm256_dpbusd_epi32(_mm256_setzero_si256(), rl__nib32(wa[i_].qs), qx);        \
-        __m256i sb = _mm256_dpbusd_epi32(_mm256_setzero_si256(), rl__nib32(wb[i_].qs), qx);        \
-        acca = _mm256_fmadd_ps(_mm256_broadcastss_ps(pa), _mm256_cvtepi32_ps(sa), acca);           \
-        accb = _mm256_fmadd_ps(_mm256_broadcastss_ps(pb), _mm256_cvtepi32_ps(sb), accb);           \
+        RL_UNROLL for (int r = 0; r < R; r++) {                                                    \
+            const rl_block_q4_1 *b_ = &WR(rl_block_q4_1, r)[i_];                                   \
+            __m128 p = _mm_mul_ps(rl__h4(&b_->d), dx);                                             \
+            summ[r] = _mm_add_ps(summ[r], p);                                                      \
+            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), rl__nib32(b_->qs), qx);      \
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(sum), acc[r]);   \
+        }                                                                                          \
     } while (0)
 
-static void rl__dot2r_q4_1_vnni(int64_t n, float *s, const void *vw, size_t wrs, const void *vx) {
-    const rl_block_q4_1 *wa = vw, *wb = (const rl_block_q4_1 *)((const uint8_t *)vw + wrs);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-    __m128 sa0 = _mm_setzero_ps(), sa1 = sa0, sb0 = sa0, sb1 = sa0;
+RL_AI void rl__vdotR_q4_1(int64_t n, float *s, const void *vw, size_t wrs, const void *vx,
+                          const int R) {
+    __m256 acc0[RL_RMAX], acc1[RL_RMAX];
+    __m128 summ0[RL_RMAX], summ1[RL_RMAX];
+    RL_UNROLL for (int r = 0; r < R; r++) {
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+        summ0[r] = summ1[r] = _mm_setzero_ps();
+    }
     const int64_t nb = n / 32;
     int64_t i_ = 0;
     for (; i_ + 2 <= nb; i_ += 2) {
-        RL_PF1(&wa[i_]);
-        RL_PF1(&wb[i_]);
-        RL_VBLK_Q4_1_R2(a0, sa0, b0, sb0);
+        RL_UNROLL for (int r = 0; r < R; r++) RL_PF1(&WR(rl_block_q4_1, r)[i_]);
+        RL_VBLK_Q4_1_R(acc0, summ0);
         i_++;
-        RL_VBLK_Q4_1_R2(a1, sa1, b1, sb1);
+        RL_VBLK_Q4_1_R(acc1, summ1);
         i_--;
     }
-    if (i_ < nb) RL_VBLK_Q4_1_R2(a0, sa0, b0, sb0);
-    __m128 sma = _mm_add_ss(_mm_movehdup_ps(sa0), _mm_movehdup_ps(sa1));
-    __m128 smb = _mm_add_ss(_mm_movehdup_ps(sb0), _mm_movehdup_ps(sb1));
-    s[0] = rl__hsum_ps(_mm256_add_ps(a0, a1)) + _mm_cvtss_f32(sma);
-    s[1] = rl__hsum_ps(_mm256_add_ps(b0, b1)) + _mm_cvtss_f32(smb);
+    if (i_ < nb) RL_VBLK_Q4_1_R(acc0, summ0);
+    RL_UNROLL for (int r = 0; r < R; r++) {
+        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[r]), _mm_movehdup_ps(summ1[r]));
+        s[r] = rl__hsum_ps(_mm256_add_ps(acc0[r], acc1[r])) + _mm_cvtss_f32(sm);
+    }
 }
 
 /* ---------------- K-quants ---------------- */
@@ -316,6 +319,15 @@ RL_AI void rl__vdotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const 
 }
 
 /* ---------------- instantiations ---------------- */
+
+#define RL_VINST2R(TY)                                                                             \
+    static void rl__dot2r_##TY##_vnni(int64_t n, float *s, const void *w, size_t ws, const void *x) { \
+        rl__vdotR_##TY(n, s, w, ws, x, 2);                                                         \
+    }
+RL_VINST2R(q4_0)
+RL_VINST2R(q4_1)
+RL_VINST2R(q5_0)
+RL_VINST2R(q8_0)
 
 #define RL_VINST(TY)                                                                               \
     static void rl__dot_##TY##_vnni(int64_t n, float *s, const void *w, const void *x) {           \
