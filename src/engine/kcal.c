@@ -38,7 +38,8 @@ rl_status rl_kv_calibrate(rl_model *m, const rl_tokenizer *tok, rl_threadpool *t
     size_t n = 0;
     rl_status st = rl_tokenizer_encode(tok, k_calib_text, strlen(k_calib_text), 0, &ids, &n, err);
     if (st) return st;
-    st = rl_model_calibrate_k_shift(m, ids, (int32_t)n, tp, err);
+    const char *ks = getenv("RL_KV_KSCALE"); /* "none": shift only (a measurement aid) */
+    st = rl_model_calibrate_k_shift(m, ids, (int32_t)n, !(ks && !strcmp(ks, "none")), tp, err);
     rl_free(ids);
     return st;
 }

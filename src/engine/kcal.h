@@ -12,7 +12,8 @@
  * user of quantized K pages calls it before writing any: the engine at
  * creation, `redline perplexity` and the ablation's quality pass.  The
  * environment variable RL_KV_KCAL=none skips it (the K bias, or nothing,
- * stays the shift: a measurement aid, docs/KVQUANT.md). */
+ * stays the shift: a measurement aid, docs/KVQUANT.md); RL_KV_KSCALE=none
+ * calibrates the shift but no K channel scale. */
 rl_status rl_kv_calibrate(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp, rl_err *err);
 
 #endif

@@ -61,6 +61,7 @@ typedef struct rl__att_ctx {
     bool k_rot;   /* K rows are stored Hadamard-rotated: rotate the query head */
     bool v_rot;   /* V rows are stored rotated: rotate the output head back */
     bool k_shift; /* K rows are stored minus kv->k_shift: add q . k_shift back */
+    bool k_scale; /* K rows are stored times kv->k_scale: divide the query by it */
     _Atomic int64_t next;
 } rl__att_ctx;
 
@@ -117,8 +118,13 @@ static void rl__att_task(void *p, int ith, int nth) {
             const float *mu = kv->k_shift + (size_t)kvh * hd;
             for (int i = 0; i < hd; i++) qmu += q[i] * mu[i];
         }
+        if (c->k_scale) { /* (q/D).(D k) = q.k */
+            const float *d = kv->k_scale + (size_t)kvh * hd;
+            for (int i = 0; i < hd; i++) qr[i] = q[i] / d[i];
+            q = qr;
+        }
         if (c->k_rot) { /* (Hq).(Hk) = q.k */
-            memcpy(qr, q, (size_t)hd * sizeof(float));
+            if (q != qr) memcpy(qr, q, (size_t)hd * sizeof(float));
             kt->wht(qr, hd);
             q = qr;
         }
@@ -201,6 +207,7 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
     c.k_rot = rl_kv_rot_resolve(kv->k_type, kv->head_dim, kv->k_rot) == RL_KV_ROT_HADAMARD;
     c.v_rot = rl_kv_rot_resolve(kv->v_type, kv->head_dim, kv->v_rot) == RL_KV_ROT_HADAMARD;
     c.k_shift = rl_kv_k_shifted(kv);
+    c.k_scale = rl_kv_k_scaled(kv);
     atomic_init(&c.next, 0);
     if (rl_threadpool_n_threads(tp) == 1)
         rl__att_task(&c, 0, 1);

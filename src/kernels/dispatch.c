@@ -234,14 +234,43 @@ bool rl_kv_k_shifted(const rl_kv_layer *kv) {
     return kv->k_shift && rl_kv_type_quantized(kv->k_type);
 }
 
-/* shift: [n_kv_head][head_dim] offset subtracted before rotation, or NULL. */
-static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, void *base,
+bool rl_kv_k_scaled(const rl_kv_layer *kv) {
+    return kv->k_scale && rl_kv_type_quantized(kv->k_type);
+}
+
+double rl_kv_k_scale_fit(const double *sum_k, const double *sum_k2, const double *sum_q2, double n_k,
+                         double n_q, int hd, float *D) {
+    double var[512], q2[512], d[512], lsum = 0.0;
+    RL_ASSERT(hd > 0 && hd <= 512 && n_k > 0 && n_q > 0);
+    for (int i = 0; i < hd; i++) {
+        double mu = sum_k[i] / n_k;
+        var[i] = fmax(sum_k2[i] / n_k - mu * mu, 1e-12);
+        q2[i] = fmax(sum_q2[i] / n_q, 1e-12);
+        d[i] = sqrt(sqrt(q2[i]) / sqrt(var[i]));
+        lsum += log(d[i]);
+    }
+    double g = exp(lsum / hd), a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+    for (int i = 0; i < hd; i++) {
+        d[i] /= g;
+        D[i] = (float)d[i];
+        a0 += q2[i];
+        b0 += var[i];
+        a1 += q2[i] / (d[i] * d[i]);
+        b1 += d[i] * d[i] * var[i];
+    }
+    return (a0 * b0) / (a1 * b1);
+}
+
+/* shift: [n_kv_head][head_dim] offset subtracted before rotation, or NULL;
+ * scale: [n_kv_head][head_dim] factors applied after the shift, or NULL. */
+static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, const float *scale,
+                             void *base,
                              size_t block_bytes, const rl_kv_layer *kv, int32_t block, int32_t slot,
                              const float *src) {
     size_t row_bytes = rl_type_row_size(t, kv->head_dim);
     bool hrot = rl_kv_rot_resolve(t, kv->head_dim, rot) == RL_KV_ROT_HADAMARD;
     float buf[512];
-    RL_ASSERT(!(hrot || shift) || kv->head_dim <= 512);
+    RL_ASSERT(!(hrot || shift || scale) || kv->head_dim <= 512);
     for (int h = 0; h < kv->n_kv_head; h++) {
         uint8_t *dst = (uint8_t *)base + (size_t)block * block_bytes +
                        ((size_t)h * kv->block_size + slot) * row_bytes;
@@ -249,6 +278,11 @@ static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, void 
         if (shift) { /* work on a copy: the caller's row stays as it was */
             const float *sh = shift + (size_t)h * kv->head_dim;
             for (int i = 0; i < kv->head_dim; i++) buf[i] = s[i] - sh[i];
+            s = buf;
+        }
+        if (scale) {
+            const float *sc = scale + (size_t)h * kv->head_dim;
+            for (int i = 0; i < kv->head_dim; i++) buf[i] = s[i] * sc[i];
             s = buf;
         }
         if (hrot) {
@@ -275,7 +309,9 @@ void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos,
                  const float *k_row, const float *v_row) {
     RL_ASSERT(pos >= 0);
     int32_t block = block_table[pos / kv->block_size], slot = pos % kv->block_size;
-    rl__kv_store_one(kv->k_type, kv->k_rot, rl_kv_k_shifted(kv) ? kv->k_shift : NULL, kv->k_base,
-                     kv->k_block_bytes, kv, block, slot, k_row);
-    rl__kv_store_one(kv->v_type, kv->v_rot, NULL, kv->v_base, kv->v_block_bytes, kv, block, slot, v_row);
+    rl__kv_store_one(kv->k_type, kv->k_rot, rl_kv_k_shifted(kv) ? kv->k_shift : NULL,
+                     rl_kv_k_scaled(kv) ? kv->k_scale : NULL, kv->k_base, kv->k_block_bytes, kv,
+                     block, slot, k_row);
+    rl__kv_store_one(kv->v_type, kv->v_rot, NULL, NULL, kv->v_base, kv->v_block_bytes, kv, block,
+                     slot, v_row);
 }

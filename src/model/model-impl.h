@@ -53,6 +53,7 @@ typedef struct rl_layer {
     const float *k_norm;         /* [head_dim] or NULL */
     const float *k_cal;          /* [n_kv_head*head_dim] mean post-RoPE key, or NULL
                                   * (rl_model_calibrate_k_shift) */
+    const float *k_cal_scale;    /* [n_kv_head*head_dim] K channel scale, or NULL */
     const float *post_attn_norm; /* [n_embd] or NULL (gemma3) */
     const float *ffn_norm;       /* [n_embd] */
     rl_mat w_gate;               /* [n_ff][n_embd] */
@@ -117,7 +118,8 @@ struct rl_model {
     const int32_t **bt_s;        /* [max_batch] block table of sorted slot */
     int32_t *run_start;          /* [max_batch+1] sequence runs in sorted order */
     rl_attn_args *att_args;      /* [max_batch] one per sequence run */
-    double *kcal_sum;            /* [n_layer][n_kv_head*head_dim] while calibrating */
+    double *kcal_sum;            /* [3][n_layer][n_kv_head*head_dim] while calibrating:
+                                  * sums of k, k^2 and q^2 (q over the KV head's group) */
 };
 
 /* State of one forward call. */

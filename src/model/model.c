@@ -610,10 +610,12 @@ const float *rl_model_k_shift(const rl_model *m, int32_t il) {
     return L->k_cal ? L->k_cal : L->bk;
 }
 
+const float *rl_model_k_scale(const rl_model *m, int32_t il) { return m->layers[il].k_cal_scale; }
+
 bool rl_model_k_calibrated(const rl_model *m) { return m->hp.n_layer > 0 && m->layers[0].k_cal; }
 
-rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, rl_threadpool *tp,
-                                     rl_err *err) {
+rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, bool with_scale,
+                                     rl_threadpool *tp, rl_err *err) {
     if (rl_model_k_calibrated(m)) return RL_OK;
     if (n < 1) return rl_err_set(err, RL_ERR_INVALID, "K calibration needs at least one token");
     const rl_hparams *hp = &m->hp;
@@ -626,7 +628,7 @@ rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n,
     int32_t *bt = rl_calloc((size_t)nb, sizeof *bt), *pos = rl_calloc((size_t)n, sizeof *pos),
             *seq = rl_calloc((size_t)n, sizeof *seq);
     float *logits = rl_calloc((size_t)hp->n_vocab, sizeof *logits);
-    m->kcal_sum = rl_calloc((size_t)L * nkv, sizeof(double));
+    m->kcal_sum = rl_calloc(3 * (size_t)L * nkv, sizeof(double));
     if (!kv_mem || !kvl || !bt || !pos || !seq || !logits || !m->kcal_sum) {
         st = rl_err_set(err, RL_ERR_NOMEM, "out of memory for K calibration (%d tokens)", (int)n);
         goto done;
@@ -660,9 +662,31 @@ rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n,
             mean[d] = n > 1 ? (float)(m->kcal_sum[(size_t)l * nkv + d] / (n - 1)) : 0.0f;
         m->layers[l].k_cal = mean;
     }
+    if (n > 1 && with_scale) { /* K channel scale where the error model predicts a large gain */
+        const size_t plane = (size_t)L * nkv, hd = (size_t)hp->head_dim;
+        const double group = (double)(hp->n_head / hp->n_kv_head);
+        for (int32_t l = 0; l < L; l++) {
+            float *D = own_alloc(m, nkv * sizeof(float));
+            if (!D) {
+                st = rl_err_set(err, RL_ERR_NOMEM, "out of memory for the K scale");
+                goto done;
+            }
+            const double *sum = m->kcal_sum + (size_t)l * nkv, *sq = sum + plane, *qsq = sq + plane;
+            bool any = false;
+            for (size_t o = 0; o < nkv; o += hd) {
+                double gain = rl_kv_k_scale_fit(sum + o, sq + o, qsq + o, n - 1, (n - 1) * group,
+                                                (int)hd, D + o);
+                if (gain >= RL_KV_KSCALE_MIN_GAIN)
+                    any = true;
+                else /* unscaled head: x * 1 and q / 1 are exact, pages as before */
+                    for (size_t i = o; i < o + hd; i++) D[i] = 1.0f;
+            }
+            m->layers[l].k_cal_scale = any ? D : NULL;
+        }
+    }
 done:
     if (st) /* all layers or none */
-        for (int32_t l = 0; l < L; l++) m->layers[l].k_cal = NULL;
+        for (int32_t l = 0; l < L; l++) m->layers[l].k_cal = m->layers[l].k_cal_scale = NULL;
     rl_free(m->kcal_sum);
     m->kcal_sum = NULL;
     rl_free(kv_mem);

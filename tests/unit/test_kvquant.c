@@ -210,11 +210,17 @@ static void test_leaves(void **state) {
  * k + g_shift and the layer gets k_shift = g_shift (test_k_shift). */
 static const float *g_shift;
 static bool g_shift_off; /* keys get the offset, but the layer no k_shift */
+/* K channel scale for the next fixtures (NULL = none): the layer gets
+ * k_scale = g_scale (test_k_scale). */
+static const float *g_scale;
+/* Per-channel key standard deviation (NULL = the default pattern). */
+static const float *g_kstd;
 
 typedef struct att_fix {
     rl_kv_layer kv;
     bool k_rot, v_rot; /* pages hold Hadamard-rotated rows (resolved) */
     bool k_shift;      /* K pages hold k - k_shift (rl_kv_k_shifted) */
+    bool k_scale;      /* ... times k_scale (rl_kv_k_scaled) */
     int32_t bt[160];
     int n_pos, nblk;
     float *kt, *vt; /* f32 K/V [pos][nkv][hd] as the pages see them: the
@@ -244,8 +250,10 @@ static void att_fix_init_rot(att_fix *f, rl_type kt, rl_type vt, rl_kv_rot krot,
     f->n_pos = n_pos;
     f->nblk = nblk;
     f->kv = (rl_kv_layer){.k_type = kt, .v_type = vt, .n_kv_head = nkv, .head_dim = hd, .block_size = bs,
-                          .k_rot = krot, .v_rot = vrot, .k_shift = g_shift_off ? NULL : g_shift};
+                          .k_rot = krot, .v_rot = vrot, .k_shift = g_shift_off ? NULL : g_shift,
+                          .k_scale = g_scale};
     f->k_shift = rl_kv_k_shifted(&f->kv);
+    f->k_scale = rl_kv_k_scaled(&f->kv);
     f->k_rot = rl_kv_rot_resolve(kt, hd, krot) == RL_KV_ROT_HADAMARD;
     f->v_rot = rl_kv_rot_resolve(vt, hd, vrot) == RL_KV_ROT_HADAMARD;
     f->kv.k_block_bytes = (size_t)nkv * bs * rl_type_row_size(kt, hd);
@@ -271,7 +279,8 @@ static void att_fix_init_rot(att_fix *f, rl_type kt, rl_type vt, rl_kv_rot krot,
         for (int h = 0; h < nkv; h++) {
             float sc = 0.3f + (rnd_unif() + 1.0f); /* per-row magnitude, outlier channels */
             for (int i = 0; i < hd; i++) {
-                k[h * hd + i] = rnd_gauss() * sc * (i % 16 == 3 ? 4.0f : 1.0f);
+                k[h * hd + i] =
+                    rnd_gauss() * sc * (g_kstd ? g_kstd[h * hd + i] : i % 16 == 3 ? 4.0f : 1.0f);
                 v[h * hd + i] = rnd_gauss() * sc;
             }
         }
@@ -281,6 +290,8 @@ static void att_fix_init_rot(att_fix *f, rl_type kt, rl_type vt, rl_kv_rot krot,
         for (int h = 0; h < nkv; h++) { /* page-domain rows: what rl_kv_store quantized */
             if (f->k_shift)
                 for (int i = 0; i < hd; i++) k[h * hd + i] -= g_shift[h * hd + i];
+            if (f->k_scale)
+                for (int i = 0; i < hd; i++) k[h * hd + i] *= g_scale[h * hd + i];
             if (f->k_rot) rl__kernels_ref()->wht(k + h * hd, hd);
             if (f->v_rot) rl__kernels_ref()->wht(v + h * hd, hd);
         }
@@ -455,6 +466,9 @@ static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vro
                 off[2 * h] += (double)qt[h * hd + i] * mu[i];
                 off[2 * h + 1] += fabs((double)qt[h * hd + i] * mu[i]);
             }
+            if (f.k_scale) /* the kernel's query: fl(q / D), then rotated */
+                for (int i = 0; i < hd; i++)
+                    qp[h * hd + i] = qt[h * hd + i] / g_scale[(size_t)(h / (nh / c->nkv)) * hd + i];
             if (f.k_rot) rl__kernels_ref()->wht(qp + h * hd, hd);
             rb[h] = 0;
             if (f.v_rot) {
@@ -813,6 +827,93 @@ static void test_k_shift(void **state) {
     rl_threadpool_free(tp);
 }
 
+/* K channel scale (rl_kv_layer.k_scale), with a shift: full checks (the
+ * oracle scores fl(q / D) against the page-domain keys D (k - mu); bounds,
+ * batch invariance) for every quantized K type, rotated or not, f16 K
+ * ignoring it.  Then the fit (rl_kv_k_scale_fit) on keys whose quiet
+ * channels are the ones the queries weigh most: it must predict a large
+ * gain, and the q4_0 score error with its D must drop accordingly; on
+ * isotropic keys and queries it must predict none. */
+static void test_k_scale(void **state) {
+    (void)state;
+    enum { NKV = 3, HD = 64, NH = 9, NPOS = 150, GROUP = NH / NKV };
+    static float mu[NKV * 256], D[NKV * 256], kstd[NKV * HD], rq[NKV * HD];
+    rl_threadpool *tp = rl_threadpool_new(2);
+    for (int i = 0; i < NKV * 256; i++) {
+        mu[i] = 0.5f * rnd_gauss();
+        D[i] = 0.25f + 3.75f * (0.5f + 0.5f * rnd_unif());
+    }
+    g_shift = mu;
+    g_scale = D;
+    const rl_type kts[4] = {RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_F16};
+    for (int ki = 0; ki < 4; ki++)
+        for (int ri = 0; ri < 2; ri++)
+            for (int ci = 0; ci < N_CASES; ci++)
+                check_case_rot(kts[ki], RL_TYPE_Q8_0, ri ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE,
+                               RL_KV_ROT_AUTO, &cases[ci], tp, NULL, NULL, NULL);
+    g_shift = NULL;
+    rl_kv_layer dummy = {.k_type = RL_TYPE_F16, .k_scale = D};
+    assert_false(rl_kv_k_scaled(&dummy));
+    dummy.k_type = RL_TYPE_Q4_0;
+    assert_true(rl_kv_k_scaled(&dummy));
+
+    /* keys: 8 quiet channels (sd 0.05) per head that the queries weigh
+     * 20x; the rest sd 1, queries 1 */
+    for (int i = 0; i < NKV * HD; i++) {
+        bool quiet = i % 8 == 2;
+        kstd[i] = quiet ? 0.05f : 1.0f;
+        rq[i] = quiet ? 20.0f : 1.0f;
+    }
+    for (int iso = 0; iso < 2; iso++) {
+        double sk[HD], sk2[HD], sq2[HD];
+        float Dfit[HD];
+        for (int i = 0; i < HD; i++) {
+            double s = iso ? 1.0 : kstd[i], r = iso ? 1.0 : rq[i];
+            sk[i] = 3.0 * 100, sk2[i] = (s * s + 9.0) * 100, sq2[i] = r * r * 700; /* mean 3 */
+        }
+        double gain = rl_kv_k_scale_fit(sk, sk2, sq2, 100, 700, HD, Dfit);
+        print_message("  K scale fit: predicted gain %.2f (%s)\n", gain, iso ? "isotropic" : "quiet channels");
+        if (iso) {
+            assert_true(gain < 1.0001);
+            for (int i = 0; i < HD; i++) assert_float_equal(Dfit[i], 1.0f, 1e-5f);
+        } else {
+            assert_true(gain > 5.0);
+            for (int h = 0; h < NKV; h++) memcpy(D + h * HD, Dfit, sizeof Dfit);
+        }
+    }
+    double se[2] = {0, 0};
+    float q[NH * HD];
+    for (int r = 0; r < 2; r++) {
+        kt_seed(KT_SEED ^ 17);
+        g_kstd = kstd;
+        g_scale = r ? D : NULL;
+        att_fix f;
+        att_fix_init_rot(&f, RL_TYPE_Q4_0, RL_TYPE_F16, RL_KV_ROT_HADAMARD, RL_KV_ROT_NONE, NKV, HD, 16,
+                         NPOS);
+        assert_true(f.k_scale == (r == 1));
+        for (int i = 0; i < NH * HD; i++) q[i] = rnd_gauss() * rq[(i / (HD * GROUP)) * HD + i % HD];
+        for (int h = 0; h < NH; h++) {
+            float qh[HD];
+            for (int i = 0; i < HD; i++) qh[i] = q[h * HD + i] / (r ? D[i] : 1.0f);
+            rl__kernels_ref()->wht(qh, HD);
+            for (int p = 0; p < NPOS; p++) {
+                size_t o = ((size_t)p * NKV + h / GROUP) * HD;
+                double d = 0;
+                for (int i = 0; i < HD; i++) d += (double)qh[i] * (f.kd[o + i] - f.kt[o + i]);
+                se[r] += d * d;
+            }
+        }
+        att_fix_free(&f);
+    }
+    g_kstd = NULL;
+    g_scale = NULL;
+    print_message("  q4_0 K (rotated), quiet channels weighed most: score RMS error %.4f unscaled, "
+                  "%.4f scaled\n",
+                  sqrt(se[0] / (NH * NPOS)), sqrt(se[1] / (NH * NPOS)));
+    assert_true(se[1] < se[0] / 4.0); /* RMS error down 2x or more */
+    rl_threadpool_free(tp);
+}
+
 /* The pool hands its configured rotation to every layer view (0 = AUTO). */
 static void test_pool_rotation(void **state) {
     (void)state;
@@ -868,6 +969,7 @@ int main(void) {
         cmocka_unit_test(test_rotation_helps_q4_0),
         cmocka_unit_test(test_pool_rotation),
         cmocka_unit_test(test_k_shift),
+        cmocka_unit_test(test_k_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
