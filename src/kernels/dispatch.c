@@ -296,7 +296,7 @@ static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, const
             rl_fp16 *d = (rl_fp16 *)dst;
             for (int i = 0; i < kv->head_dim; i++) d[i] = rl_f32_to_fp16(s[i]);
         } else if (t == RL_TYPE_IQ4_NL) {
-            rl__quant_iq4_nl_kv(s, dst, kv->head_dim);
+            rl__kernels()->quant_iq4_nl_kv(s, dst, kv->head_dim);
         } else {
             const rl_type_traits *tr = rl_type_get(t);
             RL_ASSERT(tr && tr->from_float);

@@ -72,6 +72,10 @@ typedef struct rl__ktab {
     /* rl_wht: in-place orthonormal Walsh-Hadamard transform of x[n], n a
      * power of two (bit-identical across implementations). */
     void (*wht)(float *x, int n);
+    /* iq4_nl KV-page quantizer (rl__quant_iq4_nl_kv's scale search);
+     * bit-identical in every implementation, so stored pages do not depend
+     * on the table. */
+    rl__quant_fn quant_iq4_nl_kv;
 } rl__ktab;
 
 /* Activation type paired with weight type t (RL_TYPE_F32 for float weights,

@@ -914,6 +914,48 @@ static void test_k_scale(void **state) {
     rl_threadpool_free(tp);
 }
 
+/* The iq4_nl page quantizer of every table writes the reference's bytes:
+ * Gaussian rows at many magnitudes, rows with one outlier, constant rows,
+ * exact codebook multiples, zeros, tiny values, and rows whose candidate
+ * scale 1 puts values exactly between two codebook entries (ties). */
+static void test_iq4_nl_quant_twins(void **state) {
+    (void)state;
+    const rl__ktab *ref = rl__kernels_ref(), *tabs[2] = {rl__kernels_avx2(), rl__kernels()};
+    float x[256];
+    uint8_t a[256], b[256];
+    int n_rows = 0;
+    for (int it = 0; it < 3000; it++) {
+        int kind = it % 7, hd = 32 << (it % 4); /* 32..256 */
+        float mag = ldexpf(1.0f, (int)(rnd_u32() % 40) - 20);
+        for (int i = 0; i < hd; i++) {
+            switch (kind) {
+            case 0: x[i] = rnd_gauss() * mag; break;
+            case 1: x[i] = (i == (int)(rnd_u32() % (uint32_t)hd) ? 40.0f : 1.0f) * rnd_gauss() * mag; break;
+            case 2: x[i] = mag; break;
+            case 3: x[i] = (float)rl__iq4nl_values[rnd_u32() % 16] * mag; break;
+            case 4: x[i] = (i % 3) ? 0.0f : rnd_gauss(); break;
+            case 5: x[i] = rnd_gauss() * 1e-30f; break;
+            default: { /* -127 sets the candidate scale 1 exactly: midpoints are ties */
+                int k = (int)(rnd_u32() % 15);
+                x[i] = i % 32 == 0  ? -127.0f
+                       : i % 8 == 3 ? 0.5f * ((float)rl__iq4nl_values[k] + (float)rl__iq4nl_values[k + 1])
+                                    : (float)rl__iq4nl_values[k];
+            }
+            }
+        }
+        ref->quant_iq4_nl_kv(x, a, hd);
+        for (int k = 0; k < 2; k++) {
+            if (!tabs[k]) continue;
+            memset(b, 0xAB, sizeof b);
+            tabs[k]->quant_iq4_nl_kv(x, b, hd);
+            assert_memory_equal(a, b, (size_t)hd / 32 * 18);
+        }
+        n_rows++;
+    }
+    print_message("  iq4_nl quantizer: %d rows identical to the reference (%s)\n", n_rows,
+                  rl_kernels_impl_name());
+}
+
 /* The pool hands its configured rotation to every layer view (0 = AUTO). */
 static void test_pool_rotation(void **state) {
     (void)state;
@@ -970,6 +1012,7 @@ int main(void) {
         cmocka_unit_test(test_pool_rotation),
         cmocka_unit_test(test_k_shift),
         cmocka_unit_test(test_k_scale),
+        cmocka_unit_test(test_iq4_nl_quant_twins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -284,6 +284,7 @@ static void rl__wht_ref(float *x, int n) {
 
 void rl__ref_fill_kvq(rl__ktab *t) {
     t->wht = rl__wht_ref;
+    t->quant_iq4_nl_kv = rl__quant_iq4_nl_kv;
     t->kqf_rows[RL_TYPE_IQ4_NL] = rl__kqf_iq4_nl_ref;
     t->kq_rows[RL_TYPE_IQ4_NL] = rl__kq_iq4_nl_ref;
     t->v_rows[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_ref;

@@ -347,8 +347,97 @@ static void rl__wht_avx2(float *x, int n) {
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), c));
 }
 
+/* iq4_nl page quantizer, the twin of rl__quant_iq4_nl_kv: the 31 candidate
+ * scales run 8 at a time, one lane each, and every lane does the scalar
+ * code's float operations in the same order (nearest entry by counting
+ * codebook entries <= x, then the same lo/hi comparison; sums over j in
+ * order with separate multiply and add, no FMA; the fp16 scale rounding
+ * and the first-minimum choice in candidate order are scalar), so the
+ * stored bytes are identical. */
+static void rl__quant_iq4_nl_kv_avx2(const float *x, void *vy, int64_t n) {
+    rl_block_q4_0 *y = vy;
+    const int8_t *v = rl__iq4nl_values;
+    float vf[16];
+    for (int i = 0; i < 16; i++) vf[i] = (float)v[i];
+    const __m256 tlo = _mm256_loadu_ps(vf), thi = _mm256_loadu_ps(vf + 8);
+    const __m256i seven = _mm256_set1_epi32(7);
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float amax = 0.0f, mx = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), mx = x[j];
+        uint8_t best_q[32] = {0};
+        float best_d = 0.0f;
+        if (amax > 0.0f) {
+            float best_err = INFINITY;
+            for (int r = 0; r < 4; r++) { /* candidates it = 8r - 15 + lane */
+                float num[8];
+                for (int l = 0; l < 8; l++) {
+                    int it = 8 * r - 15 + l;
+                    num[l] = it <= 0 ? (float)v[0] - (float)it - 7.0f : (float)v[15] + (float)it - 8.0f;
+                }
+                const __m256 id = _mm256_div_ps(_mm256_loadu_ps(num), _mm256_set1_ps(mx));
+                __m256i qv[32];
+                __m256 sxv = _mm256_setzero_ps(), svv = _mm256_setzero_ps();
+                for (int j = 0; j < 32; j++) {
+                    const __m256 xj = _mm256_set1_ps(x[j]), xs = _mm256_mul_ps(xj, id);
+                    __m256i lo = _mm256_setzero_si256();
+                    for (int k = 1; k < 15; k++) /* lo = #{k in 1..14: v[k] <= xs} */
+                        lo = _mm256_sub_epi32(
+                            lo, _mm256_castps_si256(_mm256_cmp_ps(_mm256_set1_ps(vf[k]), xs, _CMP_LE_OQ)));
+                    const __m256i hi = _mm256_add_epi32(lo, _mm256_set1_epi32(1));
+                    const __m256 vlo = _mm256_blendv_ps(
+                        _mm256_permutevar8x32_ps(tlo, lo), _mm256_permutevar8x32_ps(thi, lo),
+                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(lo, seven)));
+                    const __m256 vhi = _mm256_blendv_ps(
+                        _mm256_permutevar8x32_ps(tlo, hi), _mm256_permutevar8x32_ps(thi, hi),
+                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(hi, seven)));
+                    /* lo if x - v[lo] < v[hi] - x, else hi */
+                    const __m256 take_lo =
+                        _mm256_cmp_ps(_mm256_sub_ps(xs, vlo), _mm256_sub_ps(vhi, xs), _CMP_LT_OQ);
+                    const __m256 vq = _mm256_blendv_ps(vhi, vlo, take_lo);
+                    qv[j] = _mm256_add_epi32(lo, _mm256_andnot_si256(_mm256_castps_si256(take_lo),
+                                                                     _mm256_set1_epi32(1)));
+                    sxv = _mm256_add_ps(sxv, _mm256_mul_ps(xj, vq));
+                    svv = _mm256_add_ps(svv, _mm256_mul_ps(vq, vq));
+                }
+                float sx[8], sv[8], dl[8];
+                _mm256_storeu_ps(sx, sxv);
+                _mm256_storeu_ps(sv, svv);
+                for (int l = 0; l < 8; l++) {
+                    float d = sv[l] > 0.0f ? sx[l] / sv[l] : 0.0f;
+                    dl[l] = rl_fp16_to_f32(rl_f32_to_fp16(d)); /* the stored scale */
+                }
+                const __m256 dv = _mm256_loadu_ps(dl);
+                __m256 err = _mm256_setzero_ps();
+                for (int j = 0; j < 32; j++) {
+                    const __m256 vq = _mm256_blendv_ps(
+                        _mm256_permutevar8x32_ps(tlo, qv[j]), _mm256_permutevar8x32_ps(thi, qv[j]),
+                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(qv[j], seven)));
+                    const __m256 e = _mm256_sub_ps(_mm256_set1_ps(x[j]), _mm256_mul_ps(dv, vq));
+                    err = _mm256_add_ps(err, _mm256_mul_ps(e, e));
+                }
+                float el[8];
+                _mm256_storeu_ps(el, err);
+                for (int l = 0; l < 8 && 8 * r - 15 + l <= 15; l++)
+                    if (el[l] < best_err) {
+                        best_err = el[l];
+                        best_d = dl[l];
+                        int32_t qs[8];
+                        for (int j = 0; j < 32; j++) {
+                            _mm256_storeu_si256((__m256i *)qs, qv[j]);
+                            best_q[j] = (uint8_t)qs[l];
+                        }
+                    }
+            }
+        }
+        y[b].d = rl_f32_to_fp16(best_d);
+        for (int j = 0; j < 16; j++) y[b].qs[j] = (uint8_t)(best_q[j] | (best_q[j + 16] << 4));
+    }
+}
+
 void rl__avx2_fill_kvq(rl__ktab *t) {
     t->wht = rl__wht_avx2;
+    t->quant_iq4_nl_kv = rl__quant_iq4_nl_kv_avx2;
     t->kqf_rows[RL_TYPE_IQ4_NL] = rl__kqf_iq4_nl_avx2;
     t->kq_rows[RL_TYPE_IQ4_NL] = rl__kq_iq4_nl_avx2;
     t->v_rows[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_avx2;
