@@ -753,11 +753,14 @@ static int32_t spec_prepare(rl_engine *e) {
          * the 1.5B target at batch 4: 0.52-0.68x of no speculation with
          * probes only; docs/PERFORMANCE.md).  The cost model can still
          * choose k > 0 there from its estimates. */
-        if (k_pol == 0 && !(uses_draft && n_dec > 1)) {
-            for (int32_t k = 1; k <= e->params.draft_max && !k_pol; k++)
+        if (!(uses_draft && n_dec > 1)) {
+            int32_t probe = 0; /* whatever the choice: an unmeasured length first */
+            for (int32_t k = 1; k <= e->params.draft_max && !probe; k++)
                 if (n_dec + k * n_pol <= RL_SPEC_COST_N && !(e->cost.fwd[n_dec + k * n_pol] > 0))
-                    k_pol = k;
-            if (!k_pol && ++e->spec_idle >= 32)
+                    probe = k;
+            if (probe)
+                k_pol = probe;
+            else if (!k_pol && ++e->spec_idle >= 32)
                 k_pol = e->spec_probe_k = e->spec_probe_k % e->params.draft_max + 1;
         }
         if (k_pol > 0) e->spec_idle = 0;
