@@ -9,7 +9,13 @@
  * Tokens go in tiles of 8 (the table's vec_dot8), then 4 (vec_dot4), then
  * one at a time, using each tile variant the table has (weights are
  * unpacked once per tile); every variant is bit-identical to vec_dot per
- * token, so the tiling never changes a result.
+ * token, so the tiling never changes a result.  For few tokens
+ * (verification batches, 1 < n_tok < 16) a remainder of 6-7 tokens after
+ * the 8-tiles, or of 3 after the 4-tiles, runs as one tile padded with
+ * copies of the last activation row (the scratch has RL_MM_PAD_ROWS spare
+ * rows), its padding results dropped: one tile pass costs less than 3
+ * single-token passes (Qwen2.5-1.5B, one forward of 3 positions: 2.02x a
+ * 1-position forward, 4 positions: 1.69x; docs/PERFORMANCE.md).
  *
  * Batch invariance: y[t][r] is exactly vec_dot(w row r, xq row t), and
  * vec_dot's reduction order depends only on n_cols, so the result does not
@@ -19,6 +25,7 @@
  * chunks only change which thread computes a row).
  */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "kernels/kernels-impl.h"
 
@@ -32,9 +39,11 @@ static size_t rl__act_row_size(const rl_mat *w) {
     return rl_type_row_size(at, w->n_cols);
 }
 
+#define RL_MM_PAD_ROWS 2 /* padding of a 6-token remainder to an 8-tile */
+
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
     size_t rs = rl__act_row_size(w), out;
-    if (!rl_mul_size(rs, (size_t)n_tok, &out)) return SIZE_MAX;
+    if (n_tok < 0 || !rl_mul_size(rs, (size_t)n_tok + RL_MM_PAD_ROWS, &out)) return SIZE_MAX;
     return out;
 }
 
@@ -54,8 +63,33 @@ typedef struct rl__mm_ctx {
     size_t xq_row;
     const rl__ktab *kt;
     rl__quant_fn quant;
+    bool padded; /* xq rows n_tok .. n_tok+RL_MM_PAD_ROWS-1 repeat row n_tok-1 */
     _Atomic int64_t next;
 } rl__mm_ctx;
+
+/* Chunk rows when n_tok < 16 are at most this (rl__chunk_rows). */
+#define RL_MM_FEW_MAX_ROWS 64
+
+/* One tile of `width` tokens starting at t, of which only n_real exist:
+ * computed into a local buffer, the real tokens' results copied out. */
+static void rl__mm_padded_tile(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t,
+                               int width, int64_t n_real) {
+    const rl_mat *w = c->w[i];
+    const uint8_t *wd = w->data;
+    const void *xr = c->xq + (size_t)t * c->xq_row;
+    float tmp[8][RL_MM_FEW_MAX_ROWS];
+    RL_ASSERT(r1 - r0 <= RL_MM_FEW_MAX_ROWS);
+    for (int64_t r = r0; r < r1; r++) {
+        if (width == 8)
+            c->kt->vec_dot8[w->type](w->n_cols, &tmp[0][r - r0], RL_MM_FEW_MAX_ROWS,
+                                     wd + (size_t)r * w->row_size, xr, c->xq_row);
+        else
+            c->kt->vec_dot4[w->type](w->n_cols, &tmp[0][r - r0], RL_MM_FEW_MAX_ROWS,
+                                     wd + (size_t)r * w->row_size, xr, c->xq_row);
+    }
+    for (int64_t j = 0; j < n_real; j++)
+        memcpy(c->y[i] + (t + j) * w->n_rows + r0, tmp[j], sizeof(float) * (size_t)(r1 - r0));
+}
 
 static void rl__mm_quant_task(void *p, int ith, int nth) {
     rl__mm_ctx *c = p;
@@ -88,6 +122,10 @@ static void rl__mm_task(void *p, int ith, int nth) {
                     dot8(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr, c->xq_row);
             }
         }
+        if (dot8 && c->padded && c->n_tok - t >= 6) { /* 6-7 left: one padded 8-tile */
+            rl__mm_padded_tile(c, i, r0, r1, t, 8, c->n_tok - t);
+            t = c->n_tok;
+        }
         if (dot4) {
             for (; t + 4 <= c->n_tok; t += 4) {
                 const void *xr = c->xq + (size_t)t * c->xq_row;
@@ -95,6 +133,10 @@ static void rl__mm_task(void *p, int ith, int nth) {
                 for (int64_t r = r0; r < r1; r++)
                     dot4(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr, c->xq_row);
             }
+        }
+        if (dot4 && c->padded && c->n_tok - t == 3) { /* 3 left: one padded 4-tile */
+            rl__mm_padded_tile(c, i, r0, r1, t, 4, 3);
+            t = c->n_tok;
         }
         const rl__vec_dot2r_fn dot2r = c->kt->vec_dot2r[w->type];
         for (; t < c->n_tok; t++) {
@@ -179,6 +221,12 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
             rl__mm_quant_task(&c, 0, 1);
         else
             rl_threadpool_run(tp, rl__mm_quant_task, &c);
+        if (n_tok > 1 && n_tok < 16) { /* scratch holds RL_MM_PAD_ROWS spare rows */
+            for (int j = 0; j < RL_MM_PAD_ROWS; j++)
+                memcpy(c.xq + (size_t)(n_tok + j) * c.xq_row, c.xq + (size_t)(n_tok - 1) * c.xq_row,
+                       c.xq_row);
+            c.padded = true;
+        }
     }
     atomic_init(&c.next, 0);
     if (nth == 1)
