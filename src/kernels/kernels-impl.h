@@ -11,6 +11,8 @@
 #ifndef RL_KERNELS_IMPL_H
 #define RL_KERNELS_IMPL_H
 
+#include <math.h>
+
 #include "kernels/kernels.h"
 
 /* *s = dot(w row of n elements, x row of n elements).  x is packed in the
@@ -108,6 +110,20 @@ void rl__quant_q8_K_ref(const float *x, void *y, int64_t n);
  * ref/ref_kvq.c).  iq4_nl blocks have rl_block_q4_0's layout. */
 extern const int8_t rl__iq4nl_values[16];
 void rl__quant_iq4_nl_kv(const float *x, void *y, int64_t n);
+/* The iq4_nl page quantizers' shared ends: the element of largest
+ * magnitude of a 32-block (its value in *mx; returns |mx|), and the store
+ * of the chosen scale and codes. */
+static inline float rl__iq4nl_absmax(const float *x, float *mx) {
+    float amax = 0.0f;
+    *mx = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), *mx = x[j];
+    return amax;
+}
+static inline void rl__iq4nl_store(rl_block_q4_0 *y, float d, const uint8_t q[32]) {
+    y->d = rl_f32_to_fp16(d);
+    for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+}
 
 /* Unpack the 6-bit scale j and min of a q4_K/q5_K super-block. */
 static inline void rl__get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {

@@ -730,6 +730,28 @@ static void test_rotation_transparent(void **state) {
     free(q);
 }
 
+/* Sum over the n_head query heads q[n_head][hd] and every stored position
+ * of the squared score error of the fixture's K pages: (q'.(kd - kt))^2,
+ * q' the query as the kernel scores it (divided by the K scale `scale`
+ * [n_kv_head][hd] when not NULL, then rotated when the pages are). */
+static double score_sq_err(const att_fix *f, const float *q, int n_head, const float *scale) {
+    const int nkv = f->kv.n_kv_head, hd = f->kv.head_dim, group = n_head / nkv;
+    double se = 0;
+    for (int h = 0; h < n_head; h++) {
+        float qh[512];
+        for (int i = 0; i < hd; i++)
+            qh[i] = scale ? q[h * hd + i] / scale[(h / group) * hd + i] : q[h * hd + i];
+        if (f->k_rot) rl__kernels_ref()->wht(qh, hd);
+        for (int p = 0; p < f->n_pos; p++) {
+            size_t o = ((size_t)p * nkv + h / group) * hd;
+            double d = 0;
+            for (int i = 0; i < hd; i++) d += (double)qh[i] * (f->kd[o + i] - f->kt[o + i]);
+            se += d * d;
+        }
+    }
+    return se;
+}
+
 /* What the rotation is for: with outlier channels in K (every 16th channel
  * 4x, as in the fixture), q4_0 scores q.k are much closer to the exact f32
  * scores when the rows are rotated; iq4_nl (same size, non-uniform
@@ -737,7 +759,7 @@ static void test_rotation_transparent(void **state) {
  * heads of the SmolLM2 shape: RMS score error. */
 static void test_rotation_helps_q4_0(void **state) {
     (void)state;
-    const int nkv = 3, nh = 9, hd = 64, n_pos = 150, group = nh / nkv;
+    const int nkv = 3, nh = 9, hd = 64, n_pos = 150;
     double se[3] = {0, 0, 0};
     float q[9 * 64];
     for (int r = 0; r < 3; r++) {
@@ -747,17 +769,7 @@ static void test_rotation_helps_q4_0(void **state) {
                          r ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE, RL_KV_ROT_NONE, nkv, hd, 16,
                          n_pos);
         for (int i = 0; i < nh * hd; i++) q[i] = rnd_gauss();
-        for (int h = 0; h < nh; h++) {
-            float qh[64];
-            memcpy(qh, q + h * hd, sizeof qh);
-            if (f.k_rot) rl__kernels_ref()->wht(qh, hd);
-            for (int p = 0; p < n_pos; p++) {
-                size_t o = ((size_t)p * nkv + h / group) * hd;
-                double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)qh[i] * (f.kd[o + i] - f.kt[o + i]);
-                se[r] += d * d;
-            }
-        }
+        se[r] = score_sq_err(&f, q, nh, NULL);
         att_fix_free(&f);
     }
     double rms0 = sqrt(se[0] / (nh * n_pos)), rms1 = sqrt(se[1] / (nh * n_pos)),
@@ -767,6 +779,17 @@ static void test_rotation_helps_q4_0(void **state) {
         rms1, rms2);
     assert_true(rms1 < 0.75 * rms0);
     assert_true(rms2 < 0.95 * rms1);
+}
+
+/* Full checks (check_case_rot) of every K page type, rotated or not, with
+ * q8_0 V, over all cases: for the K shift / scale tests. */
+static void check_k_types(rl_threadpool *tp) {
+    const rl_type kts[4] = {RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_F16};
+    for (int ki = 0; ki < 4; ki++)
+        for (int ri = 0; ri < 2; ri++)
+            for (int ci = 0; ci < N_CASES; ci++)
+                check_case_rot(kts[ki], RL_TYPE_Q8_0, ri ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE,
+                               RL_KV_ROT_AUTO, &cases[ci], tp, NULL, NULL, NULL);
 }
 
 /* K offset (rl_kv_layer.k_shift): keys = a large fixed per-channel offset
@@ -783,15 +806,10 @@ static void test_k_shift(void **state) {
     for (int i = 0; i < 3 * 256; i++)
         mu[i] = (i % 16 == 5) ? 60.0f * (i % 3 ? 1.0f : -1.0f) : 0.5f * rnd_gauss();
     g_shift = mu;
-    const rl_type kts[4] = {RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_F16};
-    for (int ki = 0; ki < 4; ki++)
-        for (int ri = 0; ri < 2; ri++)
-            for (int ci = 0; ci < N_CASES; ci++)
-                check_case_rot(kts[ki], RL_TYPE_Q8_0, ri ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE,
-                               RL_KV_ROT_AUTO, &cases[ci], tp, NULL, NULL, NULL);
+    check_k_types(tp);
     /* score error of q4_0 (rotated) against the exact keys, without and
      * with the shift */
-    const int nkv = 3, nh = 9, hd = 64, n_pos = 150, group = nh / nkv;
+    const int nkv = 3, nh = 9, hd = 64, n_pos = 150;
     double se[2] = {0, 0};
     float q[9 * 64];
     for (int r = 0; r < 2; r++) {
@@ -806,17 +824,7 @@ static void test_k_shift(void **state) {
         g_shift_off = false;
         assert_true(f.k_shift == (r == 1));
         for (int i = 0; i < nh * hd; i++) q[i] = rnd_gauss();
-        for (int h = 0; h < nh; h++) {
-            float qh[64];
-            memcpy(qh, q + h * hd, sizeof qh);
-            rl__kernels_ref()->wht(qh, hd);
-            for (int p = 0; p < n_pos; p++) {
-                size_t o = ((size_t)p * nkv + h / group) * hd;
-                double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)qh[i] * (f.kd[o + i] - f.kt[o + i]);
-                se[r] += d * d;
-            }
-        }
+        se[r] = score_sq_err(&f, q, nh, NULL);
         att_fix_free(&f);
     }
     g_shift = NULL;
@@ -845,12 +853,7 @@ static void test_k_scale(void **state) {
     }
     g_shift = mu;
     g_scale = D;
-    const rl_type kts[4] = {RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_F16};
-    for (int ki = 0; ki < 4; ki++)
-        for (int ri = 0; ri < 2; ri++)
-            for (int ci = 0; ci < N_CASES; ci++)
-                check_case_rot(kts[ki], RL_TYPE_Q8_0, ri ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE,
-                               RL_KV_ROT_AUTO, &cases[ci], tp, NULL, NULL, NULL);
+    check_k_types(tp);
     g_shift = NULL;
     rl_kv_layer dummy = {.k_type = RL_TYPE_F16, .k_scale = D};
     assert_false(rl_kv_k_scaled(&dummy));
@@ -892,17 +895,7 @@ static void test_k_scale(void **state) {
                          NPOS);
         assert_true(f.k_scale == (r == 1));
         for (int i = 0; i < NH * HD; i++) q[i] = rnd_gauss() * rq[(i / (HD * GROUP)) * HD + i % HD];
-        for (int h = 0; h < NH; h++) {
-            float qh[HD];
-            for (int i = 0; i < HD; i++) qh[i] = q[h * HD + i] / (r ? D[i] : 1.0f);
-            rl__kernels_ref()->wht(qh, HD);
-            for (int p = 0; p < NPOS; p++) {
-                size_t o = ((size_t)p * NKV + h / GROUP) * HD;
-                double d = 0;
-                for (int i = 0; i < HD; i++) d += (double)qh[i] * (f.kd[o + i] - f.kt[o + i]);
-                se[r] += d * d;
-            }
-        }
+        se[r] = score_sq_err(&f, q, NH, r ? D : NULL);
         att_fix_free(&f);
     }
     g_kstd = NULL;

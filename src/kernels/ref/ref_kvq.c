@@ -168,16 +168,14 @@ static inline int rl__iq4nl_best(float x) { /* nearest codebook entry to x */
  * (mx*id = -134..-119 or 106..120: 31 scales tried); for each, codes are the
  * nearest entries and d the least-squares scale for those codes
  * (sum x*v / sum v^2, rounded to fp16); the candidate with the smallest
- * squared error is kept.  Deterministic, one implementation (rl_kv_store
- * calls it whatever table is active). */
+ * squared error is kept.  Deterministic; the AVX2 twin (x86/avx2_kvq.c)
+ * writes the same bytes, so pages do not depend on the active table. */
 void rl__quant_iq4_nl_kv(const float *x, void *vy, int64_t n) {
     RL_ASSERT(n % 32 == 0);
     rl_block_q4_0 *y = vy;
     const int8_t *v = rl__iq4nl_values;
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        float amax = 0.0f, mx = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), mx = x[j];
+        float mx, amax = rl__iq4nl_absmax(x, &mx);
         uint8_t best_q[32] = {0};
         float best_d = 0.0f;
         if (amax > 0.0f) {
@@ -208,8 +206,7 @@ void rl__quant_iq4_nl_kv(const float *x, void *vy, int64_t n) {
                 }
             }
         }
-        y[b].d = rl_f32_to_fp16(best_d);
-        for (int j = 0; j < 16; j++) y[b].qs[j] = (uint8_t)(best_q[j] | (best_q[j + 16] << 4));
+        rl__iq4nl_store(&y[b], best_d, best_q);
     }
 }
 

@@ -362,9 +362,7 @@ static void rl__quant_iq4_nl_kv_avx2(const float *x, void *vy, int64_t n) {
     const __m256 tlo = _mm256_loadu_ps(vf), thi = _mm256_loadu_ps(vf + 8);
     const __m256i seven = _mm256_set1_epi32(7);
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        float amax = 0.0f, mx = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), mx = x[j];
+        float mx, amax = rl__iq4nl_absmax(x, &mx);
         uint8_t best_q[32] = {0};
         float best_d = 0.0f;
         if (amax > 0.0f) {
@@ -430,8 +428,7 @@ static void rl__quant_iq4_nl_kv_avx2(const float *x, void *vy, int64_t n) {
                     }
             }
         }
-        y[b].d = rl_f32_to_fp16(best_d);
-        for (int j = 0; j < 16; j++) y[b].qs[j] = (uint8_t)(best_q[j] | (best_q[j + 16] << 4));
+        rl__iq4nl_store(&y[b], best_d, best_q);
     }
 }
 
