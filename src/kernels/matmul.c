@@ -70,23 +70,19 @@ typedef struct rl__mm_ctx {
 /* Chunk rows when n_tok < 16 are at most this (rl__chunk_rows). */
 #define RL_MM_FEW_MAX_ROWS 64
 
-/* One tile of `width` tokens starting at t, of which only n_real exist:
- * computed into a local buffer, the real tokens' results copied out. */
+/* One tile (tile: the table's vec_dot4 or vec_dot8) starting at token t,
+ * of which only n_real tokens exist: computed into a local buffer, the real
+ * tokens' results copied out. */
 static void rl__mm_padded_tile(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t,
-                               int width, int64_t n_real) {
+                               rl__vec_dot4_fn tile, int64_t n_real) {
     const rl_mat *w = c->w[i];
     const uint8_t *wd = w->data;
     const void *xr = c->xq + (size_t)t * c->xq_row;
     float tmp[8][RL_MM_FEW_MAX_ROWS];
     RL_ASSERT(r1 - r0 <= RL_MM_FEW_MAX_ROWS);
-    for (int64_t r = r0; r < r1; r++) {
-        if (width == 8)
-            c->kt->vec_dot8[w->type](w->n_cols, &tmp[0][r - r0], RL_MM_FEW_MAX_ROWS,
-                                     wd + (size_t)r * w->row_size, xr, c->xq_row);
-        else
-            c->kt->vec_dot4[w->type](w->n_cols, &tmp[0][r - r0], RL_MM_FEW_MAX_ROWS,
-                                     wd + (size_t)r * w->row_size, xr, c->xq_row);
-    }
+    for (int64_t r = r0; r < r1; r++)
+        tile(w->n_cols, &tmp[0][r - r0], RL_MM_FEW_MAX_ROWS, wd + (size_t)r * w->row_size, xr,
+             c->xq_row);
     for (int64_t j = 0; j < n_real; j++)
         memcpy(c->y[i] + (t + j) * w->n_rows + r0, tmp[j], sizeof(float) * (size_t)(r1 - r0));
 }
@@ -123,7 +119,7 @@ static void rl__mm_task(void *p, int ith, int nth) {
             }
         }
         if (dot8 && c->padded && c->n_tok - t >= 6) { /* 6-7 left: one padded 8-tile */
-            rl__mm_padded_tile(c, i, r0, r1, t, 8, c->n_tok - t);
+            rl__mm_padded_tile(c, i, r0, r1, t, dot8, c->n_tok - t);
             t = c->n_tok;
         }
         if (dot4) {
@@ -135,7 +131,7 @@ static void rl__mm_task(void *p, int ith, int nth) {
             }
         }
         if (dot4 && c->padded && c->n_tok - t == 3) { /* 3 left: one padded 4-tile */
-            rl__mm_padded_tile(c, i, r0, r1, t, 4, 3);
+            rl__mm_padded_tile(c, i, r0, r1, t, dot4, 3);
             t = c->n_tok;
         }
         const rl__vec_dot2r_fn dot2r = c->kt->vec_dot2r[w->type];
@@ -221,7 +217,9 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
             rl__mm_quant_task(&c, 0, 1);
         else
             rl_threadpool_run(tp, rl__mm_quant_task, &c);
-        if (n_tok > 1 && n_tok < 16) { /* scratch holds RL_MM_PAD_ROWS spare rows */
+        /* a padded tile can follow (6-7 after 8-tiles, 3 after 4-tiles);
+         * the scratch holds RL_MM_PAD_ROWS spare rows */
+        if (n_tok > 1 && n_tok < 16 && (n_tok % 8 >= 6 || n_tok % 4 == 3)) {
             for (int j = 0; j < RL_MM_PAD_ROWS; j++)
                 memcpy(c.xq + (size_t)(n_tok + j) * c.xq_row, c.xq + (size_t)(n_tok - 1) * c.xq_row,
                        c.xq_row);
