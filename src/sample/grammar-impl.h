@@ -123,6 +123,17 @@ typedef struct rl_gctx {
     size_t cap_cand;
     int64_t n_expand;
     bool scratch_fail;
+    /* stacks already expanded in this advance (expansion is a function of
+     * the stack, so a second visit adds nothing): open addressing over
+     * seen_arena, an entry is live when its stamp is seen_stamp */
+    struct rl_gseen { uint32_t stamp, off; } *seen_ht;
+    uint32_t seen_cap, seen_n, seen_stamp;
+    int32_t *seen_arena;
+    size_t n_seen_arena, cap_seen_arena;
+    /* expansion steps of the current public operation (mask, accept,
+     * construction); past RL_GRAMMAR_OP_STEPS the operation fails */
+    int64_t op_steps;
+    bool op_limit;
     /* mask cache */
     int32_t n_words; /* (n_vocab + 63) / 64 */
     int32_t n_slots;

@@ -48,6 +48,9 @@
                                              nesting); deeper paths die */
 #define RL_GRAMMAR_MAX_STACKS   512       /* live parse stacks per state;
                                              more ambiguity is cut off */
+#define RL_GRAMMAR_OP_STEPS     500000    /* parse-stack expansion steps in one
+                                             mask or accept; past it that call
+                                             fails (a grammar too ambiguous) */
 #define RL_SCHEMA_MAX_DEPTH     32        /* nested subschemas */
 #define RL_SCHEMA_MAX_NODES     10000     /* subschemas visited */
 
@@ -111,15 +114,17 @@ void rl_gmatch_free(rl_gmatch *m); /* NULL ok */
 
 /* Sets logits[i] = -inf for every token not allowed next (and for every
  * i >= n_vocab of the trie, i < n_logits).  Allowed logits are untouched.
- * RL_ERR_NOMEM on allocation failure (logits then unchanged). */
+ * RL_ERR_NOMEM on allocation failure, RL_ERR_LIMIT when the grammar is too
+ * ambiguous here (RL_GRAMMAR_OP_STEPS); logits are then unchanged. */
 rl_status rl_gmatch_mask(rl_gmatch *m, float *logits, int32_t n_logits, rl_err *err);
 /* The allowed set as a bitmask: bits[(n_vocab+63)/64], bit i of word i/64
  * set when token i is allowed.  Returns the number of allowed tokens, or
- * -1 on allocation failure. */
+ * -1 on failure (as rl_gmatch_mask). */
 int32_t rl_gmatch_allowed(rl_gmatch *m, uint64_t *bits, rl_err *err);
 
 /* Advances by token id.  RL_ERR_INVALID (state unchanged) when the token
- * is not allowed, RL_ERR_RANGE for an id outside the vocabulary. */
+ * is not allowed, RL_ERR_RANGE for an id outside the vocabulary,
+ * RL_ERR_LIMIT as rl_gmatch_mask. */
 rl_status rl_gmatch_accept_token(rl_gmatch *m, int32_t id, rl_err *err);
 /* Advances by raw bytes (all or nothing). */
 rl_status rl_gmatch_accept_bytes(rl_gmatch *m, const char *p, size_t n, rl_err *err);
@@ -152,6 +157,7 @@ typedef struct rl_gmatch_stats {
     int64_t n_transitions; /* byte transitions computed */
     int64_t n_flushes;     /* cache flushes (state or memory cap reached) */
     int64_t n_cut;         /* parse stacks dropped by depth/ambiguity limits */
+    int64_t n_expand;      /* parse-stack expansion steps, all operations */
 } rl_gmatch_stats;
 rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m);
 

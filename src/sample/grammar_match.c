@@ -15,11 +15,19 @@
  * is two loads and a popcount.  This is what makes the trie walk of the
  * mask computation cheap (grammar_trie.c).
  *
+ * Two paths that reach the same stack expand to the same results, so each
+ * advance remembers the stacks whose top reference it has expanded (up to
+ * SEEN_MAX_INTS ints of them) and skips repeats: without this a run of
+ * optional items, `a? b? c? ...`, costs 2^n steps per byte.
+ *
  * Bounds: a stack deeper than RL_GRAMMAR_MAX_DEPTH, stacks beyond
  * RL_GRAMMAR_MAX_STACKS in one state, or an expansion needing more than
  * EXPAND_LIMIT steps are cut (counted in stats.n_cut): the grammar is then
  * enforced as if those paths did not exist, which keeps outputs inside the
- * language.  The interned states and memo are flushed between operations
+ * language.  One public call (a mask, an accept) may take at most
+ * RL_GRAMMAR_OP_STEPS expansion steps in all; past that it fails with
+ * RL_ERR_LIMIT, so an ambiguous grammar costs its own request an error
+ * rather than stalling every request in the batch.  The interned states and memo are flushed between operations
  * once they exceed SOFT_STATES or SOFT_BYTES; during one mask walk they may
  * grow to HARD_STATES / HARD_BYTES, after which the walk continues without
  * interning (RL_GT_OVERFLOW).  A matcher keeps its own copy of its state's
@@ -35,6 +43,7 @@
 #define HARD_BYTES   ((size_t)96 << 20)
 #define EXPAND_LIMIT 200000
 #define EXPAND_DEPTH 2048
+#define SEEN_MAX_INTS ((size_t)1 << 21)
 
 struct rl_gmatch {
     rl_gctx *c;
@@ -75,11 +84,67 @@ static void emit(rl_gctx *c, size_t off, int len) {
     c->n_out += (size_t)len;
 }
 
+static uint32_t blob_hash(const int32_t *b, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint32_t)b[i]) * 0xff51afd7ed558ccdull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Records the stack work[off .. off+len) as expanded in this advance;
+ * true when it already was.  Once the arena is full nothing new is
+ * recorded (repeats are then merely expanded again). */
+static bool seen_before(rl_gctx *c, size_t off, int len) {
+    const int32_t *s = c->work + off;
+    uint32_t h = blob_hash(s, (size_t)len);
+    if (c->seen_cap) {
+        for (uint32_t i = h & (c->seen_cap - 1); c->seen_ht[i].stamp == c->seen_stamp;
+             i = (i + 1) & (c->seen_cap - 1)) {
+            const int32_t *t = c->seen_arena + c->seen_ht[i].off;
+            if (t[0] == len && !memcmp(t + 1, s, sizeof(int32_t) * (size_t)len)) return true;
+        }
+    }
+    if (c->n_seen_arena + (size_t)len + 1 > SEEN_MAX_INTS) return false;
+    if ((c->seen_n + 1) * 2 > c->seen_cap) {
+        uint32_t nc = c->seen_cap ? c->seen_cap * 2 : 1024;
+        struct rl_gseen *nt = rl_malloc(sizeof *nt * nc);
+        if (!nt) return false;
+        uint32_t live = c->seen_stamp;
+        for (uint32_t i = 0; i < nc; i++) nt[i].stamp = live - 1;
+        for (uint32_t i = 0; i < c->seen_cap; i++) {
+            if (c->seen_ht[i].stamp != live) continue;
+            const int32_t *t = c->seen_arena + c->seen_ht[i].off;
+            uint32_t j = blob_hash(t + 1, (size_t)t[0]) & (nc - 1);
+            while (nt[j].stamp == live) j = (j + 1) & (nc - 1);
+            nt[j] = c->seen_ht[i];
+        }
+        rl_free(c->seen_ht);
+        c->seen_ht = nt;
+        c->seen_cap = nc;
+    }
+    /* s points into work, which growing the arena never moves */
+    if (!grow((void **)&c->seen_arena, &c->cap_seen_arena, c->n_seen_arena + (size_t)len + 1, sizeof(int32_t)))
+        return false;
+    uint32_t i = h & (c->seen_cap - 1);
+    while (c->seen_ht[i].stamp == c->seen_stamp) i = (i + 1) & (c->seen_cap - 1);
+    c->seen_ht[i].stamp = c->seen_stamp;
+    c->seen_ht[i].off = (uint32_t)c->n_seen_arena;
+    c->seen_arena[c->n_seen_arena] = len;
+    memcpy(c->seen_arena + c->n_seen_arena + 1, s, sizeof(int32_t) * (size_t)len);
+    c->n_seen_arena += (size_t)len + 1;
+    c->seen_n++;
+    return false;
+}
+
 /* Expands the stack work[off .. off+len) (top last) until its top is a
  * GE_SET, emitting each result. */
 static void expand(rl_gctx *c, size_t off, int len, int depth) {
     const rl_grammar *g = c->g;
     if (c->scratch_fail) return;
+    if (++c->op_steps > RL_GRAMMAR_OP_STEPS) {
+        c->op_limit = c->scratch_fail = true;
+        return;
+    }
+    c->stats.n_expand++;
     if (++c->n_expand > EXPAND_LIMIT || depth > EXPAND_DEPTH) {
         c->stats.n_cut++;
         return;
@@ -95,6 +160,8 @@ static void expand(rl_gctx *c, size_t off, int len, int depth) {
     case GE_END: expand(c, off, len - 1, depth + 1); return;
     default: break;
     }
+    /* paths meet where they branch: a reference met before is done */
+    if (seen_before(c, off, len)) return;
     int32_t r = GE_ARG(e);
     bool tail = GE_KIND(g->el[p + 1]) == GE_END;
     int base = tail ? len - 1 : len;
@@ -162,6 +229,27 @@ static void scratch_reset(rl_gctx *c) {
     c->work_top = 0;
     c->n_expand = 0;
     c->scratch_fail = false;
+    c->n_seen_arena = 0;
+    c->seen_n = 0;
+    if (++c->seen_stamp == 0) { /* wrapped: stamp 0 is never live */
+        for (uint32_t i = 0; i < c->seen_cap; i++) c->seen_ht[i].stamp = 0;
+        c->seen_stamp = 1;
+    }
+}
+
+/* Starts a public operation's step budget. */
+static void op_begin(rl_gctx *c) {
+    c->op_steps = 0;
+    c->op_limit = false;
+}
+
+/* The error for a failed operation: the step budget or memory. */
+static rl_status op_fail(const rl_gctx *c, rl_err *err, const char *what) {
+    if (c->op_limit)
+        return rl_err_set(err, RL_ERR_LIMIT,
+                          "%s: grammar too ambiguous here (more than %d parse-stack expansion steps)", what,
+                          RL_GRAMMAR_OP_STEPS);
+    return rl_err_set(err, RL_ERR_NOMEM, "%s: out of memory", what);
 }
 
 bool rl__gctx_advance_raw(rl_gctx *c, const int32_t *blob, unsigned byte, size_t *len) {
@@ -202,12 +290,6 @@ static bool initial_raw(rl_gctx *c, size_t *len) {
     }
     *len = canonicalize(c);
     return *len > 0;
-}
-
-static uint32_t blob_hash(const int32_t *b, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint32_t)b[i]) * 0xff51afd7ed558ccdull;
-    return (uint32_t)(h ^ (h >> 32));
 }
 
 static size_t ctx_bytes(const rl_gctx *c) {
@@ -358,6 +440,8 @@ static void ctx_free(rl_gctx *c) {
     rl_free(c->out);
     rl_free(c->outidx);
     rl_free(c->cand);
+    rl_free(c->seen_ht);
+    rl_free(c->seen_arena);
     rl_free(c->slot_mem);
     rl_free(c->slot_owner);
     rl_free(c->slot_used);
@@ -405,13 +489,15 @@ rl_gmatch *rl_gmatch_new(const rl_grammar *g, const rl_vocab_trie *t, rl_err *er
     c->tmp_bits = rl_malloc(sizeof(uint64_t) * (size_t)(c->n_words + 1));
     if (!c->tmp_bits || !set_slots(c, 256)) goto nomem;
     size_t len;
+    op_begin(c);
     if (!initial_raw(c, &len)) goto nomem;
     int32_t id = intern(c, c->cand, len);
     if (id < 0 || !move_to(m, id)) goto nomem;
     m->gen = c->gen;
     return m;
 nomem:
-    rl_err_set(err, RL_ERR_NOMEM, "grammar matcher: out of memory");
+    if (c) op_fail(c, err, "grammar matcher");
+    else rl_err_set(err, RL_ERR_NOMEM, "grammar matcher: out of memory");
     if (m) {
         rl_free(m->blob);
         rl_free(m);
@@ -465,6 +551,7 @@ rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m) { return m->c->stats; }
 static rl_status advance_bytes(rl_gmatch *m, const uint8_t *p, size_t n, rl_err *err,
                                const char *what, int32_t id) {
     if (m->done) return rl_err_set(err, RL_ERR_INVALID, "grammar: %s after end of generation", what);
+    op_begin(m->c);
     if (!sync(m)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
     int32_t s = m->sid;
     for (size_t i = 0; i < n; i++) {
@@ -489,7 +576,7 @@ static rl_status advance_bytes(rl_gmatch *m, const uint8_t *p, size_t n, rl_err 
             i--;
             continue;
         }
-        if (nx < 0) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory (state cache)");
+        if (nx < 0) return op_fail(m->c, err, "grammar");
         s = nx;
     }
     if (!move_to(m, s)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
@@ -560,6 +647,7 @@ int64_t rl_gmatch_min_remaining(rl_gmatch *m) {
 int rl_gmatch_forced(rl_gmatch *m, int32_t *out, int max) {
     if (max <= 0 || m->done || !sync(m)) return 0;
     rl_gctx *c = m->c;
+    op_begin(c);
     uint8_t buf[256];
     size_t n = 0;
     int32_t s = m->sid;
@@ -620,6 +708,7 @@ static const uint64_t *allowed_bits(rl_gmatch *m) {
         for (int32_t k = 0; k < t->n_eog; k++) c->tmp_bits[t->eog[k] >> 6] |= 1ull << (t->eog[k] & 63);
         return c->tmp_bits;
     }
+    op_begin(c);
     if (!sync(m)) return NULL;
     rl_gstate *S = &c->st[m->sid];
     if (S->mask_slot >= 0) {
@@ -646,7 +735,7 @@ int32_t rl_gmatch_allowed(rl_gmatch *m, uint64_t *bits, rl_err *err) {
     rl_err_clear(err);
     const uint64_t *b = allowed_bits(m);
     if (!b) {
-        rl_err_set(err, RL_ERR_NOMEM, "grammar mask: out of memory");
+        op_fail(m->c, err, "grammar mask");
         return -1;
     }
     int32_t n = 0;
@@ -660,7 +749,7 @@ int32_t rl_gmatch_allowed(rl_gmatch *m, uint64_t *bits, rl_err *err) {
 rl_status rl_gmatch_mask(rl_gmatch *m, float *logits, int32_t n_logits, rl_err *err) {
     rl_err_clear(err);
     const uint64_t *b = allowed_bits(m);
-    if (!b) return rl_err_set(err, RL_ERR_NOMEM, "grammar mask: out of memory");
+    if (!b) return op_fail(m->c, err, "grammar mask");
     int32_t nv = m->c->t->n_vocab;
     int32_t lim = n_logits < nv ? n_logits : nv;
     for (int32_t w = 0; w * 64 < lim; w++) {

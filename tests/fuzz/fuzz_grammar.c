@@ -41,7 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (m) {
         float logits[260];
         uint64_t bits[5];
-        for (int step = 0; step < 24 && !rl_gmatch_is_done(m); step++) {
+        /* each call is bounded (RL_GRAMMAR_OP_STEPS); the run as a whole is
+         * kept short so that a sanitizer build stays inside -timeout */
+        for (int step = 0; step < 24 && !rl_gmatch_is_done(m) &&
+                           rl_gmatch_get_stats(m).n_expand < 2 * (int64_t)RL_GRAMMAR_OP_STEPS;
+             step++) {
             for (int i = 0; i < 260; i++) logits[i] = 0;
             if (rl_gmatch_mask(m, logits, 260, &err)) break;
             int32_t f[8];

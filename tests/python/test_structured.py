@@ -168,6 +168,9 @@ def test_schema_outputs_validate(name, tmp_path):
                 pytest.fail(f"{name} {mode} seed {out['seed']}: not JSON ({e}): {out['text']!r}")
             errors = list(v.iter_errors(doc))
             assert not errors, f"{name} {mode} seed {out['seed']}: {errors[0].message}: {out['text']!r}"
+            # an ordinary schema stays far inside the per-call step budget
+            # (RL_GRAMMAR_OP_STEPS = 500000; the largest here was 11366)
+            assert out["max_op_steps"] < 50000, f"{name} {mode} seed {out['seed']}: {out['max_op_steps']} steps"
 
 
 def test_json_object_mode(tmp_path):
@@ -239,3 +242,23 @@ def test_gbnf_generation(tmp_path):
         out = json.loads(line)
         assert out["done"]
         assert re.fullmatch(r"answer: (yes|no)(, because [a-z ]{1,30})?\.", out["text"]), out["text"]
+
+
+def test_ambiguous_grammars_are_bounded(tmp_path):
+    """Paths meeting on one parse stack are expanded once: 24 optional
+    items (2^24 paths) generate normally.  A grammar ambiguous for real
+    (25 first bytes, each then 300 x 300 ways to read "q") fails its first
+    mask with the step-budget error instead of stalling."""
+    p = tmp_path / "g.gbnf"
+    p.write_text("root ::=" + " a" * 24 + ' "z"\na ::= b | c\nb ::= "x"?\nc ::= "y"?\n')
+    r = tool(["--gbnf", "@", "--seeds", "1,2,3"], p)
+    assert r.returncode == 0, r.stderr
+    for line in r.stdout.splitlines():
+        out = json.loads(line)
+        assert out["done"] and re.fullmatch(r"[xy]{0,24}z", out["text"]), out
+        assert out["max_op_steps"] < 5000, out
+    rules = ["root ::= [a-y] b", "b ::= " + " | ".join(f"y{i}" for i in range(300))]
+    rules += [f"y{i} ::= " + " | ".join(['"q"'] * 300) for i in range(300)]
+    p.write_text("\n".join(rules) + "\n")
+    r = tool(["--gbnf", "@", "--seeds", "1"], p)
+    assert r.returncode == 1 and "too ambiguous" in r.stderr, r.stdout + r.stderr

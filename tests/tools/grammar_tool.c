@@ -90,6 +90,7 @@ typedef struct gen_out {
     size_t len, cap;
     int n_tokens, forced;
     bool done;
+    int64_t max_op_steps; /* most parse-stack expansion steps in one mask or accept */
     double *mask_s; /* per-step mask time (bench) */
     int n_mask;
 } gen_out;
@@ -134,6 +135,11 @@ static int32_t finish_pick(rl_gmatch *m, const rl_tokenizer *tok, const float *l
     return best;
 }
 
+static void note_steps(gen_out *out, const rl_gmatch *m, int64_t before) {
+    int64_t d = rl_gmatch_get_stats(m).n_expand - before;
+    if (d > out->max_op_steps) out->max_op_steps = d;
+}
+
 static int generate(const rl_grammar *g, const rl_vocab_trie *trie, const rl_tokenizer *tok,
                     const float *pref, const opts *o, uint64_t seed, int cache, gen_out *out) {
     rl_err err;
@@ -166,11 +172,13 @@ static int generate(const rl_grammar *g, const rl_vocab_trie *trie, const rl_tok
         }
         for (int32_t i = 0; i < n; i++) logits[i] = uniform ? 0.0f : pref[i];
         uint64_t t0 = rl_time_ns();
+        int64_t e0 = rl_gmatch_get_stats(m).n_expand;
         if (rl_gmatch_mask(m, logits, n, &err)) {
             fprintf(stderr, "grammar_tool: %s\n", err.msg);
             return 1;
         }
         double dt = (double)(rl_time_ns() - t0) * 1e-9;
+        note_steps(out, m, e0);
         if (out->mask_s) out->mask_s[out->n_mask++] = dt;
         int32_t id = -1;
         if (out->n_tokens >= o->budget) id = finish_pick(m, tok, logits, n);
@@ -192,10 +200,12 @@ static int generate(const rl_grammar *g, const rl_vocab_trie *trie, const rl_tok
                 if (r <= 0) break;
             }
         }
+        e0 = rl_gmatch_get_stats(m).n_expand;
         if (rl_gmatch_accept_token(m, id, &err)) {
             fprintf(stderr, "grammar_tool: sampled token rejected: %s\n", err.msg);
             return 1;
         }
+        note_steps(out, m, e0);
         out->n_tokens++;
         if (!rl_tokenizer_is_eog(tok, id)) {
             size_t len;
@@ -341,8 +351,9 @@ int main(int argc, char **argv) {
             gen_out out = {0};
             rc = generate(g, trie, tok, pref, &o, seed, -1, &out);
             if (rc) break;
-            json_t *r = json_pack("{s:I,s:s%,s:i,s:b,s:i}", "seed", (json_int_t)seed, "text", out.text, out.len,
-                                  "n_tokens", out.n_tokens, "done", out.done, "forced", out.forced);
+            json_t *r = json_pack("{s:I,s:s%,s:i,s:b,s:i,s:I}", "seed", (json_int_t)seed, "text", out.text, out.len,
+                                  "n_tokens", out.n_tokens, "done", out.done, "forced", out.forced,
+                                  "max_op_steps", (json_int_t)out.max_op_steps);
             char *s = r ? json_dumps(r, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
             puts(s ? s : "{\"error\":\"output is not valid UTF-8\"}");
             free(s);

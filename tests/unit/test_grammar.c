@@ -237,6 +237,58 @@ static void test_runtime_depth(void **st) {
     rl_vocab_trie_free(t);
 }
 
+/* Paths that meet on one parse stack are expanded once: a run of 24
+ * optional items is 2^24 paths to the final "z" but a few hundred steps.
+ * A grammar that is ambiguous for real costs one call at most
+ * RL_GRAMMAR_OP_STEPS steps and fails with RL_ERR_LIMIT. */
+static void test_ambiguity_bounds(void **st) {
+    (void)st;
+    const size_t cap = RL_GRAMMAR_MAX_TEXT;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    int n = snprintf(text, cap, "root ::=");
+    for (int i = 0; i < 24; i++) n += snprintf(text + n, cap - (size_t)n, " a");
+    snprintf(text + n, cap - (size_t)n, " \"z\"\na ::= b | c\nb ::= \"x\"?\nc ::= \"y\"?");
+    rl_grammar *g = compile_ok(text);
+    rl_vocab_trie *t = byte_trie();
+    rl_err err;
+    rl_gmatch *m = rl_gmatch_new(g, t, &err);
+    assert_non_null(m);
+    uint64_t bits[5];
+    assert_int_equal(rl_gmatch_allowed(m, bits, &err), 3);
+    for (const char *c = "xyz"; *c; c++) assert_true((bits[*c >> 6] >> (*c & 63)) & 1);
+    assert_int_equal(rl_gmatch_accept_bytes(m, "xyyxz", 5, &err), RL_OK);
+    assert_true(rl_gmatch_is_done(m));
+    rl_gmatch_stats s = rl_gmatch_get_stats(m);
+    assert_int_equal(s.n_cut, 0);
+    assert_true(s.n_expand < 5000);
+    rl_gmatch_free(m);
+    rl_grammar_free(g);
+
+    /* 25 first bytes, each followed by a choice among 300 x 300 paths */
+    n = snprintf(text, cap, "root ::= [a-y] b\nb ::= y0");
+    for (int i = 1; i < 300; i++) n += snprintf(text + n, cap - (size_t)n, " | y%d", i);
+    for (int i = 0; i < 300; i++) {
+        n += snprintf(text + n, cap - (size_t)n, "\ny%d ::= \"q\"", i);
+        for (int k = 1; k < 300; k++) n += snprintf(text + n, cap - (size_t)n, " | \"q\"");
+    }
+    assert_true((size_t)n < cap);
+    g = compile_ok(text);
+    m = rl_gmatch_new(g, t, &err);
+    assert_non_null(m);
+    int64_t e0 = rl_gmatch_get_stats(m).n_expand;
+    assert_int_equal(rl_gmatch_allowed(m, bits, &err), -1);
+    assert_int_equal(err.code, RL_ERR_LIMIT);
+    assert_non_null(strstr(err.msg, "too ambiguous"));
+    assert_true(rl_gmatch_get_stats(m).n_expand - e0 <= RL_GRAMMAR_OP_STEPS);
+    /* the matcher still works for a single transition */
+    assert_int_equal(rl_gmatch_accept_bytes(m, "a", 1, &err), RL_OK);
+    rl_gmatch_free(m);
+    rl_grammar_free(g);
+    rl_vocab_trie_free(t);
+    free(text);
+}
+
 /* ---- synthetic vocabulary and brute-force mask oracle ---- */
 
 #define NV 400
@@ -517,6 +569,7 @@ int main(void) {
         cmocka_unit_test(test_repetition),
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_runtime_depth),
+        cmocka_unit_test(test_ambiguity_bounds),
         cmocka_unit_test(test_mask_bruteforce),
         cmocka_unit_test(test_eog_and_excluded),
         cmocka_unit_test(test_forced),
