@@ -117,6 +117,8 @@ typedef struct rl_event {
     rl_finish_reason finish;
     int32_t n_prompt, n_cached, n_generated;
     double t_first_token_s, t_total_s; /* since submit */
+    rl_status error_code;         /* ERROR: RL_ERR_LIMIT = the request's own grammar
+                                     or parameters exceed a bound (a client error) */
     char error[160];
 } rl_event;
 

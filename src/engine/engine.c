@@ -93,7 +93,7 @@ static void unlink_req(rl_engine *e, ereq *r) {
 }
 
 /* Ends request r (engine thread): frees its KV, queues the DONE event. */
-static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg) {
+static void finish_code(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg) {
     if (r->finished) return;
     if (r->base.state != RL_SCHED_NEW) rl_sched_remove(e->sched, &r->base);
     if (r->has_draft_seq) {
@@ -111,11 +111,21 @@ static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg)
     ev.n_generated = r->n_generated;
     ev.t_first_token_s = r->t_first > 0 ? r->t_first - r->t_submit : 0;
     ev.t_total_s = now_s() - r->t_submit;
+    ev.error_code = code;
     if (msg) snprintf(ev.error, sizeof ev.error, "%s", msg);
     pthread_mutex_lock(&e->mu);
     e->st_finished++;
     push_event(e, r, &ev);
     pthread_mutex_unlock(&e->mu);
+}
+
+static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg) {
+    finish_code(e, r, why, why == RL_FINISH_ERROR ? RL_ERR_INVALID : RL_OK, msg);
+}
+
+/* Ends r with the error in err (its code included). */
+static void fail(rl_engine *e, ereq *r, const rl_err *err) {
+    finish_code(e, r, RL_FINISH_ERROR, err->code, err->msg);
 }
 
 static void update_stats(rl_engine *e);
@@ -525,7 +535,7 @@ static bool emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_resul
     if (r->t_first == 0) r->t_first = now_s();
     rl_err gerr;
     if (r->gm && !rl_tokenizer_is_eog(e->tok, tok) && rl_gmatch_accept_token(r->gm, tok, &gerr)) {
-        finish(e, r, RL_FINISH_ERROR, gerr.msg);
+        fail(e, r, &gerr);
         return false;
     }
     r->n_generated++;
@@ -613,7 +623,7 @@ static void sample_and_update(rl_engine *e, ereq *r, float *row) {
     rl_sample_result sr;
     rl_err gerr;
     if (r->gm && rl_gmatch_mask(r->gm, row, e->n_vocab, &gerr)) {
-        finish(e, r, RL_FINISH_ERROR, gerr.msg);
+        fail(e, r, &gerr);
         return;
     }
     if (r->gm && grammar_must_close(e, r)) {
@@ -655,8 +665,13 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
         rl_gmatch_restore(r->gm_scratch, r->gm, &gerr);
         int32_t i = 0;
         for (;; i++) {
-            if (rl_gmatch_mask(r->gm_scratch, rows + (size_t)i * (size_t)e->n_vocab, e->n_vocab, &gerr))
-                break;
+            if (rl_gmatch_mask(r->gm_scratch, rows + (size_t)i * (size_t)e->n_vocab, e->n_vocab, &gerr)) {
+                /* row i is unmasked: nothing may be sampled from it */
+                b->n_tokens = base;
+                r->n_draft = 0;
+                fail(e, r, &gerr);
+                return;
+            }
             if (i == k || rl_gmatch_accept_token(r->gm_scratch, b->tokens[base + i], &gerr)) break;
         }
         if (i < k) {
@@ -958,7 +973,7 @@ int32_t rl_engine_step(rl_engine *e) {
     if (s) {
         /* A failed forward leaves the batch's requests unusable: end them
          * with the error rather than loop on it. */
-        for (int32_t i = 0; i < n_plan; i++) finish(e, (ereq *)e->plan[i], RL_FINISH_ERROR, err.msg);
+        for (int32_t i = 0; i < n_plan; i++) fail(e, (ereq *)e->plan[i], &err);
         update_stats(e);
         return 0;
     }

@@ -28,6 +28,7 @@ typedef struct choice {
     uint64_t id;
     bool submitted, done;
     rl_finish_reason fin;
+    rl_status err_code;
     char err[160];
     int32_t n_gen, n_prompt, n_cached;
     double t_last_tok;
@@ -336,6 +337,11 @@ static json_t *chunk(gen_job *j, int i, json_t *delta_or_text, json_t *logprobs,
     return o;
 }
 
+/* HTTP status of a generation that ended in an error: a bound the
+ * request's own grammar or parameters exceeded is the client's (400);
+ * anything else is the server's (500). */
+static int finish_status(rl_status code) { return code == RL_ERR_LIMIT ? 400 : 500; }
+
 static void stream_error(gen_job *j, const char *msg, int code) {
     rl_oai_err e;
     rl_oai_fail(&e, code, NULL, NULL, "%s", msg);
@@ -400,6 +406,7 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     c->n_gen = ev->n_generated;
     c->n_prompt = ev->n_prompt;
     c->n_cached = ev->n_cached;
+    c->err_code = ev->error_code;
     snprintf(c->err, sizeof c->err, "%s", ev->error);
     rl_metrics_count_finish(&s->m, ev->finish);
     if (ev->n_generated > 0 && ev->finish != RL_FINISH_CANCELLED)
@@ -414,7 +421,7 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     if (ev->finish == RL_FINISH_ERROR) {
         char msg[200];
         snprintf(msg, sizeof msg, "generation failed: %s", ev->error[0] ? ev->error : "engine error");
-        stream_error(j, msg, 500);
+        stream_error(j, msg, finish_status(ev->error_code));
     } else if (ev->finish == RL_FINISH_CANCELLED) {
         stream_error(j, "the request was cancelled (the server is shutting down)", 503);
     } else {
@@ -480,7 +487,7 @@ static enum MHD_Result run_blocking(gen_job *j) {
         if (j->ch[i].fin == RL_FINISH_ERROR || j->ch[i].fin == RL_FINISH_CANCELLED) {
             rl_oai_err e;
             if (j->ch[i].fin == RL_FINISH_ERROR)
-                rl_oai_fail(&e, 500, NULL, NULL, "generation failed: %s",
+                rl_oai_fail(&e, finish_status(j->ch[i].err_code), NULL, NULL, "generation failed: %s",
                             j->ch[i].err[0] ? j->ch[i].err : "engine error");
             else
                 rl_oai_fail(&e, 503, NULL, "shutting_down", "the request was cancelled (the server is shutting down)");

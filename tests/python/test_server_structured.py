@@ -74,3 +74,20 @@ def test_bad_schema_and_grammar_are_400(client):
         deep = {"type": "object", "properties": {"a": deep}}
     with pytest.raises(openai.BadRequestError):
         ask(client, response_format={"type": "json_schema", "json_schema": {"name": "d", "schema": deep}})
+
+
+def test_ambiguous_grammar_fails_alone(client):
+    """A grammar too ambiguous to match within the per-call step budget
+    ends its own request with a 400 naming the cause; a request running
+    beside it finishes normally."""
+    from concurrent.futures import ThreadPoolExecutor
+    rules = ["root ::= [a-y] b", "b ::= " + " | ".join(f"y{i}" for i in range(300))]
+    rules += [f"y{i} ::= " + " | ".join(['"q"'] * 300) for i in range(300)]
+    with ThreadPoolExecutor(2) as ex:
+        good = ex.submit(ask, client, temperature=0.7, seed=3, response_format={
+            "type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}})
+        bad = ex.submit(ask, client, temperature=0.7, extra_body={"grammar": "\n".join(rules)})
+        jsonschema.validate(json.loads(good.result().choices[0].message.content), SCHEMA)
+        with pytest.raises(openai.BadRequestError) as e:
+            bad.result()
+        assert "too ambiguous" in str(e.value), str(e.value)
