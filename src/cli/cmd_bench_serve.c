@@ -71,7 +71,7 @@ static void usage(FILE *f) {
             "  -b, --batch-size N     tokens per engine step (default 256)\n"
             "  -c, --ctx-size N       context length per sequence (default min(train, 4096))\n"
             "  --kv-mem SIZE          KV-cache memory, e.g. 512M (default: the engine's sizing)\n"
-            "  -ctk, --cache-type-k T K pages: f16 (default), f32, q8_0, q4_0, iq4_nl\n"
+            "  -ctk, --cache-type-k T K pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
             "  -ctv, --cache-type-v T V pages: same choices\n"
             "  -t, --threads N        compute threads (default: one per core)\n"
             "  --naive                baseline: KV reserved for each request's maximum length,\n"

@@ -62,8 +62,8 @@ static void usage(FILE *f) {
             "      --save-dist F   write per-token top-%d log-probs + tail mass to F\n"
             "      --kl-base F     compare with a --save-dist file of a base model run:\n"
             "                      mean KL(base || this) and top-1 agreement\n"
-            "  -ctk, --cache-type-k T  K cache pages: f16 (default), f32, q8_0, q4_0\n"
-            "  -ctv, --cache-type-v T  V cache pages: f16 (default), f32, q8_0, q4_0\n"
+            "  -ctk, --cache-type-k T  K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
+            "  -ctv, --cache-type-v T  V cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
             "  -h, --help          this text\n",
             RL_DEFAULT_MODEL, PD_K);
 }
@@ -176,9 +176,9 @@ int rl_cmd_perplexity(int argc, char **argv) {
                                           : RL_MODEL_WEIGHTS_STORED;
         }
         else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k"))
-            ok = rl_type_from_name(v, &ctk) && rl_kv_type_supported(ctk, 32);
+            ok = rl_type_from_name(v, &ctk) && rl_kv_type_known(ctk);
         else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v"))
-            ok = rl_type_from_name(v, &ctv) && rl_kv_type_supported(ctv, 32);
+            ok = rl_type_from_name(v, &ctv) && rl_kv_type_known(ctv);
         else {
             fprintf(stderr, "redline perplexity: unknown option '%s' (see --help)\n", a);
             return 2;

@@ -35,7 +35,7 @@ static void usage(FILE *f) {
             "  -b, --batch-size N     tokens per engine step (default 256)\n"
             "  -t, --threads N        compute threads (default: one per core)\n"
             "  --kv-mem SIZE          KV-cache memory, e.g. 512M or 2G (default: sized from -c and -np)\n"
-            "  --cache-type-k TYPE    K cache pages: f16 (default), f32, q8_0, q4_0, iq4_nl\n"
+            "  --cache-type-k TYPE    K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
             "  --cache-type-v TYPE    V cache pages: same choices (docs/KVQUANT.md)\n"
             "  --max-queue N          waiting requests before new ones get 503 (default 256)\n"
             "  --no-prefix-cache      do not reuse cached prompt prefixes\n"

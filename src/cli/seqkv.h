@@ -49,7 +49,8 @@ static inline void rl_seqkv_free(rl_seqkv *kv) {
 }
 
 /* K and V page types chosen separately: any type rl_kv_type_supported()
- * accepts for the model's head_dim (f16, f32, q8_0, q4_0).  block_size 0 = 16. */
+ * accepts for the model's head_dim (f16, f32, q8_0, q8_64, q4_0, iq4_nl).
+ * block_size 0 = 16. */
 static inline rl_status rl_seqkv_init_kv(rl_seqkv *kv, const rl_model *m, int32_t n_ctx, int32_t n_seq,
                                          int32_t block_size, rl_type type, rl_type v_type, rl_err *err) {
     memset(kv, 0, sizeof *kv);

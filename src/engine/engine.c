@@ -133,11 +133,9 @@ static void update_stats(rl_engine *e);
 /* ---- creation ---- */
 static rl_status parse_cache_type(const char *s, rl_type *t, const char *which, rl_err *err) {
     if (!s || !*s) s = "f16";
-    if (!rl_type_from_name(s, t) || (*t != RL_TYPE_F16 && *t != RL_TYPE_F32 &&
-                                     *t != RL_TYPE_Q8_0 && *t != RL_TYPE_Q4_0 &&
-                                     *t != RL_TYPE_IQ4_NL))
+    if (!rl_type_from_name(s, t) || !rl_kv_type_known(*t))
         return rl_err_set(err, RL_ERR_UNSUPPORTED,
-                          "%s: cache type '%s' is not supported (f16, f32, q8_0, q4_0, iq4_nl)",
+                          "%s: cache type '%s' is not supported (f16, f32, q8_0, q8_64, q4_0, iq4_nl)",
                           which, s);
     return RL_OK;
 }

@@ -332,7 +332,7 @@ static rl_status parse_tensors(rl_gguf *g, cursor *c) {
         uint32_t type;
         size_t type_at = c->pos;
         if (rd_u32(c, "tensor type", &type)) return rl_err_prefix(err, "tensor '%s'", name);
-        const rl_type_traits *tr = rl_type_get(type);
+        const rl_type_traits *tr = type < RL_TYPE_GGUF_END ? rl_type_get(type) : NULL;
         if (!tr)
             return rl_err_set(err, RL_ERR_FORMAT,
                               "gguf: tensor '%s': unknown tensor type %u at offset %zu", name,

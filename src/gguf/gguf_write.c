@@ -148,7 +148,7 @@ void rl_gguf_writer_set_alignment(rl_gguf_writer *w, uint32_t alignment) {
 
 rl_status rl_gguf_writer_tensor(rl_gguf_writer *w, const char *name, rl_type type, uint32_t n_dims,
                                 const int64_t *ne, const void *data) {
-    const rl_type_traits *tr = rl_type_get(type);
+    const rl_type_traits *tr = (uint32_t)type < RL_TYPE_GGUF_END ? rl_type_get(type) : NULL;
     if (!tr || !name || !*name || n_dims == 0 || n_dims > RL_GGUF_MAX_DIMS) return RL_ERR_INVALID;
     for (uint64_t i = 0; i < w->n_tensors; i++)
         if (!strcmp(w->tensors[i].name, name)) return RL_ERR_INVALID;

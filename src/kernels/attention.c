@@ -1,6 +1,6 @@
 /* rl_attention driver: causal (optionally sliding-window, soft-capped)
  * attention of one sequence's query tokens over its paged K/V, whose pages
- * may be f32, f16, q8_0, q4_0 or iq4_nl (K and V chosen separately).
+ * may be f32, f16, q8_0, q8_64, q4_0 or iq4_nl (K and V chosen separately).
  *
  * Work items are (token, head) pairs handed out by an atomic counter.  Each
  * item runs an online softmax over positions [lo, pos[t]] in tiles of
@@ -66,8 +66,10 @@ typedef struct rl__att_ctx {
 } rl__att_ctx;
 
 bool rl_kv_type_quantized(rl_type t) {
-    return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
+    return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q8_64 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
 }
+
+bool rl_kv_type_known(rl_type t) { return t == RL_TYPE_F32 || t == RL_TYPE_F16 || rl_kv_type_quantized(t); }
 
 bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
     switch (t) {
@@ -76,6 +78,7 @@ bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
     case RL_TYPE_Q8_0:
     case RL_TYPE_Q4_0:
     case RL_TYPE_IQ4_NL: return head_dim > 0 && head_dim % 32 == 0;
+    case RL_TYPE_Q8_64: return head_dim > 0 && head_dim % 64 == 0;
     default: return false;
     }
 }

@@ -103,8 +103,10 @@ void rl_rope_qk(float *q, int n_head, float *k, int n_kv_head, int head_dim, int
  * RL_TYPE_F32, and the GGUF block formats RL_TYPE_Q8_0 (34 bytes per 32
  * elements: fp16 scale + 32 int8), RL_TYPE_Q4_0 (18 bytes per 32: fp16
  * scale + 32 4-bit codes, x = d*(q-8)) and RL_TYPE_IQ4_NL (18 bytes per 32:
- * fp16 scale + 32 4-bit indices into a fixed non-linear codebook); the
- * block formats need head_dim a multiple of 32.  Each row is quantized
+ * fp16 scale + 32 4-bit indices into a fixed non-linear codebook), and
+ * redline's RL_TYPE_Q8_64 (66 bytes per 64: q8_0 with twice the block, 1.94x
+ * smaller than f16 instead of 1.88x); the block formats need head_dim a
+ * multiple of their block (32; 64 for q8_64).  Each row is quantized
  * once, when rl_kv_store writes it (q8_0/q4_0: blockwise absmax, the
  * reference quantizers of src/tensor; iq4_nl: a least-squares scale
  * search), optionally after a Walsh-Hadamard rotation (rl_kv_rot), and
@@ -185,8 +187,11 @@ void rl_wht(float *x, int n);
 /* True if KV pages of type t with this head_dim are supported by
  * rl_kv_store and rl_attention. */
 bool rl_kv_type_supported(rl_type t, int32_t head_dim);
-/* True for the block-quantized page types (q8_0, q4_0, iq4_nl). */
+/* True for the block-quantized page types (q8_0, q8_64, q4_0, iq4_nl). */
 bool rl_kv_type_quantized(rl_type t);
+/* True for every KV page type (f32, f16 and the quantized ones), whatever
+ * the head_dim: for checking a user's choice before the model is known. */
+bool rl_kv_type_known(rl_type t);
 
 /* Stores k_row[n_kv_head][head_dim] and v_row (f32) for position pos,
  * converting (quantizing) each head's row to the layer's K/V type. */

@@ -97,14 +97,21 @@ void rl__q5_1_to_float(const void *x, float *y, int64_t n) {
     }
 }
 
-void rl__q8_0_to_float(const void *x, float *y, int64_t n) {
-    RL_ASSERT(n % RL_QK8_0 == 0);
-    const rl_block_q8_0 *b = x;
-    for (int64_t i = 0; i < n / RL_QK8_0; i++, y += RL_QK8_0) {
-        const float d = FP16(b[i].d);
-        for (int j = 0; j < RL_QK8_0; j++) y[j] = d * (float)b[i].qs[j];
+/* q8_0 and q8_64 blocks: fp16 d, then qk int8 codes; x = d * q. */
+static void q8_blocks_to_float(const void *x, float *y, int64_t n, int qk) {
+    RL_ASSERT(n % qk == 0);
+    const uint8_t *p = x;
+    for (int64_t i = 0; i < n / qk; i++, y += qk, p += 2 + (size_t)qk) {
+        rl_fp16 dh;
+        memcpy(&dh, p, sizeof dh);
+        const float d = FP16(dh);
+        const int8_t *qs = (const int8_t *)(p + 2);
+        for (int j = 0; j < qk; j++) y[j] = d * (float)qs[j];
     }
 }
+
+void rl__q8_0_to_float(const void *x, float *y, int64_t n) { q8_blocks_to_float(x, y, n, RL_QK8_0); }
+void rl__q8_64_to_float(const void *x, float *y, int64_t n) { q8_blocks_to_float(x, y, n, RL_QK8_64); }
 
 void rl__q8_1_to_float(const void *x, float *y, int64_t n) {
     RL_ASSERT(n % RL_QK8_1 == 0);
@@ -237,17 +244,17 @@ void rl__q5_1_from_float(const float *x, void *y, int64_t n) {
     }
 }
 
-/* q8_0 / q8_1: d = amax/127 rounded up to fp16 (so |x/d| <= 127), codes
- * round(x/d) from the stored d.  Bound: |x - d*q| <= d/2 (plus rounding).
- * q8_1 also stores s = d * sum(q) (fp16). */
-static float q8_block(const float *x, int8_t *qs, rl_fp16 *dh) {
+/* q8_0 / q8_1 / q8_64 (qk elements): d = amax/127 rounded up to fp16 (so
+ * |x/d| <= 127), codes round(x/d) from the stored d.  Bound: |x - d*q| <=
+ * d/2 (plus rounding).  q8_1 also stores s = d * sum(q) (fp16). */
+static float q8_block(const float *x, int8_t *qs, rl_fp16 *dh, int qk) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < qk; j++) amax = fmaxf(amax, fabsf(x[j]));
     *dh = rl__fp16_round_up(amax / 127.0f);
     const float d = FP16(*dh);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     int sum = 0;
-    for (int j = 0; j < 32; j++) {
+    for (int j = 0; j < qk; j++) {
         qs[j] = (int8_t)clampi(round_int(x[j] * id), -127, 127);
         sum += qs[j];
     }
@@ -257,12 +264,19 @@ static float q8_block(const float *x, int8_t *qs, rl_fp16 *dh) {
 void rl__q8_0_from_float(const float *x, void *y, int64_t n) {
     RL_ASSERT(n % RL_QK8_0 == 0);
     rl_block_q8_0 *b = y;
-    for (int64_t i = 0; i < n / RL_QK8_0; i++, x += RL_QK8_0) (void)q8_block(x, b[i].qs, &b[i].d);
+    for (int64_t i = 0; i < n / RL_QK8_0; i++, x += RL_QK8_0) (void)q8_block(x, b[i].qs, &b[i].d, RL_QK8_0);
+}
+
+void rl__q8_64_from_float(const float *x, void *y, int64_t n) {
+    RL_ASSERT(n % RL_QK8_64 == 0);
+    rl_block_q8_64 *b = y;
+    for (int64_t i = 0; i < n / RL_QK8_64; i++, x += RL_QK8_64)
+        (void)q8_block(x, b[i].qs, &b[i].d, RL_QK8_64);
 }
 
 void rl__q8_1_from_float(const float *x, void *y, int64_t n) {
     RL_ASSERT(n % RL_QK8_1 == 0);
     rl_block_q8_1 *b = y;
     for (int64_t i = 0; i < n / RL_QK8_1; i++, x += RL_QK8_1)
-        b[i].s = rl_f32_to_fp16(q8_block(x, b[i].qs, &b[i].d));
+        b[i].s = rl_f32_to_fp16(q8_block(x, b[i].qs, &b[i].d, RL_QK8_1));
 }

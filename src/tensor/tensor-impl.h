@@ -33,6 +33,8 @@ void rl__q5_1_from_float(const float *x, void *y, int64_t n);
 void rl__q8_0_to_float(const void *x, float *y, int64_t n);
 void rl__q8_0_from_float(const float *x, void *y, int64_t n);
 void rl__q8_1_to_float(const void *x, float *y, int64_t n);
+void rl__q8_64_to_float(const void *x, float *y, int64_t n);
+void rl__q8_64_from_float(const float *x, void *y, int64_t n);
 void rl__q8_1_from_float(const float *x, void *y, int64_t n);
 void rl__iq4_nl_to_float(const void *x, float *y, int64_t n);
 

@@ -194,6 +194,7 @@ static const rl_type_traits k_traits[RL_TYPE_COUNT] = {
     [RL_TYPE_Q6_K] = QUANT("q6_K", RL_QK_K, rl_block_q6_K, rl__q6_K_to_float, rl__q6_K_from_float),
     [RL_TYPE_Q8_K] = QUANT("q8_K", RL_QK_K, rl_block_q8_K, rl__q8_K_to_float, rl__q8_K_from_float),
     [RL_TYPE_IQ4_NL] = QUANT("iq4_nl", 32, rl__block_iq4_nl, rl__iq4_nl_to_float, NULL),
+    [RL_TYPE_Q8_64] = QUANT("q8_64", RL_QK8_64, rl_block_q8_64, rl__q8_64_to_float, rl__q8_64_from_float),
 };
 
 const rl_type_traits *rl_type_get(uint32_t t) {

@@ -38,7 +38,10 @@ typedef enum rl_type {
     RL_TYPE_I64 = 27,
     RL_TYPE_F64 = 28,
     RL_TYPE_BF16 = 30,
-    RL_TYPE_COUNT = 40, /* table size; ids >= this are unknown */
+    RL_TYPE_GGUF_END = 40, /* GGUF type ids are below this */
+    /* redline's own types, never read from or written to a file: */
+    RL_TYPE_Q8_64 = 40, /* KV pages: q8 with one fp16 scale per 64 */
+    RL_TYPE_COUNT = 41, /* table size; ids >= this are unknown */
 } rl_type;
 
 typedef uint16_t rl_fp16; /* IEEE half, stored bits */
@@ -50,6 +53,7 @@ typedef uint16_t rl_bf16; /* bfloat16, stored bits */
 #define RL_QK5_1 32
 #define RL_QK8_0 32
 #define RL_QK8_1 32
+#define RL_QK8_64 64
 #define RL_QK_K 256
 #define RL_K_SCALE_SIZE 12
 
@@ -63,6 +67,9 @@ typedef struct { rl_fp16 d; uint8_t qh[4]; uint8_t qs[RL_QK5_0 / 2]; } rl_block_
 typedef struct { rl_fp16 d, m; uint8_t qh[4]; uint8_t qs[RL_QK5_1 / 2]; } rl_block_q5_1;
 /* x = d * q, q int8. */
 typedef struct { rl_fp16 d; int8_t qs[RL_QK8_0]; } rl_block_q8_0;
+/* q8_0 with 64-element blocks (8.25 bits per value instead of 8.5): a KV
+ * page type only (RL_TYPE_Q8_64, not a GGUF type). */
+typedef struct { rl_fp16 d; int8_t qs[RL_QK8_64]; } rl_block_q8_64;
 /* q8_0 plus s = d * sum(qs), used for activations against q4_1/q5_1. */
 typedef struct { rl_fp16 d, s; int8_t qs[RL_QK8_1]; } rl_block_q8_1;
 
@@ -108,6 +115,7 @@ _Static_assert(sizeof(rl_block_q5_0) == 22, "q5_0 block size");
 _Static_assert(sizeof(rl_block_q5_1) == 24, "q5_1 block size");
 _Static_assert(sizeof(rl_block_q8_0) == 34, "q8_0 block size");
 _Static_assert(sizeof(rl_block_q8_1) == 36, "q8_1 block size");
+_Static_assert(sizeof(rl_block_q8_64) == 66, "q8_64 block size");
 _Static_assert(sizeof(rl_block_q2_K) == 84, "q2_K block size");
 _Static_assert(sizeof(rl_block_q3_K) == 110, "q3_K block size");
 _Static_assert(sizeof(rl_block_q4_K) == 144, "q4_K block size");

@@ -2,7 +2,7 @@
  * compare with the NumPy reference (tests/reference/forward.py).
  *
  *   logits -m MODEL --tokens 1,2,3 [--greedy N] [--all] [--out F.npy]
- *          [-t THREADS] [-c CTX] [-b MAX_BATCH] [--kv f16|f32|q8_0|q4_0]
+ *          [-t THREADS] [-c CTX] [-b MAX_BATCH] [--kv f16|f32|q8_0|q8_64|q4_0|iq4_nl]
  *          [--kv-v TYPE (V pages; default: the --kv type)] [--ref]
  *          [--check-batch] [--exact]
  *
@@ -205,10 +205,10 @@ int main(int argc, char **argv) {
     if (n == 0) return die("empty prompt: --tokens has no ids");
     if (greedy < 0 || threads < 1) return die("--greedy must be >= 0 and -t >= 1");
     rl_type kvt;
-    if (!rl_type_from_name(kv_s, &kvt) || !rl_kv_type_supported(kvt, 64))
+    if (!rl_type_from_name(kv_s, &kvt) || !rl_kv_type_known(kvt))
         return die("--kv must be f16, f32, q8_0 or q4_0");
     if (!kvv_s) g_kv_v = kvt;
-    else if (!rl_type_from_name(kvv_s, &g_kv_v) || !rl_kv_type_supported(g_kv_v, 64))
+    else if (!rl_type_from_name(kvv_s, &g_kv_v) || !rl_kv_type_known(g_kv_v))
         return die("--kv-v must be f16, f32, q8_0 or q4_0");
     rl_kernels_init(ref ? RL_KERNELS_REF : RL_KERNELS_AUTO);
 

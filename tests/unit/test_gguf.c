@@ -342,6 +342,10 @@ static void test_corrupt_tensors(void **state) {
     bb_hdr(&b, 1, 0);
     bb_tensor(&b, "t", 2, ne, 39, 0);
     expect_err(&b, RL_ERR_FORMAT, "unknown tensor type 39");
+    /* 30b redline's own type ids (KV pages) are not GGUF types */
+    bb_hdr(&b, 1, 0);
+    bb_tensor(&b, "t", 2, ne, RL_TYPE_Q8_64, 0);
+    expect_err(&b, RL_ERR_FORMAT, "unknown tensor type 40");
     /* 31 ne[0] not a multiple of the block size */
     uint64_t nb[1] = {33};
     bb_hdr(&b, 1, 0);

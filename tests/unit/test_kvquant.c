@@ -54,10 +54,10 @@
 
 #define KT_SEED 0x2545F4914F6CDD1Dull /* the data these tests were written against */
 
-static const rl_type kv_types[] = {RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL};
-#define N_KV_TYPES 4
+static const rl_type kv_types[] = {RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q8_64};
+#define N_KV_TYPES 5
 
-static bool is_q(rl_type t) { return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL; }
+static bool is_q(rl_type t) { return rl_kv_type_quantized(t); }
 
 /* The quantizer rl_kv_store uses for a page type. */
 static void kv_quantize(rl_type t, const float *x, void *row, int hd) {
@@ -77,8 +77,9 @@ static void elem_bound(rl_type t, const float *x, const void *row, int hd, float
     for (int i = 0; i < hd; i++) {
         if (t == RL_TYPE_F32) e[i] = 0.0f;
         else if (t == RL_TYPE_F16) e[i] = ldexpf(fabsf(x[i]), -11) + ldexpf(1.0f, -25); /* subnormals */
-        else if (t == RL_TYPE_Q8_0) {
-            float d = fabsf(rl_fp16_to_f32(((const rl_block_q8_0 *)row)[i / 32].d));
+        else if (t == RL_TYPE_Q8_0 || t == RL_TYPE_Q8_64) {
+            float d = fabsf(rl_fp16_to_f32(t == RL_TYPE_Q8_0 ? ((const rl_block_q8_0 *)row)[i / 32].d
+                                                              : ((const rl_block_q8_64 *)row)[i / 64].d));
             e[i] = d * 0.5f + d * 128.0f * ldexpf(1.0f, -10); /* code x fp16 rounding of d */
         } else if (t == RL_TYPE_Q4_0) {
             e[i] = fabsf(rl_fp16_to_f32(((const rl_block_q4_0 *)row)[i / 32].d)) * 1.0001f;
@@ -116,9 +117,9 @@ static void test_leaves(void **state) {
     (void)state;
     const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2();
     const rl__ktab *tabs[2] = {ref, avx};
-    const rl_type types[5] = {RL_TYPE_F32, RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL};
+    const rl_type types[6] = {RL_TYPE_F32, RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q8_64};
     const int hds[3] = {64, 128, 256};
-    for (int ti = 0; ti < 5; ti++)
+    for (int ti = 0; ti < 6; ti++)
         for (int hi = 0; hi < 3; hi++) {
             rl_type t = types[ti];
             int hd = hds[hi], n = 13;
@@ -784,8 +785,8 @@ static void test_rotation_helps_q4_0(void **state) {
 /* Full checks (check_case_rot) of every K page type, rotated or not, with
  * q8_0 V, over all cases: for the K shift / scale tests. */
 static void check_k_types(rl_threadpool *tp) {
-    const rl_type kts[4] = {RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_F16};
-    for (int ki = 0; ki < 4; ki++)
+    const rl_type kts[5] = {RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_F16, RL_TYPE_Q8_64};
+    for (int ki = 0; ki < 5; ki++)
         for (int ri = 0; ri < 2; ri++)
             for (int ci = 0; ci < N_CASES; ci++)
                 check_case_rot(kts[ki], RL_TYPE_Q8_0, ri ? RL_KV_ROT_HADAMARD : RL_KV_ROT_NONE,
@@ -980,6 +981,10 @@ static void test_supported(void **state) {
     assert_true(rl_kv_type_supported(RL_TYPE_Q4_0, 256));
     assert_true(rl_kv_type_supported(RL_TYPE_IQ4_NL, 128));
     assert_false(rl_kv_type_supported(RL_TYPE_IQ4_NL, 80));
+    assert_true(rl_kv_type_supported(RL_TYPE_Q8_64, 64));
+    assert_true(rl_kv_type_known(RL_TYPE_Q8_64) && rl_kv_type_known(RL_TYPE_F32));
+    assert_false(rl_kv_type_known(RL_TYPE_Q4_1) || rl_kv_type_known(RL_TYPE_Q8_1));
+    assert_false(rl_kv_type_supported(RL_TYPE_Q8_64, 96));
     assert_false(rl_kv_type_supported(RL_TYPE_Q4_0, 48)); /* not a multiple of 32 */
     assert_false(rl_kv_type_supported(RL_TYPE_Q4_K, 256));
     assert_false(rl_kv_type_supported(RL_TYPE_Q8_0, 0));

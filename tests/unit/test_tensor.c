@@ -206,6 +206,7 @@ static void test_traits_table(void **state) {
         {RL_TYPE_Q6_K, "q6_K", 256, 210, true, true},
         {RL_TYPE_Q8_K, "q8_K", 256, 292, true, true},
         {RL_TYPE_IQ4_NL, "iq4_nl", 32, 18, true, false},
+        {RL_TYPE_Q8_64, "q8_64", 64, 66, true, true},
     };
     int n_known = 0;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {

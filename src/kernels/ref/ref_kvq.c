@@ -1,6 +1,7 @@
 /* Scalar reference attention leaves over runs of KV rows, for every page
  * type the KV cache supports: f32, f16, q8_0, q4_0 and iq4_nl (the GGUF
- * block packings of src/tensor/tensor.h, 32 elements per block), the
+ * block packings of src/tensor/tensor.h, 32 elements per block), q8_64
+ * (q8_0 with 64-element blocks; the query stays q8_0 blocks of 32), the
  * iq4_nl KV quantizer, and the Walsh-Hadamard transform.  These are the
  * oracles for x86/avx2_kvq.c.
  *
@@ -42,18 +43,39 @@ static void rl__kq_f16_ref(const void *q, const void *k, size_t stride, int n, i
     }
 }
 
-static void rl__kq_q8_0_ref(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+/* q8_0 (qk = 32) and q8_64 (qk = 64) rows: blocks of an fp16 scale and qk
+ * int8 codes.  Scale and codes of page block pb of a row: */
+static inline float q8_d(const uint8_t *row, int pb, int qk) {
+    rl_fp16 h;
+    memcpy(&h, row + (size_t)pb * (size_t)(2 + qk), sizeof h);
+    return rl_fp16_to_f32(h);
+}
+static inline const int8_t *q8_qs(const uint8_t *row, int pb, int qk) {
+    return (const int8_t *)(row + (size_t)pb * (size_t)(2 + qk) + 2);
+}
+
+/* Per 32-element query block b (page block b / (qk/32)), as q8_0. */
+static inline void kq_q8_ref(const void *q, const void *k, size_t stride, int n, int hd, float *s, int qk) {
     const rl_block_q8_0 *x = q;
+    const int per = qk / RL_QK8_0;
     for (int r = 0; r < n; r++) {
-        const rl_block_q8_0 *w = (const rl_block_q8_0 *)ROW(k, r, stride);
+        const uint8_t *row = ROW(k, r, stride);
         float acc = 0.0f;
         for (int b = 0; b < hd / RL_QK8_0; b++) {
+            const int8_t *c = q8_qs(row, b / per, qk) + (b % per) * RL_QK8_0;
             int32_t isum = 0;
-            for (int j = 0; j < RL_QK8_0; j++) isum += (int32_t)w[b].qs[j] * x[b].qs[j];
-            acc += rl_fp16_to_f32(w[b].d) * rl_fp16_to_f32(x[b].d) * (float)isum;
+            for (int j = 0; j < RL_QK8_0; j++) isum += (int32_t)c[j] * x[b].qs[j];
+            acc += q8_d(row, b / per, qk) * rl_fp16_to_f32(x[b].d) * (float)isum;
         }
         s[r] = acc;
     }
+}
+
+static void rl__kq_q8_0_ref(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    kq_q8_ref(q, k, stride, n, hd, s, RL_QK8_0);
+}
+static void rl__kq_q8_64_ref(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    kq_q8_ref(q, k, stride, n, hd, s, RL_QK8_64);
 }
 
 static void rl__kq_q4_0_ref(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
@@ -87,15 +109,23 @@ static void rl__v_f16_ref(float *acc, const void *v, size_t stride, const float 
     }
 }
 
-static void rl__v_q8_0_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+static inline void v_q8_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd, int qk) {
     for (int r = 0; r < n; r++) {
-        const rl_block_q8_0 *x = (const rl_block_q8_0 *)ROW(v, r, stride);
-        for (int b = 0; b < hd / RL_QK8_0; b++) {
-            float wd = w[r] * rl_fp16_to_f32(x[b].d);
-            float *y = acc + b * RL_QK8_0;
-            for (int j = 0; j < RL_QK8_0; j++) y[j] += wd * (float)x[b].qs[j];
+        const uint8_t *row = ROW(v, r, stride);
+        for (int b = 0; b < hd / qk; b++) {
+            float wd = w[r] * q8_d(row, b, qk);
+            const int8_t *c = q8_qs(row, b, qk);
+            float *y = acc + b * qk;
+            for (int j = 0; j < qk; j++) y[j] += wd * (float)c[j];
         }
     }
+}
+
+static void rl__v_q8_0_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    v_q8_ref(acc, v, stride, w, n, hd, RL_QK8_0);
+}
+static void rl__v_q8_64_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    v_q8_ref(acc, v, stride, w, n, hd, RL_QK8_64);
 }
 
 static void rl__v_q4_0_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
@@ -113,18 +143,26 @@ static void rl__v_q4_0_ref(float *acc, const void *v, size_t stride, const float
 }
 
 /* Float-query variants for quantized K: s[r] = sum_b d_b * sum_i q_i*code_i. */
-static void rl__kqf_q8_0_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static inline void kqf_q8_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s, int qk) {
     const float *q = vq;
     for (int r = 0; r < n; r++) {
-        const rl_block_q8_0 *w = (const rl_block_q8_0 *)ROW(k, r, stride);
+        const uint8_t *row = ROW(k, r, stride);
         float acc = 0.0f;
-        for (int b = 0; b < hd / RL_QK8_0; b++) {
+        for (int b = 0; b < hd / qk; b++) {
+            const int8_t *c = q8_qs(row, b, qk);
             float t = 0.0f;
-            for (int j = 0; j < RL_QK8_0; j++) t += q[b * 32 + j] * (float)w[b].qs[j];
-            acc += rl_fp16_to_f32(w[b].d) * t;
+            for (int j = 0; j < qk; j++) t += q[b * qk + j] * (float)c[j];
+            acc += q8_d(row, b, qk) * t;
         }
         s[r] = acc;
     }
+}
+
+static void rl__kqf_q8_0_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+    kqf_q8_ref(vq, k, stride, n, hd, s, RL_QK8_0);
+}
+static void rl__kqf_q8_64_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+    kqf_q8_ref(vq, k, stride, n, hd, s, RL_QK8_64);
 }
 
 static void rl__kqf_q4_0_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
@@ -286,13 +324,16 @@ void rl__ref_fill_kvq(rl__ktab *t) {
     t->kq_rows[RL_TYPE_IQ4_NL] = rl__kq_iq4_nl_ref;
     t->v_rows[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_ref;
     t->kqf_rows[RL_TYPE_Q8_0] = rl__kqf_q8_0_ref;
+    t->kqf_rows[RL_TYPE_Q8_64] = rl__kqf_q8_64_ref;
     t->kqf_rows[RL_TYPE_Q4_0] = rl__kqf_q4_0_ref;
     t->kq_rows[RL_TYPE_F32] = rl__kq_f32_ref;
     t->kq_rows[RL_TYPE_F16] = rl__kq_f16_ref;
     t->kq_rows[RL_TYPE_Q8_0] = rl__kq_q8_0_ref;
+    t->kq_rows[RL_TYPE_Q8_64] = rl__kq_q8_64_ref;
     t->kq_rows[RL_TYPE_Q4_0] = rl__kq_q4_0_ref;
     t->v_rows[RL_TYPE_F32] = rl__v_f32_ref;
     t->v_rows[RL_TYPE_F16] = rl__v_f16_ref;
     t->v_rows[RL_TYPE_Q8_0] = rl__v_q8_0_ref;
+    t->v_rows[RL_TYPE_Q8_64] = rl__v_q8_64_ref;
     t->v_rows[RL_TYPE_Q4_0] = rl__v_q4_0_ref;
 }

@@ -1,5 +1,5 @@
 /* AVX2/FMA/F16C attention leaves over runs of KV rows (twins of
- * ref/ref_kvq.c) for f32, f16, q8_0, q4_0 and iq4_nl pages.
+ * ref/ref_kvq.c) for f32, f16, q8_0, q8_64, q4_0 and iq4_nl pages.
  *
  * q . k: f32/f16 rows repeat dot_f32/dot_f16 of avx2.c exactly (two
  * 8-lane accumulators over 16-element steps); q8_0/q4_0 rows take the
@@ -58,20 +58,38 @@ static void rl__kq_f16_avx2(const void *q, const void *k, size_t stride, int n, 
     }
 }
 
-static void rl__kq_q8_0_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+/* q8_0 (qk = 32) and q8_64 (qk = 64) rows: blocks of an fp16 scale and qk
+ * int8 codes.  Scale and codes of page block pb of a row: */
+static inline float rl__q8_d(const uint8_t *row, int pb, int qk) {
+    return rl__h2f(*(const rl_fp16 *)(const void *)(row + (size_t)pb * (size_t)(2 + qk)));
+}
+static inline const int8_t *rl__q8_qs(const uint8_t *row, int pb, int qk) {
+    return (const int8_t *)(row + (size_t)pb * (size_t)(2 + qk) + 2);
+}
+
+/* Per 32-element query block b (page block b / (qk/32)). */
+static inline __attribute__((always_inline)) void rl__kq_q8(const void *q, const void *k, size_t stride, int n,
+                                                            int hd, float *s, int qk) {
     const rl_block_q8_0 *x = q;
-    const int nb = hd / RL_QK8_0;
+    const int nb = hd / RL_QK8_0, per = qk / RL_QK8_0;
     for (int r = 0; r < n; r++) {
-        const rl_block_q8_0 *w = (const rl_block_q8_0 *)ROW(k, r, stride);
+        const uint8_t *row = ROW(k, r, stride);
         __m256 acc = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            __m256 d = _mm256_set1_ps(rl__h2f(w[b].d) * rl__h2f(x[b].d));
-            __m256i qw = _mm256_loadu_si256((const __m256i *)w[b].qs);
+            __m256 d = _mm256_set1_ps(rl__q8_d(row, b / per, qk) * rl__h2f(x[b].d));
+            __m256i qw = _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * 32));
             __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
         }
         s[r] = rl__hsum_ps(acc);
     }
+}
+
+static void rl__kq_q8_0_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    rl__kq_q8(q, k, stride, n, hd, s, RL_QK8_0);
+}
+static void rl__kq_q8_64_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    rl__kq_q8(q, k, stride, n, hd, s, RL_QK8_64);
 }
 
 static void rl__kq_q4_0_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
@@ -165,15 +183,18 @@ static void rl__v_f16_avx2(float *acc, const void *v, size_t stride, const float
         for (int r = 0; r < n; r++) acc[i] += w[r] * _cvtsh_ss(((const rl_fp16 *)ROW(v, r, stride))[i]);
 }
 
-static void rl__v_q8_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+/* Per 32 dims b (page block b / (qk/32)). */
+static inline __attribute__((always_inline)) void rl__v_q8(float *acc, const void *v, size_t stride,
+                                                           const float *w, int n, int hd, int qk) {
+    const int per = qk / RL_QK8_0;
     for (int b = 0; b < hd / RL_QK8_0; b++) {
         float *y = acc + b * RL_QK8_0;
         __m256 a0 = _mm256_loadu_ps(y), a1 = _mm256_loadu_ps(y + 8);
         __m256 a2 = _mm256_loadu_ps(y + 16), a3 = _mm256_loadu_ps(y + 24);
         for (int r = 0; r < n; r++) {
-            const rl_block_q8_0 *x = (const rl_block_q8_0 *)ROW(v, r, stride) + b;
-            __m256 wd = _mm256_set1_ps(w[r] * rl__h2f(x->d));
-            __m256i q = _mm256_loadu_si256((const __m256i *)x->qs);
+            const uint8_t *row = ROW(v, r, stride);
+            __m256 wd = _mm256_set1_ps(w[r] * rl__q8_d(row, b / per, qk));
+            __m256i q = _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * 32));
             __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
             rl__fma_codes32(wd, lo, hi, &a0, &a1, &a2, &a3);
         }
@@ -182,6 +203,13 @@ static void rl__v_q8_0_avx2(float *acc, const void *v, size_t stride, const floa
         _mm256_storeu_ps(y + 16, a2);
         _mm256_storeu_ps(y + 24, a3);
     }
+}
+
+static void rl__v_q8_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    rl__v_q8(acc, v, stride, w, n, hd, RL_QK8_0);
+}
+static void rl__v_q8_64_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+    rl__v_q8(acc, v, stride, w, n, hd, RL_QK8_64);
 }
 
 static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
@@ -214,19 +242,28 @@ static inline __m256 rl__blk_dot_f(const float *q, __m128i c0, __m128i c1, __m12
     return _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), rl__i8x8_ps(c3), t);
 }
 
-static void rl__kqf_q8_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static inline __attribute__((always_inline)) void rl__kqf_q8(const void *vq, const void *k, size_t stride, int n,
+                                                             int hd, float *s, int qk) {
     const float *q = vq;
+    const int per = qk / RL_QK8_0;
     for (int r = 0; r < n; r++) {
-        const rl_block_q8_0 *w = (const rl_block_q8_0 *)ROW(k, r, stride);
+        const uint8_t *row = ROW(k, r, stride);
         __m256 acc = _mm256_setzero_ps();
         for (int b = 0; b < hd / RL_QK8_0; b++) {
-            __m256i c = _mm256_loadu_si256((const __m256i *)w[b].qs);
+            __m256i c = _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * 32));
             __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
             __m256 t = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(rl__h2f(w[b].d)), t, acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(rl__q8_d(row, b / per, qk)), t, acc);
         }
         s[r] = rl__hsum_ps(acc);
     }
+}
+
+static void rl__kqf_q8_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+    rl__kqf_q8(vq, k, stride, n, hd, s, RL_QK8_0);
+}
+static void rl__kqf_q8_64_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+    rl__kqf_q8(vq, k, stride, n, hd, s, RL_QK8_64);
 }
 
 static void rl__kqf_q4_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
@@ -439,13 +476,16 @@ void rl__avx2_fill_kvq(rl__ktab *t) {
     t->kq_rows[RL_TYPE_IQ4_NL] = rl__kq_iq4_nl_avx2;
     t->v_rows[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_avx2;
     t->kqf_rows[RL_TYPE_Q8_0] = rl__kqf_q8_0_avx2;
+    t->kqf_rows[RL_TYPE_Q8_64] = rl__kqf_q8_64_avx2;
     t->kqf_rows[RL_TYPE_Q4_0] = rl__kqf_q4_0_avx2;
     t->kq_rows[RL_TYPE_F32] = rl__kq_f32_avx2;
     t->kq_rows[RL_TYPE_F16] = rl__kq_f16_avx2;
     t->kq_rows[RL_TYPE_Q8_0] = rl__kq_q8_0_avx2;
+    t->kq_rows[RL_TYPE_Q8_64] = rl__kq_q8_64_avx2;
     t->kq_rows[RL_TYPE_Q4_0] = rl__kq_q4_0_avx2;
     t->v_rows[RL_TYPE_F32] = rl__v_f32_avx2;
     t->v_rows[RL_TYPE_F16] = rl__v_f16_avx2;
     t->v_rows[RL_TYPE_Q8_0] = rl__v_q8_0_avx2;
+    t->v_rows[RL_TYPE_Q8_64] = rl__v_q8_64_avx2;
     t->v_rows[RL_TYPE_Q4_0] = rl__v_q4_0_avx2;
 }
