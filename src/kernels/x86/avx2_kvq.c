@@ -67,19 +67,25 @@ static inline const int8_t *rl__q8_qs(const uint8_t *row, int pb, int qk) {
     return (const int8_t *)(row + (size_t)pb * (size_t)(2 + qk) + 2);
 }
 
-/* Per 32-element query block b (page block b / (qk/32)). */
+/* Per page block: its scale read once, then each of its 32-element parts
+ * against query block pb * (qk/32) + part. */
 static inline __attribute__((always_inline)) void rl__kq_q8(const void *q, const void *k, size_t stride, int n,
                                                             int hd, float *s, int qk) {
     const rl_block_q8_0 *x = q;
-    const int nb = hd / RL_QK8_0, per = qk / RL_QK8_0;
+    const int per = qk / RL_QK8_0;
     for (int r = 0; r < n; r++) {
         const uint8_t *row = ROW(k, r, stride);
         __m256 acc = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m256 d = _mm256_set1_ps(rl__q8_d(row, b / per, qk) * rl__h2f(x[b].d));
-            __m256i qw = _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * 32));
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
+        for (int pb = 0; pb < hd / qk; pb++) {
+            const float dk = rl__q8_d(row, pb, qk);
+            const int8_t *c = rl__q8_qs(row, pb, qk);
+            for (int p = 0; p < per; p++) {
+                const rl_block_q8_0 *xb = &x[pb * per + p];
+                __m256 d = _mm256_set1_ps(dk * rl__h2f(xb->d));
+                __m256i qw = _mm256_loadu_si256((const __m256i *)(c + p * RL_QK8_0));
+                __m256i qx = _mm256_loadu_si256((const __m256i *)xb->qs);
+                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_i8(qw, qx)), acc);
+            }
         }
         s[r] = rl__hsum_ps(acc);
     }
@@ -183,25 +189,26 @@ static void rl__v_f16_avx2(float *acc, const void *v, size_t stride, const float
         for (int r = 0; r < n; r++) acc[i] += w[r] * _cvtsh_ss(((const rl_fp16 *)ROW(v, r, stride))[i]);
 }
 
-/* Per 32 dims b (page block b / (qk/32)). */
+/* Per page block: qk/8 accumulators in registers over all rows; each row's
+ * w[r] * d once for the block. */
 static inline __attribute__((always_inline)) void rl__v_q8(float *acc, const void *v, size_t stride,
                                                            const float *w, int n, int hd, int qk) {
     const int per = qk / RL_QK8_0;
-    for (int b = 0; b < hd / RL_QK8_0; b++) {
-        float *y = acc + b * RL_QK8_0;
-        __m256 a0 = _mm256_loadu_ps(y), a1 = _mm256_loadu_ps(y + 8);
-        __m256 a2 = _mm256_loadu_ps(y + 16), a3 = _mm256_loadu_ps(y + 24);
+    for (int pb = 0; pb < hd / qk; pb++) {
+        float *y = acc + pb * qk;
+        __m256 a[RL_QK8_64 / 8];
+        for (int i = 0; i < qk / 8; i++) a[i] = _mm256_loadu_ps(y + 8 * i);
         for (int r = 0; r < n; r++) {
             const uint8_t *row = ROW(v, r, stride);
-            __m256 wd = _mm256_set1_ps(w[r] * rl__q8_d(row, b / per, qk));
-            __m256i q = _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * 32));
-            __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-            rl__fma_codes32(wd, lo, hi, &a0, &a1, &a2, &a3);
+            __m256 wd = _mm256_set1_ps(w[r] * rl__q8_d(row, pb, qk));
+            const int8_t *c = rl__q8_qs(row, pb, qk);
+            for (int p = 0; p < per; p++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(c + p * RL_QK8_0));
+                __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+                rl__fma_codes32(wd, lo, hi, &a[4 * p], &a[4 * p + 1], &a[4 * p + 2], &a[4 * p + 3]);
+            }
         }
-        _mm256_storeu_ps(y, a0);
-        _mm256_storeu_ps(y + 8, a1);
-        _mm256_storeu_ps(y + 16, a2);
-        _mm256_storeu_ps(y + 24, a3);
+        for (int i = 0; i < qk / 8; i++) _mm256_storeu_ps(y + 8 * i, a[i]);
     }
 }
 
