@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A growing byte buffer, or (f set) a counting stream into a file. */
 typedef struct wbuf {
     uint8_t *p;
     size_t n, cap;
     bool oom;
+    FILE *f;
+    bool ioerr;
 } wbuf;
 
 typedef struct wtensor {
@@ -33,7 +36,12 @@ struct rl_gguf_writer {
 };
 
 static void wb_put(wbuf *b, const void *src, size_t n) {
-    if (b->oom || n == 0) return;
+    if (b->oom || b->ioerr || n == 0) return;
+    if (b->f) {
+        if (fwrite(src, 1, n, b->f) != n) b->ioerr = true;
+        b->n += n;
+        return;
+    }
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n) cap *= 2;
@@ -176,43 +184,54 @@ rl_status rl_gguf_writer_tensor(rl_gguf_writer *w, const char *name, rl_type typ
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-rl_status rl_gguf_writer_to_memory(rl_gguf_writer *w, void **out, size_t *out_size, rl_err *err) {
-    *out = NULL;
-    *out_size = 0;
+static rl_status check_writable(const rl_gguf_writer *w, rl_err *err) {
     if (w->kv.oom) return rl_err_set(err, RL_ERR_NOMEM, "gguf writer: out of memory");
     if (!w->alignment || (w->alignment & (w->alignment - 1)))
         return rl_err_set(err, RL_ERR_INVALID, "gguf writer: alignment %u is not a power of two",
                           w->alignment);
-    wbuf b = {0};
-    wb_u32(&b, RL_GGUF_MAGIC);
-    wb_u32(&b, 3);
-    wb_u64(&b, w->n_tensors);
-    wb_u64(&b, w->n_kv);
-    wb_put(&b, w->kv.p, w->kv.n);
+    return RL_OK;
+}
+
+/* The whole file into b (a buffer or a file stream). */
+static void serialize(const rl_gguf_writer *w, wbuf *b) {
+    wb_u32(b, RL_GGUF_MAGIC);
+    wb_u32(b, 3);
+    wb_u64(b, w->n_tensors);
+    wb_u64(b, w->n_kv);
+    wb_put(b, w->kv.p, w->kv.n);
     uint64_t off = 0;
     for (uint64_t i = 0; i < w->n_tensors; i++) {
         const wtensor *t = &w->tensors[i];
-        wb_str(&b, t->name, strlen(t->name));
-        wb_u32(&b, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) wb_u64(&b, (uint64_t)t->ne[d]);
-        wb_u32(&b, t->type);
-        wb_u64(&b, off);
+        wb_str(b, t->name, strlen(t->name));
+        wb_u32(b, t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; d++) wb_u64(b, (uint64_t)t->ne[d]);
+        wb_u32(b, t->type);
+        wb_u64(b, off);
         off = align_up(off + t->nbytes, w->alignment);
     }
     static const uint8_t zeros[64];
     if (w->n_tensors) {
-        while (b.n % w->alignment) wb_put(&b, zeros, 1);
+        while (b->n % w->alignment) wb_put(b, zeros, 1);
         for (uint64_t i = 0; i < w->n_tensors; i++) {
             const wtensor *t = &w->tensors[i];
             if (t->data)
-                wb_put(&b, t->data, t->nbytes);
+                wb_put(b, t->data, t->nbytes);
             else
                 for (size_t k = 0; k < t->nbytes; k += sizeof zeros)
-                    wb_put(&b, zeros, t->nbytes - k < sizeof zeros ? t->nbytes - k : sizeof zeros);
+                    wb_put(b, zeros, t->nbytes - k < sizeof zeros ? t->nbytes - k : sizeof zeros);
             if (i + 1 < w->n_tensors)
-                while (b.n % w->alignment) wb_put(&b, zeros, 1);
+                while (b->n % w->alignment) wb_put(b, zeros, 1);
         }
     }
+}
+
+rl_status rl_gguf_writer_to_memory(rl_gguf_writer *w, void **out, size_t *out_size, rl_err *err) {
+    *out = NULL;
+    *out_size = 0;
+    rl_status s = check_writable(w, err);
+    if (s) return s;
+    wbuf b = {0};
+    serialize(w, &b);
     if (b.oom) {
         rl_free(b.p);
         return rl_err_set(err, RL_ERR_NOMEM, "gguf writer: out of memory");
@@ -223,18 +242,13 @@ rl_status rl_gguf_writer_to_memory(rl_gguf_writer *w, void **out, size_t *out_si
 }
 
 rl_status rl_gguf_writer_to_file(rl_gguf_writer *w, const char *path, rl_err *err) {
-    void *buf;
-    size_t n;
-    rl_status s = rl_gguf_writer_to_memory(w, &buf, &n, err);
+    rl_status s = check_writable(w, err);
     if (s) return s;
     FILE *f = fopen(path, "wb");
-    if (!f) {
-        rl_free(buf);
-        return rl_err_set(err, RL_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    }
-    size_t wr = fwrite(buf, 1, n, f);
+    if (!f) return rl_err_set(err, RL_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    wbuf b = {.f = f}; /* streamed: tensor data is never copied */
+    serialize(w, &b);
     int cl = fclose(f);
-    rl_free(buf);
-    if (wr != n || cl != 0) return rl_err_set(err, RL_ERR_IO, "cannot write '%s'", path);
+    if (b.ioerr || cl != 0) return rl_err_set(err, RL_ERR_IO, "cannot write '%s'", path);
     return RL_OK;
 }
