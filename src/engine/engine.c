@@ -123,7 +123,8 @@ static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg)
     finish_code(e, r, why, why == RL_FINISH_ERROR ? RL_ERR_INVALID : RL_OK, msg);
 }
 
-/* Ends r with the error in err (its code included). */
+/* Ends r with the error in err, its code included (for errors of the
+ * request's own making, e.g. its grammar; a failed forward is finish()). */
 static void fail(rl_engine *e, ereq *r, const rl_err *err) {
     finish_code(e, r, RL_FINISH_ERROR, err->code, err->msg);
 }
@@ -971,7 +972,7 @@ int32_t rl_engine_step(rl_engine *e) {
     if (s) {
         /* A failed forward leaves the batch's requests unusable: end them
          * with the error rather than loop on it. */
-        for (int32_t i = 0; i < n_plan; i++) fail(e, (ereq *)e->plan[i], &err);
+        for (int32_t i = 0; i < n_plan; i++) finish(e, (ereq *)e->plan[i], RL_FINISH_ERROR, err.msg);
         update_stats(e);
         return 0;
     }

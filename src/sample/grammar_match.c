@@ -27,8 +27,9 @@
  * language.  One public call (a mask, an accept) may take at most
  * RL_GRAMMAR_OP_STEPS expansion steps in all; past that it fails with
  * RL_ERR_LIMIT, so an ambiguous grammar costs its own request an error
- * rather than stalling every request in the batch.  The interned states and memo are flushed between operations
- * once they exceed SOFT_STATES or SOFT_BYTES; during one mask walk they may
+ * rather than stalling every request in the batch.  The interned states
+ * and memo are flushed between operations once they exceed SOFT_STATES or
+ * SOFT_BYTES; during one mask walk they may
  * grow to HARD_STATES / HARD_BYTES, after which the walk continues without
  * interning (RL_GT_OVERFLOW).  A matcher keeps its own copy of its state's
  * blob so it survives flushes. */
