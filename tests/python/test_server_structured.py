@@ -91,3 +91,8 @@ def test_ambiguous_grammar_fails_alone(client):
         with pytest.raises(openai.BadRequestError) as e:
             bad.result()
         assert "too ambiguous" in str(e.value), str(e.value)
+    # streamed: the 200 header is already sent, so the error is an SSE event
+    with pytest.raises(openai.APIError) as e:
+        for _ in ask(client, temperature=0.7, stream=True, extra_body={"grammar": "\n".join(rules)}):
+            pass
+    assert "too ambiguous" in str(e.value), str(e.value)
