@@ -4,22 +4,45 @@
 #include <math.h>
 #include <string.h>
 
+/* Latest j with toks[j .. j+g) == pat[0 .. g) and j + g < lim, or -1. */
+static int32_t latest_match(const int32_t *toks, int32_t lim, const int32_t *pat, int32_t g) {
+    for (int32_t j = lim - g - 1; j >= 0; j--)
+        if (toks[j] == pat[0] && memcmp(toks + j, pat, (size_t)g * sizeof *toks) == 0) return j;
+    return -1;
+}
+
+/* Copies up to k tokens from toks[from .. n) to out. */
+static int32_t copy_from(const int32_t *toks, int32_t n, int32_t from, int32_t k, int32_t *out) {
+    int32_t m = 0;
+    while (m < k && from + m < n) {
+        out[m] = toks[from + m];
+        m++;
+    }
+    return m;
+}
+
 int32_t rl_spec_ngram(const int32_t *toks, int32_t n, int32_t k, int32_t ngram_min,
                       int32_t ngram_max, int32_t *out) {
     if (k <= 0 || ngram_min < 1) return 0;
-    for (int32_t g = ngram_max; g >= ngram_min; g--) {
+    /* 1. the last g >= 2 tokens seen before: copy what followed them */
+    for (int32_t g = ngram_max; g >= ngram_min && g >= 2; g--) {
         if (g >= n) continue;
-        const int32_t *suf = toks + n - g;
-        /* latest j < n - g with toks[j .. j+g) == suffix */
-        for (int32_t j = n - g - 1; j >= 0; j--) {
-            if (toks[j] != suf[0] || memcmp(toks + j, suf, (size_t)g * sizeof *toks) != 0) continue;
-            int32_t m = 0;
-            while (m < k && j + g + m < n) {
-                out[m] = toks[j + g + m];
-                m++;
-            }
-            if (m > 0) return m;
-        }
+        int32_t j = latest_match(toks, n, toks + n - g, g);
+        if (j >= 0) return copy_from(toks, n, j + g, k, out);
+    }
+    /* 2. one token substituted (a renamed identifier, a fixed typo): the g
+     * tokens before the last were seen before, followed by a different
+     * token; continue after that one */
+    for (int32_t g = ngram_max; g >= 2; g--) {
+        if (g + 1 >= n) continue;
+        const int32_t *ctx = toks + n - 1 - g;
+        for (int32_t lim = n - 1, j; (j = latest_match(toks, lim, ctx, g)) >= 0; lim = j + g)
+            if (toks[j + g] != toks[n - 1]) return copy_from(toks, n, j + g + 1, k, out);
+    }
+    /* 3. the last token alone */
+    if (ngram_min <= 1 && n >= 2) {
+        int32_t j = latest_match(toks, n, toks + n - 1, 1);
+        if (j >= 0) return copy_from(toks, n, j + 1, k, out);
     }
     return 0;
 }

@@ -30,8 +30,12 @@
 #include "sample/sample.h"
 
 /* Proposes up to k tokens for toks[0..n): for g = ngram_max down to
- * ngram_min, finds the latest earlier occurrence of the last g tokens and
- * copies what followed it.  Returns the number proposed (0..k). */
+ * max(ngram_min, 2), finds the latest earlier occurrence of the last g
+ * tokens and copies what followed it; failing that, the latest earlier
+ * occurrence of the g tokens before the last one followed by a different
+ * token (one token substituted: a renamed identifier, a fixed typo) and
+ * copies what followed that token; failing that (ngram_min 1), the last
+ * token alone.  Returns the number proposed (0..k). */
 int32_t rl_spec_ngram(const int32_t *toks, int32_t n, int32_t k, int32_t ngram_min,
                       int32_t ngram_max, int32_t *out);
 

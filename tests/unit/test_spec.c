@@ -40,6 +40,19 @@ static void test_ngram(void **state) {
     /* nothing to match */
     int32_t w[] = {1, 2, 3};
     assert_int_equal(rl_spec_ngram(w, 3, 4, 1, 3, out), 0);
+    /* one token substituted: "1 2 [3 -> 7]" continues after the 3 */
+    int32_t y[] = {1, 2, 3, 4, 5, 6, 1, 2, 7};
+    assert_int_equal(rl_spec_ngram(y, 9, 3, 1, 3, out), 3);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(out[1], 5);
+    assert_int_equal(out[2], 6);
+    /* ... preferred to a 1-gram match of the new token (the 7 at 0) */
+    int32_t z[] = {7, 9, 1, 2, 3, 4, 1, 2, 7};
+    assert_int_equal(rl_spec_ngram(z, 9, 2, 1, 3, out), 2);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(out[1], 1);
+    /* with ngram_max 1 there is no context to substitute in */
+    assert_int_equal(rl_spec_ngram(y, 9, 3, 1, 1, out), 0);
     /* latest occurrence wins */
     int32_t x[] = {5, 1, 5, 2, 5};
     assert_int_equal(rl_spec_ngram(x, 5, 1, 1, 1, out), 1);
