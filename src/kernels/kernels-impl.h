@@ -120,6 +120,11 @@ static inline float rl__iq4nl_absmax(const float *x, float *mx) {
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), *mx = x[j];
     return amax;
 }
+/* Candidate it (-15..15) of the scale search: the value mx*id takes, near
+ * either end of the codebook (-134..-119 for it <= 0, 106..120 above). */
+static inline float rl__iq4nl_cand(int it) {
+    return it <= 0 ? (float)rl__iq4nl_values[0] - (float)it - 7.0f : (float)rl__iq4nl_values[15] + (float)it - 8.0f;
+}
 static inline void rl__iq4nl_store(rl_block_q4_0 *y, float d, const uint8_t q[32]) {
     y->d = rl_f32_to_fp16(d);
     for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));

@@ -219,10 +219,7 @@ void rl__quant_iq4_nl_kv(const float *x, void *vy, int64_t n) {
         if (amax > 0.0f) {
             float best_err = INFINITY;
             for (int it = -15; it <= 15; it++) {
-                /* x*id at mx: -134..-119 (it <= 0) or 106..120 (it > 0) */
-                float id =
-                    (it <= 0 ? (float)v[0] - (float)it - 7.0f : (float)v[15] + (float)it - 8.0f) /
-                    mx;
+                float id = rl__iq4nl_cand(it) / mx;
                 uint8_t q[32];
                 float sxv = 0.0f, svv = 0.0f;
                 for (int j = 0; j < 32; j++) {

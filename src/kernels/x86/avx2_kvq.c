@@ -413,10 +413,7 @@ static void rl__quant_iq4_nl_kv_avx2(const float *x, void *vy, int64_t n) {
             float best_err = INFINITY;
             for (int r = 0; r < 4; r++) { /* candidates it = 8r - 15 + lane */
                 float num[8];
-                for (int l = 0; l < 8; l++) {
-                    int it = 8 * r - 15 + l;
-                    num[l] = it <= 0 ? (float)v[0] - (float)it - 7.0f : (float)v[15] + (float)it - 8.0f;
-                }
+                for (int l = 0; l < 8; l++) num[l] = rl__iq4nl_cand(8 * r - 15 + l);
                 const __m256 id = _mm256_div_ps(_mm256_loadu_ps(num), _mm256_set1_ps(mx));
                 __m256i qv[32];
                 __m256 sxv = _mm256_setzero_ps(), svv = _mm256_setzero_ps();
