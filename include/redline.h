@@ -80,7 +80,7 @@ typedef struct rl_gen_params {
     bool ignore_eos;          /* keep going past end-of-generation tokens */
     int32_t n_stop;
     char stop[RL_MAX_STOP][RL_MAX_STOP_LEN + 1]; /* stop strings (not included in output) */
-    /* Structured output: a compiled grammar (src/sample/grammar.h, e.g.
+    /* Structured output: a compiled grammar (src/grammar/grammar.h, e.g.
      * from a JSON schema) that every generated token must keep valid; the
      * engine retains its own reference.  NULL = unconstrained. */
     struct rl_grammar *grammar;

@@ -31,10 +31,10 @@
 
 #include "base/rng.h"
 #include "cli/cmd_ablation.h"
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 
 long rl__ab_proc_kb(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");

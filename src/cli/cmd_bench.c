@@ -28,7 +28,7 @@
  * only gathered one row per token -- unless the output projection is tied
  * to it, in which case the whole table is read by the output matmul.
  *
- * The KV cache is contiguous f16 (cli/seqkv.h) of max(pp, tg) slots.
+ * The KV cache is contiguous f16 (kv/seqkv.h) of max(pp, tg) slots.
  * Diagnostics go to stderr; the table (or JSON) to stdout.
  */
 #include <errno.h>
@@ -42,7 +42,7 @@
 
 #include "base/rng.h"
 #include "cli/cli.h"
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 

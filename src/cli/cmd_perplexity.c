@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "engine/kcal.h"
 #include "kernels/kernels.h"
 #include "model/model.h"

@@ -22,11 +22,11 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "sample/sample.h"
-#include "tokenizer/template.h"
+#include "chat/chat.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {

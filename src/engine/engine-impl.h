@@ -8,7 +8,7 @@
 #include "base/threadpool.h"
 #include "kv/kv.h"
 #include "model/model.h"
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 #include "sample/sample.h"
 #include "sched/sched.h"
 #include "spec/spec.h"

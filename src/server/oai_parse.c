@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 #define INVALID "invalid_request_error"

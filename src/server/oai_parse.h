@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "redline.h"
-#include "tokenizer/template.h"
+#include "chat/chat.h"
 
 typedef enum rl_oai_kind {
     RL_OAI_CHAT = 1,       /* POST /v1/chat/completions */

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 
 static rl_vocab_trie *trie(void) {
     static rl_vocab_trie *t;

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tokenizer/template.h"
+#include "chat/chat.h"
 
 static const char CTX[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", \"content\": "

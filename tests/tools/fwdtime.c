@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "base/threadpool.h"
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "model/model.h"
 
 #define MAXN 64

@@ -22,8 +22,8 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "redline.h"
-#include "sample/grammar.h"
-#include "tokenizer/template.h"
+#include "grammar/grammar.h"
+#include "chat/chat.h"
 #include "tokenizer/tokenizer.h"
 
 #define MAXREQ 256

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct opts {

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "kernels/kernels-impl.h"
 #include "model/model-impl.h"
 #include "model/model.h"

@@ -16,7 +16,7 @@
 
 #include "base/base.h"
 #include "gguf/gguf.h"
-#include "tokenizer/template.h"
+#include "chat/chat.h"
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "redline.h"
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 #define N_PROMPTS 16

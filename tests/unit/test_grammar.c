@@ -1,4 +1,4 @@
-/* Unit tests for the grammar engine (src/sample/grammar*.c, json_schema.c):
+/* Unit tests for the grammar engine (src/grammar/grammar*.c, json_schema.c):
  * parsing and matching of each syntax feature, hostile grammars rejected
  * with a message, runtime bounds, token masks on synthetic vocabularies
  * checked against brute force (every token tried one by one), the mask
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 
 /* vocabulary: the 256 single bytes, then EOG (id 256), then a control token */
 static rl_vocab_trie *byte_trie(void) {

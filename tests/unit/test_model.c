@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 

@@ -18,7 +18,7 @@
 
 #include <stdlib.h>
 
-#include "cli/seqkv.h"
+#include "kv/seqkv.h"
 #include "spec/spec.h"
 
 #define V 6

@@ -1,4 +1,4 @@
-/* Unit tests for the chat-template interpreter (src/tokenizer/template*.c):
+/* Unit tests for the chat-template interpreter (src/chat/template*.c):
  * language features with exact expected output, HF whitespace rules,
  * built-in templates, and hostile templates that must end in a clear error
  * (bounded steps, output, memory and depth) rather than a crash. */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "tokenizer/template.h"
+#include "chat/chat.h"
 
 static const rl_chat_msg CONV[] = {
     {"system", "Be brief."},

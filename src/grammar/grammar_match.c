@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample/grammar-impl.h"
+#include "grammar/grammar-impl.h"
 
 #define SOFT_STATES  4096
 #define HARD_STATES  32768

@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sample/grammar-impl.h"
+#include "grammar/grammar-impl.h"
 
 typedef struct sbuf {
     char *p;

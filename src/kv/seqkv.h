@@ -11,8 +11,8 @@
  * token or of every token.  It checks that the span fits the context and
  * returns RL_ERR_RANGE naming the sizes otherwise.
  */
-#ifndef RL_CLI_SEQKV_H
-#define RL_CLI_SEQKV_H
+#ifndef RL_KV_SEQKV_H
+#define RL_KV_SEQKV_H
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample/grammar-impl.h"
+#include "grammar/grammar-impl.h"
 
 #define RL_TRIE_MAX_PIECE 1024
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample/grammar-impl.h"
+#include "grammar/grammar-impl.h"
 
 typedef struct bseq {
     uint32_t *e;

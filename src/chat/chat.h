@@ -25,8 +25,8 @@
  * Strings are treated as UTF-8; length, indexing and slicing count code
  * points as Python does.  upper/lower/title/capitalize map ASCII letters only.
  */
-#ifndef RL_TEMPLATE_H
-#define RL_TEMPLATE_H
+#ifndef RL_CHAT_H
+#define RL_CHAT_H
 
 #include "base/base.h"
 

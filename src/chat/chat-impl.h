@@ -12,12 +12,12 @@
  * immutable once built, except namespaces (V_NS), which `set ns.x = v`
  * mutates in place.
  */
-#ifndef RL_TEMPLATE_IMPL_H
-#define RL_TEMPLATE_IMPL_H
+#ifndef RL_CHAT_IMPL_H
+#define RL_CHAT_IMPL_H
 
 #include <setjmp.h>
 
-#include "tokenizer/template.h"
+#include "chat/chat.h"
 
 typedef enum tp_vtype {
     V_UNDEF = 0,

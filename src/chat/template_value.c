@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/template-impl.h"
+#include "chat/chat-impl.h"
 
 tp_val tp_str(const char *p, size_t n) {
     tp_val v;

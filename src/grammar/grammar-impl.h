@@ -1,4 +1,4 @@
-/* Internal layout of a compiled grammar; only src/sample/grammar*.c and
+/* Internal layout of a compiled grammar; only src/grammar/grammar*.c and
  * json_schema.c include this.
  *
  * A grammar is a flat array of elements.  Rule r has alternatives
@@ -23,7 +23,7 @@
 
 #include <stdatomic.h>
 
-#include "sample/grammar.h"
+#include "grammar/grammar.h"
 
 enum { GE_END = 0, GE_SET = 1, GE_REF = 2 };
 #define GE_KIND(e) ((e) & 3u)

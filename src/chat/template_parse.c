@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/template-impl.h"
+#include "chat/chat-impl.h"
 
 /* ------------------------------------------------------------------ lexer */
 

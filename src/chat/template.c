@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "tokenizer/template-impl.h"
+#include "chat/chat-impl.h"
 
 /* ------------------------------------------------------- arena and errors */
 
