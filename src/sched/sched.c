@@ -139,10 +139,16 @@ static void preempt_last(rl_sched *s) {
     waiting_insert(s, v);
 }
 
+/* Tokens r takes from a step with `budget` left: all it has left, else a
+ * budget-sized chunk if chunking is on, else none (it waits for a step
+ * with room).  A remainder larger than the whole per-step budget is
+ * chunked even with chunking off: admission checked the prompt against
+ * the budget, but a preempted request recomputes its generated tokens too,
+ * and would otherwise never run again (and block the queue behind it). */
 static int32_t chunk_for(const rl_sched *s, const rl_sched_req *r, int32_t budget) {
     int32_t left = r->n_tokens - r->n_computed;
     if (left <= budget) return left;
-    return s->cfg.chunked_prefill ? budget : 0;
+    return s->cfg.chunked_prefill || left > s->cfg.max_batch_tokens ? budget : 0;
 }
 
 static int32_t reserve_target(const rl_sched *s, const rl_sched_req *r, int32_t n) {

@@ -515,6 +515,33 @@ static void test_chunked_prefill(void **state) {
     sim_free(&m);
 }
 
+/* With chunked prefill off, a preempted request whose known tokens (prompt
+ * plus generated) outgrew the token budget must still be resumed: its
+ * tokens are recomputed in budget-sized chunks (it could never run in one
+ * step again). */
+static void test_preempted_beyond_budget_unchunked(void **state) {
+    (void)state;
+    rl_sched_config cfg = cfg_default(8, 4);
+    cfg.chunked_prefill = false;
+    sim m;
+    sim_init(&m, 4, cfg);
+    sreq a, b;
+    req_init(&a, 'A', 0, NULL, 4, 8); /* 12 tokens: 3 blocks */
+    req_init(&b, 'B', 0, NULL, 4, 8);
+    sim_add(&m, &a);
+    sim_add(&m, &b);
+    assert_string_equal(sim_step(&m), "A4 B4");
+    for (int i = 0; i < 4; i++) assert_string_equal(sim_step(&m), "A1 B1");
+    /* A's 9th token: B (9 tokens known, more than the budget) gives way */
+    assert_string_equal(sim_step(&m), "A1");
+    assert_int_equal(b.b.n_preempted, 1);
+    assert_int_equal(b.b.n_tokens, 9);
+    assert_string_equal(sim_run(&m, 20), "A1|A1|B8|B1|B1|B1");
+    assert_true(b.done);
+    assert_int_equal(b.n_gen, 8);
+    sim_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_priority_order),
@@ -525,6 +552,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_adoption),
         cmocka_unit_test(test_admissible),
         cmocka_unit_test(test_chunked_prefill),
+        cmocka_unit_test(test_preempted_beyond_budget_unchunked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
