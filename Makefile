@@ -107,4 +107,15 @@ format:
 clean:
 	rm -rf build build-* 
 
+# make test [SAN=address,undefined]: builds the unit binaries of that build
+# and runs each in turn from the repository root; stops at the first that
+# fails, naming it.  The sanitizer build runs the model-driven tests on
+# fewer prompts (REDLINE_QUICK=1, as tests/python/test_unit_binaries.py).
+.PHONY: test
+test: test-bins
+	@for t in $(TEST_BIN); do echo "  TEST $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  REDLINE_QUICK=$${REDLINE_QUICK:-$(if $(SAN),1,0)} ./$$t || { echo "FAILED: $$t" >&2; exit 1; }; done
+	@echo "all $(words $(TEST_BIN)) unit-test binaries in $(BUILD)/tests passed"
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
