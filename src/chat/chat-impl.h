@@ -208,6 +208,11 @@ _Noreturn void rl__tp_fail(tp_ctx *c, rl_status st, size_t off, const char *fmt,
 void *rl__tp_alloc(tp_ctx *c, size_t n, size_t off); /* zeroed; fails (longjmp) past the cap */
 void *rl__tp_alloc_array(tp_ctx *c, size_t count, size_t size, size_t off);
 char *rl__tp_strdup(tp_ctx *c, const char *s, size_t n, size_t off);
+/* Arena array growth: with n == *cap, returns a copy of p[0..n) in a new
+ * arena array of twice *cap elements (`first` when *cap is 0) and updates
+ * *cap; otherwise returns p.  The old array is reclaimed with the arena. */
+void *rl__tp_grow(tp_ctx *c, void *p, size_t n, size_t *cap, size_t elem, size_t first,
+                  size_t off);
 
 /* template_lex.c: c->src -> c->toks (ending with TK_EOF). */
 void rl__tp_lex(tp_ctx *c);

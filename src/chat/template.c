@@ -100,6 +100,17 @@ char *rl__tp_strdup(tp_ctx *c, const char *s, size_t n, size_t off) {
     return p;
 }
 
+void *rl__tp_grow(tp_ctx *c, void *p, size_t n, size_t *cap, size_t elem, size_t first,
+                  size_t off) {
+    if (n < *cap) return p;
+    if (*cap > SIZE_MAX / 2) rl__tp_fail(c, RL_ERR_LIMIT, off, "allocation too large");
+    size_t nc = *cap ? *cap * 2 : first;
+    void *np = rl__tp_alloc_array(c, nc, elem, off);
+    if (n) memcpy(np, p, n * elem);
+    *cap = nc;
+    return np;
+}
+
 static void ctx_free(tp_ctx *c) {
     while (c->chunks) {
         tp_chunk *n = c->chunks->next;

@@ -56,13 +56,7 @@ static tp_val ascii_case(tp_ctx *c, tp_val s, int mode, size_t off) {
 }
 
 static tp_list *list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t off) {
-    if (l->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        tp_val *nv = rl__tp_alloc_array(c, nc, sizeof(tp_val), off);
-        if (l->n) memcpy(nv, l->v, l->n * sizeof(tp_val));
-        l->v = nv;
-        *cap = nc;
-    }
+    l->v = rl__tp_grow(c, l->v, l->n, cap, sizeof(tp_val), 8, off);
     l->v[l->n++] = v;
     return l;
 }

@@ -36,13 +36,7 @@ static void emit(tp_ctx *c, const char *p, size_t n, size_t off) {
 /* ----------------------------------------------------------------- scopes */
 
 void rl__tp_push_frame(tp_ctx *c, size_t off) {
-    if (c->n_frames == c->cap_frames) {
-        size_t cap = c->cap_frames ? c->cap_frames * 2 : 8;
-        tp_frame *f = rl__tp_alloc_array(c, cap, sizeof *f, off);
-        if (c->n_frames) memcpy(f, c->frames, c->n_frames * sizeof *f);
-        c->frames = f;
-        c->cap_frames = cap;
-    }
+    c->frames = rl__tp_grow(c, c->frames, c->n_frames, &c->cap_frames, sizeof *c->frames, 8, off);
     memset(&c->frames[c->n_frames++], 0, sizeof(tp_frame));
 }
 
@@ -53,18 +47,9 @@ void rl__tp_set_var(tp_ctx *c, const char *name, tp_val v, size_t off) {
             f->v[i] = v;
             return;
         }
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 8;
-        const char **k = rl__tp_alloc_array(c, cap, sizeof *k, off);
-        tp_val *vv = rl__tp_alloc_array(c, cap, sizeof *vv, off);
-        if (f->n) {
-            memcpy(k, f->k, f->n * sizeof *k);
-            memcpy(vv, f->v, f->n * sizeof *vv);
-        }
-        f->k = k;
-        f->v = vv;
-        f->cap = cap;
-    }
+    size_t kcap = f->cap; /* k and v share f->cap */
+    f->k = rl__tp_grow(c, f->k, f->n, &kcap, sizeof *f->k, 8, off);
+    f->v = rl__tp_grow(c, f->v, f->n, &f->cap, sizeof *f->v, 8, off);
     f->k[f->n] = name;
     f->v[f->n] = v;
     f->n++;

@@ -32,13 +32,7 @@ static bool is_alpha(char ch) {
 static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 
 static tp_tok *push_tok(tp_ctx *c, tp_tkind kind, size_t off) {
-    if (c->n_toks == c->cap_toks) {
-        size_t cap = c->cap_toks ? c->cap_toks * 2 : 256;
-        tp_tok *t = rl__tp_alloc_array(c, cap, sizeof(tp_tok), off);
-        if (c->n_toks) memcpy(t, c->toks, c->n_toks * sizeof(tp_tok));
-        c->toks = t;
-        c->cap_toks = cap;
-    }
+    c->toks = rl__tp_grow(c, c->toks, c->n_toks, &c->cap_toks, sizeof(tp_tok), 256, off);
     tp_tok *t = &c->toks[c->n_toks++];
     memset(t, 0, sizeof *t);
     t->kind = kind;

@@ -108,13 +108,7 @@ typedef struct nvec {
     size_t n, cap;
 } nvec;
 static void nvec_push(tp_ctx *c, nvec *nv, tp_node *x) {
-    if (nv->n == nv->cap) {
-        size_t cap = nv->cap ? nv->cap * 2 : 4;
-        tp_node **v = rl__tp_alloc_array(c, cap, sizeof *v, x ? x->off : 0);
-        if (nv->n) memcpy(v, nv->v, nv->n * sizeof *v);
-        nv->v = v;
-        nv->cap = cap;
-    }
+    nv->v = rl__tp_grow(c, nv->v, nv->n, &nv->cap, sizeof *nv->v, 4, x ? x->off : 0);
     nv->v[nv->n++] = x;
 }
 
@@ -134,13 +128,7 @@ static void parse_call_args(tp_ctx *c, tp_node *n) {
         if (cur(c)->kind == TK_NAME && tok_is(&c->toks[c->pos + 1], TK_OP, "=")) {
             tp_tok *t = next_tok(c);
             c->pos++;
-            if (n_names == cap_names) {
-                size_t cap = cap_names ? cap_names * 2 : 4;
-                const char **nn = rl__tp_alloc_array(c, cap, sizeof *nn, t->off);
-                if (n_names) memcpy(nn, names, n_names * sizeof *nn);
-                names = nn;
-                cap_names = cap;
-            }
+            names = rl__tp_grow(c, names, n_names, &cap_names, sizeof *names, 4, t->off);
             names[n_names++] = tok_cstr(c, t);
             nvec_push(c, &kwv, parse_expr(c));
         } else {
@@ -469,13 +457,7 @@ static tp_node *parse_compare(tp_ctx *c) {
         }
         if (!op) break;
         c->pos++;
-        if (rhs.n == cap) {
-            size_t nc = cap ? cap * 2 : 4;
-            int *o = rl__tp_alloc_array(c, nc, sizeof *o, off);
-            if (rhs.n) memcpy(o, ops, rhs.n * sizeof *o);
-            ops = o;
-            cap = nc;
-        }
+        ops = rl__tp_grow(c, ops, rhs.n, &cap, sizeof *ops, 4, off);
         ops[rhs.n] = op;
         nvec_push(c, &rhs, parse_math1(c));
     }
@@ -570,13 +552,7 @@ static void parse_targets(tp_ctx *c, tp_node *n) {
     do {
         if (paren && at_op(c, ")")) break;
         tp_tok *t = expect_name(c);
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 2;
-            const char **nn = rl__tp_alloc_array(c, nc, sizeof *nn, t->off);
-            if (cnt) memcpy(nn, names, cnt * sizeof *nn);
-            names = nn;
-            cap = nc;
-        }
+        names = rl__tp_grow(c, names, cnt, &cap, sizeof *names, 2, t->off);
         names[cnt++] = tok_cstr(c, t);
     } while (skip_op(c, ","));
     if (paren) expect_op(c, ")");

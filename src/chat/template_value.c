@@ -404,18 +404,9 @@ void rl__tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off) {
         *slot = v;
         return;
     }
-    if (d->n == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 4;
-        tp_val *nk = rl__tp_alloc_array(c, nc, sizeof(tp_val), off);
-        tp_val *nv = rl__tp_alloc_array(c, nc, sizeof(tp_val), off);
-        if (d->n) {
-            memcpy(nk, d->k, d->n * sizeof(tp_val));
-            memcpy(nv, d->v, d->n * sizeof(tp_val));
-        }
-        d->k = nk;
-        d->v = nv;
-        d->cap = nc;
-    }
+    size_t kcap = d->cap; /* k and v share d->cap */
+    d->k = rl__tp_grow(c, d->k, d->n, &kcap, sizeof(tp_val), 4, off);
+    d->v = rl__tp_grow(c, d->v, d->n, &d->cap, sizeof(tp_val), 4, off);
     d->k[d->n] = k;
     d->v[d->n] = v;
     d->n++;
