@@ -225,20 +225,14 @@ static bool utf8_emit(builder *b, int32_t r, uint32_t lo, uint32_t hi, int depth
     return true;
 }
 
-typedef struct crange {
-    uint32_t lo, hi;
-} crange;
+typedef rl__cprange crange;
 
 static int crange_cmp(const void *a, const void *b) {
     const crange *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Sorts and merges r[0..n), optionally complements over the Unicode scalar
- * values, then appends one element matching the class to out.  Returns
- * false (error set) when the class is empty. */
-static bool class_emit(builder *b, int32_t parent, crange *r, int n, bool neg, bseq *out,
-                       int line) {
+int rl__cp_ranges_normalize(rl__cprange *r, int n, bool neg, rl__cprange *out) {
     qsort(r, (size_t)n, sizeof *r, crange_cmp);
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -246,19 +240,27 @@ static bool class_emit(builder *b, int32_t parent, crange *r, int n, bool neg, b
             if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi;
         } else r[m++] = r[i];
     }
-    crange tmp[2 * 4096 + 4];
-    int nt = 0;
-    if (neg) {
-        uint32_t next = 0;
-        for (int i = 0; i < m; i++) {
-            if (r[i].lo > next) tmp[nt++] = (crange){next, r[i].lo - 1};
-            next = r[i].hi + 1;
-        }
-        if (next <= 0x10FFFF) tmp[nt++] = (crange){next, 0x10FFFF};
-    } else {
-        memcpy(tmp, r, sizeof *r * (size_t)m);
-        nt = m;
+    if (!neg) {
+        memcpy(out, r, sizeof *r * (size_t)m);
+        return m;
     }
+    int k = 0;
+    uint32_t next = 0;
+    for (int i = 0; i < m; i++) {
+        if (r[i].lo > next) out[k++] = (crange){next, r[i].lo - 1};
+        next = r[i].hi + 1;
+    }
+    if (next <= 0x10FFFF) out[k++] = (crange){next, 0x10FFFF};
+    return k;
+}
+
+/* Normalizes r[0..n) (rl__cp_ranges_normalize), then appends one element
+ * matching the class to out.  Returns false (error set) when the class is
+ * empty. */
+static bool class_emit(builder *b, int32_t parent, crange *r, int n, bool neg, bseq *out,
+                       int line) {
+    crange tmp[2 * 4096 + 4];
+    int nt = rl__cp_ranges_normalize(r, n, neg, tmp);
     /* remove surrogates: they have no UTF-8 encoding */
     crange fin[2 * 4096 + 8];
     int nf = 0;

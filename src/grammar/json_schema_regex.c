@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "grammar/grammar-impl.h"
 #include "grammar/json_schema-impl.h"
 
 typedef struct rx {
@@ -38,40 +39,13 @@ static bool json_char_literal(rl__jsconv *c, rl_buf *b, uint32_t cp) {
     return rl__js_put(c, b, tmp, strlen(tmp));
 }
 
-typedef struct cpr {
-    uint32_t lo, hi;
-} cpr;
+typedef rl__cprange cpr;
 
 /* A set of code points (ranges, possibly negated) as a grammar expression
  * over JSON string content. */
 static bool class_expr(rl__jsconv *c, rl_buf *b, cpr *r, int n, bool neg) {
-    /* normalise: sort + merge, then complement */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && r[j - 1].lo > r[j].lo; j--) {
-            cpr t = r[j];
-            r[j] = r[j - 1];
-            r[j - 1] = t;
-        }
-    cpr m[260];
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (k && r[i].lo <= m[k - 1].hi + 1) {
-            if (r[i].hi > m[k - 1].hi) m[k - 1].hi = r[i].hi;
-        } else m[k++] = r[i];
-    }
-    cpr f[264];
-    int nf = 0;
-    if (neg) {
-        uint32_t next = 0;
-        for (int i = 0; i < k; i++) {
-            if (m[i].lo > next) f[nf++] = (cpr){next, m[i].lo - 1};
-            next = m[i].hi + 1;
-        }
-        if (next <= 0x10FFFF) f[nf++] = (cpr){next, 0x10FFFF};
-    } else {
-        memcpy(f, m, sizeof *m * (size_t)k);
-        nf = k;
-    }
+    cpr f[264]; /* n <= 260 */
+    int nf = rl__cp_ranges_normalize(r, n, neg, f);
     /* plain part: everything but controls, quote, backslash, surrogates */
     bool first = true, any_plain = false;
     rl_buf cls = {0};
