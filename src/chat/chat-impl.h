@@ -211,8 +211,7 @@ char *rl__tp_strdup(tp_ctx *c, const char *s, size_t n, size_t off);
 /* Arena array growth: with n == *cap, returns a copy of p[0..n) in a new
  * arena array of twice *cap elements (`first` when *cap is 0) and updates
  * *cap; otherwise returns p.  The old array is reclaimed with the arena. */
-void *rl__tp_grow(tp_ctx *c, void *p, size_t n, size_t *cap, size_t elem, size_t first,
-                  size_t off);
+void *rl__tp_grow(tp_ctx *c, void *p, size_t n, size_t *cap, size_t elem, size_t first, size_t off);
 
 /* template_lex.c: c->src -> c->toks (ending with TK_EOF). */
 void rl__tp_lex(tp_ctx *c);
@@ -224,7 +223,7 @@ void rl__tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char 
 tp_val rl__tp_to_str(tp_ctx *c, tp_val v, size_t off); /* Python str(); undefined -> "" */
 void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off);
 void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
-             size_t off);
+                 size_t off);
 void rl__tp_fmt_float(double f, char *buf, size_t cap); /* Python repr(float) */
 const char *rl__tp_type_name(tp_val v);
 bool rl__tp_truthy(tp_val v);

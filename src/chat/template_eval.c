@@ -180,8 +180,8 @@ static const char *op_name(int op) {
 }
 
 static _Noreturn void type_error(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
-    rl__tp_fail(c, RL_ERR_FORMAT, off, "unsupported operand types for %s: '%s' and '%s'", op_name(op),
-            rl__tp_type_name(a), rl__tp_type_name(b));
+    rl__tp_fail(c, RL_ERR_FORMAT, off, "unsupported operand types for %s: '%s' and '%s'",
+                op_name(op), rl__tp_type_name(a), rl__tp_type_name(b));
 }
 
 tp_val rl__tp_repeat(tp_ctx *c, tp_val s, int64_t k, size_t off) {
@@ -300,7 +300,7 @@ int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_
     if (a.t == V_UNDEF) rl__tp_undefined(c, a, off);
     if (b.t == V_UNDEF) rl__tp_undefined(c, b, off);
     rl__tp_fail(c, RL_ERR_FORMAT, off, "'%s' not supported between '%s' and '%s'", op_name(op),
-            rl__tp_type_name(a), rl__tp_type_name(b));
+                rl__tp_type_name(a), rl__tp_type_name(b));
 }
 
 bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off) {
@@ -353,13 +353,13 @@ static targs eval_args(tp_ctx *c, tp_node *n) {
 tp_val rl__tp_want_str(tp_ctx *c, tp_val *v, const char *what, size_t off) {
     if (!v || v->t != V_STR)
         rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: expected a string argument, got %s", what,
-                v ? rl__tp_type_name(*v) : "nothing");
+                    v ? rl__tp_type_name(*v) : "nothing");
     return *v;
 }
 int64_t rl__tp_want_int(tp_ctx *c, tp_val *v, const char *what, size_t off) {
     if (!v || (v->t != V_INT && v->t != V_BOOL))
         rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: expected an integer argument, got %s", what,
-                v ? rl__tp_type_name(*v) : "nothing");
+                    v ? rl__tp_type_name(*v) : "nothing");
     return num_i(*v);
 }
 

@@ -674,7 +674,7 @@ static tp_node *parse_stmt(tp_ctx *c) {
         expect_block_end(c);
     } else {
         rl__tp_fail(c, RL_ERR_UNSUPPORTED, kw->off, "unknown or unsupported statement '%.*s'",
-                (int)(kw->n > 40 ? 40 : kw->n), kw->p);
+                    (int)(kw->n > 40 ? 40 : kw->n), kw->p);
     }
     leave(c);
     return n;
@@ -718,7 +718,7 @@ static nvec parse_body(tp_ctx *c, const char *const *ends) {
                 for (size_t i = 0; closers[i]; i++)
                     if (tok_is(kw, TK_NAME, closers[i]))
                         rl__tp_fail(c, RL_ERR_FORMAT, kw->off, "unexpected '%s'%s", closers[i],
-                                ends ? " (wrong block nesting)" : " with no open block");
+                                    ends ? " (wrong block nesting)" : " with no open block");
             }
             nvec_push(c, &body, parse_stmt(c));
         } else {

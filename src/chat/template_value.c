@@ -15,7 +15,7 @@
 
 /* Appends to an arena-backed growable buffer. */
 void rl__tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n,
-                size_t off) {
+                    size_t off) {
     size_t need;
     if (!rl_add_size(*len, n, &need) || !rl_add_size(need, 1, &need))
         rl__tp_fail(c, RL_ERR_LIMIT, off, "string too large");
@@ -243,7 +243,7 @@ static void json_nl(tp_ctx *c, char **buf, size_t *len, size_t *cap, int indent,
 
 /* json.dumps(v, ensure_ascii=False, indent=indent (<0: None)). */
 void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
-             size_t off) {
+                 size_t off) {
     if (level > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     char num[64];
     switch (v.t) {

@@ -1,5 +1,5 @@
 /* Internal layout of a compiled grammar; only src/grammar/grammar*.c and
- * json_schema.c include this.
+ * json_schema_regex.c include this.
  *
  * A grammar is a flat array of elements.  Rule r has alternatives
  * alt_start[rule_alt[r] .. rule_alt[r+1]); each alternative is a run of

@@ -115,7 +115,8 @@ static const char COMMON[] =
 
 /* Emits `rN ::= body` and returns N. */
 static int emit_rule(conv *c, int id, const rl_buf *body) {
-    if (!rl__js_printf(c, &c->out, "r%d ::= ", id) || !rl__js_put(c, &c->out, body->p ? body->p : "\"\"", body->p ? body->n : 2) ||
+    if (!rl__js_printf(c, &c->out, "r%d ::= ", id) ||
+        !rl__js_put(c, &c->out, body->p ? body->p : "\"\"", body->p ? body->n : 2) ||
         !rl__js_put(c, &c->out, "\n", 1))
         return -1;
     return id;
@@ -268,7 +269,9 @@ static bool number_body(conv *c, const json_t *s, rl_buf *b, const char *ptr) {
     if (json_object_get(s, "maximum") || json_object_get(s, "exclusiveMaximum") ||
         json_object_get(s, "exclusiveMinimum") || (mn && (!json_is_number(mn) || json_number_value(mn) != 0)))
         return rl__js_fail(c, RL_ERR_UNSUPPORTED,
-                    "bounds on type 'number' at '%s' (only \"minimum\": 0 is supported; use 'integer' for ranges)", ptr);
+                           "bounds on type 'number' at '%s' (only \"minimum\": 0 is supported; use "
+                           "'integer' for ranges)",
+                           ptr);
     if (mn) { /* minimum 0: no sign */
         static const char unsigned_num[] =
             "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?";
@@ -418,9 +421,11 @@ static bool array_body(conv *c, const json_t *s, rl_buf *b, int depth, const cha
     if (v >= 0) snprintf(item, sizeof item, "r%d ws", v);
     else snprintf(item, sizeof item, "value ws");
     if (mx == 0) return rl__js_put(c, b, "\"[\" ws \"]\"", 10);
-    if (!rl__js_put(c, b, "\"[\" ws (", 8) || !rl__js_printf(c, b, "%s (\",\" ws %s)", item, item)) return false;
+    if (!rl__js_put(c, b, "\"[\" ws (", 8) || !rl__js_printf(c, b, "%s (\",\" ws %s)", item, item))
+        return false;
     long lo = mn > 0 ? mn - 1 : 0;
-    if (mx < 0 ? !rl__js_printf(c, b, "{%ld,}", lo) : !rl__js_printf(c, b, "{%ld,%ld}", lo, mx - 1)) return false;
+    if (mx < 0 ? !rl__js_printf(c, b, "{%ld,}", lo) : !rl__js_printf(c, b, "{%ld,%ld}", lo, mx - 1))
+        return false;
     return rl__js_printf(c, b, ")%s \"]\"", mn == 0 ? "?" : "");
 }
 
@@ -598,7 +603,8 @@ static int gen(conv *c, const json_t *s, int depth, const char *ptr) {
                     goto fail;
                 }
                 ok = (i == 0 || rl__js_put(c, &b, " | ", 3)) && rl__js_put(c, &b, "(", 1) &&
-                     typed_body(c, s, json_string_value(t), &b, depth, ptr) && rl__js_put(c, &b, ")", 1);
+                     typed_body(c, s, json_string_value(t), &b, depth, ptr) &&
+                     rl__js_put(c, &b, ")", 1);
             }
         } else if (ty) {
             rl__js_fail(c, RL_ERR_INVALID, "'type' at '%s' must be a string or an array", ptr);
