@@ -88,13 +88,8 @@ void rl_log_set_level(rl_log_level lvl);
 rl_log_level rl_log_get_level(void);
 void rl_log(rl_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- UTF-8 ---- */
-/* True if s[0..n) is entirely well-formed UTF-8 (no overlongs, surrogates
- * or code points above U+10FFFF). */
-bool rl_utf8_valid(const void *s, size_t n);
-/* Writes the UTF-8 encoding of code point cp (<= 0x10FFFF) to out (room for
- * 4 bytes); returns its length. */
-size_t rl_utf8_encode(uint32_t cp, char *out);
+/* ---- UTF-8: rl_utf8_valid, rl_utf8_encode, rl_utf8_decode, ... ---- */
+#include "base/utf8.h"
 
 /* ---- clocks ---- */
 uint64_t rl_time_ns(void); /* monotonic */

@@ -30,7 +30,6 @@
 #ifndef RL_GRAMMAR_H
 #define RL_GRAMMAR_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,14 +66,17 @@ typedef struct rl_gmatch rl_gmatch;
  * Caller frees with rl_grammar_free. */
 rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err);
 
-/* JSON Schema -> grammar text (NUL-terminated, caller frees with rl_free).
+/* JSON Schema -> grammar text.  `schema_json` is the schema as JSON text
+ * (len bytes; invalid JSON or a duplicate key is RL_ERR_FORMAT naming the
+ * line and column).  On success *out is NUL-terminated grammar text of
+ * *out_len bytes (out_len may be NULL), caller frees with rl_free.
  * Unsupported keywords that would constrain the value are rejected
  * (RL_ERR_UNSUPPORTED naming the keyword and its JSON pointer) so that
  * every output of an accepted schema validates; see docs/STRUCTURED.md. */
-rl_status rl_json_schema_to_grammar(const json_t *schema, char **out, size_t *out_len,
-                                    rl_err *err);
-/* Both steps at once; `schema_json` is JSON text (parse errors name the
- * line/column).  NULL on error. */
+rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **out,
+                                    size_t *out_len, rl_err *err);
+/* Both steps at once (errors as above, then rl_grammar_compile's).  NULL
+ * on error. */
 rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_err *err);
 
 rl_grammar *rl_grammar_retain(rl_grammar *g); /* returns g; thread-safe */

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/buf.h"
+
 static const rl__arch *const archs[] = {&rl__arch_llama, &rl__arch_qwen2, &rl__arch_gemma3};
 
 /* ---------------------------------------------------------------- helpers */
@@ -61,13 +63,8 @@ static void shape_str(const rl_gguf_tensor *t, char *buf, size_t cap) {
 
 /* Allocates a buffer the model frees with itself; NULL on OOM. */
 static void *own_alloc(rl_model *m, size_t bytes) {
-    if (m->n_owned == m->cap_owned) {
-        int32_t cap = m->cap_owned ? m->cap_owned * 2 : 16;
-        void **nv = rl_realloc(m->owned, (size_t)cap * sizeof *nv);
-        if (!nv) return NULL;
-        m->owned = nv;
-        m->cap_owned = cap;
-    }
+    if (rl_grow_i32((void **)&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned))
+        return NULL;
     void *p = rl_malloc(bytes ? bytes : 1);
     if (p) m->owned[m->n_owned++] = p;
     return p;

@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "base/buf.h"
+
 struct rl_sched {
     rl_sched_config cfg;
     rl_kv_pool *pool;
@@ -68,16 +70,10 @@ rl_status rl_sched_admissible(const rl_sched *s, const rl_sched_req *r, rl_err *
 }
 
 static bool ensure_cap(rl_sched *s, int32_t need) {
-    if (need <= s->cap) return true;
-    int32_t nc = s->cap ? s->cap * 2 : 64;
-    while (nc < need) nc *= 2;
-    rl_sched_req **r = rl_realloc(s->running, (size_t)nc * sizeof *r);
-    if (!r) return false;
-    s->running = r;
-    rl_sched_req **w = rl_realloc(s->waiting, (size_t)nc * sizeof *w);
-    if (!w) return false;
-    s->waiting = w;
-    s->cap = nc;
+    int32_t rcap = s->cap; /* running and waiting share s->cap */
+    if (rl_grow_i32((void **)&s->running, &rcap, need, sizeof *s->running) ||
+        rl_grow_i32((void **)&s->waiting, &s->cap, need, sizeof *s->waiting))
+        return false;
     return true;
 }
 

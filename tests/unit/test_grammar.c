@@ -541,6 +541,37 @@ static void test_schema(void **st) {
     schema_err("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}", RL_ERR_FORMAT, "");
 }
 
+/* The text API: a schema given as JSON text -> grammar text. */
+static void test_schema_text(void **st) {
+    (void)st;
+    const char *js = "{\"type\":\"boolean\"}";
+    char *out = NULL;
+    size_t n = 0;
+    rl_err err;
+    assert_int_equal(rl_json_schema_to_grammar(js, strlen(js), &out, &n, &err), RL_OK);
+    assert_non_null(out);
+    assert_int_equal(strlen(out), n);
+    const char *tail = "\nr0 ::= boolean\nroot ::= r0\n";
+    assert_true(n > strlen(tail));
+    assert_string_equal(out + n - strlen(tail), tail);
+    rl_free(out);
+    /* bad JSON: FORMAT naming line and column, nothing returned */
+    out = (char *)&n;
+    const char *bad = "{\n \"type\": }";
+    assert_int_equal(rl_json_schema_to_grammar(bad, strlen(bad), &out, &n, &err), RL_ERR_FORMAT);
+    assert_null(out);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(err.msg, "line 2 column 10"));
+    /* a duplicate key is refused, not silently resolved */
+    const char *dup = "{\"type\":\"integer\",\"type\":\"string\"}";
+    assert_int_equal(rl_json_schema_to_grammar(dup, strlen(dup), &out, NULL, &err), RL_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "duplicate"));
+    /* converter errors come through too */
+    const char *uns = "{\"not\":{}}";
+    assert_int_equal(rl_json_schema_to_grammar(uns, strlen(uns), &out, NULL, &err), RL_ERR_UNSUPPORTED);
+    assert_null(out);
+}
+
 static void test_alloc_failure(void **st) {
     (void)st;
     rl_vocab_trie *t = synth_trie(3);
@@ -574,6 +605,7 @@ int main(void) {
         cmocka_unit_test(test_eog_and_excluded),
         cmocka_unit_test(test_forced),
         cmocka_unit_test(test_schema),
+        cmocka_unit_test(test_schema_text),
         cmocka_unit_test(test_alloc_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
