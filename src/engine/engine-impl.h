@@ -27,6 +27,7 @@ typedef struct ereq {
     bool in_inbox;          /* submitted, not yet given to the scheduler (under mu) */
     bool cancel;            /* cancellation requested (under mu) */
     bool finished;          /* DONE event queued */
+    bool cached_counted;    /* its prefix-cache hit is in st_cached (first admission) */
     double t_submit, t_first;
     int32_t n_draft;        /* draft tokens appended to base.tokens this step */
     rl_spec_acc acc;        /* running acceptance of its drafter's tokens */

@@ -943,8 +943,8 @@ int32_t rl_engine_step(rl_engine *e) {
     for (int32_t i = 0; i < n_plan; i++) {
         ereq *r = (ereq *)e->plan[i];
         rl_sched_req *b = &r->base;
-        if (!b->admitted_counted) {
-            b->admitted_counted = true;
+        if (!r->cached_counted) {
+            r->cached_counted = true;
             e->st_cached += (uint64_t)b->n_cached;
         }
         bool last_chunk = b->n_computed + b->step_n == b->n_tokens;
