@@ -567,54 +567,11 @@ static bool emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_resul
     return true;
 }
 
-/* True when r's token budget is about to run out before its grammar can
- * be completed: from then on the engine steers to the shortest complete
- * document instead of emitting truncated (invalid) JSON. */
-/* Tokens r may still generate beyond what closing its grammar needs (the
- * bytes to the shortest complete document bound the tokens needed). */
-static int64_t grammar_slack(const rl_engine *e, ereq *r) {
+/* Tokens r may still generate (its max_tokens and the context). */
+static int32_t tokens_left(const rl_engine *e, const ereq *r) {
     int32_t left = r->max_new - r->n_generated;
     int32_t ctx_left = e->n_ctx - r->base.n_tokens;
-    if (ctx_left < left) left = ctx_left;
-    int64_t need = rl_gmatch_min_remaining(r->gm);
-    return need >= 0 ? (int64_t)left - need : INT64_MAX;
-}
-
-/* Closing starts with a margin: one freely sampled token can raise the
- * bytes still needed (it may open an object or array), by at most its own
- * length, so closing begins while the slack still covers a long token. */
-#define RL_GRAMMAR_CLOSE_SLACK 32
-static bool grammar_must_close(const rl_engine *e, ereq *r) {
-    return grammar_slack(e, r) <= RL_GRAMMAR_CLOSE_SLACK;
-}
-
-/* Closing mode: among allowed short tokens (<= 3 bytes) the one leaving the
- * fewest bytes to a complete document, the higher logit on ties; an
- * end-of-generation token as soon as the document is complete. */
-static int32_t grammar_close_pick(rl_engine *e, ereq *r, const float *row) {
-    bool acc = rl_gmatch_is_accepting(r->gm);
-    int32_t best = -1;
-    int64_t best_rem = INT64_MAX;
-    rl_err err;
-    for (int32_t t = 0; t < e->n_vocab; t++) {
-        if (!(row[t] > -INFINITY)) continue;
-        if (rl_tokenizer_is_eog(e->tok, t)) {
-            if (acc) return t;
-            continue;
-        }
-        size_t len;
-        rl_tokenizer_piece(e->tok, t, &len);
-        if (len == 0 || len > 3) continue;
-        if (rl_gmatch_restore(r->gm_scratch, r->gm, &err) ||
-            rl_gmatch_accept_token(r->gm_scratch, t, &err))
-            continue;
-        int64_t rem = rl_gmatch_min_remaining(r->gm_scratch);
-        if (rem >= 0 && (rem < best_rem || (rem == best_rem && row[t] > row[best]))) {
-            best = t;
-            best_rem = rem;
-        }
-    }
-    return best;
+    return ctx_left < left ? ctx_left : left;
 }
 
 /* Samples the next token of r from its logits row and updates r. */
@@ -625,8 +582,8 @@ static void sample_and_update(rl_engine *e, ereq *r, float *row) {
         fail(e, r, &gerr);
         return;
     }
-    if (r->gm && grammar_must_close(e, r)) {
-        int32_t tok = grammar_close_pick(e, r, row);
+    if (r->gm && rl_gmatch_must_close(r->gm, tokens_left(e, r))) {
+        int32_t tok = rl_gmatch_close_pick(r->gm, r->gm_scratch, row, e->n_vocab);
         if (tok < 0) {
             finish(e, r, RL_FINISH_LENGTH, NULL);
             return;
@@ -729,7 +686,7 @@ static int32_t spec_prepare(rl_engine *e) {
         if (r->finished || b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1)
             continue;
         if (!r->gm && r->gp.spec == RL_SPEC_NONE) continue;
-        int64_t slack = r->gm ? grammar_slack(e, r) : INT64_MAX;
+        int64_t slack = r->gm ? rl_gmatch_slack(r->gm, tokens_left(e, r)) : INT64_MAX;
         int32_t k = e->params.draft_max;
         int32_t room = r->max_new - r->n_generated - 1;
         if (k > room) k = room;
