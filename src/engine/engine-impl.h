@@ -93,4 +93,32 @@ struct rl_engine {
     rl_engine_stats stats_snapshot;
 };
 
+/* ---- engine.c ---- */
+/* Ends request r (engine thread): frees its KV, queues the DONE event with
+ * reason why, error code and message (msg may be NULL). */
+void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg);
+
+/* ---- output.c ---- */
+/* Queues ev on r's event ring (caller holds e->mu); wakes rl_engine_next. */
+void rl__engine_push_event(rl_engine *e, ereq *r, const rl_event *ev);
+/* Appends token tok (already accepted by r's sampler) to r: grammar, text,
+ * stop strings, end-of-generation and length limits.  False when r
+ * finished (the caller must not touch r's drafts or tokens after that). */
+bool rl__engine_emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_result *sr);
+/* Emits what of r's pending text can no longer start a stop string (all
+ * of it with `all`) as TOKEN events, the first carrying token and sr;
+ * true on a stop-string match (the text before it is emitted). */
+bool rl__engine_flush_text(rl_engine *e, ereq *r, int32_t token, const rl_sample_result *sr,
+                           bool all);
+/* Pure stop-string rule over pending text buf[0..len) and stop[0..n_stop):
+ * returns how many bytes may be emitted.  A stop string in buf: *stopped,
+ * and the bytes before its earliest occurrence.  Else all of buf when
+ * `all`, or all but the longest suffix that is a proper prefix of some
+ * stop string (it may become one with the next token). */
+size_t rl__stop_scan(const char *buf, size_t len, const char (*stop)[RL_MAX_STOP_LEN + 1],
+                     int32_t n_stop, bool all, bool *stopped);
+/* Bytes of p[0..n) for the next event: all of them up to RL_EV_TEXT_MAX,
+ * else RL_EV_TEXT_MAX cut back to the start of a UTF-8 character. */
+size_t rl__text_chunk(const char *p, size_t n);
+
 #endif

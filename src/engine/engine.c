@@ -47,23 +47,6 @@ void rl_gen_params_default(rl_gen_params *p) {
     p->max_tokens = 128;
 }
 
-/* ---- event queues (under e->mu) ---- */
-static void push_event(rl_engine *e, ereq *r, const rl_event *ev) {
-    if (r->ev_n == r->ev_cap) {
-        int32_t nc = r->ev_cap ? r->ev_cap * 2 : 16;
-        rl_event *q = rl_malloc((size_t)nc * sizeof *q);
-        if (!q) return; /* out of memory: drop (the DONE event has a reserved slot) */
-        for (int32_t i = 0; i < r->ev_n; i++) q[i] = r->ev[(r->ev_head + i) % r->ev_cap];
-        rl_free(r->ev);
-        r->ev = q;
-        r->ev_head = 0;
-        r->ev_cap = nc;
-    }
-    r->ev[(r->ev_head + r->ev_n) % r->ev_cap] = *ev;
-    r->ev_n++;
-    pthread_cond_broadcast(&e->ev_cond);
-}
-
 static double now_s(void) { return rl_time_s(); }
 
 /* ---- request lifetime ---- */
@@ -93,7 +76,7 @@ static void unlink_req(rl_engine *e, ereq *r) {
 }
 
 /* Ends request r (engine thread): frees its KV, queues the DONE event. */
-static void finish_code(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg) {
+void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg) {
     if (r->finished) return;
     if (r->base.state != RL_SCHED_NEW) rl_sched_remove(e->sched, &r->base);
     if (r->has_draft_seq) {
@@ -115,18 +98,18 @@ static void finish_code(rl_engine *e, ereq *r, rl_finish_reason why, rl_status c
     if (msg) snprintf(ev.error, sizeof ev.error, "%s", msg);
     pthread_mutex_lock(&e->mu);
     e->st_finished++;
-    push_event(e, r, &ev);
+    rl__engine_push_event(e, r, &ev);
     pthread_mutex_unlock(&e->mu);
 }
 
 static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg) {
-    finish_code(e, r, why, why == RL_FINISH_ERROR ? RL_ERR_INVALID : RL_OK, msg);
+    rl__engine_finish(e, r, why, why == RL_FINISH_ERROR ? RL_ERR_INVALID : RL_OK, msg);
 }
 
 /* Ends r with the error in err, its code included (for errors of the
  * request's own making, e.g. its grammar; a failed forward is finish()). */
 static void fail(rl_engine *e, ereq *r, const rl_err *err) {
-    finish_code(e, r, RL_FINISH_ERROR, err->code, err->msg);
+    rl__engine_finish(e, r, RL_FINISH_ERROR, err->code, err->msg);
 }
 
 static void update_stats(rl_engine *e);
@@ -466,107 +449,6 @@ rl_engine_stats rl_engine_get_stats(rl_engine *e) {
 
 /* ---- the step ---- */
 
-/* Emits the longest prefix of r's pending text that cannot be the start
- * of a stop string; on a stop-string match emits the text before it and
- * returns true.  With `all`, emits everything (end of request). */
-static bool flush_text(rl_engine *e, ereq *r, int32_t token, const rl_sample_result *sr, bool all) {
-    rl_detok *d = &r->detok;
-    size_t emit = d->len, cut = d->len;
-    bool stopped = false;
-    for (int32_t i = 0; i < r->gp.n_stop; i++) {
-        const char *hit = memmem(d->buf, d->len, r->gp.stop[i], strlen(r->gp.stop[i]));
-        if (hit && (size_t)(hit - d->buf) < cut) {
-            cut = (size_t)(hit - d->buf);
-            stopped = true;
-        }
-    }
-    if (stopped) emit = cut;
-    else if (!all) {
-        /* hold back a suffix that is a prefix of some stop string */
-        for (int32_t i = 0; i < r->gp.n_stop; i++) {
-            size_t sl = strlen(r->gp.stop[i]);
-            for (size_t k = sl - 1 < d->len ? sl - 1 : d->len; k > 0; k--)
-                if (!memcmp(d->buf + d->len - k, r->gp.stop[i], k)) {
-                    if (d->len - k < emit) emit = d->len - k;
-                    break;
-                }
-        }
-    }
-    bool first = true;
-    size_t off = 0;
-    pthread_mutex_lock(&e->mu);
-    while (first || off < emit) {
-        rl_event ev;
-        memset(&ev, 0, sizeof ev);
-        ev.kind = RL_EV_TOKEN;
-        ev.token = first ? token : -1;
-        if (first && sr) {
-            ev.logprob = sr->logprob;
-            ev.n_top = sr->n_top < RL_EV_MAX_TOP ? sr->n_top : RL_EV_MAX_TOP;
-            for (int32_t k = 0; k < ev.n_top; k++) {
-                ev.top_id[k] = sr->top_id[k];
-                ev.top_logprob[k] = sr->top_logprob[k];
-            }
-        }
-        size_t n = emit - off;
-        if (n > RL_EV_TEXT_MAX) {
-            n = RL_EV_TEXT_MAX;
-            while (n > 0 && ((uint8_t)d->buf[off + n] & 0xC0) == 0x80) n--; /* char boundary */
-        }
-        memcpy(ev.text, d->buf + off, n);
-        ev.text_len = (int32_t)n;
-        off += n;
-        if (token >= 0 || n > 0) push_event(e, r, &ev);
-        first = false;
-    }
-    pthread_mutex_unlock(&e->mu);
-    size_t keep = stopped ? 0 : d->len - emit;
-    memmove(d->buf, d->buf + emit, keep);
-    d->len = keep;
-    if (d->buf) d->buf[keep] = 0;
-    return stopped;
-}
-
-/* Appends token tok (already accepted by r's sampler) to r: text, stop
- * strings, end-of-generation and length limits.  Returns false when r
- * finished (r must not be touched by the caller's loop after that). */
-static bool emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_result *sr) {
-    if (r->t_first == 0) r->t_first = now_s();
-    rl_err gerr;
-    if (r->gm && !rl_tokenizer_is_eog(e->tok, tok) && rl_gmatch_accept_token(r->gm, tok, &gerr)) {
-        fail(e, r, &gerr);
-        return false;
-    }
-    r->n_generated++;
-    e->st_gen++;
-    bool eog = !r->gp.ignore_eos && rl_tokenizer_is_eog(e->tok, tok);
-    if (eog) {
-        flush_text(e, r, tok, sr, true);
-        finish(e, r, RL_FINISH_STOP, NULL);
-        return false;
-    }
-    rl_err derr;
-    rl_detok_push(&r->detok, tok, NULL, &derr);
-    r->base.tokens[r->base.n_tokens++] = tok;
-    bool at_end = r->n_generated >= r->max_new || r->base.n_tokens >= e->n_ctx;
-    if (at_end) rl_detok_flush(&r->detok, NULL, &derr);
-    if (flush_text(e, r, tok, sr, at_end)) {
-        finish(e, r, RL_FINISH_STOP, NULL);
-        return false;
-    }
-    if (at_end) {
-        finish(e, r, RL_FINISH_LENGTH, NULL);
-        return false;
-    }
-    if (r->gm && rl_gmatch_is_done(r->gm)) { /* the grammar admits nothing more */
-        rl_detok_flush(&r->detok, NULL, &derr);
-        flush_text(e, r, -1, NULL, true);
-        finish(e, r, RL_FINISH_STOP, NULL);
-        return false;
-    }
-    return true;
-}
-
 /* Tokens r may still generate (its max_tokens and the context). */
 static int32_t tokens_left(const rl_engine *e, const ereq *r) {
     int32_t left = r->max_new - r->n_generated;
@@ -592,11 +474,11 @@ static void sample_and_update(rl_engine *e, ereq *r, float *row) {
         sr.id = tok;
         rl_sampler_accept(r->sampler, tok);
         if (rl_tokenizer_is_eog(e->tok, tok)) {
-            flush_text(e, r, tok, &sr, true);
+            rl__engine_flush_text(e, r, tok, &sr, true);
             finish(e, r, RL_FINISH_STOP, NULL);
             return;
         }
-        emit_token(e, r, tok, &sr);
+        rl__engine_emit_token(e, r, tok, &sr);
         return;
     }
     int32_t tok = rl_sampler_sample(r->sampler, row, &sr);
@@ -605,7 +487,7 @@ static void sample_and_update(rl_engine *e, ereq *r, float *row) {
         return;
     }
     rl_sampler_accept(r->sampler, tok);
-    emit_token(e, r, tok, &sr);
+    rl__engine_emit_token(e, r, tok, &sr);
 }
 
 /* Verifies r's n_draft drafts against rows[n_draft+1] and emits the
@@ -654,7 +536,7 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
     rl_kv_seq_truncate(e->pool, &b->kv, base + accepted);
     if (r->has_draft_seq) rl_spec_draft_rollback(e->draft, &r->draft_seq, base + accepted);
     for (int32_t i = 0; i < n; i++)
-        if (!emit_token(e, r, out[i], &e->verify_res[i])) return;
+        if (!rl__engine_emit_token(e, r, out[i], &e->verify_res[i])) return;
 }
 
 /* Acceptance prior of a request that has not drafted yet. */
