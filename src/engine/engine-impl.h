@@ -69,22 +69,11 @@ struct rl_engine {
 
     /* speculative decoding */
     rl_spec_draft *draft;     /* NULL without a draft model */
-    ereq **spec_reqs;         /* [max_seqs] requests with drafts this step */
-    int32_t *spec_kbuf;       /* [max_seqs] */
-    int32_t **spec_out;       /* [max_seqs] -> [draft_max] */
-    rl_spec_draft_seq **spec_dseqs; /* [max_seqs] */
-    const int32_t **spec_toks;
-    int32_t *spec_ntoks;
-    int32_t *spec_dk;         /* [max_seqs] compacted for the draft model */
-    int32_t **spec_dout;
-    rl_spec_cost cost;        /* online forward timings for the draft-length policy */
-    int32_t spec_idle;        /* steps since the policy last chose to draft */
-    int32_t spec_probe_k;     /* draft length of the last periodic probe */
-    float *spec_acc;          /* [max_seqs] acceptance estimates of one step */
+    rl_spec_planner *spec;    /* who drafts how much, each step */
     float *verify_scratch;    /* [2 * n_vocab] */
     rl_sample_result *verify_res; /* [draft_max + 1] */
     int32_t *verify_out;      /* [draft_max + 1] */
-    uint64_t st_spec_proposed, st_spec_accepted, st_spec_verifies, st_forced;
+    uint64_t st_spec_proposed, st_spec_accepted, st_spec_verifies;
     rl_vocab_trie *trie;      /* built at the first constrained request (under mu) */
 
     /* counters (engine thread), published in stats_snapshot under mu */

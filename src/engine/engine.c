@@ -200,34 +200,21 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     int32_t spec_seqs = p->spec_max_batch < p->max_seqs ? p->spec_max_batch : p->max_seqs;
     /* extra logits rows for draft positions: model/n-gram drafts for up to
      * spec_max_batch sequences plus grammar-forced tokens for any sequence
-     * (spec_prepare caps the drafts of a step to what is here) */
+     * (the planner caps the drafts of a step to what is here) */
     e->n_logit_rows = p->max_seqs + spec_seqs * p->draft_max + 2 * p->max_seqs;
-    e->spec_reqs = rl_calloc(ms, sizeof *e->spec_reqs);
-    e->spec_kbuf = rl_calloc(ms, sizeof *e->spec_kbuf);
-    e->spec_out = rl_calloc(ms, sizeof *e->spec_out);
-    e->spec_dseqs = rl_calloc(ms, sizeof *e->spec_dseqs);
-    e->spec_toks = rl_calloc(ms, sizeof *e->spec_toks);
-    e->spec_ntoks = rl_calloc(ms, sizeof *e->spec_ntoks);
-    e->spec_dk = rl_calloc(ms, sizeof *e->spec_dk);
-    e->spec_dout = rl_calloc(ms, sizeof *e->spec_dout);
-    e->spec_acc = rl_calloc(ms, sizeof *e->spec_acc);
-    /* priors until steps are timed: a verification of n positions costs
-     * 1 + 0.3 (n - 1) single steps, a draft step 0.4 of a target step
-     * (measured on Qwen2.5 1.5B / 0.5B, docs/PERFORMANCE.md) */
-    rl_spec_cost_init(&e->cost, 0.3f, 0.4f);
+    rl_spec_planner_config pc = {.max_seqs = p->max_seqs, .draft_max = p->draft_max,
+                                 .spec_max_batch = p->spec_max_batch,
+                                 .max_rows = e->n_logit_rows - p->max_seqs,
+                                 .draft_fixed = p->draft_fixed, .ngram_min = p->ngram_min,
+                                 .ngram_max = p->ngram_max, .draft = e->draft};
+    if ((s = rl_spec_planner_new(&pc, &e->spec, err))) goto fail;
     e->verify_scratch = rl_calloc(2 * (size_t)e->n_vocab, sizeof(float));
     e->verify_res = rl_calloc(dm, sizeof *e->verify_res);
     e->verify_out = rl_calloc(dm, sizeof *e->verify_out);
-    if (!e->spec_reqs || !e->spec_kbuf || !e->spec_out || !e->spec_dseqs || !e->spec_toks ||
-        !e->spec_ntoks || !e->spec_dk || !e->spec_dout || !e->spec_acc || !e->verify_scratch || !e->verify_res || !e->verify_out) {
+    if (!e->verify_scratch || !e->verify_res || !e->verify_out) {
         s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for speculation buffers");
         goto fail;
     }
-    for (size_t i = 0; i < ms; i++)
-        if (!(e->spec_out[i] = rl_calloc(dm, sizeof(int32_t)))) {
-            s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for speculation buffers");
-            goto fail;
-        }
     e->plan = rl_calloc(ms, sizeof *e->plan);
     e->b_token = rl_calloc(mb, sizeof(int32_t));
     e->b_pos = rl_calloc(mb, sizeof(int32_t));
@@ -267,6 +254,7 @@ void rl_engine_free(rl_engine *e) {
         ereq_free(r);
     }
     rl_sched_free(e->sched);
+    rl_spec_planner_free(e->spec);
     rl_spec_draft_free(e->draft);
     rl_kv_pool_free(e->pool);
     rl_threadpool_free(e->tp);
@@ -281,17 +269,6 @@ void rl_engine_free(rl_engine *e) {
     rl_free(e->b_tables);
     rl_free(e->b_nblocks);
     rl_free(e->logits);
-    if (e->spec_out)
-        for (int32_t i = 0; i < e->params.max_seqs; i++) rl_free(e->spec_out[i]);
-    rl_free(e->spec_out);
-    rl_free(e->spec_reqs);
-    rl_free(e->spec_kbuf);
-    rl_free(e->spec_dseqs);
-    rl_free(e->spec_toks);
-    rl_free(e->spec_ntoks);
-    rl_free(e->spec_dk);
-    rl_free(e->spec_dout);
-    rl_free(e->spec_acc);
     rl_free(e->verify_scratch);
     rl_free(e->verify_res);
     rl_free(e->verify_out);
@@ -345,7 +322,7 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     r->base.max_total = n_prompt + max_new;
     r->base.priority = gp->priority;
     rl_kv_seq_init(&r->base.kv, gp->cache_salt);
-    /* drafts never push n_tokens past max_total - 1 (see spec_prepare) */
+    /* drafts never push n_tokens past max_total - 1 (rl_spec_planner_run) */
     r->base.tokens = rl_malloc((size_t)r->base.max_total * sizeof(int32_t));
     r->sampler = rl_sampler_new(&gp->sample, e->n_vocab, err);
     if (!r->base.tokens || !r->sampler) {
@@ -366,6 +343,10 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
             ereq_free(r);
             return err && err->code ? err->code : RL_ERR_NOMEM;
         }
+    }
+    if (gp->spec == RL_SPEC_DRAFT) { /* no draft K/V until its first proposal */
+        rl_spec_draft_seq_init(&r->draft_seq);
+        r->has_draft_seq = true;
     }
     memcpy(r->base.tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
     for (int32_t i = 0; i < n_prompt; i++) rl_sampler_accept(r->sampler, prompt[i]);
@@ -539,174 +520,48 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
         if (!rl__engine_emit_token(e, r, out[i], &e->verify_res[i])) return;
 }
 
-/* Acceptance prior of a request that has not drafted yet. */
-#define SPEC_PRIOR 0.6f
-
-/* Before scheduling: gives each decoding request that asked for
- * speculation up to k draft tokens, appended to its token list.  k comes
- * from the cost model (rl_spec_choose_k: the requests' running acceptance
- * against the measured cost of target and draft forwards), 0 when
- * speculation would not pay; draft_fixed forces draft_max.  Speculation
- * is off outright when more than spec_max_batch sequences decode. */
-static int32_t spec_prepare(rl_engine *e) {
-    int32_t n_dec = 0, n_spec = 0, n_draft_model = 0, n_pol = 0;
-    bool uses_draft = false;
+/* Before scheduling: offers every decoding request to the planner and
+ * appends the drafts it gives them to their tokens (the planner keeps
+ * them within max_total - 1 and the logits rows reserved for drafts). */
+static void plan_drafts(rl_engine *e) {
+    rl_spec_planner_begin(e->spec);
     pthread_mutex_lock(&e->mu);
-    for (ereq *r = e->reqs; r; r = r->next)
-        if (!r->finished && r->base.state == RL_SCHED_RUNNING &&
-            r->base.n_tokens - r->base.n_computed == 1)
-            n_dec++;
-    /* drafts (model, n-gram, or grammar-forced jump-forward tokens) only
-     * while the step is bandwidth-bound: with many sequences decoding, the
-     * extra positions cost compute that rejected drafts waste (measured:
-     * jump-forward at batch 16 cut constrained throughput to 0.79x of
-     * unconstrained, 0.88x without it) */
-    bool spec_ok = n_dec > 0 && n_dec <= e->params.spec_max_batch && e->params.draft_max > 0;
     for (ereq *r = e->reqs; r; r = r->next) {
         rl_sched_req *b = &r->base;
-        r->drafted = false;
-        if (r->finished || b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1)
-            continue;
-        if (!r->gm && r->gp.spec == RL_SPEC_NONE) continue;
-        int64_t slack = r->gm ? rl_gmatch_slack(r->gm, tokens_left(e, r)) : INT64_MAX;
-        int32_t k = e->params.draft_max;
-        int32_t room = r->max_new - r->n_generated - 1;
-        if (k > room) k = room;
-        if (k > e->n_ctx - b->n_tokens - 1) k = e->n_ctx - b->n_tokens - 1;
-        if (!spec_ok || n_spec >= e->params.max_seqs || r->gp.sample.n_logprobs > 0 || k <= 0 ||
-            slack <= 2 * RL_GRAMMAR_CLOSE_SLACK /* near the end: one token per step */) {
-            rl_spec_acc_decay(&r->acc); /* no drafts: drift back toward the prior */
-            continue;
-        }
-        if (r->gp.spec != RL_SPEC_NONE) {
-            e->spec_acc[n_pol++] = rl_spec_acc_rate(&r->acc, SPEC_PRIOR);
-            uses_draft |= r->gp.spec == RL_SPEC_DRAFT;
-        }
-        e->spec_reqs[n_spec] = r;
-        e->spec_kbuf[n_spec] = k;
-        n_spec++;
+        if (r->finished || b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1) continue;
+        rl_spec_cand *c = rl_spec_planner_add(e->spec);
+        RL_ASSERT(c); /* at most max_seqs requests run */
+        c->tokens = b->tokens;
+        c->n_tokens = b->n_tokens;
+        c->left = tokens_left(e, r);
+        c->source = r->gp.spec == RL_SPEC_NGRAM   ? RL_SPEC_SRC_NGRAM
+                    : r->gp.spec == RL_SPEC_DRAFT ? RL_SPEC_SRC_DRAFT
+                                                  : RL_SPEC_SRC_NONE;
+        c->no_spec = r->gp.sample.n_logprobs > 0;
+        c->acc = &r->acc;
+        c->gm = r->gm;
+        c->dseq = &r->draft_seq;
+        c->user = r;
     }
     pthread_mutex_unlock(&e->mu);
-    /* one draft length for the step's drafters (their drafts share the
-     * batch, so the step's cost depends on all of them) */
-    int32_t k_pol = e->params.draft_max;
-    if (!e->params.draft_fixed && n_pol > 0) {
-        k_pol = rl_spec_choose_k(&e->cost, n_dec, e->spec_acc, n_pol, uses_draft,
-                                 e->params.draft_max);
-        /* probe: time every draft length once for this batch size (step
-         * cost is not linear in positions: the matmuls work in tiles of 4
-         * tokens, so 4 positions can cost less than 3), the shortest
-         * unmeasured first, before trusting extrapolated costs; and every
-         * 32 steps without drafts probe one length in turn, so stale
-         * timings and acceptance estimates get renewed.  With a draft
-         * model, only for a single decoding sequence: a probe makes the
-         * draft catch up on every token it has not seen (whole prompts, at
-         * first) for every sequence, which costs more than the probe can
-         * return once several sequences decode (measured, 0.5B draft for
-         * the 1.5B target at batch 4: 0.52-0.68x of no speculation with
-         * probes only; docs/PERFORMANCE.md).  The cost model can still
-         * choose k > 0 there from its estimates. */
-        if (!(uses_draft && n_dec > 1)) {
-            int32_t probe = 0; /* whatever the choice: an unmeasured length first */
-            for (int32_t k = 1; k <= e->params.draft_max && !probe; k++)
-                if (n_dec + k * n_pol <= RL_SPEC_COST_N && !(e->cost.fwd[n_dec + k * n_pol] > 0))
-                    probe = k;
-            if (probe)
-                k_pol = probe;
-            else if (!k_pol && ++e->spec_idle >= 32)
-                k_pol = e->spec_probe_k = e->spec_probe_k % e->params.draft_max + 1;
-        }
-        if (k_pol > 0) e->spec_idle = 0;
+    int32_t n = rl_spec_planner_run(e->spec, e->tp);
+    for (int32_t i = 0; i < n; i++) {
+        const rl_spec_cand *c = rl_spec_planner_cand(e->spec, i);
+        ereq *r = c->user;
+        r->drafted = c->from_drafter;
+        if (c->k <= 0) continue;
+        memcpy(r->base.tokens + r->base.n_tokens, c->draft, (size_t)c->k * sizeof(int32_t));
+        r->base.n_tokens += c->k;
+        r->n_draft = c->k;
     }
-    /* grammar jump-forward: the tokens the grammar forces */
-    for (int32_t i = 0; i < n_spec; i++) {
-        ereq *r = e->spec_reqs[i];
-        if (!r->gm) continue;
-        int32_t kmax = e->spec_kbuf[i];
-        int f = rl_gmatch_forced(r->gm, e->spec_out[i], e->params.draft_max > 0 ? e->params.draft_max : 4);
-        if (f > kmax) f = kmax;
-        if (f < 0) f = 0;
-        if (f == 0 && r->gp.spec != RL_SPEC_NONE) continue; /* fall through to n-gram/draft */
-        e->spec_kbuf[i] = f;
-        e->st_forced += (uint64_t)f;
-        r->n_draft = -1; /* mark: handled */
-    }
-    /* n-gram proposals */
-    for (int32_t i = 0; i < n_spec; i++) {
-        ereq *r = e->spec_reqs[i];
-        if (r->n_draft < 0 || r->gp.spec != RL_SPEC_NGRAM) continue;
-        int32_t k = e->spec_kbuf[i] < k_pol ? e->spec_kbuf[i] : k_pol;
-        e->spec_kbuf[i] = rl_spec_ngram(r->base.tokens, r->base.n_tokens, k, e->params.ngram_min,
-                                        e->params.ngram_max, e->spec_out[i]);
-    }
-    /* draft-model proposals, batched */
-    for (int32_t i = 0; i < n_spec; i++) {
-        ereq *r = e->spec_reqs[i];
-        if (r->n_draft < 0 || r->gp.spec != RL_SPEC_DRAFT) continue;
-        if (!r->has_draft_seq) {
-            rl_spec_draft_seq_init(&r->draft_seq);
-            r->has_draft_seq = true;
-        }
-        e->spec_dseqs[n_draft_model] = &r->draft_seq;
-        e->spec_toks[n_draft_model] = r->base.tokens;
-        e->spec_ntoks[n_draft_model] = r->base.n_tokens;
-        e->spec_dk[n_draft_model] = e->spec_kbuf[i] < k_pol ? e->spec_kbuf[i] : k_pol;
-        e->spec_dout[n_draft_model] = e->spec_out[i];
-        n_draft_model++;
-    }
-    if (n_draft_model > 0) {
-        int32_t *kk = e->spec_dk, q = n_draft_model;
-        int32_t **outs = e->spec_dout;
-        rl_err err = {0};
-        int64_t n0, n1;
-        double t0 = rl_spec_draft_step_s(e->draft, &n0);
-        if (rl_spec_draft_propose(e->draft, e->spec_dseqs, e->spec_toks, e->spec_ntoks, kk, outs,
-                                  n_draft_model, e->tp, &err) != RL_OK) {
-            rl_log(RL_LOG_WARN, "draft model failed, speculation skipped: %s", err.msg);
-            for (int32_t j = 0; j < q; j++) kk[j] = 0;
-        }
-        double t1 = rl_spec_draft_step_s(e->draft, &n1);
-        if (n1 > n0) rl_spec_cost_add_draft(&e->cost, n_draft_model, (t1 - t0) / (double)(n1 - n0));
-        q = 0;
-        for (int32_t i = 0; i < n_spec; i++)
-            if (e->spec_reqs[i]->n_draft >= 0 && e->spec_reqs[i]->gp.spec == RL_SPEC_DRAFT)
-                e->spec_kbuf[i] = kk[q++];
-    }
-    /* append the drafts, within the logits rows there are for them */
-    int32_t n_out = 0, rows_left = e->n_logit_rows - e->params.max_seqs;
-    for (int32_t i = 0; i < n_spec; i++) {
-        ereq *r = e->spec_reqs[i];
-        bool from_drafter = r->n_draft >= 0 && r->gp.spec != RL_SPEC_NONE;
-        r->n_draft = 0;
-        int32_t k = e->spec_kbuf[i];
-        if (!r->gm && r->gp.spec == RL_SPEC_NONE) k = 0;
-        if (k > rows_left) k = rows_left;
-        rows_left -= k > 0 ? k : 0;
-        if (from_drafter && k <= 0) rl_spec_acc_decay(&r->acc);
-        if (k <= 0) continue;
-        r->drafted = from_drafter;
-        memcpy(r->base.tokens + r->base.n_tokens, e->spec_out[i], (size_t)k * sizeof(int32_t));
-        r->base.n_tokens += k;
-        r->n_draft = k;
-        e->spec_reqs[n_out++] = r;
-    }
-    return n_out;
 }
 
-/* After scheduling: drafts of a request the step did not fully cover (token
- * budget, or preempted) are withdrawn. */
-static void spec_trim(rl_engine *e, int32_t n_spec) {
-    for (int32_t i = 0; i < n_spec; i++) {
-        ereq *r = e->spec_reqs[i];
-        rl_sched_req *b = &r->base;
-        int32_t covered = b->step_n > 0 ? b->n_computed + b->step_n : b->n_computed;
-        int32_t excess = b->n_tokens - covered;
-        if (b->step_n == 0 || b->state != RL_SCHED_RUNNING) excess = r->n_draft;
-        if (excess > r->n_draft) excess = r->n_draft;
-        if (excess > 0) {
-            b->n_tokens -= excess;
-            r->n_draft -= excess;
-        }
+/* After scheduling: drafts the step does not cover are withdrawn. */
+static void trim_drafts(rl_engine *e) {
+    int32_t n = rl_spec_planner_n_cands(e->spec);
+    for (int32_t i = 0; i < n; i++) {
+        ereq *r = rl_spec_planner_cand(e->spec, i)->user;
+        if (r->n_draft > 0) r->n_draft = rl_spec_trim(&r->base, r->n_draft);
     }
 }
 
@@ -764,15 +619,15 @@ static void update_stats(rl_engine *e) {
     s->spec_proposed = e->st_spec_proposed;
     s->spec_accepted = e->st_spec_accepted;
     s->spec_verifies = e->st_spec_verifies;
-    s->grammar_forced = e->st_forced;
+    s->grammar_forced = rl_spec_planner_n_forced(e->spec);
     pthread_mutex_unlock(&e->mu);
 }
 
 int32_t rl_engine_step(rl_engine *e) {
     take_inbox(e);
-    int32_t n_spec = spec_prepare(e);
+    plan_drafts(e);
     int32_t n_plan = rl_sched_step(e->sched, e->plan);
-    spec_trim(e, n_spec);
+    trim_drafts(e);
     if (n_plan == 0) {
         update_stats(e);
         return 0;
@@ -807,7 +662,7 @@ int32_t rl_engine_step(rl_engine *e) {
     double tf = now_s();
     rl_status s = rl_model_forward(e->model, &batch, rl_kv_pool_layers(e->pool), e->logits, e->tp, &err);
     /* decode-only steps (every token wants logits) feed the cost model */
-    if (!s && n_logits == n_tok) rl_spec_cost_add_fwd(&e->cost, n_tok, now_s() - tf);
+    if (!s && n_logits == n_tok) rl_spec_planner_observe_fwd(e->spec, n_tok, now_s() - tf);
     if (s) {
         /* A failed forward leaves the batch's requests unusable: end them
          * with the error rather than loop on it. */
