@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "redline.h"
+#include "base/arena.h"
 #include "base/threadpool.h"
 #include "kv/kv.h"
 #include "model/model.h"
@@ -15,18 +16,24 @@
 #include "tokenizer/tokenizer.h"
 
 /* One request.  `base` must stay first: the scheduler hands back
- * rl_sched_req pointers that are cast to ereq. */
+ * rl_sched_req pointers that are cast to ereq.  A request is on several
+ * intrusive lists of the engine at once (see struct rl_engine); each link
+ * is guarded as its list is. */
 typedef struct ereq {
     rl_sched_req base;
-    struct ereq *next;      /* e->reqs list (under e->mu) */
+    struct ereq *id_next;     /* e->by_id bucket chain (under mu) */
+    struct ereq *inbox_next;  /* e->inbox (under mu) */
+    struct ereq *cancel_next; /* e->cancels (under mu) */
+    struct ereq *anext, *aprev; /* e->active (engine thread) */
+    bool cancel;            /* cancellation requested (under mu) */
+    bool cancel_listed;     /* on e->cancels (under mu) */
+    bool in_active;         /* on e->active (engine thread) */
+    bool finished;          /* DONE event queued (set by the engine thread under mu) */
     rl_gen_params gp;
     int32_t max_new;        /* new tokens at most (clamped to the context) */
     int32_t n_generated;
     rl_sampler *sampler;    /* engine thread only */
     rl_detok detok;         /* pending text not yet emitted (stop-string holdback) */
-    bool in_inbox;          /* submitted, not yet given to the scheduler (under mu) */
-    bool cancel;            /* cancellation requested (under mu) */
-    bool finished;          /* DONE event queued */
     bool cached_counted;    /* its prefix-cache hit is in st_cached (first admission) */
     double t_submit, t_first;
     int32_t n_draft;        /* draft tokens appended to base.tokens this step */
@@ -55,24 +62,35 @@ struct rl_engine {
     pthread_cond_t ev_cond;   /* new events */
     pthread_t thread;
     bool thread_started, stop;
-    ereq *reqs;               /* every live request (under mu) */
+    /* requests (see ereq for the links) */
+    ereq **by_id;             /* [id_mask + 1] every live request by id & id_mask
+                                 (under mu): submitted, until its DONE is taken */
+    uint64_t id_mask;
+    ereq *inbox;              /* submitted, not yet given to the scheduler, newest
+                                 first (under mu) */
+    int32_t n_inbox;
+    ereq *cancels;            /* cancelled and not finished, highest id first (under mu) */
+    int32_t n_queued;         /* requests not finished (under mu): the queue limit */
+    ereq *active;             /* given to the scheduler and not finished, newest
+                                 first (engine thread) */
     uint64_t next_id;
 
-    /* step buffers, sized at creation */
+    /* buffers sized at creation, all in `arena` */
+    rl_arena arena;
     rl_sched_req **plan;      /* [max_seqs] */
     int32_t *b_token, *b_pos, *b_seq; /* [max_batch_tokens] */
     bool *b_want;
     int32_t **b_tables;       /* [max_seqs] */
     int32_t *b_nblocks;
     float *logits;            /* [n_logit_rows][n_vocab] */
-    int32_t n_logit_rows;     /* max_seqs + spec_max_batch * draft_max */
+    int32_t n_logit_rows;     /* max_seqs (one a sequence) + rows for drafts */
+    float *verify_scratch;    /* [2 * n_vocab] */
+    rl_sample_result *verify_res; /* [draft_max + 1] */
+    int32_t *verify_out;      /* [draft_max + 1] */
 
     /* speculative decoding */
     rl_spec_draft *draft;     /* NULL without a draft model */
     rl_spec_planner *spec;    /* who drafts how much, each step */
-    float *verify_scratch;    /* [2 * n_vocab] */
-    rl_sample_result *verify_res; /* [draft_max + 1] */
-    int32_t *verify_out;      /* [draft_max + 1] */
     uint64_t st_spec_proposed, st_spec_accepted, st_spec_verifies;
     rl_vocab_trie *trie;      /* built at the first constrained request (under mu) */
 

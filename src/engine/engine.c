@@ -1,14 +1,20 @@
-/* The engine (L8): the step loop schedule -> forward -> sample -> update,
- * and the thread-safe request interface of include/redline.h.
+/* The engine (L8): the step loop and the thread-safe request interface
+ * of include/redline.h.  One step (rl_engine_step):
+ *
+ *   take_inbox -> plan drafts -> schedule -> trim drafts -> build the batch
+ *   -> forward -> sample or verify each sequence -> update (output.c)
  *
  * Threads: callers submit, cancel and take events under `mu`; the step
  * loop (rl_engine_step, on the engine thread or the caller's) is the only
- * code that touches the scheduler, the KV pool, the model and the
- * samplers, so those need no lock.  New requests wait in an inbox until the
- * next step picks them up; cancellation sets a flag the next step acts on.
+ * code that touches the scheduler, the KV pool, the model, the samplers
+ * and the draft planner, so those need no lock.  New requests wait in an
+ * inbox until the next step picks them up; a cancellation puts the
+ * request on a cancel list the next step acts on.  Requests are found by
+ * id in a hash table (by_id), so no call scans every request.
  *
- * Per-step buffers (batch arrays, logits rows) are sized once at creation;
- * per-request memory (token array, sampler, event queue) at submit.
+ * Per-step buffers (batch arrays, logits rows) are sized once at creation,
+ * in one arena; per-request memory (token array, sampler, event queue) at
+ * submit.
  */
 #include "redline.h"
 
@@ -61,29 +67,48 @@ static void ereq_free(ereq *r) {
     rl_free(r);
 }
 
-static ereq *find_req(rl_engine *e, uint64_t id) {
-    for (ereq *r = e->reqs; r; r = r->next)
+/* ---- the request lists (see struct rl_engine) ---- */
+static ereq *find_req(rl_engine *e, uint64_t id) { /* under mu */
+    for (ereq *r = e->by_id[id & e->id_mask]; r; r = r->id_next)
         if (r->base.id == id) return r;
     return NULL;
 }
 
-static void unlink_req(rl_engine *e, ereq *r) {
-    for (ereq **p = &e->reqs; *p; p = &(*p)->next)
+static void forget_req(rl_engine *e, ereq *r) { /* under mu */
+    for (ereq **p = &e->by_id[r->base.id & e->id_mask]; *p; p = &(*p)->id_next)
         if (*p == r) {
-            *p = r->next;
+            *p = r->id_next;
             return;
         }
+}
+
+/* Puts r on the active list after pos (NULL: at the front). */
+static void active_insert(rl_engine *e, ereq *pos, ereq *r) {
+    ereq **next = pos ? &pos->anext : &e->active;
+    r->aprev = pos;
+    r->anext = *next;
+    if (*next) (*next)->aprev = r;
+    *next = r;
+    r->in_active = true;
+}
+
+static void active_remove(rl_engine *e, ereq *r) {
+    if (!r->in_active) return;
+    if (r->aprev) r->aprev->anext = r->anext;
+    else e->active = r->anext;
+    if (r->anext) r->anext->aprev = r->aprev;
+    r->in_active = false;
 }
 
 /* Ends request r (engine thread): frees its KV, queues the DONE event. */
 void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg) {
     if (r->finished) return;
     if (r->base.state != RL_SCHED_NEW) rl_sched_remove(e->sched, &r->base);
+    active_remove(e, r);
     if (r->has_draft_seq) {
         rl_spec_draft_seq_free(e->draft, &r->draft_seq);
         r->has_draft_seq = false;
     }
-    r->finished = true;
     rl_event ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = RL_EV_DONE;
@@ -97,6 +122,14 @@ void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status co
     ev.error_code = code;
     if (msg) snprintf(ev.error, sizeof ev.error, "%s", msg);
     pthread_mutex_lock(&e->mu);
+    r->finished = true;
+    e->n_queued--;
+    if (r->cancel_listed) { /* cancelled meanwhile: off the list before DONE can free it */
+        ereq **p = &e->cancels;
+        while (*p != r) p = &(*p)->cancel_next;
+        *p = r->cancel_next;
+        r->cancel_listed = false;
+    }
     e->st_finished++;
     rl__engine_push_event(e, r, &ev);
     pthread_mutex_unlock(&e->mu);
@@ -115,6 +148,26 @@ static void fail(rl_engine *e, ereq *r, const rl_err *err) {
 static void update_stats(rl_engine *e);
 
 /* ---- creation ---- */
+
+/* The buffers sized at creation, from one arena (called twice: measure,
+ * then carve; see base/arena.h). */
+static void carve(rl_engine *e, rl_arena *a) {
+    size_t mb = (size_t)e->params.max_batch_tokens, ms = (size_t)e->params.max_seqs;
+    size_t dm = (size_t)e->params.draft_max + 1;
+    e->plan = rl_arena_alloc(a, ms, sizeof *e->plan);
+    e->b_token = rl_arena_alloc(a, mb, sizeof *e->b_token);
+    e->b_pos = rl_arena_alloc(a, mb, sizeof *e->b_pos);
+    e->b_seq = rl_arena_alloc(a, mb, sizeof *e->b_seq);
+    e->b_want = rl_arena_alloc(a, mb, sizeof *e->b_want);
+    e->b_tables = rl_arena_alloc(a, ms, sizeof *e->b_tables);
+    e->b_nblocks = rl_arena_alloc(a, ms, sizeof *e->b_nblocks);
+    e->logits = rl_arena_alloc(a, (size_t)e->n_logit_rows * (size_t)e->n_vocab, sizeof *e->logits);
+    e->verify_scratch = rl_arena_alloc(a, 2 * (size_t)e->n_vocab, sizeof *e->verify_scratch);
+    e->verify_res = rl_arena_alloc(a, dm, sizeof *e->verify_res);
+    e->verify_out = rl_arena_alloc(a, dm, sizeof *e->verify_out);
+    e->by_id = rl_arena_alloc(a, (size_t)e->id_mask + 1, sizeof *e->by_id);
+}
+
 static rl_status parse_cache_type(const char *s, rl_type *t, const char *which, rl_err *err) {
     if (!s || !*s) s = "f16";
     if (!rl_type_from_name(s, t) || !rl_kv_type_known(*t))
@@ -195,8 +248,6 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
                                p->max_batch_tokens, &e->draft, err)))
         goto fail;
 
-    size_t mb = (size_t)p->max_batch_tokens, ms = (size_t)p->max_seqs;
-    size_t dm = (size_t)p->draft_max + 1;
     int32_t spec_seqs = p->spec_max_batch < p->max_seqs ? p->spec_max_batch : p->max_seqs;
     /* extra logits rows for draft positions: model/n-gram drafts for up to
      * spec_max_batch sequences plus grammar-forced tokens for any sequence
@@ -208,26 +259,17 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
                                  .draft_fixed = p->draft_fixed, .ngram_min = p->ngram_min,
                                  .ngram_max = p->ngram_max, .draft = e->draft};
     if ((s = rl_spec_planner_new(&pc, &e->spec, err))) goto fail;
-    e->verify_scratch = rl_calloc(2 * (size_t)e->n_vocab, sizeof(float));
-    e->verify_res = rl_calloc(dm, sizeof *e->verify_res);
-    e->verify_out = rl_calloc(dm, sizeof *e->verify_out);
-    if (!e->verify_scratch || !e->verify_res || !e->verify_out) {
-        s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for speculation buffers");
+    /* id buckets: about one per request the queue admits */
+    int64_t live = (int64_t)p->max_waiting + p->max_seqs;
+    e->id_mask = 15;
+    while ((int64_t)e->id_mask + 1 < live && e->id_mask < 65535) e->id_mask = e->id_mask * 2 + 1;
+    rl_arena_init(&e->arena);
+    carve(e, &e->arena);
+    if ((s = rl_arena_commit(&e->arena, err))) {
+        rl_err_prefix(err, "engine: step buffers");
         goto fail;
     }
-    e->plan = rl_calloc(ms, sizeof *e->plan);
-    e->b_token = rl_calloc(mb, sizeof(int32_t));
-    e->b_pos = rl_calloc(mb, sizeof(int32_t));
-    e->b_seq = rl_calloc(mb, sizeof(int32_t));
-    e->b_want = rl_calloc(mb, sizeof(bool));
-    e->b_tables = rl_calloc(ms, sizeof(int32_t *));
-    e->b_nblocks = rl_calloc(ms, sizeof(int32_t));
-    e->logits = rl_calloc((size_t)e->n_logit_rows * (size_t)e->n_vocab, sizeof(float));
-    if (!e->plan || !e->b_token || !e->b_pos || !e->b_seq || !e->b_want || !e->b_tables ||
-        !e->b_nblocks || !e->logits) {
-        s = rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory for step buffers");
-        goto fail;
-    }
+    carve(e, &e->arena);
     update_stats(e);
     *out = e;
     return RL_OK;
@@ -245,14 +287,15 @@ void rl_engine_free(rl_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
-    while (e->reqs) {
-        ereq *r = e->reqs;
-        e->reqs = r->next;
-        if (e->sched && !r->finished && r->base.state != RL_SCHED_NEW)
-            rl_sched_remove(e->sched, &r->base);
-        if (r->has_draft_seq) rl_spec_draft_seq_free(e->draft, &r->draft_seq);
-        ereq_free(r);
-    }
+    for (uint64_t i = 0; e->by_id && i <= e->id_mask; i++)
+        while (e->by_id[i]) {
+            ereq *r = e->by_id[i];
+            e->by_id[i] = r->id_next;
+            if (e->sched && !r->finished && r->base.state != RL_SCHED_NEW)
+                rl_sched_remove(e->sched, &r->base);
+            if (r->has_draft_seq) rl_spec_draft_seq_free(e->draft, &r->draft_seq);
+            ereq_free(r);
+        }
     rl_sched_free(e->sched);
     rl_spec_planner_free(e->spec);
     rl_spec_draft_free(e->draft);
@@ -261,17 +304,7 @@ void rl_engine_free(rl_engine *e) {
     rl_vocab_trie_free(e->trie);
     rl_tokenizer_free(e->tok);
     rl_model_free(e->model);
-    rl_free(e->plan);
-    rl_free(e->b_token);
-    rl_free(e->b_pos);
-    rl_free(e->b_seq);
-    rl_free(e->b_want);
-    rl_free(e->b_tables);
-    rl_free(e->b_nblocks);
-    rl_free(e->logits);
-    rl_free(e->verify_scratch);
-    rl_free(e->verify_res);
-    rl_free(e->verify_out);
+    rl_arena_free(&e->arena);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->work_cond);
     pthread_cond_destroy(&e->ev_cond);
@@ -357,17 +390,20 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     }
     r->t_submit = now_s();
     pthread_mutex_lock(&e->mu);
-    int32_t queued = 0;
-    for (ereq *q = e->reqs; q; q = q->next) queued += !q->finished;
+    int32_t queued = e->n_queued;
     if (queued >= e->params.max_waiting + e->params.max_seqs) {
         pthread_mutex_unlock(&e->mu);
         ereq_free(r);
         return rl_err_set(err, RL_ERR_LIMIT, "engine: queue full (%d requests)", queued);
     }
     r->base.id = e->next_id++;
-    r->next = e->reqs;
-    e->reqs = r;
-    r->in_inbox = true;
+    ereq **bucket = &e->by_id[r->base.id & e->id_mask];
+    r->id_next = *bucket;
+    *bucket = r;
+    r->inbox_next = e->inbox;
+    e->inbox = r;
+    e->n_inbox++;
+    e->n_queued++;
     *id = r->base.id;
     pthread_cond_broadcast(&e->work_cond);
     pthread_mutex_unlock(&e->mu);
@@ -377,7 +413,16 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
 void rl_engine_cancel(rl_engine *e, uint64_t id) {
     pthread_mutex_lock(&e->mu);
     ereq *r = find_req(e, id);
-    if (r) r->cancel = true;
+    if (r && !r->cancel && !r->finished) {
+        /* the cancel list is kept in id order, newest first, so a step
+         * ends its cancellations in the same order whatever their timing */
+        ereq **p = &e->cancels;
+        while (*p && (*p)->base.id > id) p = &(*p)->cancel_next;
+        r->cancel = true;
+        r->cancel_next = *p;
+        *p = r;
+        r->cancel_listed = true;
+    }
     pthread_cond_broadcast(&e->work_cond);
     pthread_mutex_unlock(&e->mu);
 }
@@ -413,7 +458,7 @@ rl_status rl_engine_next(rl_engine *e, uint64_t id, rl_event *ev, int timeout_ms
     r->ev_head = (r->ev_head + 1) % r->ev_cap;
     r->ev_n--;
     if (ev->kind == RL_EV_DONE) {
-        unlink_req(e, r);
+        forget_req(e, r);
         ereq_free(r);
     }
     pthread_mutex_unlock(&e->mu);
@@ -525,10 +570,9 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
  * them within max_total - 1 and the logits rows reserved for drafts). */
 static void plan_drafts(rl_engine *e) {
     rl_spec_planner_begin(e->spec);
-    pthread_mutex_lock(&e->mu);
-    for (ereq *r = e->reqs; r; r = r->next) {
+    for (ereq *r = e->active; r; r = r->anext) {
         rl_sched_req *b = &r->base;
-        if (r->finished || b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1) continue;
+        if (b->state != RL_SCHED_RUNNING || b->n_tokens - b->n_computed != 1) continue;
         rl_spec_cand *c = rl_spec_planner_add(e->spec);
         RL_ASSERT(c); /* at most max_seqs requests run */
         c->tokens = b->tokens;
@@ -543,7 +587,6 @@ static void plan_drafts(rl_engine *e) {
         c->dseq = &r->draft_seq;
         c->user = r;
     }
-    pthread_mutex_unlock(&e->mu);
     int32_t n = rl_spec_planner_run(e->spec, e->tp);
     for (int32_t i = 0; i < n; i++) {
         const rl_spec_cand *c = rl_spec_planner_cand(e->spec, i);
@@ -565,28 +608,27 @@ static void trim_drafts(rl_engine *e) {
     }
 }
 
+/* Hands the inbox to the scheduler (newest first, as submitted requests
+ * are queued) and ends the cancelled requests (newest first). */
 static void take_inbox(rl_engine *e) {
     pthread_mutex_lock(&e->mu);
-    for (ereq *r = e->reqs; r; r = r->next) {
-        if (r->in_inbox && !r->cancel) {
-            r->in_inbox = false;
-            rl_sched_add(e->sched, &r->base);
-            e->st_prompt += (uint64_t)r->base.n_prompt;
-        }
+    ereq *in = e->inbox, *cancels = e->cancels;
+    e->inbox = e->cancels = NULL;
+    e->n_inbox = 0;
+    ereq *last = NULL; /* the new requests go before the older active ones */
+    for (ereq *r = in; r; r = r->inbox_next) {
+        if (r->cancel) continue; /* never scheduled: ended below */
+        rl_sched_add(e->sched, &r->base);
+        e->st_prompt += (uint64_t)r->base.n_prompt;
+        active_insert(e, last, r);
+        last = r;
     }
+    for (ereq *c = cancels; c; c = c->cancel_next) c->cancel_listed = false;
     pthread_mutex_unlock(&e->mu);
-    /* cancellations: collect under the lock, act outside it (finish locks) */
-    for (;;) {
-        ereq *c = NULL;
-        pthread_mutex_lock(&e->mu);
-        for (ereq *r = e->reqs; r; r = r->next)
-            if (r->cancel && !r->finished) {
-                c = r;
-                break;
-            }
-        if (c) c->in_inbox = false;
-        pthread_mutex_unlock(&e->mu);
-        if (!c) break;
+    /* act outside the lock (finish takes it); once DONE is queued another
+     * thread may free c, so its link is read first */
+    for (ereq *c = cancels, *next; c; c = next) {
+        next = c->cancel_next;
         finish(e, c, RL_FINISH_CANCELLED, NULL);
     }
 }
@@ -595,13 +637,12 @@ static void update_stats(rl_engine *e) {
     rl_kv_stats ks = rl_kv_pool_stats(e->pool);
     rl_sched_stats ss = rl_sched_stats_of(e->sched);
     uint64_t live = 0;
+    for (ereq *r = e->active; r; r = r->anext)
+        if (r->base.state == RL_SCHED_RUNNING) live += (uint64_t)r->base.n_computed;
     pthread_mutex_lock(&e->mu);
-    for (ereq *r = e->reqs; r; r = r->next)
-        if (!r->finished && r->base.state == RL_SCHED_RUNNING) live += (uint64_t)r->base.n_computed;
     rl_engine_stats *s = &e->stats_snapshot;
     s->n_running = ss.n_running;
-    s->n_waiting = ss.n_waiting;
-    for (ereq *r = e->reqs; r; r = r->next) s->n_waiting += r->in_inbox && !r->finished;
+    s->n_waiting = ss.n_waiting + e->n_inbox;
     s->kv_blocks_total = ks.n_blocks;
     s->kv_blocks_used = ks.n_used;
     s->kv_blocks_cached = ks.n_cached;
@@ -694,9 +735,7 @@ static void *engine_thread(void *arg) {
         if (stop) break;
         if (rl_engine_step(e) == 0) {
             pthread_mutex_lock(&e->mu);
-            bool pending = false;
-            for (ereq *r = e->reqs; r; r = r->next)
-                if ((r->in_inbox || r->cancel) && !r->finished) pending = true;
+            bool pending = e->inbox || e->cancels;
             rl_sched_stats ss = rl_sched_stats_of(e->sched);
             if (!pending && !e->stop && ss.n_running == 0 && ss.n_waiting == 0)
                 pthread_cond_wait(&e->work_cond, &e->mu);
