@@ -100,10 +100,17 @@ struct rl_engine {
     rl_engine_stats stats_snapshot;
 };
 
-/* ---- engine.c ---- */
+/* ---- requests.c ---- */
 /* Ends request r (engine thread): frees its KV, queues the DONE event with
- * reason why, error code and message (msg may be NULL). */
+ * reason why, error code and message (msg may be NULL).  No-op when r has
+ * finished already; r must not be touched after (its DONE may be taken,
+ * and r freed, at once). */
 void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg);
+/* A step's first stage (engine thread): hands the inbox to the scheduler
+ * and ends the cancelled requests. */
+void rl__engine_take_inbox(rl_engine *e);
+/* Frees every request (rl_engine_free, after the thread has stopped). */
+void rl__engine_free_requests(rl_engine *e);
 
 /* ---- output.c ---- */
 /* Queues ev on r's event ring (caller holds e->mu); wakes rl_engine_next. */

@@ -1,29 +1,24 @@
-/* The engine (L8): the step loop and the thread-safe request interface
- * of include/redline.h.  One step (rl_engine_step):
+/* The engine (L8): creation and the step loop.  One step (rl_engine_step):
  *
- *   take_inbox -> plan drafts -> schedule -> trim drafts -> build the batch
- *   -> forward -> sample or verify each sequence -> update (output.c)
+ *   take inbox (requests.c) -> plan drafts (spec/plan.c) -> schedule
+ *   -> trim drafts -> build the batch -> forward -> sample, or verify
+ *   drafts -> update each sequence (output.c: text, stop strings, end)
  *
- * Threads: callers submit, cancel and take events under `mu`; the step
- * loop (rl_engine_step, on the engine thread or the caller's) is the only
- * code that touches the scheduler, the KV pool, the model, the samplers
- * and the draft planner, so those need no lock.  New requests wait in an
- * inbox until the next step picks them up; a cancellation puts the
- * request on a cancel list the next step acts on.  Requests are found by
- * id in a hash table (by_id), so no call scans every request.
+ * Threads: callers submit, cancel and take events under `mu`
+ * (requests.c); the step loop (rl_engine_step, on the engine thread or the
+ * caller's) is the only code that touches the scheduler, the KV pool, the
+ * model, the samplers and the draft planner, so those need no lock.  New
+ * requests wait in an inbox until the next step picks them up; a
+ * cancellation puts the request on a cancel list the next step acts on.
  *
  * Per-step buffers (batch arrays, logits rows) are sized once at creation,
  * in one arena; per-request memory (token array, sampler, event queue) at
- * submit.
+ * submit.  The step allocates nothing.
  */
 #include "redline.h"
 
-#include <math.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine/engine-impl.h"
@@ -54,86 +49,6 @@ void rl_gen_params_default(rl_gen_params *p) {
 }
 
 static double now_s(void) { return rl_time_s(); }
-
-/* ---- request lifetime ---- */
-static void ereq_free(ereq *r) {
-    rl_gmatch_free(r->gm);
-    rl_gmatch_free(r->gm_scratch);
-    rl_grammar_free(r->grammar);
-    rl_free(r->base.tokens);
-    rl_sampler_free(r->sampler);
-    rl_detok_free(&r->detok);
-    rl_free(r->ev);
-    rl_free(r);
-}
-
-/* ---- the request lists (see struct rl_engine) ---- */
-static ereq *find_req(rl_engine *e, uint64_t id) { /* under mu */
-    for (ereq *r = e->by_id[id & e->id_mask]; r; r = r->id_next)
-        if (r->base.id == id) return r;
-    return NULL;
-}
-
-static void forget_req(rl_engine *e, ereq *r) { /* under mu */
-    for (ereq **p = &e->by_id[r->base.id & e->id_mask]; *p; p = &(*p)->id_next)
-        if (*p == r) {
-            *p = r->id_next;
-            return;
-        }
-}
-
-/* Puts r on the active list after pos (NULL: at the front). */
-static void active_insert(rl_engine *e, ereq *pos, ereq *r) {
-    ereq **next = pos ? &pos->anext : &e->active;
-    r->aprev = pos;
-    r->anext = *next;
-    if (*next) (*next)->aprev = r;
-    *next = r;
-    r->in_active = true;
-}
-
-static void active_remove(rl_engine *e, ereq *r) {
-    if (!r->in_active) return;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else e->active = r->anext;
-    if (r->anext) r->anext->aprev = r->aprev;
-    r->in_active = false;
-}
-
-/* Ends request r (engine thread): frees its KV, queues the DONE event. */
-void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg) {
-    if (r->finished) return;
-    if (r->base.state != RL_SCHED_NEW) rl_sched_remove(e->sched, &r->base);
-    active_remove(e, r);
-    if (r->has_draft_seq) {
-        rl_spec_draft_seq_free(e->draft, &r->draft_seq);
-        r->has_draft_seq = false;
-    }
-    rl_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = RL_EV_DONE;
-    ev.token = -1;
-    ev.finish = why;
-    ev.n_prompt = r->base.n_prompt;
-    ev.n_cached = r->base.n_cached;
-    ev.n_generated = r->n_generated;
-    ev.t_first_token_s = r->t_first > 0 ? r->t_first - r->t_submit : 0;
-    ev.t_total_s = now_s() - r->t_submit;
-    ev.error_code = code;
-    if (msg) snprintf(ev.error, sizeof ev.error, "%s", msg);
-    pthread_mutex_lock(&e->mu);
-    r->finished = true;
-    e->n_queued--;
-    if (r->cancel_listed) { /* cancelled meanwhile: off the list before DONE can free it */
-        ereq **p = &e->cancels;
-        while (*p != r) p = &(*p)->cancel_next;
-        *p = r->cancel_next;
-        r->cancel_listed = false;
-    }
-    e->st_finished++;
-    rl__engine_push_event(e, r, &ev);
-    pthread_mutex_unlock(&e->mu);
-}
 
 static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg) {
     rl__engine_finish(e, r, why, why == RL_FINISH_ERROR ? RL_ERR_INVALID : RL_OK, msg);
@@ -287,15 +202,7 @@ void rl_engine_free(rl_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
-    for (uint64_t i = 0; e->by_id && i <= e->id_mask; i++)
-        while (e->by_id[i]) {
-            ereq *r = e->by_id[i];
-            e->by_id[i] = r->id_next;
-            if (e->sched && !r->finished && r->base.state != RL_SCHED_NEW)
-                rl_sched_remove(e->sched, &r->base);
-            if (r->has_draft_seq) rl_spec_draft_seq_free(e->draft, &r->draft_seq);
-            ereq_free(r);
-        }
+    rl__engine_free_requests(e);
     rl_sched_free(e->sched);
     rl_spec_planner_free(e->spec);
     rl_spec_draft_free(e->draft);
@@ -314,164 +221,6 @@ void rl_engine_free(rl_engine *e) {
 struct rl_model *rl_engine_model(rl_engine *e) { return e->model; }
 const struct rl_tokenizer *rl_engine_tokenizer(rl_engine *e) { return e->tok; }
 int32_t rl_engine_n_ctx(const rl_engine *e) { return e->n_ctx; }
-
-/* ---- submit / cancel / next ---- */
-rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt,
-                           const rl_gen_params *gp, uint64_t *id, rl_err *err) {
-    rl_gen_params dg;
-    rl_gen_params_default(&dg);
-    if (!gp) gp = &dg;
-    if (n_prompt <= 0 || !prompt) return rl_err_set(err, RL_ERR_RANGE, "prompt: must not be empty");
-    for (int32_t i = 0; i < n_prompt; i++)
-        if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
-            return rl_err_set(err, RL_ERR_RANGE, "prompt: token %d at index %d is outside the vocabulary [0, %d)",
-                              prompt[i], i, e->n_vocab);
-    if (n_prompt >= e->n_ctx)
-        return rl_err_set(err, RL_ERR_LIMIT,
-                          "prompt: %d tokens leave no room to generate in a context of %d tokens",
-                          n_prompt, e->n_ctx);
-    rl_status s = rl_sample_params_validate(&gp->sample, e->n_vocab, err);
-    if (s) return s;
-    if (gp->n_stop < 0 || gp->n_stop > RL_MAX_STOP)
-        return rl_err_set(err, RL_ERR_INVALID, "stop: at most %d stop strings", RL_MAX_STOP);
-    for (int32_t i = 0; i < gp->n_stop; i++) {
-        size_t l = strnlen(gp->stop[i], RL_MAX_STOP_LEN + 1);
-        if (l == 0 || l > RL_MAX_STOP_LEN || !rl_utf8_valid(gp->stop[i], l))
-            return rl_err_set(err, RL_ERR_INVALID,
-                              "stop[%d]: must be 1..%d bytes of valid UTF-8", i, RL_MAX_STOP_LEN);
-    }
-    if (gp->spec != RL_SPEC_NONE && gp->spec != RL_SPEC_NGRAM && gp->spec != RL_SPEC_DRAFT)
-        return rl_err_set(err, RL_ERR_INVALID, "spec: unknown speculation mode %d", (int)gp->spec);
-    if (gp->spec == RL_SPEC_DRAFT && !e->draft)
-        return rl_err_set(err, RL_ERR_INVALID, "spec: the engine has no draft model (-md)");
-    int32_t max_new = gp->max_tokens > 0 ? gp->max_tokens : e->n_ctx - n_prompt;
-    if (max_new > e->n_ctx - n_prompt) max_new = e->n_ctx - n_prompt;
-
-    ereq *r = rl_calloc(1, sizeof *r);
-    if (!r) return rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory");
-    r->gp = *gp;
-    r->max_new = max_new;
-    r->base.n_prompt = r->base.n_tokens = n_prompt;
-    r->base.max_total = n_prompt + max_new;
-    r->base.priority = gp->priority;
-    rl_kv_seq_init(&r->base.kv, gp->cache_salt);
-    /* drafts never push n_tokens past max_total - 1 (rl_spec_planner_run) */
-    r->base.tokens = rl_malloc((size_t)r->base.max_total * sizeof(int32_t));
-    r->sampler = rl_sampler_new(&gp->sample, e->n_vocab, err);
-    if (!r->base.tokens || !r->sampler) {
-        rl_status fs = r->sampler ? rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory")
-                                  : (err ? err->code : RL_ERR_NOMEM);
-        ereq_free(r); /* after reading r->sampler: no use after free */
-        return fs;
-    }
-    r->gp.grammar = NULL; /* the caller's reference is not ours */
-    if (gp->grammar) {
-        pthread_mutex_lock(&e->mu);
-        if (!e->trie) e->trie = rl_vocab_trie_from_tokenizer(e->tok, err);
-        rl_vocab_trie *trie = e->trie;
-        pthread_mutex_unlock(&e->mu);
-        r->grammar = rl_grammar_retain(gp->grammar);
-        if (!trie || !(r->gm = rl_gmatch_new(r->grammar, trie, err)) ||
-            !(r->gm_scratch = rl_gmatch_clone(r->gm, err))) {
-            ereq_free(r);
-            return err && err->code ? err->code : RL_ERR_NOMEM;
-        }
-    }
-    if (gp->spec == RL_SPEC_DRAFT) { /* no draft K/V until its first proposal */
-        rl_spec_draft_seq_init(&r->draft_seq);
-        r->has_draft_seq = true;
-    }
-    memcpy(r->base.tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
-    for (int32_t i = 0; i < n_prompt; i++) rl_sampler_accept(r->sampler, prompt[i]);
-    rl_detok_init(&r->detok, e->tok, RL_TOK_SKIP_SPECIAL);
-    if ((s = rl_sched_admissible(e->sched, &r->base, err))) {
-        ereq_free(r);
-        return s;
-    }
-    r->t_submit = now_s();
-    pthread_mutex_lock(&e->mu);
-    int32_t queued = e->n_queued;
-    if (queued >= e->params.max_waiting + e->params.max_seqs) {
-        pthread_mutex_unlock(&e->mu);
-        ereq_free(r);
-        return rl_err_set(err, RL_ERR_LIMIT, "engine: queue full (%d requests)", queued);
-    }
-    r->base.id = e->next_id++;
-    ereq **bucket = &e->by_id[r->base.id & e->id_mask];
-    r->id_next = *bucket;
-    *bucket = r;
-    r->inbox_next = e->inbox;
-    e->inbox = r;
-    e->n_inbox++;
-    e->n_queued++;
-    *id = r->base.id;
-    pthread_cond_broadcast(&e->work_cond);
-    pthread_mutex_unlock(&e->mu);
-    return RL_OK;
-}
-
-void rl_engine_cancel(rl_engine *e, uint64_t id) {
-    pthread_mutex_lock(&e->mu);
-    ereq *r = find_req(e, id);
-    if (r && !r->cancel && !r->finished) {
-        /* the cancel list is kept in id order, newest first, so a step
-         * ends its cancellations in the same order whatever their timing */
-        ereq **p = &e->cancels;
-        while (*p && (*p)->base.id > id) p = &(*p)->cancel_next;
-        r->cancel = true;
-        r->cancel_next = *p;
-        *p = r;
-        r->cancel_listed = true;
-    }
-    pthread_cond_broadcast(&e->work_cond);
-    pthread_mutex_unlock(&e->mu);
-}
-
-rl_status rl_engine_next(rl_engine *e, uint64_t id, rl_event *ev, int timeout_ms) {
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    if (timeout_ms > 0) {
-        dl.tv_sec += timeout_ms / 1000;
-        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-    }
-    pthread_mutex_lock(&e->mu);
-    ereq *r;
-    for (;;) {
-        r = find_req(e, id);
-        if (!r) {
-            pthread_mutex_unlock(&e->mu);
-            return RL_ERR_NOT_FOUND;
-        }
-        if (r->ev_n > 0) break;
-        if (timeout_ms == 0 ||
-            (timeout_ms > 0 && pthread_cond_timedwait(&e->ev_cond, &e->mu, &dl) != 0 && r->ev_n == 0)) {
-            pthread_mutex_unlock(&e->mu);
-            return RL_ERR_LIMIT;
-        }
-        if (timeout_ms < 0) pthread_cond_wait(&e->ev_cond, &e->mu);
-    }
-    *ev = r->ev[r->ev_head];
-    r->ev_head = (r->ev_head + 1) % r->ev_cap;
-    r->ev_n--;
-    if (ev->kind == RL_EV_DONE) {
-        forget_req(e, r);
-        ereq_free(r);
-    }
-    pthread_mutex_unlock(&e->mu);
-    return RL_OK;
-}
-
-rl_engine_stats rl_engine_get_stats(rl_engine *e) {
-    pthread_mutex_lock(&e->mu);
-    rl_engine_stats s = e->stats_snapshot;
-    s.requests_finished = e->st_finished;
-    pthread_mutex_unlock(&e->mu);
-    return s;
-}
 
 /* ---- the step ---- */
 
@@ -608,31 +357,6 @@ static void trim_drafts(rl_engine *e) {
     }
 }
 
-/* Hands the inbox to the scheduler (newest first, as submitted requests
- * are queued) and ends the cancelled requests (newest first). */
-static void take_inbox(rl_engine *e) {
-    pthread_mutex_lock(&e->mu);
-    ereq *in = e->inbox, *cancels = e->cancels;
-    e->inbox = e->cancels = NULL;
-    e->n_inbox = 0;
-    ereq *last = NULL; /* the new requests go before the older active ones */
-    for (ereq *r = in; r; r = r->inbox_next) {
-        if (r->cancel) continue; /* never scheduled: ended below */
-        rl_sched_add(e->sched, &r->base);
-        e->st_prompt += (uint64_t)r->base.n_prompt;
-        active_insert(e, last, r);
-        last = r;
-    }
-    for (ereq *c = cancels; c; c = c->cancel_next) c->cancel_listed = false;
-    pthread_mutex_unlock(&e->mu);
-    /* act outside the lock (finish takes it); once DONE is queued another
-     * thread may free c, so its link is read first */
-    for (ereq *c = cancels, *next; c; c = next) {
-        next = c->cancel_next;
-        finish(e, c, RL_FINISH_CANCELLED, NULL);
-    }
-}
-
 static void update_stats(rl_engine *e) {
     rl_kv_stats ks = rl_kv_pool_stats(e->pool);
     rl_sched_stats ss = rl_sched_stats_of(e->sched);
@@ -664,17 +388,12 @@ static void update_stats(rl_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
-int32_t rl_engine_step(rl_engine *e) {
-    take_inbox(e);
-    plan_drafts(e);
-    int32_t n_plan = rl_sched_step(e->sched, e->plan);
-    trim_drafts(e);
-    if (n_plan == 0) {
-        update_stats(e);
-        return 0;
-    }
-    double t0 = now_s();
-    int32_t n_tok = 0, n_logits = 0;
+/* The batch of the step's plan[0 .. n_plan): each request's scheduled
+ * tokens, logits wanted from its last real token on (with its drafts) when
+ * the step ends its prefill; *n_logits gets how many rows that is. */
+static rl_batch build_batch(rl_engine *e, int32_t n_plan, int32_t *n_logits) {
+    int32_t n_tok = 0;
+    *n_logits = 0;
     for (int32_t i = 0; i < n_plan; i++) {
         ereq *r = (ereq *)e->plan[i];
         rl_sched_req *b = &r->base;
@@ -690,20 +409,35 @@ int32_t rl_engine_step(rl_engine *e) {
             e->b_seq[n_tok] = i;
             bool want = last_chunk && b->n_computed + j >= first_row;
             e->b_want[n_tok] = want;
-            n_logits += want;
+            *n_logits += want;
             n_tok++;
         }
         e->b_tables[i] = b->kv.blocks;
         e->b_nblocks[i] = b->kv.n_blocks;
     }
-    rl_batch batch = {.n_tok = n_tok, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
+    return (rl_batch){.n_tok = n_tok, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
                       .want_logits = e->b_want, .n_seq = n_plan,
-                      .block_tables = (const int32_t *const *)e->b_tables, .n_blocks = e->b_nblocks};
+                      .block_tables = (const int32_t *const *)e->b_tables,
+                      .n_blocks = e->b_nblocks};
+}
+
+int32_t rl_engine_step(rl_engine *e) {
+    rl__engine_take_inbox(e);
+    plan_drafts(e);
+    int32_t n_plan = rl_sched_step(e->sched, e->plan);
+    trim_drafts(e);
+    if (n_plan == 0) {
+        update_stats(e);
+        return 0;
+    }
+    double t0 = now_s();
+    int32_t n_logits;
+    rl_batch batch = build_batch(e, n_plan, &n_logits);
     rl_err err = {0};
     double tf = now_s();
     rl_status s = rl_model_forward(e->model, &batch, rl_kv_pool_layers(e->pool), e->logits, e->tp, &err);
     /* decode-only steps (every token wants logits) feed the cost model */
-    if (!s && n_logits == n_tok) rl_spec_planner_observe_fwd(e->spec, n_tok, now_s() - tf);
+    if (!s && n_logits == batch.n_tok) rl_spec_planner_observe_fwd(e->spec, batch.n_tok, now_s() - tf);
     if (s) {
         /* A failed forward leaves the batch's requests unusable: end them
          * with the error rather than loop on it. */
@@ -723,7 +457,7 @@ int32_t rl_engine_step(rl_engine *e) {
     }
     e->busy_s += now_s() - t0;
     update_stats(e);
-    return n_tok;
+    return batch.n_tok;
 }
 
 static void *engine_thread(void *arg) {
