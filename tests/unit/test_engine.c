@@ -355,7 +355,7 @@ static void *client_run(void *arg) {
         int n_ev = 0, n_done = 0;
         rl_finish_reason why = RL_FINISH_NONE;
         int32_t n_gen = -1;
-        while (rl_engine_next(c->e, id, &ev, 20000) == RL_OK) {
+        while (rl_engine_next(c->e, id, &ev, 120000) == RL_OK) { /* slow under TSan */
             n_ev++;
             if (mode == 1 && n_ev == 2) {
                 rl_engine_cancel(c->e, id);
