@@ -31,6 +31,7 @@
 
 #include "base/rng.h"
 #include "cli/cmd_ablation.h"
+#include "engine/engine.h"
 #include "kv/seqkv.h"
 #include "gguf/gguf.h"
 #include "model/model.h"

@@ -43,6 +43,7 @@
 #include "base/rng.h"
 #include "cli/cli.h"
 #include "redline.h"
+#include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {
