@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "server/server-impl.h"
-#include "tokenizer/tokenizer.h" /* rl_utf8_valid_len only */
 
 void rl_server_config_default(rl_server_config *c) {
     memset(c, 0, sizeof *c);
@@ -57,8 +56,10 @@ json_t *rl_srv_json_text(const char *s, size_t n) {
     if (!buf) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t l = rl_utf8_valid_len((const uint8_t *)s + i, n - i);
-        if (l == 0 || s[i] == 0) {
+        /* the longest whole, NUL-free UTF-8 run of at most 4 bytes at i */
+        size_t l = n - i < 4 ? n - i : 4;
+        while (l > 0 && (memchr(s + i, 0, l) || !rl_utf8_valid(s + i, l))) l--;
+        if (l == 0) {
             memcpy(buf + o, "\xEF\xBF\xBD", 3);
             o += 3;
             i++;
