@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "redline.h"
+#include "engine/engine.h" /* the in-tree accessors engine.c defines */
 #include "base/arena.h"
 #include "base/threadpool.h"
 #include "kv/kv.h"

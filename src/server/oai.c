@@ -22,7 +22,6 @@
 #include <time.h>
 
 #include "server/server-impl.h"
-#include "tokenizer/tokenizer.h"
 
 typedef struct choice {
     uint64_t id;
@@ -76,33 +75,17 @@ static uint64_t mix64(uint64_t x) {
 }
 
 /* ---- prompt building ---- */
-static bool encode_text(rl_srv *s, const char *text, size_t len, int32_t **ids, int32_t *n,
-                        const char *param, rl_oai_err *e) {
-    size_t cnt = 0;
-    int32_t *a = NULL;
+/* Text -> prompt ids: control tokens written in the text are parsed (the
+ * template writes them); BOS when the model adds one (with_bos). */
+static bool encode_text(rl_srv *s, const char *text, size_t len, bool with_bos, int32_t **ids,
+                        int32_t *n, const char *param, rl_oai_err *e) {
     rl_err err = {0};
-    if (rl_tokenizer_encode(s->tok, text, len, RL_TOK_PARSE_SPECIAL, &a, &cnt, &err) != RL_OK)
-        return rl_oai_fail(e, 400, param, "invalid_value", "%s: cannot tokenize: %s", param, err.msg);
-    int32_t bos = rl_tokenizer_bos(s->tok);
-    bool add = rl_tokenizer_add_bos(s->tok) && bos >= 0 && (cnt == 0 || a[0] != bos);
-    if (cnt + add > (size_t)INT32_MAX / 2) {
-        rl_free(a);
+    unsigned flags = RL_TOKENIZE_PARSE_SPECIAL | (with_bos ? RL_TOKENIZE_ADD_BOS : 0);
+    rl_status st = rl_tokenize(s->vocab, text, len, flags, ids, n, &err);
+    if (st == RL_ERR_LIMIT)
         return rl_oai_fail(e, 400, param, "context_length_exceeded", "%s: too many tokens", param);
-    }
-    if (add) {
-        int32_t *b = rl_malloc((cnt + 1) * sizeof *b);
-        if (!b) {
-            rl_free(a);
-            return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
-        }
-        b[0] = bos;
-        if (cnt) memcpy(b + 1, a, cnt * sizeof *b);
-        rl_free(a);
-        a = b;
-        cnt++;
-    }
-    *ids = a;
-    *n = (int32_t)cnt;
+    if (st == RL_ERR_NOMEM) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+    if (st) return rl_oai_fail(e, 400, param, "invalid_value", "%s: cannot tokenize: %s", param, err.msg);
     return true;
 }
 
@@ -110,8 +93,7 @@ static bool encode_text(rl_srv *s, const char *text, size_t len, int32_t **ids, 
 static bool render_chat(rl_srv *s, const rl_oai_req *r, bool add_gen, char **out, size_t *len,
                         rl_oai_err *e) {
     rl_err err = {0};
-    if (rl_template_render(s->tmpl, s->tmpl_len, r->msgs, r->n_msgs, add_gen, s->bos_str, s->eos_str, out,
-                           len, &err) != RL_OK)
+    if (rl_chat_render(s->vocab, r->msgs, r->n_msgs, add_gen, out, len, &err) != RL_OK)
         return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: the chat template failed: %s",
                            err.msg);
     return true;
@@ -125,7 +107,7 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
         char *txt = NULL;
         size_t len = 0;
         if (!render_chat(s, r, true, &txt, &len, e)) return false;
-        bool ok = encode_text(s, txt, len, &j->prompt, &j->n_prompt, param, e);
+        bool ok = encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
         rl_free(txt);
         if (!ok) return false;
     } else if (r->prompt_ids) {
@@ -135,12 +117,12 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
         j->n_prompt = r->n_prompt_ids;
         if (r->echo) {
             rl_err err;
-            if (rl_tokenizer_decode(s->tok, j->prompt, (size_t)j->n_prompt, 0, &j->prompt_text,
-                                    &j->prompt_text_len, &err) != RL_OK)
+            if (rl_detokenize(s->vocab, j->prompt, (size_t)j->n_prompt, 0, &j->prompt_text,
+                              &j->prompt_text_len, &err) != RL_OK)
                 return rl_oai_fail(e, 400, "prompt", "invalid_value", "prompt: %s", err.msg);
         }
     } else {
-        if (!encode_text(s, r->prompt, r->prompt_len, &j->prompt, &j->n_prompt, param, e)) return false;
+        if (!encode_text(s, r->prompt, r->prompt_len, true, &j->prompt, &j->n_prompt, param, e)) return false;
         if (r->echo) {
             j->prompt_text = rl_strndup(r->prompt, r->prompt_len);
             j->prompt_text_len = r->prompt_len;
@@ -254,11 +236,11 @@ static double lp_val(float x) { return isfinite(x) ? (double)x : -9999.0; }
 
 static json_t *chat_lp_item(rl_srv *s, const rl_event *ev, int n_top) {
     size_t l = 0;
-    const char *p = rl_tokenizer_piece(s->tok, ev->token, &l);
+    const char *p = rl_token_piece(s->vocab, ev->token, &l);
     json_t *top = json_array();
     for (int k = 0; k < n_top && k < ev->n_top; k++) {
         size_t tl = 0;
-        const char *tp = rl_tokenizer_piece(s->tok, ev->top_id[k], &tl);
+        const char *tp = rl_token_piece(s->vocab, ev->top_id[k], &tl);
         json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", rl_srv_json_text(tp ? tp : "", tl),
                                              "logprob", lp_val(ev->top_logprob[k]), "bytes",
                                              token_bytes(tp ? tp : "", tl)));
@@ -270,14 +252,14 @@ static json_t *chat_lp_item(rl_srv *s, const rl_event *ev, int n_top) {
 /* Appends one token's entry to a completion-style logprobs object. */
 static void compl_lp_add(rl_srv *s, json_t *o, const rl_event *ev, int n_top, size_t offset) {
     size_t l = 0;
-    const char *p = rl_tokenizer_piece(s->tok, ev->token, &l);
+    const char *p = rl_token_piece(s->vocab, ev->token, &l);
     json_array_append_new(json_object_get(o, "tokens"), rl_srv_json_text(p ? p : "", l));
     json_array_append_new(json_object_get(o, "token_logprobs"), json_real(lp_val(ev->logprob)));
     json_array_append_new(json_object_get(o, "text_offset"), json_integer((json_int_t)offset));
     json_t *top = json_object();
     for (int k = 0; k < n_top && k < ev->n_top; k++) {
         size_t tl = 0;
-        const char *tp = rl_tokenizer_piece(s->tok, ev->top_id[k], &tl);
+        const char *tp = rl_token_piece(s->vocab, ev->top_id[k], &tl);
         json_t *key = rl_srv_json_text(tp ? tp : "", tl);
         if (key && !json_object_get(top, json_string_value(key)))
             json_object_set_new(top, json_string_value(key), json_real(lp_val(ev->top_logprob[k])));
@@ -632,7 +614,7 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
         char *txt = NULL;
         size_t len = 0;
         if (ok) ok = render_chat(s, &r, !agp || json_is_true(agp), &txt, &len, &e);
-        if (ok) ok = encode_text(s, txt, len, &ids, &n, "messages", &e);
+        if (ok) ok = encode_text(s, txt, len, true, &ids, &n, "messages", &e);
         rl_free(txt);
         rl_oai_req_free(&r); /* zeroed already when parsing failed */
     } else {
@@ -647,15 +629,9 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
             ok = rl_oai_fail(&e, 400, fname, "invalid_type", "%s: must be a string (or send messages)", fname);
         } else if (as && !json_is_boolean(as)) {
             ok = rl_oai_fail(&e, 400, "add_special", "invalid_type", "add_special: must be a boolean");
-        } else if (as && json_is_false(as)) {
-            size_t cnt = 0;
-            rl_err err = {0};
-            ok = rl_tokenizer_encode(s->tok, json_string_value(c), json_string_length(c), RL_TOK_PARSE_SPECIAL,
-                                     &ids, &cnt, &err) == RL_OK;
-            if (!ok) rl_oai_fail(&e, 400, fname, "invalid_value", "%s: %s", fname, err.msg);
-            n = (int32_t)cnt;
         } else {
-            ok = encode_text(s, json_string_value(c), json_string_length(c), &ids, &n, fname, &e);
+            ok = encode_text(s, json_string_value(c), json_string_length(c), !(as && json_is_false(as)), &ids,
+                             &n, fname, &e);
         }
     }
     json_decref(root);
@@ -687,7 +663,7 @@ enum MHD_Result rl_srv_detokenize(rl_srv_req *rq) {
     char *txt = NULL;
     size_t len = 0;
     rl_err err = {0};
-    if (rl_tokenizer_decode(s->tok, ids, (size_t)n, 0, &txt, &len, &err) != RL_OK) {
+    if (rl_detokenize(s->vocab, ids, (size_t)n, 0, &txt, &len, &err) != RL_OK) {
         rl_free(ids);
         rl_oai_fail(&e, 400, "tokens", "invalid_value", "tokens: %s", err.msg);
         return rl_srv_reply_error(rq, &e);

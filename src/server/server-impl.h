@@ -11,9 +11,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "base/base.h"
 #include "server/oai_parse.h"
 #include "server/server.h"
-#include "tokenizer/tokenizer.h"
 
 #define RL_SERVER_VERSION "0.1.0"
 
@@ -52,12 +52,9 @@ typedef struct rl_srv {
     rl_server_config cfg;
     _Atomic int state;          /* RL_SRV_* */
     rl_engine *eng;             /* set before state becomes READY */
-    const rl_tokenizer *tok;
+    rl_vocab *vocab;            /* the engine's tokenizer and chat template (owned) */
     int32_t n_vocab, n_ctx;
     char model_id[256];
-    char *tmpl;                 /* chat template source (owned, NUL-terminated) */
-    size_t tmpl_len;
-    char *bos_str, *eos_str;    /* owned */
     char load_error[512];
     rl_metrics m;
     struct MHD_Daemon *daemon;

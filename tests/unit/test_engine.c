@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "redline.h"
+#include "engine/engine.h"
 #include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 
