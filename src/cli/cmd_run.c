@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/base.h" /* rl_time_s, rl_malloc */
+#include "base/buf.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "redline.h"
@@ -162,32 +163,11 @@ typedef struct session {
 } session;
 
 static bool hist_push(session *s, const int32_t *ids, int32_t n) {
-    if (s->n_hist + n > s->cap_hist) {
-        int32_t nc = s->cap_hist ? s->cap_hist : 256;
-        while (nc < s->n_hist + n) nc *= 2;
-        int32_t *h = realloc(s->hist, (size_t)nc * sizeof *h);
-        if (!h) return false;
-        s->hist = h;
-        s->cap_hist = nc;
-    }
+    if (n > INT32_MAX - s->n_hist ||
+        rl_grow_i32((void **)&s->hist, &s->cap_hist, s->n_hist + n, sizeof *s->hist))
+        return false;
     memcpy(s->hist + s->n_hist, ids, (size_t)n * sizeof *ids);
     s->n_hist += n;
-    return true;
-}
-
-/* Appends text to *buf (malloc'd, NUL-terminated; may start NULL). */
-static bool text_push(char **buf, size_t *len, size_t *cap, const char *p, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < *len + n + 1) nc *= 2;
-        char *b = realloc(*buf, nc);
-        if (!b) return false;
-        *buf = b;
-        *cap = nc;
-    }
-    memcpy(*buf + *len, p, n);
-    *len += n;
-    (*buf)[*len] = '\0';
     return true;
 }
 
@@ -207,8 +187,7 @@ static rl_status generate(session *s, const int32_t *ids, int32_t n, char **repl
         return rl_err_set(err, st, "%.400s (raise -c)", msg);
     }
     if (st) return st;
-    char *r = NULL;
-    size_t rlen = 0, rcap = 0;
+    rl_buf r = {0}; /* the reply's text, when the caller wants it */
     bool done = false, oom = false;
     int idle = 0;
     rl_event ev;
@@ -218,7 +197,7 @@ static rl_status generate(session *s, const int32_t *ids, int32_t n, char **repl
             if (ev.text_len > 0) {
                 fwrite(ev.text, 1, (size_t)ev.text_len, stdout);
                 fflush(stdout);
-                if (reply && !text_push(&r, &rlen, &rcap, ev.text, (size_t)ev.text_len)) oom = true;
+                if (reply && rl_buf_append(&r, ev.text, (size_t)ev.text_len)) oom = true;
             }
             if (ev.kind == RL_EV_TOKEN && ev.token >= 0 && s->o->raw && !rl_token_is_eog(s->v, ev.token) &&
                 !hist_push(s, &ev.token, 1))
@@ -229,12 +208,12 @@ static rl_status generate(session *s, const int32_t *ids, int32_t n, char **repl
         if (!done && idle > 100000) { /* cannot happen while the request holds its KV */
             rl_engine_cancel(s->e, id);
             while (rl_engine_next(s->e, id, &ev, 0) != RL_ERR_NOT_FOUND) rl_engine_step(s->e);
-            free(r);
+            rl_buf_free(&r);
             return rl_err_set(err, RL_ERR_LIMIT, "the engine made no progress");
         }
     }
     if (ev.finish == RL_FINISH_ERROR) {
-        free(r);
+        rl_buf_free(&r);
         return rl_err_set(err, ev.error_code ? ev.error_code : RL_ERR_INVALID, "%s",
                           ev.error[0] ? ev.error : "generation failed");
     }
@@ -246,10 +225,10 @@ static rl_status generate(session *s, const int32_t *ids, int32_t n, char **repl
     s->t_prompt += ev.t_first_token_s;
     s->t_gen += ev.t_total_s - ev.t_first_token_s;
     if (oom) {
-        free(r);
+        rl_buf_free(&r);
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory");
     }
-    if (reply) *reply = r ? r : calloc(1, 1);
+    if (reply) *reply = rl_buf_take(&r, NULL);
     return reply && !*reply ? rl_err_set(err, RL_ERR_NOMEM, "out of memory") : RL_OK;
 }
 
@@ -311,13 +290,9 @@ static int chat_loop(session *s, rl_err *err) {
         if (len < 0) break;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         if (len == 0) continue;
-        if (n_msgs + 2 > cap) {
-            rl_chat_msg *nm = realloc(msgs, (cap *= 2) * sizeof *msgs);
-            if (!nm) {
-                rc = 1;
-                break;
-            }
-            msgs = nm;
+        if (rl_grow((void **)&msgs, &cap, n_msgs + 2, sizeof *msgs)) {
+            rc = 1;
+            break;
         }
         msgs[n_msgs++] = (rl_chat_msg){"user", strdup(line)};
         char *reply = NULL;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/report.h"
@@ -59,10 +60,10 @@ static int decode_ids(rl_tokenizer *tok, const char *list) {
             free(ids);
             return 1;
         }
-        if (n == cap) {
-            int32_t *ni = realloc(ids, (cap *= 2) * sizeof *ids);
-            if (!ni) break;
-            ids = ni;
+        if (rl_grow((void **)&ids, &cap, n + 1, sizeof *ids)) {
+            free(ids);
+            ids = NULL;
+            break;
         }
         ids[n++] = (int32_t)v;
         p = end;

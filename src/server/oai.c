@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
+#include "base/hash.h"
 #include "server/server-impl.h"
 
 typedef struct choice {
@@ -31,8 +33,7 @@ typedef struct choice {
     char err[160];
     int32_t n_gen, n_prompt, n_cached;
     double t_last_tok;
-    char *text; /* non-streaming: accumulated text */
-    size_t len, cap;
+    rl_buf text; /* non-streaming: accumulated text */
     json_t *lp; /* non-streaming logprobs (chat: array; completion: object) */
 } choice;
 
@@ -52,8 +53,8 @@ typedef struct gen_job {
     double t_start, t_check;
     bool gone, cancelled;
     /* streaming output buffer */
-    char *out;
-    size_t out_len, out_off, out_cap;
+    rl_buf out;     /* streaming: SSE bytes not yet handed to the connection */
+    size_t out_off; /* bytes of out already handed */
     bool ended; /* "data: [DONE]" queued */
 } gen_job;
 
@@ -65,13 +66,6 @@ static const char *finish_str(rl_finish_reason f) {
     case RL_FINISH_ERROR: return "error";
     default: return NULL;
     }
-}
-
-static uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
 }
 
 /* ---- prompt building ---- */
@@ -172,13 +166,13 @@ static void job_free(gen_job *j) {
     if (!j) return;
     if (j->srv->eng) job_drain(j);
     for (int i = 0; i < RL_OAI_MAX_N; i++) {
-        free(j->ch[i].text);
+        rl_buf_free(&j->ch[i].text);
         json_decref(j->ch[i].lp);
     }
     rl_free(j->prompt);
     rl_free(j->prompt_text);
     rl_oai_req_free(&j->req);
-    free(j->out);
+    rl_buf_free(&j->out);
     if (j->rq) {
         atomic_fetch_sub(&j->srv->n_active, 1);
         rl_srv_req_unref(j->rq);
@@ -282,17 +276,7 @@ static json_t *usage_obj(gen_job *j) {
 
 /* ---- streaming output ---- */
 static bool out_append(gen_job *j, const char *p, size_t n) {
-    if (j->out_len + n > j->out_cap) {
-        size_t nc = j->out_cap ? j->out_cap : 4096;
-        while (nc < j->out_len + n) nc *= 2;
-        char *b = realloc(j->out, nc);
-        if (!b) return false;
-        j->out = b;
-        j->out_cap = nc;
-    }
-    memcpy(j->out + j->out_len, p, n);
-    j->out_len += n;
-    return true;
+    return rl_buf_append(&j->out, p, n) == RL_OK;
 }
 
 static void out_event(gen_job *j, json_t *o) {
@@ -352,19 +336,10 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             if (lp) {
                 if (!c->lp) c->lp = chat ? json_array() : compl_lp_new();
                 if (chat) json_array_append_new(c->lp, chat_lp_item(s, ev, j->req.top_logprobs));
-                else compl_lp_add(s, c->lp, ev, j->req.top_logprobs, c->len);
+                else compl_lp_add(s, c->lp, ev, j->req.top_logprobs, c->text.n);
             }
             if (ev->text_len > 0) {
-                if (c->len + (size_t)ev->text_len + 1 > c->cap) {
-                    size_t nc = c->cap ? c->cap * 2 : 1024;
-                    while (nc < c->len + (size_t)ev->text_len + 1) nc *= 2;
-                    char *b = realloc(c->text, nc);
-                    if (!b) return;
-                    c->text = b;
-                    c->cap = nc;
-                }
-                memcpy(c->text + c->len, ev->text, (size_t)ev->text_len);
-                c->len += (size_t)ev->text_len;
+                if (rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
             }
             return;
         }
@@ -417,14 +392,15 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     gen_job *j = cls;
     for (;;) {
-        if (j->out_off < j->out_len) {
-            size_t n = j->out_len - j->out_off;
+        if (j->out_off < j->out.n) {
+            size_t n = j->out.n - j->out_off;
             if (n > max) n = max;
-            memcpy(buf, j->out + j->out_off, n);
+            memcpy(buf, j->out.p + j->out_off, n);
             j->out_off += n;
             return (ssize_t)n;
         }
-        j->out_off = j->out_len = 0;
+        j->out_off = 0;
+        rl_buf_clear(&j->out);
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (j->n_left == 0) {
             if (j->req.include_usage) {
@@ -445,7 +421,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (i < 0) continue;
         on_event(j, i, &ev, true);
         /* batch whatever else is ready without waiting */
-        while (j->n_left > 0 && j->out_len < 8192 && (i = job_next(j, &ev, 0)) >= 0) on_event(j, i, &ev, true);
+        while (j->n_left > 0 && j->out.n < 8192 && (i = job_next(j, &ev, 0)) >= 0) on_event(j, i, &ev, true);
     }
 }
 
@@ -482,15 +458,13 @@ static enum MHD_Result run_blocking(gen_job *j) {
         choice *c = &j->ch[i];
         json_t *text;
         if (j->prompt_text) {
-            char *t = malloc(j->prompt_text_len + c->len + 1);
-            if (t) {
-                memcpy(t, j->prompt_text, j->prompt_text_len);
-                if (c->len) memcpy(t + j->prompt_text_len, c->text, c->len);
-            }
-            text = rl_srv_json_text(t ? t : "", t ? j->prompt_text_len + c->len : 0);
-            free(t);
+            rl_buf t = {0}; /* echo: prompt text + completion */
+            bool ok = !rl_buf_append(&t, j->prompt_text, j->prompt_text_len) &&
+                      !rl_buf_append(&t, c->text.p, c->text.n);
+            text = rl_srv_json_text(ok ? t.p : "", ok ? t.n : 0);
+            rl_buf_free(&t);
         } else {
-            text = rl_srv_json_text(c->text ? c->text : "", c->len);
+            text = rl_srv_json_text(c->text.p ? c->text.p : "", c->text.n);
         }
         json_t *lp = c->lp ? (chat ? json_pack("{s:O}", "content", c->lp) : json_incref(c->lp)) : json_null();
         json_t *item =
@@ -537,7 +511,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     j->t_start = rq->t0;
     j->created = (int64_t)time(NULL);
     rl_oai_err e;
-    if (!rl_oai_parse(rq->body ? rq->body : "", rq->len, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
+    if (!rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
         job_free(j);
         return rl_srv_reply_error(rq, &e);
     }
@@ -550,7 +524,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
         return rl_srv_reply_error(rq, &e);
     }
     uint64_t seq = atomic_fetch_add(&s->seq, 1);
-    uint64_t r1 = mix64(rl_time_ns() ^ (seq << 20)), r2 = mix64(r1 ^ (uint64_t)(uintptr_t)j);
+    uint64_t r1 = rl_mix64(rl_time_ns() ^ (seq << 20)), r2 = rl_mix64(r1 ^ (uint64_t)(uintptr_t)j);
     snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", kind == RL_OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)r1, (unsigned long long)(r2 & 0xffffffffu));
     /* from here on the job is counted and owns a reference to rq */
@@ -559,7 +533,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     j->rq = rq;
     for (int i = 0; i < j->req.n; i++) {
         rl_gen_params gp = j->req.gp;
-        gp.sample.seed = j->req.seed_given ? j->req.gp.sample.seed + (uint64_t)i : mix64(r2 + (uint64_t)i);
+        gp.sample.seed = j->req.seed_given ? j->req.gp.sample.seed + (uint64_t)i : rl_mix64(r2 + (uint64_t)i);
         rl_err err = {0};
         if (rl_engine_submit(s->eng, j->prompt, j->n_prompt, &gp, &j->ch[i].id, &err) != RL_OK) {
             submit_error(&err, j, &e);
@@ -596,7 +570,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
     rl_srv *s = rq->srv;
     rl_oai_err e;
-    json_t *root = rl_oai_parse_object(rq->body ? rq->body : "", rq->len, &e);
+    json_t *root = rl_oai_parse_object(rq->body.p ? rq->body.p : "", rq->body.n, &e);
     if (!root) return rl_srv_reply_error(rq, &e);
     int32_t *ids = NULL, n = 0;
     bool ok;
@@ -610,7 +584,7 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
             rl_oai_fail(&e, 400, "add_generation_prompt", "invalid_type", "add_generation_prompt: must be a boolean");
             return rl_srv_reply_error(rq, &e);
         }
-        ok = rl_oai_parse(rq->body, rq->len, RL_OAI_CHAT, &lim, &r, &e);
+        ok = rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, RL_OAI_CHAT, &lim, &r, &e);
         char *txt = NULL;
         size_t len = 0;
         if (ok) ok = render_chat(s, &r, !agp || json_is_true(agp), &txt, &len, &e);
@@ -648,7 +622,7 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq) {
     rl_srv *s = rq->srv;
     rl_oai_err e;
-    json_t *root = rl_oai_parse_object(rq->body ? rq->body : "", rq->len, &e);
+    json_t *root = rl_oai_parse_object(rq->body.p ? rq->body.p : "", rq->body.n, &e);
     if (!root) return rl_srv_reply_error(rq, &e);
     int32_t *ids = NULL, n = 0;
     json_t *t = json_object_get(root, "tokens");

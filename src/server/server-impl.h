@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "base/base.h"
+#include "base/buf.h"
 #include "server/oai_parse.h"
 #include "server/server.h"
 
@@ -74,8 +75,7 @@ typedef struct rl_srv_req {
     struct MHD_Connection *conn;
     char method[12];
     char path[256];
-    char *body;
-    size_t len, cap;
+    rl_buf body;        /* request body (NUL-terminated once non-empty) */
     bool too_big;
     int status;         /* HTTP status sent */
     double t0;          /* arrival (monotonic seconds) */

@@ -142,7 +142,7 @@ static enum MHD_Result reply_err(rl_srv_req *rq, int status, const char *param, 
 
 void rl_srv_req_unref(rl_srv_req *rq) {
     if (atomic_fetch_sub(&rq->refs, 1) != 1) return;
-    free(rq->body);
+    rl_buf_free(&rq->body);
     free(rq);
 }
 
@@ -377,25 +377,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_size;
         *upload_size = 0;
         if (rq->too_big) return MHD_YES;
-        if (rq->len + n > s->cfg.max_body) {
+        if (rq->body.n + n > s->cfg.max_body) {
             rq->too_big = true;
-            free(rq->body);
-            rq->body = NULL;
-            rq->len = rq->cap = 0;
+            rl_buf_free(&rq->body);
             return MHD_YES;
         }
-        if (rq->len + n + 1 > rq->cap) {
-            size_t nc = rq->cap ? rq->cap : 4096;
-            while (nc < rq->len + n + 1) nc *= 2;
-            char *b = realloc(rq->body, nc);
-            if (!b) return MHD_NO;
-            rq->body = b;
-            rq->cap = nc;
-        }
-        memcpy(rq->body + rq->len, upload_data, n);
-        rq->len += n;
-        rq->body[rq->len] = 0;
-        return MHD_YES;
+        return rl_buf_append(&rq->body, upload_data, n) ? MHD_NO : MHD_YES;
     }
     return dispatch(rq);
 }
