@@ -65,24 +65,6 @@ typedef struct rl__att_ctx {
     _Atomic int64_t next;
 } rl__att_ctx;
 
-bool rl_kv_type_quantized(rl_type t) {
-    return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q8_64 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
-}
-
-bool rl_kv_type_known(rl_type t) { return t == RL_TYPE_F32 || t == RL_TYPE_F16 || rl_kv_type_quantized(t); }
-
-bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
-    switch (t) {
-    case RL_TYPE_F32:
-    case RL_TYPE_F16: return head_dim > 0;
-    case RL_TYPE_Q8_0:
-    case RL_TYPE_Q4_0:
-    case RL_TYPE_IQ4_NL: return head_dim > 0 && head_dim % 32 == 0;
-    case RL_TYPE_Q8_64: return head_dim > 0 && head_dim % 64 == 0;
-    default: return false;
-    }
-}
-
 /* Row of KV head kvh, slot s of block b. */
 static inline const void *rl__kv_row(const void *base, size_t block_bytes, size_t row_bytes,
                                      const rl_kv_layer *kv, int32_t b, int kvh, int32_t s) {
