@@ -30,12 +30,12 @@
 #include <math.h>
 #include <stdatomic.h>
 
+#include "base/env.h"
 #include "kernels/kernels-impl.h"
 
 #define RL_ATT_TILE 32
 #define RL_ATT_MAX_HD 512
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Query precision for q8_0/q4_0 K pages: "q8" (default, integer dots) or
@@ -44,7 +44,7 @@ static bool rl__kvq_float_query(void) {
     static _Atomic int v = -1; /* racing first calls compute the same value */
     int x = atomic_load_explicit(&v, memory_order_relaxed);
     if (x < 0) {
-        const char *e = getenv("RL_KVQ_QUERY");
+        const char *e = rl_env(RL_ENV_KVQ_QUERY);
         x = e && strcmp(e, "f32") == 0;
         atomic_store_explicit(&v, x, memory_order_relaxed);
     }

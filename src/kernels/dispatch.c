@@ -7,17 +7,18 @@
  *
  * Invariants: the public functions work without rl_kernels_init (the first
  * call selects RL_KERNELS_AUTO).  The environment variable
- * RL_KERNELS=ref|avx2|avx512vnni caps the choice under AUTO (debugging and
- * measurement aid; an unknown value is ignored).  Switching the
+ * RL_KERNELS=ref|avx2|avx512vnni (base/env.h, read once per process) caps
+ * the choice under AUTO (debugging and measurement aid; an unknown value
+ * is ignored).  Switching the
  * implementation while kernels run on other threads is not supported.
  */
 #include <cpuid.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "kernels/kernels-impl.h"
 
 static rl__ktab g_ref, g_avx2, g_vnni;
@@ -71,7 +72,7 @@ static void rl__kernels_build(void) {
 rl_kernels_impl rl_kernels_init(rl_kernels_impl want) {
     pthread_once(&g_once, rl__kernels_build);
     if (want == RL_KERNELS_AUTO) {
-        const char *env = getenv("RL_KERNELS");
+        const char *env = rl_env(RL_ENV_KERNELS);
         want = !env                           ? RL_KERNELS_AVX512VNNI
                : strcmp(env, "ref") == 0      ? RL_KERNELS_REF
                : strcmp(env, "avx2") == 0     ? RL_KERNELS_AVX2

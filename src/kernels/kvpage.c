@@ -12,9 +12,9 @@
  * RL_KVQ_ROT (src/base/env.h) is read once, at the first resolve.
  */
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "kernels/kernels-impl.h"
 
 bool rl_kv_type_quantized(rl_type t) {
@@ -41,7 +41,7 @@ static rl_kv_rot rl__kvq_rot_env(void) {
     static _Atomic int v = -1;
     int x = atomic_load_explicit(&v, memory_order_relaxed);
     if (x < 0) {
-        const char *e = getenv("RL_KVQ_ROT");
+        const char *e = rl_env(RL_ENV_KVQ_ROT);
         x = !e ? 0 : strcmp(e, "none") == 0 ? RL_KV_ROT_NONE
                  : strcmp(e, "hadamard") == 0 ? RL_KV_ROT_HADAMARD : 0;
         atomic_store_explicit(&v, x, memory_order_relaxed);
