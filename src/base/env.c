@@ -23,10 +23,10 @@ static const rl_env_var g_vars[RL_ENV_COUNT] = {
     [RL_ENV_KV_KCAL] = {"RL_KV_KCAL", "none",
                         "skips the K calibration of quantized K pages (the K bias, or nothing, "
                         "stays the shift)",
-                        "src/engine/kcal.c"},
+                        "src/model/kcal.c"},
     [RL_ENV_KV_KSCALE] = {"RL_KV_KSCALE", "none",
                           "calibrates the K shift but no K channel scale",
-                          "src/engine/kcal.c"},
+                          "src/model/kcal.c"},
     [RL_ENV_MODEL] = {"REDLINE_MODEL", "a GGUF path",
                       "the model the CLI uses when -m is not given", "src/cli/version.c"},
     [RL_ENV_API_KEY] = {"REDLINE_API_KEY", "a key",

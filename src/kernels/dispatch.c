@@ -13,7 +13,6 @@
  * implementation while kernels run on other threads is not supported.
  */
 #include <cpuid.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -130,27 +129,4 @@ void rl_gelu_mul(float *out, const float *gate, const float *up, int64_t n) {
 void rl_wht(float *x, int n) {
     RL_ASSERT(n > 0 && n <= 512 && (n & (n - 1)) == 0);
     rl__kernels()->wht(x, n);
-}
-
-double rl_kv_k_scale_fit(const double *sum_k, const double *sum_k2, const double *sum_q2, double n_k,
-                         double n_q, int hd, float *D) {
-    double var[512], q2[512], d[512], lsum = 0.0;
-    RL_ASSERT(hd > 0 && hd <= 512 && n_k > 0 && n_q > 0);
-    for (int i = 0; i < hd; i++) {
-        double mu = sum_k[i] / n_k;
-        var[i] = fmax(sum_k2[i] / n_k - mu * mu, 1e-12);
-        q2[i] = fmax(sum_q2[i] / n_q, 1e-12);
-        d[i] = sqrt(sqrt(q2[i]) / sqrt(var[i]));
-        lsum += log(d[i]);
-    }
-    double g = exp(lsum / hd), a0 = 0, b0 = 0, a1 = 0, b1 = 0;
-    for (int i = 0; i < hd; i++) {
-        d[i] /= g;
-        D[i] = (float)d[i];
-        a0 += q2[i];
-        b0 += var[i];
-        a1 += q2[i] / (d[i] * d[i]);
-        b1 += d[i] * d[i] * var[i];
-    }
-    return (a0 * b0) / (a1 * b1);
 }

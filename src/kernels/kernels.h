@@ -168,18 +168,6 @@ bool rl_kv_k_shifted(const rl_kv_layer *kv);
 /* True if rl_kv_store / rl_attention apply kv->k_scale. */
 bool rl_kv_k_scaled(const rl_kv_layer *kv);
 
-/* Fits one KV head's K channel scale D[hd] (rl_kv_layer.k_scale) from
- * calibration sums over n_k keys (sum_k, sum_k2: per channel, of k and
- * k^2) and n_q queries of the head's group (sum_q2: of q^2).  Model: the
- * quantizer's error in the stored (rotated) domain is isotropic with total
- * energy proportional to |D (k - mu)|^2, so a score's error variance is
- * proportional to sum_c rq_c^2 / D_c^2 * sum_c D_c^2 var_c (rq the RMS
- * query, var the key variance); D_c = sqrt(rq_c / sd_c) minimizes it
- * (Cauchy-Schwarz).  D is normalized to geometric mean 1.  Returns the
- * predicted error-variance reduction against D = 1 (>= 1). */
-double rl_kv_k_scale_fit(const double *sum_k, const double *sum_k2, const double *sum_q2, double n_k,
-                         double n_q, int hd, float *D);
-
 /* The rotation pages of type t with this head_dim actually get for the
  * requested r: RL_KV_ROT_NONE or RL_KV_ROT_HADAMARD (never AUTO).  An
  * explicit HADAMARD with head_dim not a power of two resolves to NONE. */
