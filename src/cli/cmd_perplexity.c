@@ -39,7 +39,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "kv/seqkv.h"
-#include "engine/kcal.h"
+#include "model/kcal.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -235,7 +235,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
     lg = malloc((size_t)fb_tok * (size_t)V * sizeof(float));
     if (!wtok || !wpos || !wseq || !want || !lg || (threads > 1 && !tp) ||
         rl_seqkv_init_kv(&kv, m, ctx, 1, 0, ctk, ctv, &err) ||
-        (rl_kv_type_quantized(ctk) && rl_kv_calibrate(m, tok, tp, &err))) {
+        (rl_kv_type_quantized(ctk) && rl_model_calibrate_k(m, tok, tp, &err))) {
         fprintf(stderr, "redline perplexity: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
     }

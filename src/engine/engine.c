@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "engine/engine-impl.h"
-#include "engine/kcal.h"
+#include "model/kcal.h"
 
 /* ---- parameters ---- */
 void rl_engine_params_default(rl_engine_params *p) {
@@ -138,7 +138,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     }
 
     /* quantized K pages store k - the calibrated mean key (docs/KVQUANT.md) */
-    if (rl_kv_type_quantized(kt) && (s = rl_kv_calibrate(e->model, e->tok, e->tp, err))) goto fail;
+    if (rl_kv_type_quantized(kt) && (s = rl_model_calibrate_k(e->model, e->tok, e->tp, err))) goto fail;
 
     rl_model_kv_shape ks = rl_model_kv_shape_of(e->model);
     rl_kv_config kc = {.n_layer = ks.n_layer, .n_kv_head = ks.n_kv_head, .head_dim = ks.head_dim,
