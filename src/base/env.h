@@ -5,9 +5,8 @@
  * Invariants:
  *   - every variable a file under src/ reads has an id here and a table
  *     row (ids are appended, their values fixed), and is read through
- *     rl_env (the rows of src/server and src/cli are listed ahead of those
- *     files switching to rl_env); variables only tests and scripts read
- *     are in docs/ENV.md alone;
+ *     rl_env; variables only tests and scripts read are in docs/ENV.md
+ *     alone;
  *   - each variable is read once, at the first rl_env call of the process
  *     (all of them together, thread-safe); later changes to the
  *     environment are not seen, and the process must not unset or

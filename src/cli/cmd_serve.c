@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "server/server.h"
@@ -57,7 +58,7 @@ int rl_cmd_serve(int argc, char **argv) {
     rl_server_config c;
     rl_server_config_default(&c);
     const char *model = NULL;
-    const char *env_key = getenv("REDLINE_API_KEY");
+    const char *env_key = rl_env(RL_ENV_API_KEY);
     if (env_key && *env_key) c.api_key = env_key;
     static const char *const spec_names[] = {"none", "ngram", "draft", NULL};
     static const rl_spec_mode spec_modes[] = {RL_SPEC_NONE, RL_SPEC_NGRAM, RL_SPEC_DRAFT};

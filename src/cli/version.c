@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/env.h"
 #include "cli/cli.h"
 
 #ifndef RL_GIT_COMMIT
@@ -23,7 +24,7 @@ void rl_cli_print_version(FILE *f) {
 
 const char *rl_cli_model_path(const char *arg) {
     if (arg) return arg;
-    const char *env = getenv("REDLINE_MODEL");
+    const char *env = rl_env(RL_ENV_MODEL);
     return env && *env ? env : RL_DEFAULT_MODEL;
 }
 

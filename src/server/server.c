@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "server/server-impl.h"
 
 void rl_server_config_default(rl_server_config *c) {
@@ -427,7 +428,7 @@ static void *load_thread(void *arg) {
     rl_srv *s = arg;
     double t0 = rl_time_s();
     /* test hook: hold the loading state so tests can see /health say 503 */
-    const char *delay = getenv("REDLINE_TEST_LOAD_DELAY_MS");
+    const char *delay = rl_env(RL_ENV_TEST_LOAD_DELAY_MS);
     if (delay && atoi(delay) > 0) usleep((useconds_t)atoi(delay) * 1000u);
     rl_err err = {0};
     rl_engine *e = NULL;
