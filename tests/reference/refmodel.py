@@ -72,10 +72,15 @@ class TensorInfo:
 
 
 class GGUFFile:
-    """Metadata and tensor table of a GGUF file; tensor bytes via np.memmap."""
+    """Metadata and tensor table of a GGUF file; tensor bytes via np.memmap.
 
-    def __init__(self, path: str):
+    keep_arrays: also keep arrays longer than _BIG_ARRAY (the vocabulary),
+    with string elements as raw bytes; `types[key]` is then (vtype, etype)."""
+
+    def __init__(self, path: str, keep_arrays: bool = False):
         self.path = path
+        self.keep_arrays = keep_arrays
+        self.types = {}
         self.mm = np.memmap(path, dtype=np.uint8, mode="r")
         self.pos = 0
         if bytes(self.mm[:4]) != b"GGUF":
@@ -90,7 +95,9 @@ class GGUFFile:
         for _ in range(n_kv):
             key = self._string()
             vtype = self._scalar(4)
+            self._etype = None
             self.meta[key] = self._value(vtype)
+            self.types[key] = (vtype, self._etype)
         self.tensors = {}
         infos = []
         for _ in range(n_tensors):
@@ -132,13 +139,23 @@ class GGUFFile:
         if vtype != 9:
             return self._scalar(vtype)
         etype = self._scalar(4)
+        self._etype = etype
         n = self._scalar(10)
         if etype in _SCALAR:
             dt = np.dtype(_SCALAR[etype])
             arr = np.frombuffer(self.mm, dtype=dt, count=n, offset=self.pos)
             self.pos += n * dt.itemsize
+            if self.keep_arrays:
+                return arr.copy()
             return None if n > _BIG_ARRAY else arr.tolist()
         if etype == 8:
+            if self.keep_arrays:
+                out = []
+                for _ in range(n):
+                    ln = int(np.frombuffer(self.mm, dtype="<u8", count=1, offset=self.pos)[0])
+                    out.append(bytes(self.mm[self.pos + 8:self.pos + 8 + ln]))
+                    self.pos += 8 + ln
+                return out
             if n > _BIG_ARRAY:  # skip quickly: only the lengths matter
                 for _ in range(n):
                     ln = int(np.frombuffer(self.mm, dtype="<u8", count=1, offset=self.pos)[0])
