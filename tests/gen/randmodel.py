@@ -118,7 +118,7 @@ def _llama3(p):
                     "llama3", "meta-llama-Llama-3.2-3B-Instruct.jinja", True, 500000.0,
                     rope_scaling=dict(type="llama3", factor=32.0, low=1.0, high=4.0, orig=8192),
                     name="Llama-3.2-1B-Instruct (random weights)")
-    return Spec("llama3", p, "llama", 128, 3, 4, 2, 32, 256, 2048, 1e-5,
+    return Spec("llama3", p, "llama", 128, 3, 4, 2, 64, 256, 2048, 1e-5,
                 "llama3", "meta-llama-Llama-3.2-3B-Instruct.jinja", True, 500000.0,
                 rope_scaling=dict(type="llama3", factor=8.0, low=1.0, high=4.0, orig=128),
                 name="Llama-3 tiny (random weights)")
@@ -154,12 +154,12 @@ def _phi3(p, swa=False):
                     rope_scaling=dict(type="longrope", orig=4096),
                     name="Phi-3.5-mini-instruct (random weights)")
     if swa:
-        return Spec("phi3-swa", p, "phi3", 128, 3, 4, 2, 32, 256, 4096, 1e-5,
+        return Spec("phi3-swa", p, "phi3", 256, 3, 4, 2, 64, 256, 4096, 1e-5,
                     "phi3", "microsoft-Phi-3.5-mini-instruct.jinja", False, 10000.0,
                     write_head_dim=False, sliding_window=24,
                     rope_scaling=dict(type="none", orig=4096),
                     name="Phi-3-mini-4k style tiny, sliding window 24 (random weights)")
-    return Spec("phi3", p, "phi3", 128, 3, 4, 2, 32, 256, 256, 1e-5,
+    return Spec("phi3", p, "phi3", 256, 3, 4, 2, 64, 256, 256, 1e-5,
                 "phi3", "microsoft-Phi-3.5-mini-instruct.jinja", False, 10000.0,
                 write_head_dim=False, sliding_window=262144,
                 rope_scaling=dict(type="longrope", orig=64),
@@ -183,7 +183,7 @@ def _granite(p):
                     "granite", "ibm-granite-granite-3.3-2B-Instruct.jinja", True, 1e7,
                     write_head_dim=False, multipliers=mult,
                     name="Granite-3.3-2B-Instruct (random weights)")
-    return Spec("granite", p, "granite", 128, 3, 4, 2, 32, 256, 131072, 1e-5,
+    return Spec("granite", p, "granite", 256, 3, 4, 2, 64, 256, 131072, 1e-5,
                 "granite", "ibm-granite-granite-3.3-2B-Instruct.jinja", True, 1e7,
                 write_head_dim=False, multipliers=mult, name="Granite tiny (random weights)")
 
@@ -305,6 +305,12 @@ def design_kernel(theta_sets, delta0, horizon, budget, cap=None, steps=400):
                     gs *= ds[:t + 1]
                     g[:n] += C[:t + 1].T @ gs
                     g[n:] += S[:t + 1].T @ gs
+            if grad:
+                # keep the peak score near 0 (the rest negative): q and k scale
+                # with 1/rms of their token, so large absolute scores are fragile
+                gp = 2 * len(ts) * s[delta0] * ds[delta0] / 16.0 ** 2
+                g[:n] += gp * C[delta0]
+                g[n:] += gp * S[delta0]
         return g, worst
 
     for it in range(1, steps + 1):
@@ -521,7 +527,7 @@ class Builder:
         d, hd = spec.n_embd, spec.head_dim
         real = d >= 1024
         self.kappa = 8.0
-        self.r_i = min(hd // 2, 64 if real else 16)
+        self.r_i = min(hd // 4, 64 if real else 16)
         r_b = stats.L.shape[1]
         n_mid = spec.n_layer - 1
         self.chunk = int(min(hd - 1, math.ceil(r_b / n_mid)))
@@ -532,7 +538,7 @@ class Builder:
         lay.take("BA", 1)
         lay.take("BF", 1)
         for nm, n in (("Sa", self.r_b), ("Sb", self.r_b), ("Sx", self.chunk), ("Sid", self.r_i),
-                      ("Spid", self.r_i), ("Sind", self.r_i)):
+                      ("Spid", self.r_i), ("Sppid", self.r_i), ("Sind", self.r_i)):
             lay.take(nm, n)
         self.free = lay.free()
         self.sig_code = 0.35   # bigram codes are stored scaled by this
@@ -549,7 +555,10 @@ class Builder:
         self.code_of = -np.ones(n_vocab, np.int64)
         self.code_of[stats.top] = np.arange(len(stats.top))
         self.n_ind = spec.n_layer - 1
-        self.gamma_id = 3.0    # nats an exact induction match adds to the predicted token
+        self.gamma_id = float(os.environ.get("RM_GAMMA", 4.0))    # nats an exact induction match adds to the predicted token
+        # induction score of a full match: high enough to find a true match among
+        # a few hundred positions, low enough to stay diffuse (harmless) without one
+        self.alpha_ind = 16.0
         self.G = 6.0           # gate pre-activation of the linear FFN channels
 
     # ---- embeddings -----------------------------------------------------
@@ -607,17 +616,38 @@ class Builder:
         self.mscale2 = self.theta_sets[0][1] ** 2
         horizon = 2048 if self.spec.n_embd >= 1024 else 512
         self.kernels = {}
-        for delta0 in (0, 1):
+        for delta0 in (0, 1, 2):
             for budget in (24.0, 32.0, 48.0, 64.0, 96.0, 128.0):
                 w, worst = design_kernel(self.theta_sets, delta0, horizon, budget, self.spec.attn_softcap)
                 if worst >= 0.95:
                     break
             self.kernels[delta0] = (w, worst, budget)
         self.budget = max(b for _, _, b in self.kernels.values())
-        # induction content: the lowest-frequency pairs (fastest set decides)
+        # induction codes live in the lowest-frequency pairs (fastest set decides)
         th = np.max([t for t, _ in self.theta_sets], axis=0)
-        pairs = np.argsort(th)[:(self.r_i + 1) // 2]
-        self.ind_dims = [d for p in pairs for d in pair_dims(self.spec, int(p))][:self.r_i]
+        pairs = np.argsort(th)[:self.r_i]
+        self.ind_dims = [d for p in pairs for d in pair_dims(self.spec, int(p))]
+
+    def qk_norm_scale(self):
+        """qwen3: per-head RMSNorm keeps only q/k directions, so every head of a
+        layer gets the same |q||k| (from the shared norm weights); it is sized
+        for the least peaked kernel head."""
+        n_pairs = self.spec.head_dim // 2
+        ratios = [np.abs(w).sum() / (np.linalg.norm(w) * math.sqrt(n_pairs)) for w, _, _ in self.kernels.values()]
+        return self.budget / min(ratios)
+
+    def head_roles(self, l):
+        """Per kv group, the roles of its q heads (k and v are shared)."""
+        Hkv, G = self.spec.n_head_kv, self.spec.n_head // self.spec.n_head_kv
+        subs = [["prev1", "prev2"]] if l == 0 else [["self"], ["ind1", "ind2"]]
+        flat = [r for g in subs for r in g]
+        if G == 1:   # one q head per group: one role per group
+            groups = [[r] for r in flat]
+        else:
+            groups = [[g[j % len(g)] for j in range(G)] for g in subs]
+        if len(groups) > Hkv:
+            raise ValueError(f"{Hkv} kv heads are too few for the roles {flat}")
+        return groups + [["dress"] * G] * (Hkv - len(groups))
 
     # ---- one attention block (logical design + compile) --------------------
     def attention(self, l, x):
@@ -629,59 +659,76 @@ class Builder:
         Ak = np.zeros((Hkv * hd, d), np.float32)
         Av = np.zeros((Hkv * hd, d), np.float32)
         O = np.zeros((d, H * hd), np.float32)
-        roles = (["prev"] if l == 0 else ["self", "ind"]) + ["dress"] * Hkv
-        roles = roles[:Hkv]
         sign = 1.0 if l % 2 == 0 else -1.0
         scale_q = 1.0 / (self.attn_scale * self.mscale2)
-        struct_rows = []
-        outs = []   # (role, v-rows slice, O column blocks) for the sample update
-        for g, role in enumerate(roles):
+        n_pairs = hd // 2
+        kc = math.sqrt(self.budget / n_pairs)       # shared key of the kernel heads, per pair
+        a_id = math.sqrt(self.alpha_ind / 2) / self.sig_id
+        delta = {"prev1": 1, "prev2": 2, "self": 0}
+        outs, struct = [], []
+        for g, roles in enumerate(self.head_roles(l)):
             kr = np.arange(g * hd, (g + 1) * hd)
             qheads = [g * G + j for j in range(G)]
-            if role == "dress":
+            if roles[0] == "dress":
                 sq = math.sqrt(1.5 / (math.sqrt(hd) * self.attn_scale * self.mscale2)) / math.sqrt(d) / rho
                 Ak[kr] = self.rng.standard_normal((hd, d)) * sq
                 for h in qheads:
                     Aq[h * hd:(h + 1) * hd] = self.rng.standard_normal((hd, d)) * sq
                 Av[kr] = self.rng.standard_normal((hd, d)) / math.sqrt(d) / rho
-                so = 0.3 / math.sqrt(hd * H)
                 for h in qheads:
                     O[np.ix_(self.free, np.arange(h * hd, (h + 1) * hd))] = \
-                        self.rng.standard_normal((len(self.free), hd)) * so
+                        self.rng.standard_normal((len(self.free), hd)) * (0.3 / math.sqrt(hd * H))
                 outs.append(("dress", kr, qheads))
                 continue
-            struct_rows.append((kr, qheads))
-            if role in ("prev", "self"):
-                w = self.kernels[1 if role == "prev" else 0][0]
-                for i in range(hd // 2):
-                    re_, im_ = pair_dims(sp, i)
-                    a = math.sqrt(abs(w[i]))
-                    if a < 1e-9:
-                        continue
-                    Ak[g * hd + re_] = self.c1_read(a)
-                    for h in qheads:
-                        Aq[h * hd + re_] = self.c1_read(w[i].real / a * scale_q)
-                        Aq[h * hd + im_] = self.c1_read(-w[i].imag / a * scale_q)
-                if role == "prev":
-                    src, dst = lay.s["Sid"], lay.s["Spid"]
-                else:
+            struct.append((kr, qheads))
+            if roles[0] in delta:   # position-only kernels: k constant, q carries the kernel
+                for i in range(n_pairs):
+                    Ak[g * hd + pair_dims(sp, i)[0]] = self.c1_read(kc)
+                for h, role in zip(qheads, roles):
+                    w = self.kernels[delta[role]][0]
+                    for i in range(n_pairs):
+                        re_, im_ = pair_dims(sp, i)
+                        Aq[h * hd + re_] = self.c1_read(w[i].real / kc * scale_q)
+                        Aq[h * hd + im_] = self.c1_read(-w[i].imag / kc * scale_q)
+                if roles[0] == "self":
                     c0 = (l - 1) * self.chunk
                     src = lay.s["Sa"][c0:min(c0 + self.chunk, self.r_b)]
-                    dst = lay.s["Sx"][:len(src)]
-            else:  # induction
-                a = math.sqrt(self.budget) / self.sig_id
-                for m, dm in enumerate(self.ind_dims):
-                    Ak[g * hd + dm, lay.s["Spid"][m]] = a
-                    for h in qheads:
-                        Aq[h * hd + dm, lay.s["Sid"][m]] = a * scale_q
-                src, dst = lay.s["Sid"], lay.s["Sind"]
-            for m, s in enumerate(src):
-                Av[g * hd + m, s] = 1.0
-                O[dst[m], qheads[m % G] * hd + m] = 1.0
+                    dsts = {"self": lay.s["Sx"][:len(src)]}
+                else:
+                    src = lay.s["Sid"]
+                    dsts = {"prev1": lay.s["Spid"], "prev2": lay.s["Sppid"]}
+            else:   # induction: match now (S_id, S_pid) against then (S_pid, S_ppid)
+                r = self.r_i
+                for m in range(r):
+                    Ak[g * hd + self.ind_dims[m], lay.s["Spid"][m]] = a_id
+                    Ak[g * hd + self.ind_dims[r + m], lay.s["Sppid"][m]] = a_id
+                for h, role in zip(qheads, roles):
+                    c = 1.0 if role == "ind2" else 2.0   # full match scores alpha_ind either way
+                    for m in range(r):
+                        Aq[h * hd + self.ind_dims[m], lay.s["Sid"][m]] = a_id * c * scale_q
+                        if role == "ind2":
+                            Aq[h * hd + self.ind_dims[r + m], lay.s["Spid"][m]] = a_id * scale_q
+                    if sp.arch == "qwen3":
+                        # the per-head q norm fixes |q|; a constant in a dim where
+                        # k is zero brings the match score down to alpha_ind
+                        ratio = self.qk_norm_scale() / (self.alpha_ind * (1.0 if role == "ind2" else 2 ** -0.5))
+                        filler = math.sqrt(max(ratio ** 2 - 1.0, 0.0)) * math.sqrt(self.alpha_ind)
+                        Aq[h * hd + pair_dims(sp, 0)[0]] = self.c1_read(filler * scale_q)
+                src = lay.s["Sid"]
+                dsts = {"ind1": lay.s["Sind"], "ind2": lay.s["Sind"]}
+            for m, s_ in enumerate(src):
+                Av[g * hd + m, s_] = 1.0
             Av[g * hd + len(src)] = self.c1_read(self.b_a)
+            for role in sorted(set(roles)):
+                # heads of one role split the value dims; the two induction
+                # kinds are averaged 1:2 (the two-token match is the surer)
+                hs = [h for h, r_ in zip(qheads, roles) if r_ == role]
+                wgt = {"ind1": 1.0 / 3, "ind2": 2.0 / 3}.get(role, 1.0)
+                for m in range(len(src)):
+                    O[dsts[role][m], hs[m % len(hs)] * hd + m] = wgt
             O[lay.s["BA"][0], qheads[0] * hd + len(src)] = sign
-            outs.append((role, kr, qheads))
-        for kr, qheads in struct_rows:
+            outs.append((tuple(roles), kr, qheads))
+        for kr, qheads in struct:
             Ak[kr] = self.jitter(Ak[kr], 0.02)
             Av[kr] = self.jitter(Av[kr], 0.02)
             for h in qheads:
@@ -693,11 +740,11 @@ class Builder:
         n = x.shape[0]
         V = x @ Av.T
         cm = np.cumsum(V, axis=0) / np.arange(1, n + 1)[:, None]
+        shifted = {0: V, 1: np.vstack([V[:1], V[:-1]]), 2: np.vstack([V[:1], V[:1], V[:-2]])}
         att = np.zeros((n, H * hd), np.float32)
-        for role, kr, qheads in outs:
-            src = {"prev": np.vstack([V[:1], V[:-1]]), "self": V}.get(role, cm)[:, kr]
-            for h in qheads:
-                att[:, h * hd:(h + 1) * hd] = src
+        for roles, kr, qheads in outs:
+            for h, role in zip(qheads, roles if roles != "dress" else ["dress"] * G):
+                att[:, h * hd:(h + 1) * hd] = (shifted[delta[role]] if role in delta else cm)[:, kr]
         o = att @ O.T
         t = {}
         wn = self.norm_weight()
@@ -705,10 +752,10 @@ class Builder:
         W = lambda A: (A * rho / wn[None, :]).astype(np.float32)  # noqa: E731
         Wq, Wk, Wv = W(Aq), W(Ak), W(Av)
         if sp.arch == "qwen3":
-            target = math.sqrt(self.budget / hd)
+            ck = math.sqrt(self.qk_norm_scale() / hd)
             fq, fk = self.rng.uniform(0.8, 1.2, hd), self.rng.uniform(0.8, 1.2, hd)
-            t["attn_q_norm.weight"] = (fq * target * scale_q).astype(np.float32)
-            t["attn_k_norm.weight"] = (fk * target).astype(np.float32)
+            t["attn_q_norm.weight"] = (fq * ck * scale_q).astype(np.float32)
+            t["attn_k_norm.weight"] = (fk * ck).astype(np.float32)
             Wq = (Wq.reshape(H, hd, d) / fq[None, :, None]).reshape(H * hd, d)
             Wk = (Wk.reshape(Hkv, hd, d) / fk[None, :, None]).reshape(Hkv * hd, d)
         if sp.arch == "phi3":
@@ -930,7 +977,7 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
     text = "".join(open(f, encoding="utf-8", errors="replace").read() + "\n" for f in files)
     ids = greedy_tokenize(text, toks, types, kv["tokenizer.ggml.model"][0])
     real = spec.n_embd >= 1024
-    stats = corpus_stats(ids, n_vocab, 4096 if real else 1024, 256 if real else 24)
+    stats = corpus_stats(ids, n_vocab, 4096 if real else 1024, 256 if real else 20)
     extra = extra_tensors(spec)
     b = Builder(spec, stats, n_vocab, seed, noise)
     b.setup_rope(extra)
