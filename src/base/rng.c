@@ -4,24 +4,18 @@
 #include "base/rng.h"
 
 #include "base/base.h"
+#include "base/hash.h"
 
 static inline uint64_t rotl(uint64_t x, int k) {
     return (x << k) | (x >> (64 - k));
 }
 
-/* splitmix64: advances *x by the golden-ratio increment and returns a
- * well-mixed function of it.  Used only to expand a seed into state. */
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
+/* splitmix64 seeding: state word i is splitmix64's i-th output from the
+ * seed, rl_mix64(seed + i * gamma) (base/hash.h). */
 void rl_rng_seed(rl_rng *r, uint64_t seed) {
     RL_ASSERT(r);
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++, x += RL_MIX64_GAMMA) r->s[i] = rl_mix64(x);
 }
 
 uint64_t rl_rng_u64(rl_rng *r) {

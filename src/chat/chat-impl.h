@@ -1,9 +1,13 @@
-/* Internals of the chat-template interpreter (template*.c only).
+/* Internals of the chat-template interpreter (template*.c only):
+ * template.c (API, arena, errors), template_lex.c and template_parse.c
+ * (source -> tokens -> AST), template_eval.c (statements and expressions),
+ * template_builtins.c (filters, tests, methods, globals), template_value.c
+ * (str/repr/json, equality, dicts).
  *
  * One tp_ctx lives for one render.  Everything it allocates (tokens, AST,
  * values) comes from its arena, which is capped at limits.max_memory and
  * freed in one go at the end; the output buffer is separate and capped at
- * limits.max_output.  Errors longjmp to the render entry point (tp_fail), so
+ * limits.max_output.  Errors longjmp to the render entry point (rl__tp_fail), so
  * no code path below needs to unwind: the arena owns everything.
  *
  * Values are small structs passed by value.  Strings are (ptr, len) slices
@@ -16,7 +20,9 @@
 #define RL_CHAT_IMPL_H
 
 #include <setjmp.h>
+#include <string.h>
 
+#include "base/buf.h"
 #include "chat/chat.h"
 
 typedef enum tp_vtype {
@@ -191,41 +197,147 @@ typedef struct tp_ctx {
     int depth;
     /* evaluation */
     uint64_t steps;
-    char *out;
-    size_t out_len, out_cap;
+    rl_buf out; /* rendered text (owned; not in the arena) */
     tp_frame *frames;
     size_t n_frames, cap_frames;
 } tp_ctx;
 
 /* Formats "chat template L:C: msg" into c->err and longjmps out. */
-_Noreturn void tp_fail(tp_ctx *c, rl_status st, size_t off, const char *fmt, ...)
+_Noreturn void rl__tp_fail(tp_ctx *c, rl_status st, size_t off, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void *tp_alloc(tp_ctx *c, size_t n, size_t off); /* zeroed; fails (longjmp) past the cap */
-void *tp_alloc_array(tp_ctx *c, size_t count, size_t size, size_t off);
-char *tp_strdup(tp_ctx *c, const char *s, size_t n, size_t off);
+void *rl__tp_alloc(tp_ctx *c, size_t n, size_t off); /* zeroed; fails (longjmp) past the cap */
+void *rl__tp_alloc_array(tp_ctx *c, size_t count, size_t size, size_t off);
+char *rl__tp_strdup(tp_ctx *c, const char *s, size_t n, size_t off);
+/* Arena array growth: with n == *cap, returns a copy of p[0..n) in a new
+ * arena array of twice *cap elements (`first` when *cap is 0) and updates
+ * *cap; otherwise returns p.  The old array is reclaimed with the arena. */
+void *rl__tp_grow(tp_ctx *c, void *p, size_t n, size_t *cap, size_t elem, size_t first, size_t off);
 
+/* template_lex.c: c->src -> c->toks (ending with TK_EOF). */
+void rl__tp_lex(tp_ctx *c);
 /* template_parse.c: lexes and parses c->src into a statement list. */
-tp_node **tp_parse(tp_ctx *c, size_t *n_out);
+tp_node **rl__tp_parse(tp_ctx *c, size_t *n_out);
 
 /* template_value.c: conversions shared by the evaluator. */
-void tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n, size_t off);
-tp_val tp_str(const char *p, size_t n);
-tp_val tp_to_str(tp_ctx *c, tp_val v, size_t off); /* Python str(); undefined -> "" */
-void tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off);
-void tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
-             size_t off);
-void tp_fmt_float(double f, char *buf, size_t cap); /* Python repr(float) */
-const char *tp_type_name(tp_val v);
-bool tp_truthy(tp_val v);
-bool tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off);
-size_t tp_utf8_len(const char *p, size_t n);
-/* Byte offset of code point `cp` (clamped to n). */
-size_t tp_utf8_offset(const char *p, size_t n, size_t cp);
-bool tp_is_space_at(const char *p, size_t n, size_t i, size_t *w);   /* Python isspace */
-bool tp_is_space_before(const char *p, size_t i, size_t *w);         /* char ending at i */
-tp_dict *tp_dict_new(tp_ctx *c, size_t cap, size_t off);
-void tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off);
-tp_val *tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off);
-tp_val *tp_dict_get_str(tp_dict *d, const char *k, size_t n);
+void rl__tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n, size_t off);
+tp_val rl__tp_to_str(tp_ctx *c, tp_val v, size_t off); /* Python str(); undefined -> "" */
+void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off);
+void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
+                 size_t off);
+void rl__tp_fmt_float(double f, char *buf, size_t cap); /* Python repr(float) */
+const char *rl__tp_type_name(tp_val v);
+bool rl__tp_truthy(tp_val v);
+bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off);
+bool rl__tp_is_space_at(const char *p, size_t n, size_t i, size_t *w);   /* Python isspace */
+bool rl__tp_is_space_before(const char *p, size_t i, size_t *w);         /* char ending at i */
+tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off);
+void rl__tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off);
+tp_val *rl__tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off);
+tp_val *rl__tp_dict_get_str(tp_dict *d, const char *k, size_t n);
+
+/* ---- the evaluator (template_eval.c), used by the API and the built-ins ---- */
+
+enum { FN_RAISE = 1, FN_NAMESPACE, FN_RANGE, FN_DICT, FN_STRFTIME }; /* V_FUNC ids */
+enum { FLOW_NORMAL = 0, FLOW_BREAK = 1, FLOW_CONTINUE = 2 };        /* exec results */
+
+/* Evaluated call arguments (arena). */
+typedef struct targs {
+    tp_val *pos;
+    size_t n_pos;
+    const char **kw;
+    tp_val *kwv;
+    size_t n_kw;
+} targs;
+
+void rl__tp_push_frame(tp_ctx *c, size_t off);
+void rl__tp_set_var(tp_ctx *c, const char *name, tp_val v, size_t off); /* innermost frame */
+int rl__tp_exec_body(tp_ctx *c, tp_node **body, size_t n);              /* a FLOW_* */
+_Noreturn void rl__tp_undefined(tp_ctx *c, tp_val v, size_t off);       /* "'x' is undefined" */
+tp_val rl__tp_get_item(tp_ctx *c, tp_val obj, tp_val key, size_t off);  /* obj[key] */
+tp_val rl__tp_get_attr(tp_ctx *c, tp_val obj, const char *name, size_t off);
+tp_list *rl__tp_iterate(tp_ctx *c, tp_val v, size_t off); /* list; dict -> keys, str -> chars */
+tp_val rl__tp_repeat(tp_ctx *c, tp_val s, int64_t k, size_t off); /* s * k */
+/* <0, 0, >0 as Python orders a and b; errors name operator op. */
+int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_t off);
+bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off); /* needle in hay */
+bool rl__tp_compare(tp_ctx *c, int op, tp_val a, tp_val b, size_t off); /* TP_OP_EQ..NOTIN */
+tp_val rl__tp_want_str(tp_ctx *c, tp_val *v, const char *what, size_t off);
+int64_t rl__tp_want_int(tp_ctx *c, tp_val *v, const char *what, size_t off);
+
+/* ---- the built-ins (template_builtins.c) ---- */
+tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off); /* v | name */
+bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off);    /* v is name */
+tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t off);
+tp_val rl__tp_global(tp_ctx *c, int fn, targs *a, size_t off); /* fn: FN_* */
+
+/* ---- small value helpers ---- */
+
+static inline tp_val tp_str(const char *p, size_t n) {
+    tp_val v;
+    memset(&v, 0, sizeof v);
+    v.t = V_STR;
+    v.u.s.p = p;
+    v.u.s.n = n;
+    return v;
+}
+static inline tp_val mk_int(int64_t i) {
+    tp_val v = {.t = V_INT};
+    v.u.i = i;
+    return v;
+}
+static inline tp_val mk_bool(bool b) {
+    tp_val v = {.t = V_BOOL};
+    v.u.b = b;
+    return v;
+}
+static inline tp_val mk_float(double f) {
+    tp_val v = {.t = V_FLOAT};
+    v.u.f = f;
+    return v;
+}
+static inline tp_val mk_undef(const char *name) {
+    tp_val v = {.t = V_UNDEF};
+    v.u.s.p = name;
+    return v;
+}
+static inline tp_val mk_list(tp_ctx *c, size_t n, bool tuple, size_t off) {
+    tp_val v = {.t = V_LIST};
+    v.u.l = rl__tp_alloc(c, sizeof(tp_list), off);
+    v.u.l->n = n;
+    v.u.l->tuple = tuple;
+    if (n) v.u.l->v = rl__tp_alloc_array(c, n, sizeof(tp_val), off);
+    return v;
+}
+static inline tp_val mk_dict(tp_ctx *c, size_t cap, size_t off) {
+    tp_val v = {.t = V_DICT};
+    v.u.d = rl__tp_dict_new(c, cap, off);
+    return v;
+}
+static inline bool is_num(tp_val v) { return v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL; }
+static inline double num_f(tp_val v) {
+    return v.t == V_FLOAT ? v.u.f : v.t == V_INT ? (double)v.u.i : (double)v.u.b;
+}
+static inline int64_t num_i(tp_val v) { return v.t == V_INT ? v.u.i : (int64_t)v.u.b; }
+
+/* Charges `n` steps (bulk work such as building a range counts too). */
+static inline void step_n(tp_ctx *c, uint64_t n, size_t off) {
+    if (n > c->lim.max_steps || c->steps > c->lim.max_steps - n)
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "template ran more than %llu steps",
+                    (unsigned long long)c->lim.max_steps);
+    c->steps += n;
+}
+static inline void step(tp_ctx *c, size_t off) {
+    if (++c->steps > c->lim.max_steps)
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "template ran more than %llu steps",
+                    (unsigned long long)c->lim.max_steps);
+}
+
+/* Argument i (positional) or `name` (keyword); NULL if absent. */
+static inline tp_val *arg(targs *a, size_t i, const char *name) {
+    if (i < a->n_pos) return &a->pos[i];
+    for (size_t k = 0; k < a->n_kw; k++)
+        if (name && strcmp(a->kw[k], name) == 0) return &a->kwv[k];
+    return NULL;
+}
 
 #endif

@@ -1,6 +1,6 @@
 /* Chat-template values: Python-compatible str()/repr(), json.dumps (as HF's
- * tojson: ensure_ascii=False, insertion order), equality, truthiness, UTF-8
- * helpers and the arena dict.
+ * tojson: ensure_ascii=False, insertion order), equality, truthiness, Python
+ * whitespace over UTF-8 and the arena dict.
  *
  * Invariants: recursion over nested values is bounded by limits.max_depth
  * (namespaces can contain themselves); every buffer append is checked
@@ -13,28 +13,19 @@
 
 #include "chat/chat-impl.h"
 
-tp_val tp_str(const char *p, size_t n) {
-    tp_val v;
-    memset(&v, 0, sizeof v);
-    v.t = V_STR;
-    v.u.s.p = p;
-    v.u.s.n = n;
-    return v;
-}
-
 /* Appends to an arena-backed growable buffer. */
-void tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n,
-                size_t off) {
+void rl__tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n,
+                    size_t off) {
     size_t need;
     if (!rl_add_size(*len, n, &need) || !rl_add_size(need, 1, &need))
-        tp_fail(c, RL_ERR_LIMIT, off, "string too large");
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "string too large");
     if (need > *cap) {
         size_t nc = *cap ? *cap : 64;
         while (nc < need) {
-            if (nc > SIZE_MAX / 2) tp_fail(c, RL_ERR_LIMIT, off, "string too large");
+            if (nc > SIZE_MAX / 2) rl__tp_fail(c, RL_ERR_LIMIT, off, "string too large");
             nc *= 2;
         }
-        char *b = tp_alloc(c, nc, off);
+        char *b = rl__tp_alloc(c, nc, off);
         if (*len) memcpy(b, *buf, *len);
         *buf = b;
         *cap = nc;
@@ -44,9 +35,9 @@ void tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, 
     (*buf)[*len] = 0;
 }
 
-#define PUTS(s) tp_buf_put(c, buf, len, cap, (s), strlen(s), off)
+#define PUTS(s) rl__tp_buf_put(c, buf, len, cap, (s), strlen(s), off)
 
-const char *tp_type_name(tp_val v) {
+const char *rl__tp_type_name(tp_val v) {
     switch (v.t) {
     case V_UNDEF: return "undefined";
     case V_NONE: return "NoneType";
@@ -63,7 +54,7 @@ const char *tp_type_name(tp_val v) {
     return "?";
 }
 
-bool tp_truthy(tp_val v) {
+bool rl__tp_truthy(tp_val v) {
     switch (v.t) {
     case V_UNDEF:
     case V_NONE: return false;
@@ -79,7 +70,7 @@ bool tp_truthy(tp_val v) {
 
 /* Python repr(float): shortest round-tripping digits; exponent form when
  * the decimal exponent is < -4 or >= 16. */
-void tp_fmt_float(double f, char *out, size_t cap) {
+void rl__tp_fmt_float(double f, char *out, size_t cap) {
     if (isnan(f)) {
         snprintf(out, cap, "nan");
         return;
@@ -136,28 +127,28 @@ static void put_pystr(tp_ctx *c, const char *s, size_t n, char **buf, size_t *le
                       size_t off) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    tp_buf_put(c, buf, len, cap, &q, 1, off);
+    rl__tp_buf_put(c, buf, len, cap, &q, 1, off);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         char e[8];
         if (ch == (unsigned char)q || ch == '\\') {
             e[0] = '\\';
             e[1] = (char)ch;
-            tp_buf_put(c, buf, len, cap, e, 2, off);
+            rl__tp_buf_put(c, buf, len, cap, e, 2, off);
         } else if (ch == '\n') PUTS("\\n");
         else if (ch == '\r') PUTS("\\r");
         else if (ch == '\t') PUTS("\\t");
         else if (ch < 0x20 || ch == 0x7f) {
             snprintf(e, sizeof e, "\\x%02x", ch);
             PUTS(e);
-        } else tp_buf_put(c, buf, len, cap, s + i, 1, off);
+        } else rl__tp_buf_put(c, buf, len, cap, s + i, 1, off);
     }
-    tp_buf_put(c, buf, len, cap, &q, 1, off);
+    rl__tp_buf_put(c, buf, len, cap, &q, 1, off);
 }
 
 /* Python repr() of a value (used for str() of containers). */
-void tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off) {
-    if (depth > c->lim.max_depth) tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off) {
+    if (depth > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     char num[64];
     switch (v.t) {
     case V_STR: put_pystr(c, v.u.s.p, v.u.s.n, buf, len, cap, off); return;
@@ -165,7 +156,7 @@ void tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int dept
         PUTS(v.u.l->tuple ? "(" : "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) PUTS(", ");
-            tp_repr(c, v.u.l->v[i], buf, len, cap, depth + 1, off);
+            rl__tp_repr(c, v.u.l->v[i], buf, len, cap, depth + 1, off);
         }
         if (v.u.l->tuple && v.u.l->n == 1) PUTS(",");
         PUTS(v.u.l->tuple ? ")" : "]");
@@ -175,22 +166,22 @@ void tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int dept
         PUTS(v.t == V_NS ? "<Namespace {" : "{");
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) PUTS(", ");
-            tp_repr(c, v.u.d->k[i], buf, len, cap, depth + 1, off);
+            rl__tp_repr(c, v.u.d->k[i], buf, len, cap, depth + 1, off);
             PUTS(": ");
-            tp_repr(c, v.u.d->v[i], buf, len, cap, depth + 1, off);
+            rl__tp_repr(c, v.u.d->v[i], buf, len, cap, depth + 1, off);
         }
         PUTS(v.t == V_NS ? "}>" : "}");
         return;
     default: {
-        tp_val s = tp_to_str(c, v, off);
-        tp_buf_put(c, buf, len, cap, s.u.s.p, s.u.s.n, off);
+        tp_val s = rl__tp_to_str(c, v, off);
+        rl__tp_buf_put(c, buf, len, cap, s.u.s.p, s.u.s.n, off);
         return;
     }
     }
     (void)num;
 }
 
-tp_val tp_to_str(tp_ctx *c, tp_val v, size_t off) {
+tp_val rl__tp_to_str(tp_ctx *c, tp_val v, size_t off) {
     char num[64];
     switch (v.t) {
     case V_STR: return v;
@@ -198,18 +189,18 @@ tp_val tp_to_str(tp_ctx *c, tp_val v, size_t off) {
     case V_NONE: return tp_str("None", 4);
     case V_BOOL: return v.u.b ? tp_str("True", 4) : tp_str("False", 5);
     case V_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); break;
-    case V_FLOAT: tp_fmt_float(v.u.f, num, sizeof num); break;
+    case V_FLOAT: rl__tp_fmt_float(v.u.f, num, sizeof num); break;
     case V_LOOP: return tp_str("<LoopContext>", 13);
     case V_FUNC: return tp_str("<function>", 10);
     default: {
         char *buf = NULL;
         size_t len = 0, cap = 0;
-        tp_repr(c, v, &buf, &len, &cap, 0, off);
+        rl__tp_repr(c, v, &buf, &len, &cap, 0, off);
         return tp_str(buf, len);
     }
     }
     size_t n = strlen(num);
-    return tp_str(tp_strdup(c, num, n, off), n);
+    return tp_str(rl__tp_strdup(c, num, n, off), n);
 }
 
 static void put_json_str(tp_ctx *c, const char *s, size_t n, char **buf, size_t *len, size_t *cap,
@@ -235,12 +226,12 @@ static void put_json_str(tp_ctx *c, const char *s, size_t n, char **buf, size_t 
             }
         }
         if (esc) {
-            tp_buf_put(c, buf, len, cap, s + run, i - run, off);
+            rl__tp_buf_put(c, buf, len, cap, s + run, i - run, off);
             PUTS(esc);
             run = i + 1;
         }
     }
-    tp_buf_put(c, buf, len, cap, s + run, n - run, off);
+    rl__tp_buf_put(c, buf, len, cap, s + run, n - run, off);
     PUTS("\"");
 }
 
@@ -251,9 +242,9 @@ static void json_nl(tp_ctx *c, char **buf, size_t *len, size_t *cap, int indent,
 }
 
 /* json.dumps(v, ensure_ascii=False, indent=indent (<0: None)). */
-void tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
-             size_t off) {
-    if (level > c->lim.max_depth) tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
+                 size_t off) {
+    if (level > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     char num[64];
     switch (v.t) {
     case V_NONE: PUTS("null"); return;
@@ -263,7 +254,7 @@ void tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int inde
         if (isnan(v.u.f)) PUTS("NaN");
         else if (isinf(v.u.f)) PUTS(v.u.f < 0 ? "-Infinity" : "Infinity");
         else {
-            tp_fmt_float(v.u.f, num, sizeof num);
+            rl__tp_fmt_float(v.u.f, num, sizeof num);
             PUTS(num);
         }
         return;
@@ -277,7 +268,7 @@ void tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int inde
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) PUTS(indent >= 0 ? "," : ", ");
             if (indent >= 0) json_nl(c, buf, len, cap, indent, level + 1, off);
-            tp_json(c, v.u.l->v[i], buf, len, cap, indent, level + 1, off);
+            rl__tp_json(c, v.u.l->v[i], buf, len, cap, indent, level + 1, off);
         }
         if (indent >= 0) json_nl(c, buf, len, cap, indent, level, off);
         PUTS("]");
@@ -298,30 +289,25 @@ void tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int inde
                 PUTS("\"");
                 char *kb = NULL;
                 size_t kl = 0, kc = 0;
-                tp_json(c, k, &kb, &kl, &kc, -1, level + 1, off);
+                rl__tp_json(c, k, &kb, &kl, &kc, -1, level + 1, off);
                 PUTS(kb);
                 PUTS("\"");
             } else {
-                tp_fail(c, RL_ERR_FORMAT, off, "tojson: keys must be str, int, float, bool or None, not %s", tp_type_name(k));
+                rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: keys must be str, int, float, bool or None, not %s", rl__tp_type_name(k));
             }
             PUTS(": ");
-            tp_json(c, v.u.d->v[i], buf, len, cap, indent, level + 1, off);
+            rl__tp_json(c, v.u.d->v[i], buf, len, cap, indent, level + 1, off);
         }
         if (indent >= 0) json_nl(c, buf, len, cap, indent, level, off);
         PUTS("}");
         return;
     default:
-        tp_fail(c, RL_ERR_FORMAT, off, "tojson: object of type %s is not JSON serializable", tp_type_name(v));
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: object of type %s is not JSON serializable", rl__tp_type_name(v));
     }
 }
 
-static bool is_num(tp_val v) { return v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL; }
-static double num_f(tp_val v) {
-    return v.t == V_FLOAT ? v.u.f : v.t == V_INT ? (double)v.u.i : (double)v.u.b;
-}
-
-bool tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
-    if (depth > c->lim.max_depth) tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
+    if (depth > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     if (is_num(a) && is_num(b)) {
         if (a.t != V_FLOAT && b.t != V_FLOAT) {
             int64_t x = a.t == V_INT ? a.u.i : a.u.b, y = b.t == V_INT ? b.u.i : b.u.b;
@@ -337,13 +323,13 @@ bool tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
     case V_LIST:
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!tp_equal(c, a.u.l->v[i], b.u.l->v[i], depth + 1, off)) return false;
+            if (!rl__tp_equal(c, a.u.l->v[i], b.u.l->v[i], depth + 1, off)) return false;
         return true;
     case V_DICT:
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            tp_val *o = tp_dict_get(c, b.u.d, a.u.d->k[i], off);
-            if (!o || !tp_equal(c, a.u.d->v[i], *o, depth + 1, off)) return false;
+            tp_val *o = rl__tp_dict_get(c, b.u.d, a.u.d->k[i], off);
+            if (!o || !rl__tp_equal(c, a.u.d->v[i], *o, depth + 1, off)) return false;
         }
         return true;
     case V_NS: return a.u.d == b.u.d;
@@ -353,24 +339,7 @@ bool tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
     }
 }
 
-/* ---- UTF-8 ---- */
-
-size_t tp_utf8_len(const char *p, size_t n) {
-    size_t cnt = 0;
-    for (size_t i = 0; i < n; i++)
-        if (((unsigned char)p[i] & 0xC0) != 0x80) cnt++;
-    return cnt;
-}
-
-size_t tp_utf8_offset(const char *p, size_t n, size_t cp) {
-    size_t i = 0;
-    while (i < n && cp > 0) {
-        i++;
-        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80) i++;
-        cp--;
-    }
-    return i;
-}
+/* ---- Python whitespace (str.isspace) over UTF-8 ---- */
 
 static bool cp_is_space(uint32_t cp) {
     return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
@@ -378,35 +347,22 @@ static bool cp_is_space(uint32_t cp) {
            cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-/* Decodes the code point at p[i]; *w = its byte width (1 for invalid). */
+/* The code point at p[i] (0xFFFD when no well-formed sequence starts
+ * there); *w = its byte width (1 for ill-formed bytes). */
 static uint32_t decode_at(const char *p, size_t n, size_t i, size_t *w) {
-    unsigned char b = (unsigned char)p[i];
-    size_t k = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (k == 0 || i + k > n) {
-        *w = 1;
-        return 0xFFFD;
-    }
-    uint32_t cp = k == 1 ? b : k == 2 ? (b & 0x1F) : k == 3 ? (b & 0x0F) : (b & 0x07);
-    for (size_t j = 1; j < k; j++) {
-        unsigned char cb = (unsigned char)p[i + j];
-        if ((cb & 0xC0) != 0x80) {
-            *w = 1;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (cb & 0x3F);
-    }
-    *w = k;
-    return cp;
+    uint32_t cp;
+    size_t k = rl_utf8_decode(p + i, n - i, &cp);
+    *w = k ? k : 1;
+    return k ? cp : 0xFFFD;
 }
 
-bool tp_is_space_at(const char *p, size_t n, size_t i, size_t *w) {
+bool rl__tp_is_space_at(const char *p, size_t n, size_t i, size_t *w) {
     uint32_t cp = decode_at(p, n, i, w);
     return cp_is_space(cp);
 }
 
-bool tp_is_space_before(const char *p, size_t i, size_t *w) {
-    size_t s = i - 1;
-    while (s > 0 && i - s < 4 && ((unsigned char)p[s] & 0xC0) == 0x80) s--;
+bool rl__tp_is_space_before(const char *p, size_t i, size_t *w) {
+    size_t s = rl_utf8_back(p, i);
     size_t ww;
     uint32_t cp = decode_at(p, i, s, &ww);
     if (s + ww != i) {
@@ -419,47 +375,38 @@ bool tp_is_space_before(const char *p, size_t i, size_t *w) {
 
 /* ---- dict (insertion-ordered, linear lookup: template dicts are small) ---- */
 
-tp_dict *tp_dict_new(tp_ctx *c, size_t cap, size_t off) {
-    tp_dict *d = tp_alloc(c, sizeof *d, off);
+tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off) {
+    tp_dict *d = rl__tp_alloc(c, sizeof *d, off);
     if (cap) {
-        d->k = tp_alloc_array(c, cap, sizeof(tp_val), off);
-        d->v = tp_alloc_array(c, cap, sizeof(tp_val), off);
+        d->k = rl__tp_alloc_array(c, cap, sizeof(tp_val), off);
+        d->v = rl__tp_alloc_array(c, cap, sizeof(tp_val), off);
         d->cap = cap;
     }
     return d;
 }
 
-tp_val *tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off) {
+tp_val *rl__tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off) {
     for (size_t i = 0; i < d->n; i++)
-        if (tp_equal(c, d->k[i], k, 0, off)) return &d->v[i];
+        if (rl__tp_equal(c, d->k[i], k, 0, off)) return &d->v[i];
     return NULL;
 }
 
-tp_val *tp_dict_get_str(tp_dict *d, const char *k, size_t n) {
+tp_val *rl__tp_dict_get_str(tp_dict *d, const char *k, size_t n) {
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].t == V_STR && d->k[i].u.s.n == n && memcmp(d->k[i].u.s.p, k, n) == 0)
             return &d->v[i];
     return NULL;
 }
 
-void tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off) {
-    tp_val *slot = tp_dict_get(c, d, k, off);
+void rl__tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off) {
+    tp_val *slot = rl__tp_dict_get(c, d, k, off);
     if (slot) {
         *slot = v;
         return;
     }
-    if (d->n == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 4;
-        tp_val *nk = tp_alloc_array(c, nc, sizeof(tp_val), off);
-        tp_val *nv = tp_alloc_array(c, nc, sizeof(tp_val), off);
-        if (d->n) {
-            memcpy(nk, d->k, d->n * sizeof(tp_val));
-            memcpy(nv, d->v, d->n * sizeof(tp_val));
-        }
-        d->k = nk;
-        d->v = nv;
-        d->cap = nc;
-    }
+    size_t kcap = d->cap; /* k and v share d->cap */
+    d->k = rl__tp_grow(c, d->k, d->n, &kcap, sizeof(tp_val), 4, off);
+    d->v = rl__tp_grow(c, d->v, d->n, &d->cap, sizeof(tp_val), 4, off);
     d->k[d->n] = k;
     d->v[d->n] = v;
     d->n++;

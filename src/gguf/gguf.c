@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/hash.h"
+
 /* Bounds that no real model comes near; they keep hostile counts from
  * turning into huge allocations before the per-byte checks catch them. */
 #define GGUF_MAX_KEY_LEN 65535u
@@ -102,11 +104,6 @@ static rl_status rd_str(cursor *c, const char *field, uint64_t max_len, uint64_t
 }
 
 /* ---- string hash set (keys, tensor names) ---- */
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
 
 typedef rl__gguf_strset strset;
 
@@ -122,7 +119,7 @@ static rl_status strset_init(strset *ss, uint64_t n) {
 static int64_t strset_find(const strset *ss, const char *const *names, size_t stride,
                            const char *name) {
     if (!ss->slot || !names) return -1;
-    size_t mask = ss->cap - 1, i = hash_bytes(name, strlen(name)) & mask;
+    size_t mask = ss->cap - 1, i = rl_hash_bytes(name, strlen(name)) & mask;
     while (ss->slot[i]) {
         const char *n = *(const char *const *)((const char *)names + stride * (ss->slot[i] - 1));
         if (!strcmp(n, name)) return ss->slot[i] - 1;
@@ -359,7 +356,7 @@ static rl_status check_duplicates(rl_gguf *g, rl_err *err) {
         return rl_err_set(err, RL_ERR_NOMEM, "gguf: out of memory (index)");
     for (uint64_t i = 0; i < g->n_kv; i++) {
         const char *k = g->kv[i].key;
-        size_t mask = g->kv_set.cap - 1, h = hash_bytes(k, strlen(k)) & mask;
+        size_t mask = g->kv_set.cap - 1, h = rl_hash_bytes(k, strlen(k)) & mask;
         while (g->kv_set.slot[h]) {
             if (!strcmp(g->kv[g->kv_set.slot[h] - 1].key, k))
                 return rl_err_set(err, RL_ERR_FORMAT,
@@ -372,7 +369,7 @@ static rl_status check_duplicates(rl_gguf *g, rl_err *err) {
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const char *k = g->tensors[i].name;
-        size_t mask = g->tensor_set.cap - 1, h = hash_bytes(k, strlen(k)) & mask;
+        size_t mask = g->tensor_set.cap - 1, h = rl_hash_bytes(k, strlen(k)) & mask;
         while (g->tensor_set.slot[h]) {
             if (!strcmp(g->tensors[g->tensor_set.slot[h] - 1].name, k))
                 return rl_err_set(err, RL_ERR_FORMAT, "gguf: duplicate tensor name '%s'", k);

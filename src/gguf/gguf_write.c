@@ -4,14 +4,17 @@
  * output: header, kvs, tensor infos, padding, tensor data each aligned. */
 #include "gguf/gguf-impl.h"
 
+#include "base/buf.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-/* A growing byte buffer, or (f set) a counting stream into a file. */
+/* A growing byte buffer (m), or (f set) a counting stream into a file;
+ * n counts the bytes written either way. */
 typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
+    rl_buf m;
+    size_t n;
     bool oom;
     FILE *f;
     bool ioerr;
@@ -31,7 +34,7 @@ struct rl_gguf_writer {
     uint64_t n_kv;
     char **keys;      /* for duplicate checks */
     wtensor *tensors;
-    uint64_t n_tensors, cap_tensors;
+    size_t n_tensors, cap_tensors;
     uint32_t alignment;
 };
 
@@ -42,18 +45,10 @@ static void wb_put(wbuf *b, const void *src, size_t n) {
         b->n += n;
         return;
     }
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *p = rl_realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    if (rl_buf_append(&b->m, src, n)) {
+        b->oom = true;
+        return;
     }
-    memcpy(b->p + b->n, src, n);
     b->n += n;
 }
 
@@ -76,7 +71,7 @@ void rl_gguf_writer_free(rl_gguf_writer *w) {
     for (uint64_t i = 0; i < w->n_tensors; i++) rl_free(w->tensors[i].name);
     rl_free(w->keys);
     rl_free(w->tensors);
-    rl_free(w->kv.p);
+    rl_buf_free(&w->kv.m);
     rl_free(w);
 }
 
@@ -170,13 +165,8 @@ rl_status rl_gguf_writer_tensor(rl_gguf_writer *w, const char *name, rl_type typ
     }
     size_t row = rl_type_row_size(type, t.ne[0]);
     if (!row || !rl_mul_size(row, rows, &t.nbytes)) return RL_ERR_INVALID;
-    if (w->n_tensors == w->cap_tensors) {
-        uint64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 8;
-        wtensor *p = rl_realloc(w->tensors, (size_t)cap * sizeof *p);
-        if (!p) return RL_ERR_NOMEM;
-        w->tensors = p;
-        w->cap_tensors = cap;
-    }
+    if (rl_grow((void **)&w->tensors, &w->cap_tensors, w->n_tensors + 1, sizeof *w->tensors))
+        return RL_ERR_NOMEM;
     if (!(t.name = rl_strndup(name, strlen(name)))) return RL_ERR_NOMEM;
     w->tensors[w->n_tensors++] = t;
     return RL_OK;
@@ -198,7 +188,7 @@ static void serialize(const rl_gguf_writer *w, wbuf *b) {
     wb_u32(b, 3);
     wb_u64(b, w->n_tensors);
     wb_u64(b, w->n_kv);
-    wb_put(b, w->kv.p, w->kv.n);
+    wb_put(b, w->kv.m.p, w->kv.n);
     uint64_t off = 0;
     for (uint64_t i = 0; i < w->n_tensors; i++) {
         const wtensor *t = &w->tensors[i];
@@ -233,10 +223,10 @@ rl_status rl_gguf_writer_to_memory(rl_gguf_writer *w, void **out, size_t *out_si
     wbuf b = {0};
     serialize(w, &b);
     if (b.oom) {
-        rl_free(b.p);
+        rl_buf_free(&b.m);
         return rl_err_set(err, RL_ERR_NOMEM, "gguf writer: out of memory");
     }
-    *out = b.p;
+    *out = b.m.p;
     *out_size = b.n;
     return RL_OK;
 }

@@ -1,5 +1,5 @@
 /* Internal layout of a compiled grammar; only src/grammar/grammar*.c and
- * json_schema.c include this.
+ * json_schema_regex.c include this.
  *
  * A grammar is a flat array of elements.  Rule r has alternatives
  * alt_start[rule_alt[r] .. rule_alt[r+1]); each alternative is a run of
@@ -163,8 +163,20 @@ static inline int32_t rl__gctx_step(rl_gctx *c, int32_t s, unsigned b) {
     return v != RL_GT_UNKNOWN ? v : rl__gctx_compute(c, s, b);
 }
 
+/* grammar_match.c: the vocabulary trie of m's family (borrowed). */
+const rl_vocab_trie *rl__gmatch_trie(const rl_gmatch *m);
+
 /* grammar_trie.c: allowed-token bitmask of state s into bits[n_words]
  * (EOG bits included when s accepts); false on allocation failure. */
 bool rl__trie_walk(rl_gctx *c, int32_t s, uint64_t *bits);
+
+/* ---- code point ranges (grammar_parse.c; also the JSON Schema regex) ---- */
+typedef struct rl__cprange {
+    uint32_t lo, hi; /* inclusive */
+} rl__cprange;
+/* Sorts r[0..n) by lo and merges overlapping or adjacent ranges (in place),
+ * then writes the union to out, or with neg its complement within
+ * [0, 0x10FFFF]; returns the number written (out has room for n + 1). */
+int rl__cp_ranges_normalize(rl__cprange *r, int n, bool neg, rl__cprange *out);
 
 #endif

@@ -30,7 +30,6 @@
 #ifndef RL_GRAMMAR_H
 #define RL_GRAMMAR_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,14 +66,17 @@ typedef struct rl_gmatch rl_gmatch;
  * Caller frees with rl_grammar_free. */
 rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err);
 
-/* JSON Schema -> grammar text (NUL-terminated, caller frees with rl_free).
+/* JSON Schema -> grammar text.  `schema_json` is the schema as JSON text
+ * (len bytes; invalid JSON or a duplicate key is RL_ERR_FORMAT naming the
+ * line and column).  On success *out is NUL-terminated grammar text of
+ * *out_len bytes (out_len may be NULL), caller frees with rl_free.
  * Unsupported keywords that would constrain the value are rejected
  * (RL_ERR_UNSUPPORTED naming the keyword and its JSON pointer) so that
  * every output of an accepted schema validates; see docs/STRUCTURED.md. */
-rl_status rl_json_schema_to_grammar(const json_t *schema, char **out, size_t *out_len,
-                                    rl_err *err);
-/* Both steps at once; `schema_json` is JSON text (parse errors name the
- * line/column).  NULL on error. */
+rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **out,
+                                    size_t *out_len, rl_err *err);
+/* Both steps at once (errors as above, then rl_grammar_compile's).  NULL
+ * on error. */
 rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_err *err);
 
 rl_grammar *rl_grammar_retain(rl_grammar *g); /* returns g; thread-safe */
@@ -160,5 +162,32 @@ typedef struct rl_gmatch_stats {
     int64_t n_expand;      /* parse-stack expansion steps, all operations */
 } rl_gmatch_stats;
 rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m);
+
+/* ---- closing mode (grammar_close.c) ----
+ * A constrained sequence must not end truncated by its token budget: once
+ * the tokens it may still generate barely cover what the shortest
+ * completion needs, the caller stops sampling and steers to the shortest
+ * complete sentence (rl_gmatch_close_pick) instead of emitting, e.g.,
+ * invalid JSON. */
+
+/* Closing starts with this margin: one freely sampled token can raise the
+ * bytes still needed (it may open an object or array) by at most its own
+ * length, so closing begins while the slack still covers a long token. */
+#define RL_GRAMMAR_CLOSE_SLACK 32
+
+/* Tokens a sequence with tokens_left tokens to go may spend beyond what
+ * completing its sentence needs: tokens_left - rl_gmatch_min_remaining(m)
+ * (the bytes to the shortest completion bound the tokens it needs), or
+ * INT64_MAX when no completion exists. */
+int64_t rl_gmatch_slack(rl_gmatch *m, int32_t tokens_left);
+/* rl_gmatch_slack(m, tokens_left) <= RL_GRAMMAR_CLOSE_SLACK. */
+bool rl_gmatch_must_close(rl_gmatch *m, int32_t tokens_left);
+/* The closing-mode pick from row[0 .. n_row), a logits row already masked
+ * by rl_gmatch_mask(m): when the sentence is complete, the first allowed
+ * end-of-generation token; otherwise, among the allowed tokens of 1 to 3
+ * bytes, the one leaving the fewest bytes to a complete sentence, the
+ * higher logit on ties (then the lower id).  -1 when no token qualifies.
+ * scratch is a matcher of m's family (rl_gmatch_clone), overwritten. */
+int32_t rl_gmatch_close_pick(rl_gmatch *m, rl_gmatch *scratch, const float *row, int32_t n_row);
 
 #endif

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "grammar/grammar-impl.h"
 
 #define SOFT_STATES  4096
@@ -51,31 +52,21 @@ struct rl_gmatch {
     int32_t sid;
     uint32_t gen;
     int32_t *blob;
-    uint32_t blob_len, blob_cap;
+    uint32_t blob_len;
+    size_t blob_cap;
     bool done; /* an EOG token was accepted */
 };
 
-/* ------------------------------------------------------------------ */
-/* scratch growth (offsets, never pointers, survive reallocation) */
-
-static bool grow(void **p, size_t *cap, size_t need, size_t elt) {
-    if (need <= *cap) return true;
-    size_t nc = *cap ? *cap : 256;
-    while (nc < need) nc *= 2;
-    void *np = rl_realloc(*p, nc * elt);
-    if (!np) return false;
-    *p = np;
-    *cap = nc;
-    return true;
-}
+/* Scratch arrays grow with rl_grow (base/buf.h); code holds offsets into
+ * them, never pointers, so reallocation is safe. */
 
 static void emit(rl_gctx *c, size_t off, int len) {
     if (c->n_outidx >= RL_GRAMMAR_MAX_STACKS) {
         c->stats.n_cut++;
         return;
     }
-    if (!grow((void **)&c->out, &c->cap_out, c->n_out + (size_t)len + 1, sizeof(int32_t)) ||
-        !grow((void **)&c->outidx, &c->cap_outidx, c->n_outidx + 1, sizeof(int32_t))) {
+    if (rl_grow((void **)&c->out, &c->cap_out, c->n_out + (size_t)len + 1, sizeof(int32_t)) ||
+        rl_grow((void **)&c->outidx, &c->cap_outidx, c->n_outidx + 1, sizeof(int32_t))) {
         c->scratch_fail = true;
         return;
     }
@@ -123,7 +114,8 @@ static bool seen_before(rl_gctx *c, size_t off, int len) {
         c->seen_cap = nc;
     }
     /* s points into work, which growing the arena never moves */
-    if (!grow((void **)&c->seen_arena, &c->cap_seen_arena, c->n_seen_arena + (size_t)len + 1, sizeof(int32_t)))
+    if (rl_grow((void **)&c->seen_arena, &c->cap_seen_arena, c->n_seen_arena + (size_t)len + 1,
+                sizeof(int32_t)))
         return false;
     uint32_t i = h & (c->seen_cap - 1);
     while (c->seen_ht[i].stamp == c->seen_stamp) i = (i + 1) & (c->seen_cap - 1);
@@ -171,7 +163,7 @@ static void expand(rl_gctx *c, size_t off, int len, int depth) {
         return;
     }
     size_t off2 = c->work_top;
-    if (!grow((void **)&c->work, &c->work_cap, off2 + (size_t)base + 1, sizeof(int32_t))) {
+    if (rl_grow((void **)&c->work, &c->work_cap, off2 + (size_t)base + 1, sizeof(int32_t))) {
         c->scratch_fail = true;
         return;
     }
@@ -207,7 +199,7 @@ static size_t canonicalize(rl_gctx *c) {
     for (size_t i = 0; i < c->n_outidx; i++) idx[i] = (int32_t)i;
     tl_sort_ctx = c;
     if (c->n_outidx > 1) qsort(idx, c->n_outidx, sizeof *idx, stack_cmp);
-    if (!grow((void **)&c->cand, &c->cap_cand, c->n_out + 1, sizeof(int32_t))) {
+    if (rl_grow((void **)&c->cand, &c->cap_cand, c->n_out + 1, sizeof(int32_t))) {
         rl_free(idx);
         return 0;
     }
@@ -267,7 +259,7 @@ bool rl__gctx_advance_raw(rl_gctx *c, const int32_t *blob, unsigned byte, size_t
         int32_t p = s[l - 1];
         if (!rl_bset_has(&g->sets[GE_ARG(g->el[p])], byte)) continue;
         size_t off = c->work_top;
-        if (!grow((void **)&c->work, &c->work_cap, off + (size_t)l, sizeof(int32_t))) return false;
+        if (rl_grow((void **)&c->work, &c->work_cap, off + (size_t)l, sizeof(int32_t))) return false;
         memcpy(c->work + off, s, sizeof(int32_t) * (size_t)l);
         c->work[off + (size_t)l - 1] = p + 1;
         c->work_top = off + (size_t)l;
@@ -282,7 +274,7 @@ bool rl__gctx_advance_raw(rl_gctx *c, const int32_t *blob, unsigned byte, size_t
 static bool initial_raw(rl_gctx *c, size_t *len) {
     scratch_reset(c);
     const rl_grammar *g = c->g;
-    if (!grow((void **)&c->work, &c->work_cap, 1, sizeof(int32_t))) return false;
+    if (rl_grow((void **)&c->work, &c->work_cap, 1, sizeof(int32_t))) return false;
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1]; a++) {
         c->work[0] = g->alt_start[a];
         c->work_top = 1;
@@ -349,9 +341,9 @@ static int32_t intern(rl_gctx *c, const int32_t *blob, size_t n) {
         cnt += (uint32_t)__builtin_popcountll(S.allow.w[w]);
     }
     S.n_allow = (uint16_t)cnt;
-    if (!grow((void **)&c->blobs, &c->cap_blobs, c->n_blobs + n, sizeof(int32_t)) ||
-        !grow((void **)&c->next, &c->cap_next, c->n_next + cnt + 1, sizeof(int32_t)) ||
-        !grow((void **)&c->st, &c->cap_st, (size_t)c->n_st + 1, sizeof(rl_gstate)))
+    if (rl_grow((void **)&c->blobs, &c->cap_blobs, c->n_blobs + n, sizeof(int32_t)) ||
+        rl_grow((void **)&c->next, &c->cap_next, c->n_next + cnt + 1, sizeof(int32_t)) ||
+        rl_grow((void **)&c->st, &c->cap_st, (size_t)c->n_st + 1, sizeof(rl_gstate)))
         return -4;
     S.blob_off = (uint32_t)c->n_blobs;
     memcpy(c->blobs + c->n_blobs, blob, n * sizeof(int32_t));
@@ -399,12 +391,7 @@ static void ctx_flush(rl_gctx *c) {
 /* matcher */
 
 static bool set_blob(rl_gmatch *m, const int32_t *blob, size_t n) {
-    if (n > m->blob_cap) {
-        int32_t *nb = rl_realloc(m->blob, n * sizeof(int32_t));
-        if (!nb) return false;
-        m->blob = nb;
-        m->blob_cap = (uint32_t)n;
-    }
+    if (rl_grow((void **)&m->blob, &m->blob_cap, n, sizeof(int32_t))) return false;
     memcpy(m->blob, blob, n * sizeof(int32_t));
     m->blob_len = (uint32_t)n;
     return true;
@@ -534,6 +521,8 @@ rl_status rl_gmatch_restore(rl_gmatch *dst, const rl_gmatch *src, rl_err *err) {
     dst->done = src->done;
     return RL_OK;
 }
+
+const rl_vocab_trie *rl__gmatch_trie(const rl_gmatch *m) { return m->c->t; }
 
 void rl_gmatch_free(rl_gmatch *m) {
     if (!m) return;

@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/hash.h"
+#include "base/heap.h"
 #include "grammar/grammar-impl.h"
 
 typedef struct bseq {
@@ -49,12 +52,7 @@ typedef struct builder {
     bool failed;
 } builder;
 
-static uint32_t hash_bytes(const void *p, size_t n) {
-    const uint8_t *s = p;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
-    return h;
-}
+static uint32_t hash_bytes(const void *p, size_t n) { return (uint32_t)rl_hash_bytes(p, n); }
 
 static bool b_fail(builder *b, rl_status code, const char *fmt, const char *a, int line) {
     if (!b->failed) {
@@ -76,13 +74,7 @@ static bool b_nomem(builder *b) {
 static bool seq_push(builder *b, bseq *s, uint32_t e) {
     if (++b->n_elems > RL_GRAMMAR_MAX_ELEMS)
         return b_fail(b, RL_ERR_LIMIT, "more than %s elements after expansion", "1048576", 0);
-    if (s->n == s->cap) {
-        int32_t nc = s->cap ? s->cap * 2 : 8;
-        uint32_t *ne = rl_realloc(s->e, sizeof *ne * (size_t)nc);
-        if (!ne) return b_nomem(b);
-        s->e = ne;
-        s->cap = nc;
-    }
+    if (rl_grow_i32((void **)&s->e, &s->cap, s->n + 1, sizeof *s->e)) return b_nomem(b);
     s->e[s->n++] = e;
     return true;
 }
@@ -116,13 +108,8 @@ static int32_t rule_get(builder *b, const char *name, size_t n) {
         b_fail(b, RL_ERR_LIMIT, "more than %s rules (including generated helpers)", "65536", 0);
         return -1;
     }
-    if (b->n_rules == b->cap_rules) {
-        int32_t nc = b->cap_rules ? b->cap_rules * 2 : 32;
-        brule *nr = rl_realloc(b->rules, sizeof *nr * (size_t)nc);
-        if (!nr) return b_nomem(b), -1;
-        b->rules = nr;
-        b->cap_rules = nc;
-    }
+    if (rl_grow_i32((void **)&b->rules, &b->cap_rules, b->n_rules + 1, sizeof *b->rules))
+        return b_nomem(b), -1;
     brule *r = &b->rules[b->n_rules];
     memset(r, 0, sizeof *r);
     r->name = rl_strndup(name, n);
@@ -152,13 +139,8 @@ static int32_t rule_aux(builder *b, int32_t parent) {
 /* Appends an empty alternative to rule r; NULL on failure. */
 static bseq *alt_new(builder *b, int32_t r) {
     brule *ru = &b->rules[r];
-    if (ru->n_alts == ru->cap_alts) {
-        int32_t nc = ru->cap_alts ? ru->cap_alts * 2 : 2;
-        bseq *na = rl_realloc(ru->alts, sizeof *na * (size_t)nc);
-        if (!na) return b_nomem(b), NULL;
-        ru->alts = na;
-        ru->cap_alts = nc;
-    }
+    if (rl_grow_i32((void **)&ru->alts, &ru->cap_alts, ru->n_alts + 1, sizeof *ru->alts))
+        return b_nomem(b), NULL;
     bseq *s = &ru->alts[ru->n_alts++];
     memset(s, 0, sizeof *s);
     return s;
@@ -182,13 +164,8 @@ static int32_t set_intern(builder *b, const rl_bset *s) {
     uint32_t h = hash_bytes(s, sizeof *s) & (uint32_t)(b->set_ht_cap - 1);
     for (; b->set_ht[h] >= 0; h = (h + 1) & (uint32_t)(b->set_ht_cap - 1))
         if (!memcmp(&b->sets[b->set_ht[h]], s, sizeof *s)) return b->set_ht[h];
-    if (b->n_sets == b->cap_sets) {
-        int32_t nc = b->cap_sets ? b->cap_sets * 2 : 32;
-        rl_bset *ns = rl_realloc(b->sets, sizeof *ns * (size_t)nc);
-        if (!ns) return b_nomem(b), -1;
-        b->sets = ns;
-        b->cap_sets = nc;
-    }
+    if (rl_grow_i32((void **)&b->sets, &b->cap_sets, b->n_sets + 1, sizeof *b->sets))
+        return b_nomem(b), -1;
     b->sets[b->n_sets] = *s;
     b->set_ht[h] = b->n_sets;
     return b->n_sets++;
@@ -215,30 +192,12 @@ static void builder_free(builder *b) {
 /* ------------------------------------------------------------------ */
 /* UTF-8 ranges: a code point range [lo, hi] becomes byte-range runs. */
 
-static int utf8_len(uint32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
-
-static int utf8_put(uint32_t c, uint8_t *o) {
-    if (c < 0x80) { o[0] = (uint8_t)c; return 1; }
-    if (c < 0x800) { o[0] = (uint8_t)(0xC0 | (c >> 6)); o[1] = (uint8_t)(0x80 | (c & 63)); return 2; }
-    if (c < 0x10000) {
-        o[0] = (uint8_t)(0xE0 | (c >> 12));
-        o[1] = (uint8_t)(0x80 | ((c >> 6) & 63));
-        o[2] = (uint8_t)(0x80 | (c & 63));
-        return 3;
-    }
-    o[0] = (uint8_t)(0xF0 | (c >> 18));
-    o[1] = (uint8_t)(0x80 | ((c >> 12) & 63));
-    o[2] = (uint8_t)(0x80 | ((c >> 6) & 63));
-    o[3] = (uint8_t)(0x80 | (c & 63));
-    return 4;
-}
-
 /* Emits alternatives into rule r: one per run of byte ranges.  A range
  * whose ends differ in more than the last byte is split until each
  * position is an independent byte interval. */
 static bool utf8_emit(builder *b, int32_t r, uint32_t lo, uint32_t hi, int depth) {
     if (b->failed || depth > 16) return false;
-    int nl = utf8_len(lo), nh = utf8_len(hi);
+    int nl = (int)rl_utf8_cp_len(lo), nh = (int)rl_utf8_cp_len(hi);
     if (nl != nh) {
         uint32_t top = nl == 1 ? 0x7F : nl == 2 ? 0x7FF : 0xFFFF;
         return utf8_emit(b, r, lo, top, depth + 1) && utf8_emit(b, r, top + 1, hi, depth + 1);
@@ -254,32 +213,26 @@ static bool utf8_emit(builder *b, int32_t r, uint32_t lo, uint32_t hi, int depth
                        utf8_emit(b, r, hi & ~m, hi, depth + 1);
         }
     }
-    uint8_t bl[4], bh[4];
-    utf8_put(lo, bl);
-    utf8_put(hi, bh);
+    char bl[4], bh[4];
+    rl_utf8_encode(lo, bl);
+    rl_utf8_encode(hi, bh);
     bseq *s = alt_new(b, r);
     if (!s) return false;
     for (int i = 0; i < nl; i++) {
-        int32_t si = set_range(b, bl[i], bh[i]);
+        int32_t si = set_range(b, (uint8_t)bl[i], (uint8_t)bh[i]);
         if (si < 0 || !seq_push(b, s, GE_MAKE(GE_SET, si))) return false;
     }
     return true;
 }
 
-typedef struct crange {
-    uint32_t lo, hi;
-} crange;
+typedef rl__cprange crange;
 
 static int crange_cmp(const void *a, const void *b) {
     const crange *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Sorts and merges r[0..n), optionally complements over the Unicode scalar
- * values, then appends one element matching the class to out.  Returns
- * false (error set) when the class is empty. */
-static bool class_emit(builder *b, int32_t parent, crange *r, int n, bool neg, bseq *out,
-                       int line) {
+int rl__cp_ranges_normalize(rl__cprange *r, int n, bool neg, rl__cprange *out) {
     qsort(r, (size_t)n, sizeof *r, crange_cmp);
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -287,19 +240,27 @@ static bool class_emit(builder *b, int32_t parent, crange *r, int n, bool neg, b
             if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi;
         } else r[m++] = r[i];
     }
-    crange tmp[2 * 4096 + 4];
-    int nt = 0;
-    if (neg) {
-        uint32_t next = 0;
-        for (int i = 0; i < m; i++) {
-            if (r[i].lo > next) tmp[nt++] = (crange){next, r[i].lo - 1};
-            next = r[i].hi + 1;
-        }
-        if (next <= 0x10FFFF) tmp[nt++] = (crange){next, 0x10FFFF};
-    } else {
-        memcpy(tmp, r, sizeof *r * (size_t)m);
-        nt = m;
+    if (!neg) {
+        memcpy(out, r, sizeof *r * (size_t)m);
+        return m;
     }
+    int k = 0;
+    uint32_t next = 0;
+    for (int i = 0; i < m; i++) {
+        if (r[i].lo > next) out[k++] = (crange){next, r[i].lo - 1};
+        next = r[i].hi + 1;
+    }
+    if (next <= 0x10FFFF) out[k++] = (crange){next, 0x10FFFF};
+    return k;
+}
+
+/* Normalizes r[0..n) (rl__cp_ranges_normalize), then appends one element
+ * matching the class to out.  Returns false (error set) when the class is
+ * empty. */
+static bool class_emit(builder *b, int32_t parent, crange *r, int n, bool neg, bseq *out,
+                       int line) {
+    crange tmp[2 * 4096 + 4];
+    int nt = rl__cp_ranges_normalize(r, n, neg, tmp);
     /* remove surrogates: they have no UTF-8 encoding */
     crange fin[2 * 4096 + 8];
     int nf = 0;
@@ -423,14 +384,9 @@ static int64_t read_char(parser *p) {
             return b_fail(p->b, RL_ERR_FORMAT, "escape is not a Unicode scalar value%s", "", p->line), -1;
         return v;
     }
-    size_t l = rl_utf8_valid_len((const uint8_t *)p->s + p->i, p->n - p->i);
-    if (l == 0) return b_fail(p->b, RL_ERR_FORMAT, "invalid UTF-8 in grammar text%s", "", p->line), -1;
     uint32_t v;
-    const uint8_t *u = (const uint8_t *)p->s + p->i;
-    if (l == 1) v = u[0];
-    else if (l == 2) v = ((u[0] & 31u) << 6) | (u[1] & 63u);
-    else if (l == 3) v = ((u[0] & 15u) << 12) | ((u[1] & 63u) << 6) | (u[2] & 63u);
-    else v = ((u[0] & 7u) << 18) | ((u[1] & 63u) << 12) | ((u[2] & 63u) << 6) | (u[3] & 63u);
+    size_t l = rl_utf8_decode(p->s + p->i, p->n - p->i, &v);
+    if (l == 0) return b_fail(p->b, RL_ERR_FORMAT, "invalid UTF-8 in grammar text%s", "", p->line), -1;
     p->i += l;
     return v;
 }
@@ -448,10 +404,10 @@ static bool parse_string(parser *p, bseq *out) {
         }
         int64_t c = read_char(p);
         if (c < 0) return false;
-        uint8_t u[4];
-        int l = utf8_put((uint32_t)c, u);
-        for (int k = 0; k < l; k++) {
-            int32_t si = set_range(p->b, u[k], u[k]);
+        char u[4];
+        size_t l = rl_utf8_encode((uint32_t)c, u);
+        for (size_t k = 0; k < l; k++) {
+            int32_t si = set_range(p->b, (uint8_t)u[k], (uint8_t)u[k]);
             if (si < 0 || !seq_push(p->b, out, GE_MAKE(GE_SET, si))) return false;
         }
     }
@@ -679,30 +635,8 @@ typedef struct heap_item {
     int32_t val, rule;
 } heap_item;
 
-static void heap_push(heap_item *h, int32_t *n, heap_item x) {
-    int32_t i = (*n)++;
-    while (i > 0) {
-        int32_t par = (i - 1) / 2;
-        if (h[par].val <= x.val) break;
-        h[i] = h[par];
-        i = par;
-    }
-    h[i] = x;
-}
-
-static heap_item heap_pop(heap_item *h, int32_t *n) {
-    heap_item top = h[0], x = h[--(*n)];
-    int32_t i = 0;
-    while (1) {
-        int32_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && h[c + 1].val < h[c].val) c++;
-        if (h[c].val >= x.val) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0) h[i] = x;
-    return top;
+static bool item_less(const void *a, const void *b) {
+    return ((const heap_item *)a)->val < ((const heap_item *)b)->val;
 }
 
 static int32_t sat_add(int32_t a, int32_t b) {
@@ -721,11 +655,13 @@ static bool compute_minlen(builder *b, int32_t *minlen) {
     int32_t *sum = rl_malloc(sizeof(int32_t) * (size_t)(na + 1));
     int32_t *occ_off = rl_calloc((size_t)nr + 1, sizeof(int32_t));
     int32_t *occ = rl_malloc(sizeof(int32_t) * (size_t)(b->n_elems + 1));
-    heap_item *heap = rl_malloc(sizeof(heap_item) * (size_t)(na + 1));
+    rl_heap heap; /* pushed once per alternative at most: reserved */
+    rl_heap_init(&heap, sizeof(heap_item), item_less);
     bool *final = rl_calloc((size_t)nr + 1, 1);
-    bool ok = alt_rule && pending && sum && occ_off && occ && heap && final;
+    bool ok = alt_rule && pending && sum && occ_off && occ && final &&
+              rl_heap_reserve(&heap, (size_t)na + 1) == RL_OK;
     if (ok) {
-        int32_t a = 0, hn = 0;
+        int32_t a = 0;
         for (int32_t r = 0; r < nr; r++) {
             minlen[r] = RL_GRAMMAR_INF_LEN;
             for (int32_t k = 0; k < b->rules[r].n_alts; k++, a++) {
@@ -739,7 +675,7 @@ static bool compute_minlen(builder *b, int32_t *minlen) {
                         occ_off[GE_ARG(s->e[i]) + 1]++;
                     } else sum[a] = sat_add(sum[a], 1);
                 }
-                if (!pending[a]) heap_push(heap, &hn, (heap_item){sum[a], r});
+                if (!pending[a]) rl_heap_push(&heap, &(heap_item){sum[a], r});
             }
         }
         for (int32_t r = 0; r < nr; r++) occ_off[r + 1] += occ_off[r];
@@ -756,8 +692,8 @@ static bool compute_minlen(builder *b, int32_t *minlen) {
                     }
             }
         rl_free(fill);
-        while (ok && hn > 0) {
-            heap_item it = heap_pop(heap, &hn);
+        heap_item it;
+        while (ok && rl_heap_pop(&heap, &it)) {
             if (final[it.rule]) continue;
             final[it.rule] = true;
             minlen[it.rule] = it.val;
@@ -765,7 +701,7 @@ static bool compute_minlen(builder *b, int32_t *minlen) {
                 int32_t al = occ[k];
                 sum[al] = sat_add(sum[al], it.val);
                 if (--pending[al] == 0 && !final[alt_rule[al]])
-                    heap_push(heap, &hn, (heap_item){sum[al], alt_rule[al]});
+                    rl_heap_push(&heap, &(heap_item){sum[al], alt_rule[al]});
             }
         }
     }
@@ -775,7 +711,7 @@ static bool compute_minlen(builder *b, int32_t *minlen) {
     rl_free(sum);
     rl_free(occ_off);
     rl_free(occ);
-    rl_free(heap);
+    rl_heap_free(&heap);
     rl_free(final);
     return ok;
 }

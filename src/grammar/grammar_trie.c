@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "grammar/grammar-impl.h"
 
 #define RL_TRIE_MAX_PIECE 1024
@@ -93,9 +94,8 @@ rl_vocab_trie *rl_vocab_trie_build(int32_t n_vocab, const char *const *pieces, c
     tl_trie = t;
     qsort(order, (size_t)no, sizeof *order, piece_cmp);
 
-    size_t cap = (size_t)no * 2 + 16;
-    t->nodes = rl_malloc(sizeof(rl_trie_node) * cap);
-    if (!t->nodes) goto nomem;
+    size_t cap = 0;
+    if (rl_grow((void **)&t->nodes, &cap, (size_t)no * 2 + 16, sizeof *t->nodes)) goto nomem;
     int32_t n_nodes = 0, depth = 0, n_tok = 0, prev = -1;
     for (int32_t k = 0; k < no; k++) {
         int32_t id = order[k];
@@ -109,12 +109,8 @@ rl_vocab_trie *rl_vocab_trie_build(int32_t n_vocab, const char *const *pieces, c
         }
         while (depth > lcp) t->nodes[path[--depth]].skip = n_nodes;
         while (depth < len) {
-            if ((size_t)n_nodes == cap) {
-                cap *= 2;
-                rl_trie_node *nn = rl_realloc(t->nodes, sizeof *nn * cap);
-                if (!nn) goto nomem;
-                t->nodes = nn;
-            }
+            if (rl_grow((void **)&t->nodes, &cap, (size_t)n_nodes + 1, sizeof *t->nodes))
+                goto nomem;
             t->nodes[n_nodes] = (rl_trie_node){.skip = -1, .tok_first = -1, .depth = (uint16_t)(depth + 1),
                                                .byte = s[depth]};
             path[depth++] = n_nodes++;

@@ -11,6 +11,8 @@
 #include <nettle/sha2.h>
 #include <string.h>
 
+#include "base/buf.h"
+
 enum { LIST_NONE = 0, LIST_PLAIN = 1, LIST_CACHED = 2 };
 
 typedef struct blist {
@@ -353,17 +355,9 @@ void rl_kv_seq_free(rl_kv_pool *p, rl_kv_seq *s) {
 }
 
 static bool seq_grow(rl_kv_seq *s, int32_t cap) {
-    if (cap <= s->cap) return true;
-    int32_t nc = s->cap ? s->cap : 8;
-    while (nc < cap) nc *= 2;
-    int32_t *b = rl_realloc(s->blocks, (size_t)nc * sizeof *b);
-    if (!b) return false;
-    s->blocks = b;
-    uint8_t(*h)[RL_KV_HASH_BYTES] = rl_realloc(s->hashes, (size_t)nc * RL_KV_HASH_BYTES);
-    if (!h) return false;
-    s->hashes = h;
-    s->cap = nc;
-    return true;
+    int32_t bcap = s->cap; /* blocks and hashes share s->cap */
+    return !rl_grow_i32((void **)&s->blocks, &bcap, cap, sizeof *s->blocks) &&
+           !rl_grow_i32((void **)&s->hashes, &s->cap, cap, RL_KV_HASH_BYTES);
 }
 
 int32_t rl_kv_seq_match_prefix(rl_kv_pool *p, rl_kv_seq *s, const int32_t *tokens, int32_t n,

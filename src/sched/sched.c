@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "base/buf.h"
+
 struct rl_sched {
     rl_sched_config cfg;
     rl_kv_pool *pool;
@@ -68,16 +70,10 @@ rl_status rl_sched_admissible(const rl_sched *s, const rl_sched_req *r, rl_err *
 }
 
 static bool ensure_cap(rl_sched *s, int32_t need) {
-    if (need <= s->cap) return true;
-    int32_t nc = s->cap ? s->cap * 2 : 64;
-    while (nc < need) nc *= 2;
-    rl_sched_req **r = rl_realloc(s->running, (size_t)nc * sizeof *r);
-    if (!r) return false;
-    s->running = r;
-    rl_sched_req **w = rl_realloc(s->waiting, (size_t)nc * sizeof *w);
-    if (!w) return false;
-    s->waiting = w;
-    s->cap = nc;
+    int32_t rcap = s->cap; /* running and waiting share s->cap */
+    if (rl_grow_i32((void **)&s->running, &rcap, need, sizeof *s->running) ||
+        rl_grow_i32((void **)&s->waiting, &s->cap, need, sizeof *s->waiting))
+        return false;
     return true;
 }
 
@@ -139,10 +135,16 @@ static void preempt_last(rl_sched *s) {
     waiting_insert(s, v);
 }
 
+/* Tokens r takes from a step with `budget` left: all it has left, else a
+ * budget-sized chunk if chunking is on, else none (it waits for a step
+ * with room).  A remainder larger than the whole per-step budget is
+ * chunked even with chunking off: admission checked the prompt against
+ * the budget, but a preempted request recomputes its generated tokens too,
+ * and would otherwise never run again (and block the queue behind it). */
 static int32_t chunk_for(const rl_sched *s, const rl_sched_req *r, int32_t budget) {
     int32_t left = r->n_tokens - r->n_computed;
     if (left <= budget) return left;
-    return s->cfg.chunked_prefill ? budget : 0;
+    return s->cfg.chunked_prefill || left > s->cfg.max_batch_tokens ? budget : 0;
 }
 
 static int32_t reserve_target(const rl_sched *s, const rl_sched_req *r, int32_t n) {

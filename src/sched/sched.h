@@ -7,8 +7,8 @@
  *      min(n_tokens - n_computed, budget left) tokens (1 for a decode,
  *      more for a prefill chunk); when KV blocks run out, the most recently
  *      admitted running request is preempted (its blocks freed, n_computed
- *      reset to 0, back to the front of the waiting queue) and the
- *      allocation retried;
+ *      reset to 0, back in the waiting queue with its arrival number: ahead
+ *      of every later arrival of its priority) and the allocation retried;
  *   2. waiting requests (priority, then arrival order) are admitted while
  *      budget, sequence slots and blocks allow: their longest cached prefix
  *      is adopted first, then a first chunk is scheduled.
@@ -47,7 +47,6 @@ typedef struct rl_sched_req {
     rl_kv_seq kv;
     rl_sched_state state;
     bool admitted_once;
-    bool admitted_counted;   /* engine bookkeeping: cached tokens counted */
     /* filled by rl_sched_step for the step being built: */
     int32_t step_n;          /* tokens scheduled from n_computed; 0 = not in this step */
 } rl_sched_req;
@@ -55,7 +54,9 @@ typedef struct rl_sched_req {
 typedef struct rl_sched_config {
     int32_t max_batch_tokens; /* token budget per step */
     int32_t max_seqs;         /* running sequences at most */
-    bool chunked_prefill;     /* else a request's remaining tokens go in one step */
+    bool chunked_prefill;     /* else a request's remaining tokens go in one step (unless
+                               * they exceed max_batch_tokens: a preempted request's
+                               * recompute is chunked anyway) */
     bool prefix_cache;        /* adopt cached prefixes on admission */
     /* Naive baseline (bench-serve --naive): reserve KV for max_total at
      * admission, and admit a new batch only when none is running. */

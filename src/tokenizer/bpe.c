@@ -20,6 +20,9 @@
  */
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/hash.h"
+#include "base/heap.h"
 #include "tokenizer/tokenizer-impl.h"
 
 /* \s as Unicode White_Space (what HF's Oniguruma uses), spelled out so that
@@ -109,48 +112,14 @@ typedef struct bpe_ctx {
     pcre2_match_data *md;
     sym *syms;
     size_t syms_cap;
-    cand *heap;
-    size_t heap_n, heap_cap;
+    rl_heap heap; /* of cand, least = next merge */
     rl__ids *out;
 } bpe_ctx;
 
-static bool cand_less(const cand *a, const cand *b) {
+/* Lowest rank first, then leftmost: a total order on live candidates. */
+static bool cand_less(const void *pa, const void *pb) {
+    const cand *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
-}
-
-static rl_status heap_push(bpe_ctx *c, cand x) {
-    if (c->heap_n == c->heap_cap) {
-        size_t nc = c->heap_cap ? c->heap_cap * 2 : 64;
-        cand *h = rl_realloc(c->heap, nc * sizeof *h);
-        if (!h) return RL_ERR_NOMEM;
-        c->heap = h;
-        c->heap_cap = nc;
-    }
-    size_t i = c->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_less(&x, &c->heap[p])) break;
-        c->heap[i] = c->heap[p];
-        i = p;
-    }
-    c->heap[i] = x;
-    return RL_OK;
-}
-
-static cand heap_pop(bpe_ctx *c) {
-    cand top = c->heap[0], x = c->heap[--c->heap_n];
-    size_t i = 0, n = c->heap_n;
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        const cand *best = &x;
-        if (l < n && cand_less(&c->heap[l], best)) m = l, best = &c->heap[l];
-        if (l + 1 < n && cand_less(&c->heap[l + 1], best)) m = l + 1;
-        if (m == i) break;
-        c->heap[i] = c->heap[m];
-        i = m;
-    }
-    if (n) c->heap[i] = x;
-    return top;
 }
 
 static rl_status try_pair(bpe_ctx *c, int32_t pos) {
@@ -160,28 +129,22 @@ static rl_status try_pair(bpe_ctx *c, int32_t pos) {
     const rl__merge_slot *m = rl__merge_find(c->tok, c->syms[pos].id, c->syms[nx].id);
     if (!m) return RL_OK;
     cand x = {m->rank, pos, c->syms[pos].id, c->syms[nx].id, m->id};
-    return heap_push(c, x);
+    return rl_heap_push(&c->heap, &x) ? RL_ERR_NOMEM : RL_OK;
 }
 
 static rl_status bpe_word_uncached(bpe_ctx *c, const uint8_t *w, size_t n) {
-    if (n > c->syms_cap) {
-        size_t nc = n < 64 ? 64 : n;
-        sym *s = rl_realloc(c->syms, nc * sizeof *s);
-        if (!s) return RL_ERR_NOMEM;
-        c->syms = s;
-        c->syms_cap = nc;
-    }
+    if (rl_grow((void **)&c->syms, &c->syms_cap, n, sizeof *c->syms)) return RL_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
         c->syms[i].id = c->tok->byte_id[w[i]];
         c->syms[i].prev = (int32_t)i - 1;
         c->syms[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
     }
-    c->heap_n = 0;
+    rl_heap_clear(&c->heap);
     rl_status st;
     for (size_t i = 0; i + 1 < n; i++)
         if ((st = try_pair(c, (int32_t)i))) return st;
-    while (c->heap_n) {
-        cand x = heap_pop(c);
+    cand x;
+    while (rl_heap_pop(&c->heap, &x)) {
         sym *a = &c->syms[x.pos];
         if (a->id != x.left || a->next < 0) continue;
         sym *b = &c->syms[a->next];
@@ -204,7 +167,7 @@ static rl_status bpe_word(bpe_ctx *c, const uint8_t *w, size_t n) {
     uint64_t h = 0;
     uint32_t slot = 0;
     if (n <= RL__CACHE_MAX_WORD) {
-        h = rl__hash_bytes(w, n);
+        h = rl_hash_bytes(w, n);
         slot = (uint32_t)(h >> 40) & (RL__CACHE_SLOTS - 1);
         pthread_mutex_lock(&tok->cache_mu);
         rl__cache_ent *e = tok->cache[slot];
@@ -255,8 +218,7 @@ static rl_status split(bpe_ctx *c, int stage, const uint8_t *s, size_t b, size_t
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
         size_t ms = b + ov[0], me = b + ov[1];
         if (me == ms) { /* empty match: step one character */
-            uint32_t cp;
-            size_t l = rl__utf8_decode(s + me, e - me, &cp);
+            size_t l = rl_utf8_valid_len(s + me, e - me);
             me += l ? l : 1;
             if (ms > pos && (st = split(c, stage + 1, s, pos, ms, err))) return st;
             if ((st = split(c, stage + 1, s, ms, me, err))) return st;
@@ -274,6 +236,7 @@ static rl_status split(bpe_ctx *c, int stage, const uint8_t *s, size_t b, size_t
 rl_status rl__bpe_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, rl__ids *out,
                          rl_err *err) {
     bpe_ctx c = {.tok = tok, .out = out};
+    rl_heap_init(&c.heap, sizeof(cand), cand_less);
     c.md = pcre2_match_data_create(1, tok->pcre_gctx);
     if (!c.md) return rl_err_set(err, RL_ERR_NOMEM, "encode: out of memory");
     rl_status st = RL_OK;
@@ -297,6 +260,6 @@ rl_status rl__bpe_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, rl
     if (st == RL_ERR_NOMEM) rl_err_set(err, st, "encode: out of memory");
     pcre2_match_data_free(c.md);
     rl_free(c.syms);
-    rl_free(c.heap);
+    rl_heap_free(&c.heap);
     return st;
 }

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "base/buf.h"
 #include "tokenizer/tokenizer-impl.h"
 
 static rl_status encode_text(const rl_tokenizer *tok, const uint8_t *s, size_t n, bool first,
@@ -94,15 +95,8 @@ void rl_detok_clear(rl_detok *d) {
 
 static rl_status out_reserve(rl_detok *d, size_t extra) {
     size_t need;
-    if (!rl_add_size(d->len, extra + 1, &need)) return RL_ERR_NOMEM;
-    if (need <= d->cap) return RL_OK;
-    size_t nc = d->cap ? d->cap : 64;
-    while (nc < need) nc *= 2;
-    char *b = rl_realloc(d->buf, nc);
-    if (!b) return RL_ERR_NOMEM;
-    d->buf = b;
-    d->cap = nc;
-    return RL_OK;
+    if (!rl_add_size(d->len, extra, &need) || !rl_add_size(need, 1, &need)) return RL_ERR_NOMEM;
+    return rl_grow((void **)&d->buf, &d->cap, need, 1) ? RL_ERR_NOMEM : RL_OK;
 }
 
 rl_status rl_detok_push_bytes(rl_detok *d, const char *p, size_t n, size_t *appended,
@@ -124,18 +118,8 @@ rl_status rl_detok_push_bytes(rl_detok *d, const char *p, size_t n, size_t *appe
                 o[w++] = (char)b;
                 continue;
             }
-            d->lo = 0x80;
-            d->hi = 0xBF;
-            if (b >= 0xC2 && b <= 0xDF) d->n_need = 2;
-            else if (b >= 0xE0 && b <= 0xEF) {
-                d->n_need = 3;
-                if (b == 0xE0) d->lo = 0xA0;
-                if (b == 0xED) d->hi = 0x9F;
-            } else if (b >= 0xF0 && b <= 0xF4) {
-                d->n_need = 4;
-                if (b == 0xF0) d->lo = 0x90;
-                if (b == 0xF4) d->hi = 0x8F;
-            } else {
+            d->n_need = (uint8_t)rl_utf8_lead(b, &d->lo, &d->hi);
+            if (d->n_need == 0) {
                 memcpy(o + w, "\xEF\xBF\xBD", 3);
                 w += 3;
                 continue;

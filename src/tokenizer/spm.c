@@ -12,6 +12,7 @@
  */
 #include <string.h>
 
+#include "base/heap.h"
 #include "tokenizer/tokenizer-impl.h"
 
 typedef struct ssym {
@@ -37,51 +38,17 @@ typedef struct spm_ctx {
     const rl_tokenizer *tok;
     const char *t; /* normalized text */
     ssym *syms;
-    bigram *heap;
-    size_t heap_n, heap_cap;
+    rl_heap heap; /* of bigram, least = best merge */
 } spm_ctx;
 
-static bool big_before(const bigram *a, const bigram *b) {
+/* The order above; "less" is "merges first". */
+static bool big_before(const void *pa, const void *pb) {
+    const bigram *a = pa, *b = pb;
     if (a->prio != b->prio) return a->prio > b->prio;
     if (a->nl != b->nl) return a->nl > b->nl;
     if (a->nr != b->nr) return a->nr > b->nr;
     if (a->id != b->id) return a->id < b->id;
     return a->left < b->left;
-}
-
-static rl_status push_big(spm_ctx *c, bigram x) {
-    if (c->heap_n == c->heap_cap) {
-        size_t nc = c->heap_cap ? c->heap_cap * 2 : 64;
-        bigram *h = rl_realloc(c->heap, nc * sizeof *h);
-        if (!h) return RL_ERR_NOMEM;
-        c->heap = h;
-        c->heap_cap = nc;
-    }
-    size_t i = c->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!big_before(&x, &c->heap[p])) break;
-        c->heap[i] = c->heap[p];
-        i = p;
-    }
-    c->heap[i] = x;
-    return RL_OK;
-}
-
-static bigram pop_big(spm_ctx *c) {
-    bigram top = c->heap[0], x = c->heap[--c->heap_n];
-    size_t i = 0, n = c->heap_n;
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        const bigram *best = &x;
-        if (l < n && big_before(&c->heap[l], best)) m = l, best = &c->heap[l];
-        if (l + 1 < n && big_before(&c->heap[l + 1], best)) m = l + 1;
-        if (m == i) break;
-        c->heap[i] = c->heap[m];
-        i = m;
-    }
-    if (n) c->heap[i] = x;
-    return top;
 }
 
 static rl_status try_big(spm_ctx *c, int32_t left) {
@@ -92,7 +59,7 @@ static rl_status try_big(spm_ctx *c, int32_t left) {
     if (id < 0) return RL_OK;
     double prio = c->tok->spm_by_position ? -(double)id : (double)c->tok->scores[id];
     bigram x = {prio, a->nch, b->nch, id, left, a->id, b->id};
-    return push_big(c, x);
+    return rl_heap_push(&c->heap, &x) ? RL_ERR_NOMEM : RL_OK;
 }
 
 rl_status rl__spm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, bool prefix_space,
@@ -102,6 +69,7 @@ rl_status rl__spm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, bo
     if (!rl_mul_size(n, 3, &nn) || !rl_add_size(nn, 3, &nn) || nn > 0xFFFFFFF0u)
         return rl_err_set(err, RL_ERR_LIMIT, "encode: text of %zu bytes is too long", n);
     spm_ctx c = {.tok = tok};
+    rl_heap_init(&c.heap, sizeof(bigram), big_before);
     char *t = rl_malloc(nn);
     ssym *syms = rl_malloc(nn * sizeof *syms);
     rl_status st = RL_OK;
@@ -140,8 +108,8 @@ rl_status rl__spm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, bo
     }
     for (size_t i = 0; i + 1 < ns; i++)
         if ((st = try_big(&c, (int32_t)i))) goto nomem;
-    while (c.heap_n) {
-        bigram x = pop_big(&c);
+    bigram x;
+    while (rl_heap_pop(&c.heap, &x)) {
         ssym *a = &syms[x.left];
         if (a->id != x.lid || a->next < 0) continue;
         ssym *b = &syms[a->next];
@@ -186,6 +154,6 @@ nomem:
 done:
     rl_free(t);
     rl_free(syms);
-    rl_free(c.heap);
+    rl_heap_free(&c.heap);
     return st;
 }

@@ -81,7 +81,6 @@ typedef struct rl__ids {
 rl_status rl__ids_push(rl__ids *a, int32_t id);
 
 int32_t rl__vocab_find(const rl_tokenizer *tok, const char *s, size_t len);
-uint64_t rl__hash_bytes(const void *p, size_t n);
 const rl__merge_slot *rl__merge_find(const rl_tokenizer *tok, int32_t a, int32_t b);
 
 /* model-specific encoders of one run of text free of special tokens */
@@ -93,8 +92,5 @@ rl_status rl__spm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, bo
 /* GPT-2 byte <-> unicode mapping */
 uint32_t rl__byte_to_cp(uint8_t b);
 int rl__cp_to_byte(uint32_t cp); /* -1 if cp is not a mapped byte */
-/* decodes one valid code point at s (len bytes available); returns its
- * length or 0 if invalid */
-size_t rl__utf8_decode(const uint8_t *s, size_t n, uint32_t *cp);
 
 #endif

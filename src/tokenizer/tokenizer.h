@@ -127,8 +127,4 @@ rl_status rl_detok_flush(rl_detok *d, size_t *appended, rl_err *err);
 void rl_detok_clear(rl_detok *d); /* len = 0, keeps the held tail */
 void rl_detok_free(rl_detok *d);
 
-/* UTF-8 helper shared with other modules: length of the valid UTF-8
- * sequence starting at s (1..4), or 0 if s[0..n) does not start with one. */
-size_t rl_utf8_valid_len(const uint8_t *s, size_t n);
-
 #endif

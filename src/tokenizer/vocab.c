@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/hash.h"
 #include "tokenizer/tokenizer-impl.h"
 
 #define K_MODEL "tokenizer.ggml.model"
@@ -18,39 +20,8 @@
 #define K_TYPES "tokenizer.ggml.token_type"
 #define K_MERGES "tokenizer.ggml.merges"
 
-/* ---- hashing ---- */
-
-uint64_t rl__hash_bytes(const void *p, size_t n) {
-    const uint8_t *s = p;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-    while (n >= 8) {
-        uint64_t k;
-        memcpy(&k, s, 8);
-        h = (h ^ (k * 0x87C37B91114253D5ull)) * 0x4CF5AD432745937Full;
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t k = 0;
-    for (size_t i = 0; i < n; i++) k |= (uint64_t)s[i] << (8 * i);
-    h = (h ^ (k * 0x87C37B91114253D5ull)) * 0x4CF5AD432745937Full;
-    h ^= h >> 33;
-    h *= 0xFF51AFD7ED558CCDull;
-    h ^= h >> 33;
-    return h;
-}
-
-static uint64_t hash_pair(uint64_t key) {
-    key ^= key >> 33;
-    key *= 0xFF51AFD7ED558CCDull;
-    key ^= key >> 33;
-    key *= 0xC4CEB9FE1A85EC53ull;
-    key ^= key >> 33;
-    return key;
-}
-
 int32_t rl__vocab_find(const rl_tokenizer *tok, const char *s, size_t len) {
-    uint32_t i = (uint32_t)rl__hash_bytes(s, len) & tok->vmap_mask;
+    uint32_t i = (uint32_t)rl_hash_bytes(s, len) & tok->vmap_mask;
     for (;;) {
         int32_t id = tok->vmap[i];
         if (id < 0) return -1;
@@ -63,7 +34,7 @@ int32_t rl__vocab_find(const rl_tokenizer *tok, const char *s, size_t len) {
 const rl__merge_slot *rl__merge_find(const rl_tokenizer *tok, int32_t a, int32_t b) {
     if (!tok->merges || a < 0 || b < 0) return NULL;
     uint64_t key = ((uint64_t)(uint32_t)(a + 1) << 32) | (uint32_t)b;
-    uint32_t i = (uint32_t)hash_pair(key) & tok->merges_mask;
+    uint32_t i = (uint32_t)rl_mix64(key) & tok->merges_mask;
     for (;;) {
         const rl__merge_slot *m = &tok->merges[i];
         if (m->key == key) return m;
@@ -77,52 +48,6 @@ static uint32_t pow2_at_least(uint64_t n) {
     while (c < n) c <<= 1;
     return c;
 }
-
-/* ---- UTF-8 ---- */
-
-size_t rl__utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
-    if (n == 0) return 0;
-    uint8_t c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t need;
-    uint32_t v;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-        v = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        v = c & 0x0F;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        v = c & 0x07;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n < need) return 0;
-    for (size_t i = 1; i < need; i++) {
-        uint8_t b = s[i];
-        if (b < lo || b > hi) return 0;
-        lo = 0x80;
-        hi = 0xBF;
-        v = (v << 6) | (b & 0x3F);
-    }
-    *cp = v;
-    return need;
-}
-
-size_t rl_utf8_valid_len(const uint8_t *s, size_t n) {
-    uint32_t cp;
-    return rl__utf8_decode(s, n, &cp);
-}
-
 
 /* GPT-2's reversible byte -> code point map: printable Latin-1 bytes map to
  * themselves, the other 68 bytes to U+0100.. in byte order. */
@@ -170,13 +95,8 @@ static size_t respell_len(const char *s, size_t n) {
 /* ---- ids ---- */
 
 rl_status rl__ids_push(rl__ids *a, int32_t id) {
-    if (a->n == a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 64;
-        int32_t *v = rl_realloc(a->v, nc * sizeof *v);
-        if (!v) return RL_ERR_NOMEM;
-        a->v = v;
-        a->cap = nc;
-    }
+    if (a->n == a->cap && rl_grow((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v))
+        return RL_ERR_NOMEM;
     a->v[a->n++] = id;
     return RL_OK;
 }
@@ -229,7 +149,7 @@ static rl_status get_array(const rl_gguf *g, const char *key, bool required, con
 
 static void vmap_insert(rl_tokenizer *tok, int32_t id) {
     uint32_t o = tok->text_off[id], l = tok->text_off[id + 1] - o;
-    uint32_t i = (uint32_t)rl__hash_bytes(tok->text + o, l) & tok->vmap_mask;
+    uint32_t i = (uint32_t)rl_hash_bytes(tok->text + o, l) & tok->vmap_mask;
     for (;;) {
         int32_t cur = tok->vmap[i];
         if (cur < 0) break;
@@ -279,14 +199,9 @@ static rl_status load_merges(rl_tokenizer *tok, const rl_gguf *g, rl_err *err) {
                             (unsigned long long)j, (int)(s.len > 80 ? 80 : s.len), s.ptr);
             break;
         }
-        if (la + lb > buf_cap) {
-            buf_cap = (la + lb) * 2;
-            char *nb = rl_realloc(buf, buf_cap);
-            if (!nb) {
-                st = rl_err_set(err, RL_ERR_NOMEM, K_MERGES ": out of memory");
-                break;
-            }
-            buf = nb;
+        if (rl_grow((void **)&buf, &buf_cap, la + lb, 1)) {
+            st = rl_err_set(err, RL_ERR_NOMEM, K_MERGES ": out of memory");
+            break;
         }
         memcpy(buf, s.ptr, la);
         memcpy(buf + la, sp + 1, lb);
@@ -298,7 +213,7 @@ static rl_status load_merges(rl_tokenizer *tok, const rl_gguf *g, rl_err *err) {
             break;
         }
         uint64_t key = ((uint64_t)(uint32_t)(a + 1) << 32) | (uint32_t)b;
-        uint32_t i = (uint32_t)hash_pair(key) & tok->merges_mask;
+        uint32_t i = (uint32_t)rl_mix64(key) & tok->merges_mask;
         while (tok->merges[i].key != 0 && tok->merges[i].key != key)
             i = (i + 1) & tok->merges_mask;
         if (tok->merges[i].key == 0) { /* a repeated pair keeps its first rank */
@@ -388,7 +303,7 @@ static rl_status build_pieces(rl_tokenizer *tok, rl_err *err) {
         }
         for (size_t i = 0; i < n;) {
             uint32_t cp;
-            size_t l = rl__utf8_decode(s + i, n - i, &cp);
+            size_t l = rl_utf8_decode(s + i, n - i, &cp);
             int b = l ? rl__cp_to_byte(cp) : -1;
             if (b >= 0) {
                 tok->piece[w++] = (char)b;

@@ -17,11 +17,13 @@
  *     --bench [STEPS]    mask time per step (median, p99, mean) with the mask cache
  *                        off and on, over pref-mode generations of the seeds
  */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "gguf/gguf.h"
 #include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -33,11 +35,10 @@ typedef struct opts {
 } opts;
 
 static uint64_t rng_state;
-static uint64_t rnd(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+static uint64_t rnd(void) { /* splitmix64 */
+    uint64_t z = rl_mix64(rng_state);
+    rng_state += RL_MIX64_GAMMA;
+    return z;
 }
 static double rnd01(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
 
@@ -269,16 +270,13 @@ int main(int argc, char **argv) {
     }
     rl_err err = {0};
     if (print && schema) {
-        json_error_t je;
-        json_t *j = json_loadb(text, n, JSON_DECODE_ANY, &je);
         char *gt = NULL;
-        if (!j || rl_json_schema_to_grammar(j, &gt, NULL, &err)) {
-            fprintf(stderr, "grammar_tool: %s\n", j ? err.msg : je.text);
+        if (rl_json_schema_to_grammar(text, n, &gt, NULL, &err)) {
+            fprintf(stderr, "grammar_tool: %s\n", err.msg);
             return 1;
         }
         fputs(gt, stdout);
         rl_free(gt);
-        json_decref(j);
         free(text);
         return 0;
     }

@@ -116,6 +116,10 @@ static void test_filters_methods(void **state) {
            "{\"a\": [1, 2.5, \"q\\\"\xc3\xa9\"], \"b\": null}");
     expect("{{ [1] | tojson(indent=2) }}", "[\n  1\n]");
     expect("{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }}", "['a', 'b', '', 'c'] ['a', 'b']");
+    /* whitespace is decoded strictly: an overlong encoding of a space (C0 A0)
+     * or a stray continuation byte is not whitespace, so it is kept */
+    expect("{{ '\xc0\xa0x\xc0\xa0'.strip() }}|{{ 'a\xc0\xa0" "b'.split() }}|{{ ' \x80 '.strip() }}",
+           "\xc0\xa0x\xc0\xa0|['a\xc0\xa0" "b']|\x80");
     expect("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith('bc') }}{{ 'abc'.startswith(('x', 'a')) }}",
            "TrueTrueTrue");
     expect("{{ messages | map(attribute='role') | join(' ') }}", "system user assistant user");

@@ -1,29 +1,30 @@
 /* Chat-template built-ins: filters, tests, str/dict methods and global
- * functions.  Included by template.c only (it shares that file's static
- * helpers); not a separate translation unit.
+ * functions (raise_exception, namespace, dict, range, strftime_now).
  *
  * Each follows the Python/jinja2 behaviour HF templates rely on; anything
  * unknown is an error naming the filter/test/method, never a silent no-op.
+ * Every built-in is charged one step, and loops over values one per item.
  */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-static tp_val apply_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off);
-static bool apply_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off);
+#include "chat/chat-impl.h"
 
 /* Does code point set `chars` (NULL: Python whitespace) contain the code
  * point at p[i] (forward) / ending at p[i] (backward)?  *w = its width. */
 static bool strip_match(const char *p, size_t n, size_t i, bool backward, tp_val *chars, size_t *w) {
-    if (!chars || chars->t == V_NONE) return backward ? tp_is_space_before(p, i, w) : tp_is_space_at(p, n, i, w);
-    size_t s = i;
-    if (backward) {
-        s = i - 1;
-        while (s > 0 && ((unsigned char)p[s] & 0xC0) == 0x80 && i - s < 4) s--;
-    }
-    size_t e = s + tp_utf8_offset(p + s, n - s, 1);
+    if (!chars || chars->t == V_NONE) return backward ? rl__tp_is_space_before(p, i, w) : rl__tp_is_space_at(p, n, i, w);
+    size_t s = backward ? rl_utf8_back(p, i) : i;
+    size_t e = s + rl_utf8_offset(p + s, n - s, 1);
     *w = e - s;
     const char *cs = chars->u.s.p;
     size_t cn = chars->u.s.n;
     for (size_t k = 0; k < cn;) {
-        size_t cw = tp_utf8_offset(cs + k, cn - k, 1);
+        size_t cw = rl_utf8_offset(cs + k, cn - k, 1);
         if (cw == *w && memcmp(cs + k, p + s, cw) == 0) return true;
         k += cw;
     }
@@ -31,7 +32,7 @@ static bool strip_match(const char *p, size_t n, size_t i, bool backward, tp_val
 }
 
 static tp_val do_strip(tp_ctx *c, tp_val s, tp_val *chars, bool left, bool right, size_t off) {
-    if (chars && chars->t != V_NONE) want_str(c, chars, "strip", off);
+    if (chars && chars->t != V_NONE) rl__tp_want_str(c, chars, "strip", off);
     const char *p = s.u.s.p;
     size_t b = 0, e = s.u.s.n, w;
     while (left && b < e && strip_match(p, e, b, false, chars, &w)) b += w;
@@ -41,7 +42,7 @@ static tp_val do_strip(tp_ctx *c, tp_val s, tp_val *chars, bool left, bool right
 
 static tp_val ascii_case(tp_ctx *c, tp_val s, int mode, size_t off) {
     /* mode 0 lower, 1 upper, 2 capitalize, 3 title */
-    char *p = tp_strdup(c, s.u.s.p, s.u.s.n, off);
+    char *p = rl__tp_strdup(c, s.u.s.p, s.u.s.n, off);
     bool word_start = true;
     for (size_t i = 0; i < s.u.s.n; i++) {
         char ch = p[i];
@@ -55,41 +56,35 @@ static tp_val ascii_case(tp_ctx *c, tp_val s, int mode, size_t off) {
 }
 
 static tp_list *list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t off) {
-    if (l->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        tp_val *nv = tp_alloc_array(c, nc, sizeof(tp_val), off);
-        if (l->n) memcpy(nv, l->v, l->n * sizeof(tp_val));
-        l->v = nv;
-        *cap = nc;
-    }
+    l->v = rl__tp_grow(c, l->v, l->n, cap, sizeof(tp_val), 8, off);
     l->v[l->n++] = v;
     return l;
 }
 
 static tp_val do_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off) {
-    int64_t max = maxsplit ? want_int(c, maxsplit, "split", off) : -1;
+    int64_t max = maxsplit ? rl__tp_want_int(c, maxsplit, "split", off) : -1;
     tp_val out = mk_list(c, 0, false, off);
     size_t cap = 0;
     const char *p = s.u.s.p;
     size_t n = s.u.s.n, i = 0, w;
     if (!sep || sep->t == V_NONE) {
         for (;;) {
-            while (i < n && tp_is_space_at(p, n, i, &w)) i += w;
+            while (i < n && rl__tp_is_space_at(p, n, i, &w)) i += w;
             if (i >= n) break;
             if (max >= 0 && (int64_t)out.u.l->n >= max) {
                 size_t e = n;
-                while (e > i && tp_is_space_before(p, e, &w)) e -= w;
+                while (e > i && rl__tp_is_space_before(p, e, &w)) e -= w;
                 list_append(c, out.u.l, &cap, tp_str(p + i, e - i), off);
                 break;
             }
             size_t st = i;
-            while (i < n && !tp_is_space_at(p, n, i, &w)) i += w;
+            while (i < n && !rl__tp_is_space_at(p, n, i, &w)) i += w;
             list_append(c, out.u.l, &cap, tp_str(p + st, i - st), off);
         }
         return out;
     }
-    tp_val sp = want_str(c, sep, "split", off);
-    if (sp.u.s.n == 0) tp_fail(c, RL_ERR_FORMAT, off, "split: empty separator");
+    tp_val sp = rl__tp_want_str(c, sep, "split", off);
+    if (sp.u.s.n == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "split: empty separator");
     size_t st = 0;
     while (i + sp.u.s.n <= n && (max < 0 || (int64_t)out.u.l->n < max)) {
         if (memcmp(p + i, sp.u.s.p, sp.u.s.n) == 0) {
@@ -105,22 +100,22 @@ static tp_val do_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_
 }
 
 static tp_val do_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *count, size_t off) {
-    tp_val f = want_str(c, from, "replace", off), t = want_str(c, to, "replace", off);
-    int64_t max = count && count->t != V_NONE ? want_int(c, count, "replace", off) : -1;
+    tp_val f = rl__tp_want_str(c, from, "replace", off), t = rl__tp_want_str(c, to, "replace", off);
+    int64_t max = count && count->t != V_NONE ? rl__tp_want_int(c, count, "replace", off) : -1;
     char *buf = NULL;
     size_t bl = 0, bc = 0, i = 0, n = s.u.s.n;
     int64_t done = 0;
-    tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
+    rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
     if (f.u.s.n == 0) { /* Python inserts `to` between every character */
         size_t pos = 0;
         while (pos <= n) {
             if (max < 0 || done < max) {
-                tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
+                rl__tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
                 done++;
             }
             if (pos == n) break;
-            size_t w = tp_utf8_offset(s.u.s.p + pos, n - pos, 1);
-            tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + pos, w, off);
+            size_t w = rl_utf8_offset(s.u.s.p + pos, n - pos, 1);
+            rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + pos, w, off);
             pos += w;
         }
         return tp_str(buf, bl);
@@ -128,8 +123,8 @@ static tp_val do_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *
     size_t st = 0;
     while (i + f.u.s.n <= n && (max < 0 || done < max)) {
         if (memcmp(s.u.s.p + i, f.u.s.p, f.u.s.n) == 0) {
-            tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, i - st, off);
-            tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
+            rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, i - st, off);
+            rl__tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
             i += f.u.s.n;
             st = i;
             done++;
@@ -137,7 +132,7 @@ static tp_val do_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *
             i++;
         }
     }
-    tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, n - st, off);
+    rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, n - st, off);
     return tp_str(buf, bl);
 }
 
@@ -147,17 +142,17 @@ static bool affix(tp_ctx *c, tp_val s, tp_val *x, bool end, size_t off) {
             if (affix(c, s, &x->u.l->v[i], end, off)) return true;
         return false;
     }
-    tp_val a = want_str(c, x, end ? "endswith" : "startswith", off);
+    tp_val a = rl__tp_want_str(c, x, end ? "endswith" : "startswith", off);
     if (a.u.s.n > s.u.s.n) return false;
     return memcmp(s.u.s.p + (end ? s.u.s.n - a.u.s.n : 0), a.u.s.p, a.u.s.n) == 0;
 }
 
 static int64_t do_find(tp_val s, tp_val x, bool count) {
     int64_t cnt = 0;
-    if (x.u.s.n == 0) return count ? (int64_t)tp_utf8_len(s.u.s.p, s.u.s.n) + 1 : 0;
+    if (x.u.s.n == 0) return count ? (int64_t)rl_utf8_count(s.u.s.p, s.u.s.n) + 1 : 0;
     for (size_t i = 0; i + x.u.s.n <= s.u.s.n; i++) {
         if (memcmp(s.u.s.p + i, x.u.s.p, x.u.s.n) != 0) continue;
-        if (!count) return (int64_t)tp_utf8_len(s.u.s.p, i);
+        if (!count) return (int64_t)rl_utf8_count(s.u.s.p, i);
         cnt++;
         i += x.u.s.n - 1;
     }
@@ -165,20 +160,20 @@ static int64_t do_find(tp_val s, tp_val x, bool count) {
 }
 
 static tp_val do_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off) {
-    tp_list *l = iterate(c, v, off);
-    tp_val sp = sep ? tp_to_str(c, *sep, off) : tp_str("", 0);
+    tp_list *l = rl__tp_iterate(c, v, off);
+    tp_val sp = sep ? rl__tp_to_str(c, *sep, off) : tp_str("", 0);
     char *buf = NULL;
     size_t bl = 0, bc = 0;
-    tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
+    rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
     for (size_t i = 0; i < l->n; i++) {
-        if (i) tp_buf_put(c, &buf, &bl, &bc, sp.u.s.p, sp.u.s.n, off);
+        if (i) rl__tp_buf_put(c, &buf, &bl, &bc, sp.u.s.p, sp.u.s.n, off);
         tp_val x = l->v[i];
         if (attr) {
-            tp_val an = want_str(c, attr, "join", off);
-            x = get_attr(c, x, tp_strdup(c, an.u.s.p, an.u.s.n, off), off);
+            tp_val an = rl__tp_want_str(c, attr, "join", off);
+            x = rl__tp_get_attr(c, x, rl__tp_strdup(c, an.u.s.p, an.u.s.n, off), off);
         }
-        tp_val s = tp_to_str(c, x, off);
-        tp_buf_put(c, &buf, &bl, &bc, s.u.s.p, s.u.s.n, off);
+        tp_val s = rl__tp_to_str(c, x, off);
+        rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p, s.u.s.n, off);
     }
     return tp_str(buf, bl);
 }
@@ -186,15 +181,15 @@ static tp_val do_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off
 /* Stable merge sort (the comparator may longjmp, so no qsort). */
 static void sort_vals(tp_ctx *c, tp_val *v, tp_val *keys, size_t n, bool rev, size_t off) {
     if (n < 2) return;
-    tp_val *tv = tp_alloc_array(c, n, sizeof(tp_val), off);
-    tp_val *tk = tp_alloc_array(c, n, sizeof(tp_val), off);
+    tp_val *tv = rl__tp_alloc_array(c, n, sizeof(tp_val), off);
+    tp_val *tk = rl__tp_alloc_array(c, n, sizeof(tp_val), off);
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             size_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi) {
                 step(c, off);
-                int r = compare_order(c, keys[j], keys[i], TP_OP_LT, 0, off);
+                int r = rl__tp_compare_order(c, keys[j], keys[i], TP_OP_LT, 0, off);
                 bool take_j = rev ? r > 0 : r < 0;
                 if (take_j) {
                     tv[k] = v[j];
@@ -213,7 +208,7 @@ static void sort_vals(tp_ctx *c, tp_val *v, tp_val *keys, size_t n, bool rev, si
 }
 
 static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
-    tp_val an = want_str(c, attr, "attribute", off);
+    tp_val an = rl__tp_want_str(c, attr, "attribute", off);
     /* dotted paths ("a.b") and integer components as jinja2 allows */
     size_t st = 0;
     for (size_t i = 0; i <= an.u.s.n; i++) {
@@ -222,8 +217,8 @@ static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
         size_t sl = i - st;
         bool digits = sl > 0;
         for (size_t k = 0; k < sl; k++) digits = digits && seg[k] >= '0' && seg[k] <= '9';
-        if (digits && sl < 18) x = get_item(c, x, mk_int(strtoll(tp_strdup(c, seg, sl, off), NULL, 10)), off);
-        else x = get_attr(c, x, tp_strdup(c, seg, sl, off), off);
+        if (digits && sl < 18) x = rl__tp_get_item(c, x, mk_int(strtoll(rl__tp_strdup(c, seg, sl, off), NULL, 10)), off);
+        else x = rl__tp_get_attr(c, x, rl__tp_strdup(c, seg, sl, off), off);
         st = i + 1;
     }
     return x;
@@ -231,12 +226,12 @@ static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
 
 /* select/reject/selectattr/rejectattr: test each item (or item.attr). */
 static tp_val do_select(tp_ctx *c, tp_val v, targs *a, bool by_attr, bool keep_if, size_t off) {
-    tp_list *l = iterate(c, v, off);
+    tp_list *l = rl__tp_iterate(c, v, off);
     size_t first = by_attr ? 1 : 0;
     tp_val *attr = by_attr ? arg(a, 0, NULL) : NULL;
-    if (by_attr && !attr) tp_fail(c, RL_ERR_FORMAT, off, "selectattr: missing attribute name");
+    if (by_attr && !attr) rl__tp_fail(c, RL_ERR_FORMAT, off, "selectattr: missing attribute name");
     tp_val *tname = arg(a, first, NULL);
-    const char *test = tname ? tp_strdup(c, want_str(c, tname, "select", off).u.s.p, tname->u.s.n, off) : NULL;
+    const char *test = tname ? rl__tp_strdup(c, rl__tp_want_str(c, tname, "select", off).u.s.p, tname->u.s.n, off) : NULL;
     targs ta = {0};
     if (a->n_pos > first + 1) {
         ta.pos = a->pos + first + 1;
@@ -247,14 +242,14 @@ static tp_val do_select(tp_ctx *c, tp_val v, targs *a, bool by_attr, bool keep_i
     for (size_t i = 0; i < l->n; i++) {
         step(c, off);
         tp_val x = by_attr ? attr_path(c, l->v[i], attr, off) : l->v[i];
-        bool r = test ? apply_test(c, test, x, &ta, off) : tp_truthy(x);
+        bool r = test ? rl__tp_test(c, test, x, &ta, off) : rl__tp_truthy(x);
         if (r == keep_if) list_append(c, out.u.l, &cap, l->v[i], off);
     }
     return out;
 }
 
 static tp_val do_map(tp_ctx *c, tp_val v, targs *a, size_t off) {
-    tp_list *l = iterate(c, v, off);
+    tp_list *l = rl__tp_iterate(c, v, off);
     tp_val out = mk_list(c, l->n, false, off);
     tp_val *attr = NULL, *def = NULL;
     for (size_t k = 0; k < a->n_kw; k++) {
@@ -265,8 +260,8 @@ static tp_val do_map(tp_ctx *c, tp_val v, targs *a, size_t off) {
     targs fa = {0};
     if (!attr) {
         tp_val *f = arg(a, 0, NULL);
-        tp_val fs = want_str(c, f, "map", off);
-        filt = tp_strdup(c, fs.u.s.p, fs.u.s.n, off);
+        tp_val fs = rl__tp_want_str(c, f, "map", off);
+        filt = rl__tp_strdup(c, fs.u.s.p, fs.u.s.n, off);
         if (a->n_pos > 1) {
             fa.pos = a->pos + 1;
             fa.n_pos = a->n_pos - 1;
@@ -278,7 +273,7 @@ static tp_val do_map(tp_ctx *c, tp_val v, targs *a, size_t off) {
             tp_val x = attr_path(c, l->v[i], attr, off);
             out.u.l->v[i] = (x.t == V_UNDEF && def) ? *def : x;
         } else {
-            out.u.l->v[i] = apply_filter(c, filt, l->v[i], &fa, off);
+            out.u.l->v[i] = rl__tp_filter(c, filt, l->v[i], &fa, off);
         }
     }
     return out;
@@ -288,21 +283,21 @@ static tp_val do_indent(tp_ctx *c, tp_val s, targs *a, size_t off) {
     tp_val *wv = arg(a, 0, "width");
     tp_val pad;
     if (wv && wv->t == V_STR) pad = *wv;
-    else pad = repeat(c, tp_str(" ", 1), wv ? want_int(c, wv, "indent", off) : 4, off);
+    else pad = rl__tp_repeat(c, tp_str(" ", 1), wv ? rl__tp_want_int(c, wv, "indent", off) : 4, off);
     tp_val *fv = arg(a, 1, "first"), *bv = arg(a, 2, "blank");
-    bool first = fv && tp_truthy(*fv), blank = bv && tp_truthy(*bv);
+    bool first = fv && rl__tp_truthy(*fv), blank = bv && rl__tp_truthy(*bv);
     char *buf = NULL;
     size_t bl = 0, bc = 0;
-    tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
+    rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
     size_t st = 0;
     bool line0 = true;
     for (size_t i = 0; i <= s.u.s.n; i++) {
         if (i < s.u.s.n && s.u.s.p[i] != '\n') continue;
         bool empty = i == st;
         bool ind = line0 ? first : (blank || !empty);
-        if (ind && !(line0 && empty && !blank && false)) tp_buf_put(c, &buf, &bl, &bc, pad.u.s.p, pad.u.s.n, off);
-        tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, i - st, off);
-        if (i < s.u.s.n) tp_buf_put(c, &buf, &bl, &bc, "\n", 1, off);
+        if (ind && !(line0 && empty && !blank && false)) rl__tp_buf_put(c, &buf, &bl, &bc, pad.u.s.p, pad.u.s.n, off);
+        rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, i - st, off);
+        if (i < s.u.s.n) rl__tp_buf_put(c, &buf, &bl, &bc, "\n", 1, off);
         st = i + 1;
         line0 = false;
     }
@@ -353,52 +348,52 @@ static tp_val parse_number(tp_ctx *c, tp_val v, bool as_float, tp_val def, size_
     return mk_int((int64_t)f);
 }
 
-static tp_val apply_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
+tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
     step(c, off);
     tp_val *a0 = arg(a, 0, NULL);
 #define IS(s) (strcmp(name, (s)) == 0)
     if (IS("default") || IS("d")) {
         tp_val *dv = arg(a, 0, "default_value");
         tp_val *bv = arg(a, 1, "boolean");
-        bool boolean = bv && tp_truthy(*bv);
-        if (v.t == V_UNDEF || (boolean && !tp_truthy(v))) return dv ? *dv : tp_str("", 0);
+        bool boolean = bv && rl__tp_truthy(*bv);
+        if (v.t == V_UNDEF || (boolean && !rl__tp_truthy(v))) return dv ? *dv : tp_str("", 0);
         return v;
     }
     if (IS("safe")) return v;
-    if (IS("string")) return tp_to_str(c, v, off);
+    if (IS("string")) return rl__tp_to_str(c, v, off);
     if (IS("tojson")) {
         tp_val *iv = arg(a, 0, "indent");
         int indent = -1;
         if (iv && iv->t != V_NONE) {
-            int64_t k = want_int(c, iv, "tojson indent", off);
+            int64_t k = rl__tp_want_int(c, iv, "tojson indent", off);
             indent = k < 0 ? 0 : k > 64 ? 64 : (int)k;
         }
         char *buf = NULL;
         size_t bl = 0, bc = 0;
-        tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
-        tp_json(c, v, &buf, &bl, &bc, indent, 0, off);
+        rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
+        rl__tp_json(c, v, &buf, &bl, &bc, indent, 0, off);
         return tp_str(buf, bl);
     }
     if (IS("length") || IS("count")) {
-        if (v.t == V_STR) return mk_int((int64_t)tp_utf8_len(v.u.s.p, v.u.s.n));
+        if (v.t == V_STR) return mk_int((int64_t)rl_utf8_count(v.u.s.p, v.u.s.n));
         if (v.t == V_LIST) return mk_int((int64_t)v.u.l->n);
         if (v.t == V_DICT || v.t == V_NS) return mk_int((int64_t)v.u.d->n);
         if (v.t == V_UNDEF) return mk_int(0);
-        tp_fail(c, RL_ERR_FORMAT, off, "object of type '%s' has no len()", tp_type_name(v));
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "object of type '%s' has no len()", rl__tp_type_name(v));
     }
-    if (IS("list")) return (tp_val){.t = V_LIST, .u.l = iterate(c, v, off)};
+    if (IS("list")) return (tp_val){.t = V_LIST, .u.l = rl__tp_iterate(c, v, off)};
     if (IS("items")) {
         if (v.t == V_UNDEF) return mk_list(c, 0, false, off);
-        if (v.t != V_DICT) tp_fail(c, RL_ERR_FORMAT, off, "items: expected a mapping, got %s", tp_type_name(v));
+        if (v.t != V_DICT) rl__tp_fail(c, RL_ERR_FORMAT, off, "items: expected a mapping, got %s", rl__tp_type_name(v));
         return dict_items(c, v.u.d, 0, off);
     }
     if (IS("first") || IS("last")) {
-        tp_list *l = iterate(c, v, off);
+        tp_list *l = rl__tp_iterate(c, v, off);
         if (!l->n) return mk_undef(NULL);
         return l->v[IS("first") ? 0 : l->n - 1];
     }
     if (IS("reverse")) {
-        tp_list *l = iterate(c, v, off);
+        tp_list *l = rl__tp_iterate(c, v, off);
         tp_val r = mk_list(c, l->n, false, off);
         for (size_t i = 0; i < l->n; i++) r.u.l->v[i] = l->v[l->n - 1 - i];
         if (v.t != V_STR) return r;
@@ -409,21 +404,21 @@ static tp_val apply_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size
     if (IS("select") || IS("reject")) return do_select(c, v, a, false, IS("select"), off);
     if (IS("selectattr") || IS("rejectattr")) return do_select(c, v, a, true, IS("selectattr"), off);
     if (IS("unique")) {
-        tp_list *l = iterate(c, v, off);
+        tp_list *l = rl__tp_iterate(c, v, off);
         tp_val out = mk_list(c, 0, false, off);
         size_t cap = 0;
         for (size_t i = 0; i < l->n; i++) {
             bool seen = false;
             for (size_t j = 0; j < out.u.l->n && !seen; j++) {
                 step(c, off);
-                seen = tp_equal(c, out.u.l->v[j], l->v[i], 0, off);
+                seen = rl__tp_equal(c, out.u.l->v[j], l->v[i], 0, off);
             }
             if (!seen) list_append(c, out.u.l, &cap, l->v[i], off);
         }
         return out;
     }
     if (IS("sort")) {
-        tp_list *l = iterate(c, v, off);
+        tp_list *l = rl__tp_iterate(c, v, off);
         tp_val out = mk_list(c, l->n, false, off);
         tp_val keys = mk_list(c, l->n, false, off);
         tp_val *attr = arg(a, 2, "attribute"), *rv = arg(a, 0, "reverse");
@@ -431,7 +426,7 @@ static tp_val apply_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size
             out.u.l->v[i] = l->v[i];
             keys.u.l->v[i] = attr ? attr_path(c, l->v[i], attr, off) : l->v[i];
         }
-        sort_vals(c, out.u.l->v, keys.u.l->v, l->n, rv && tp_truthy(*rv), off);
+        sort_vals(c, out.u.l->v, keys.u.l->v, l->n, rv && rl__tp_truthy(*rv), off);
         return out;
     }
     if (IS("int")) return parse_number(c, v, false, a0 ? *a0 : mk_int(0), off);
@@ -439,37 +434,37 @@ static tp_val apply_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size
     if (IS("abs")) {
         if (v.t == V_FLOAT) return mk_float(fabs(v.u.f));
         if (v.t == V_INT || v.t == V_BOOL) {
-            if (num_i(v) == INT64_MIN) tp_fail(c, RL_ERR_RANGE, off, "integer overflow in abs");
+            if (num_i(v) == INT64_MIN) rl__tp_fail(c, RL_ERR_RANGE, off, "integer overflow in abs");
             return mk_int(num_i(v) < 0 ? -num_i(v) : num_i(v));
         }
-        tp_fail(c, RL_ERR_FORMAT, off, "bad operand type for abs(): '%s'", tp_type_name(v));
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "bad operand type for abs(): '%s'", rl__tp_type_name(v));
     }
     if (IS("round")) {
-        if (!is_num(v)) tp_fail(c, RL_ERR_FORMAT, off, "round: expected a number, got %s", tp_type_name(v));
+        if (!is_num(v)) rl__tp_fail(c, RL_ERR_FORMAT, off, "round: expected a number, got %s", rl__tp_type_name(v));
         tp_val *pv = arg(a, 0, "precision");
-        int64_t prec = pv ? want_int(c, pv, "round", off) : 0;
+        int64_t prec = pv ? rl__tp_want_int(c, pv, "round", off) : 0;
         if (prec < -300 || prec > 300) prec = prec < 0 ? -300 : 300;
         double scale = pow(10.0, (double)prec);
         return mk_float(nearbyint(num_f(v) * scale) / scale);
     }
     if (IS("wordcount")) {
-        if (v.t != V_STR) v = tp_to_str(c, v, off);
+        if (v.t != V_STR) v = rl__tp_to_str(c, v, off);
         return mk_int((int64_t)do_split(c, v, NULL, NULL, off).u.l->n);
     }
     /* the rest operate on strings */
     if (v.t == V_UNDEF) v = tp_str("", 0);
-    if (IS("indent")) return do_indent(c, tp_to_str(c, v, off), a, off);
-    if (IS("trim")) return do_strip(c, tp_to_str(c, v, off), arg(a, 0, "chars"), true, true, off);
-    if (IS("upper")) return ascii_case(c, tp_to_str(c, v, off), 1, off);
-    if (IS("lower")) return ascii_case(c, tp_to_str(c, v, off), 0, off);
-    if (IS("capitalize")) return ascii_case(c, tp_to_str(c, v, off), 2, off);
-    if (IS("title")) return ascii_case(c, tp_to_str(c, v, off), 3, off);
-    if (IS("replace")) return do_replace(c, tp_to_str(c, v, off), arg(a, 0, "old"), arg(a, 1, "new"), arg(a, 2, "count"), off);
+    if (IS("indent")) return do_indent(c, rl__tp_to_str(c, v, off), a, off);
+    if (IS("trim")) return do_strip(c, rl__tp_to_str(c, v, off), arg(a, 0, "chars"), true, true, off);
+    if (IS("upper")) return ascii_case(c, rl__tp_to_str(c, v, off), 1, off);
+    if (IS("lower")) return ascii_case(c, rl__tp_to_str(c, v, off), 0, off);
+    if (IS("capitalize")) return ascii_case(c, rl__tp_to_str(c, v, off), 2, off);
+    if (IS("title")) return ascii_case(c, rl__tp_to_str(c, v, off), 3, off);
+    if (IS("replace")) return do_replace(c, rl__tp_to_str(c, v, off), arg(a, 0, "old"), arg(a, 1, "new"), arg(a, 2, "count"), off);
 #undef IS
-    tp_fail(c, RL_ERR_UNSUPPORTED, off, "unknown filter '%s'", name);
+    rl__tp_fail(c, RL_ERR_UNSUPPORTED, off, "unknown filter '%s'", name);
 }
 
-static bool apply_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
+bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
     step(c, off);
     tp_val *a0 = arg(a, 0, NULL);
 #define IS(s) (strcmp(name, (s)) == 0)
@@ -500,41 +495,41 @@ static bool apply_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t o
         return any;
     }
     if (IS("odd") || IS("even")) {
-        int64_t i = want_int(c, &v, name, off);
+        int64_t i = rl__tp_want_int(c, &v, name, off);
         return IS("odd") ? (i % 2 != 0) : (i % 2 == 0);
     }
     if (IS("divisibleby")) {
-        int64_t i = want_int(c, &v, name, off), d = want_int(c, a0, name, off);
-        if (d == 0) tp_fail(c, RL_ERR_FORMAT, off, "divisibleby: division by zero");
+        int64_t i = rl__tp_want_int(c, &v, name, off), d = rl__tp_want_int(c, a0, name, off);
+        if (d == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "divisibleby: division by zero");
         return d == -1 || i % d == 0;
     }
     if (!a0 && (IS("eq") || IS("equalto") || IS("==") || IS("ne") || IS("!=") || IS("lt") ||
                 IS("lessthan") || IS("<") || IS("le") || IS("<=") || IS("gt") || IS("greaterthan") ||
                 IS(">") || IS("ge") || IS(">=") || IS("in") || IS("sameas")))
-        tp_fail(c, RL_ERR_FORMAT, off, "test '%s' needs an argument", name);
-    if (IS("eq") || IS("equalto") || IS("==")) return tp_equal(c, v, *a0, 0, off);
-    if (IS("ne") || IS("!=")) return !tp_equal(c, v, *a0, 0, off);
-    if (IS("lt") || IS("lessthan") || IS("<")) return compare(c, TP_OP_LT, v, *a0, off);
-    if (IS("le") || IS("<=")) return compare(c, TP_OP_LE, v, *a0, off);
-    if (IS("gt") || IS("greaterthan") || IS(">")) return compare(c, TP_OP_GT, v, *a0, off);
-    if (IS("ge") || IS(">=")) return compare(c, TP_OP_GE, v, *a0, off);
-    if (IS("in")) return contains(c, *a0, v, off);
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "test '%s' needs an argument", name);
+    if (IS("eq") || IS("equalto") || IS("==")) return rl__tp_equal(c, v, *a0, 0, off);
+    if (IS("ne") || IS("!=")) return !rl__tp_equal(c, v, *a0, 0, off);
+    if (IS("lt") || IS("lessthan") || IS("<")) return rl__tp_compare(c, TP_OP_LT, v, *a0, off);
+    if (IS("le") || IS("<=")) return rl__tp_compare(c, TP_OP_LE, v, *a0, off);
+    if (IS("gt") || IS("greaterthan") || IS(">")) return rl__tp_compare(c, TP_OP_GT, v, *a0, off);
+    if (IS("ge") || IS(">=")) return rl__tp_compare(c, TP_OP_GE, v, *a0, off);
+    if (IS("in")) return rl__tp_contains(c, *a0, v, off);
     if (IS("sameas")) {
         if (v.t != a0->t) return false;
         if (v.t == V_NONE || v.t == V_UNDEF) return true;
         if (v.t == V_BOOL) return v.u.b == a0->u.b;
-        return tp_equal(c, v, *a0, 0, off) && (v.t != V_LIST || v.u.l == a0->u.l) &&
+        return rl__tp_equal(c, v, *a0, 0, off) && (v.t != V_LIST || v.u.l == a0->u.l) &&
                (v.t != V_DICT || v.u.d == a0->u.d);
     }
 #undef IS
-    tp_fail(c, RL_ERR_UNSUPPORTED, off, "unknown test '%s'", name);
+    rl__tp_fail(c, RL_ERR_UNSUPPORTED, off, "unknown test '%s'", name);
 }
 
-static tp_val call_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t off) {
+tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t off) {
     step(c, off);
 #define IS(s) (strcmp(name, (s)) == 0)
     tp_val *a0 = arg(a, 0, NULL), *a1 = arg(a, 1, NULL);
-    if (obj.t == V_UNDEF) undefined_error(c, obj, off);
+    if (obj.t == V_UNDEF) rl__tp_undefined(c, obj, off);
     if (obj.t == V_STR) {
         if (IS("strip")) return do_strip(c, obj, a0, true, true, off);
         if (IS("lstrip")) return do_strip(c, obj, a0, true, false, off);
@@ -547,8 +542,8 @@ static tp_val call_method(tp_ctx *c, tp_val obj, const char *name, targs *a, siz
         if (IS("endswith")) return mk_bool(affix(c, obj, a0, true, off));
         if (IS("split")) return do_split(c, obj, arg(a, 0, "sep"), arg(a, 1, "maxsplit"), off);
         if (IS("replace")) return do_replace(c, obj, a0, a1, arg(a, 2, "count"), off);
-        if (IS("find")) return mk_int(do_find(obj, want_str(c, a0, "find", off), false));
-        if (IS("count")) return mk_int(do_find(obj, want_str(c, a0, "count", off), true));
+        if (IS("find")) return mk_int(do_find(obj, rl__tp_want_str(c, a0, "find", off), false));
+        if (IS("count")) return mk_int(do_find(obj, rl__tp_want_str(c, a0, "count", off), true));
         if (IS("join")) return do_join(c, a0 ? *a0 : mk_undef(NULL), &obj, NULL, off);
         if (IS("splitlines")) {
             tp_val l = do_split(c, obj, &(tp_val){.t = V_STR, .u.s = {"\n", 1}}, NULL, off);
@@ -571,54 +566,54 @@ static tp_val call_method(tp_ctx *c, tp_val obj, const char *name, targs *a, siz
         if (IS("keys")) return dict_items(c, obj.u.d, 1, off);
         if (IS("values")) return dict_items(c, obj.u.d, 2, off);
         if (IS("get")) {
-            if (!a0) tp_fail(c, RL_ERR_FORMAT, off, "get: missing key");
-            tp_val *r = tp_dict_get(c, obj.u.d, *a0, off);
+            if (!a0) rl__tp_fail(c, RL_ERR_FORMAT, off, "get: missing key");
+            tp_val *r = rl__tp_dict_get(c, obj.u.d, *a0, off);
             return r ? *r : a1 ? *a1 : (tp_val){.t = V_NONE};
         }
     } else if (obj.t == V_LOOP) {
         if (IS("cycle")) {
-            if (!a->n_pos) tp_fail(c, RL_ERR_FORMAT, off, "loop.cycle: no items");
+            if (!a->n_pos) rl__tp_fail(c, RL_ERR_FORMAT, off, "loop.cycle: no items");
             return a->pos[obj.u.loop->index0 % (int64_t)a->n_pos];
         }
     }
 #undef IS
-    tp_fail(c, RL_ERR_UNSUPPORTED, off, "'%s' object has no method '%s'", tp_type_name(obj), name);
+    rl__tp_fail(c, RL_ERR_UNSUPPORTED, off, "'%s' object has no method '%s'", rl__tp_type_name(obj), name);
 }
 
-static tp_val call_global(tp_ctx *c, int fn, targs *a, size_t off) {
+tp_val rl__tp_global(tp_ctx *c, int fn, targs *a, size_t off) {
     tp_val *a0 = arg(a, 0, NULL);
     switch (fn) {
     case FN_RAISE: {
-        tp_val m = a0 ? tp_to_str(c, *a0, off) : tp_str("", 0);
+        tp_val m = a0 ? rl__tp_to_str(c, *a0, off) : tp_str("", 0);
         int n = m.u.s.n > 300 ? 300 : (int)m.u.s.n;
-        tp_fail(c, RL_ERR_INVALID, off, "raise_exception: %.*s", n, m.u.s.p);
+        rl__tp_fail(c, RL_ERR_INVALID, off, "raise_exception: %.*s", n, m.u.s.p);
     }
     case FN_NAMESPACE:
     case FN_DICT: {
         tp_val d = mk_dict(c, 4, off);
         if (fn == FN_NAMESPACE) d.t = V_NS;
         if (a0) {
-            if (a0->t != V_DICT) tp_fail(c, RL_ERR_FORMAT, off, "%s: positional argument must be a dict", fn == FN_DICT ? "dict" : "namespace");
-            for (size_t i = 0; i < a0->u.d->n; i++) tp_dict_set(c, d.u.d, a0->u.d->k[i], a0->u.d->v[i], off);
+            if (a0->t != V_DICT) rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: positional argument must be a dict", fn == FN_DICT ? "dict" : "namespace");
+            for (size_t i = 0; i < a0->u.d->n; i++) rl__tp_dict_set(c, d.u.d, a0->u.d->k[i], a0->u.d->v[i], off);
         }
         for (size_t i = 0; i < a->n_kw; i++)
-            tp_dict_set(c, d.u.d, tp_str(a->kw[i], strlen(a->kw[i])), a->kwv[i], off);
+            rl__tp_dict_set(c, d.u.d, tp_str(a->kw[i], strlen(a->kw[i])), a->kwv[i], off);
         return d;
     }
     case FN_RANGE: {
-        if (a->n_pos < 1 || a->n_pos > 3) tp_fail(c, RL_ERR_FORMAT, off, "range expects 1 to 3 arguments");
+        if (a->n_pos < 1 || a->n_pos > 3) rl__tp_fail(c, RL_ERR_FORMAT, off, "range expects 1 to 3 arguments");
         int64_t st = 0, en, sp = 1;
-        if (a->n_pos == 1) en = want_int(c, &a->pos[0], "range", off);
+        if (a->n_pos == 1) en = rl__tp_want_int(c, &a->pos[0], "range", off);
         else {
-            st = want_int(c, &a->pos[0], "range", off);
-            en = want_int(c, &a->pos[1], "range", off);
-            if (a->n_pos == 3) sp = want_int(c, &a->pos[2], "range", off);
+            st = rl__tp_want_int(c, &a->pos[0], "range", off);
+            en = rl__tp_want_int(c, &a->pos[1], "range", off);
+            if (a->n_pos == 3) sp = rl__tp_want_int(c, &a->pos[2], "range", off);
         }
-        if (sp == 0) tp_fail(c, RL_ERR_FORMAT, off, "range() arg 3 must not be zero");
+        if (sp == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "range() arg 3 must not be zero");
         double cnt_d = sp > 0 ? ceil(((double)en - (double)st) / (double)sp) : ceil(((double)st - (double)en) / (double)-sp);
         if (cnt_d < 0) cnt_d = 0;
         if (cnt_d > (double)(c->lim.max_memory / sizeof(tp_val)))
-            tp_fail(c, RL_ERR_LIMIT, off, "range of %.0f items is too large", cnt_d);
+            rl__tp_fail(c, RL_ERR_LIMIT, off, "range of %.0f items is too large", cnt_d);
         size_t cnt = (size_t)cnt_d;
         step_n(c, cnt / 16, off);
         tp_val l = mk_list(c, cnt, false, off);
@@ -626,7 +621,7 @@ static tp_val call_global(tp_ctx *c, int fn, targs *a, size_t off) {
         return l;
     }
     case FN_STRFTIME: {
-        tp_val f = want_str(c, a0, "strftime_now", off);
+        tp_val f = rl__tp_want_str(c, a0, "strftime_now", off);
         char fmt[128], buf[256];
         size_t n = f.u.s.n < sizeof fmt - 1 ? f.u.s.n : sizeof fmt - 1;
         memcpy(fmt, f.u.s.p, n);
@@ -635,8 +630,8 @@ static tp_val call_global(tp_ctx *c, int fn, targs *a, size_t off) {
         struct tm tmv;
         localtime_r(&t, &tmv);
         size_t w = strftime(buf, sizeof buf, fmt, &tmv);
-        return tp_str(tp_strdup(c, buf, w, off), w);
+        return tp_str(rl__tp_strdup(c, buf, w, off), w);
     }
     }
-    tp_fail(c, RL_ERR_FORMAT, off, "not callable");
+    rl__tp_fail(c, RL_ERR_FORMAT, off, "not callable");
 }
