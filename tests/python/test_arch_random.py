@@ -24,16 +24,14 @@ factors as llama.cpp does.  phi3-swa follows Hugging Face (the window
 applies to every layer; llama.cpp 0.3.16 ignores phi3 windows).
 """
 import hashlib
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
 
 from conftest import BUILD, ROOT, llamacpp_assets_dir
+from test_golden import cosine, run_logits  # build/tools/logits as the golden test runs it
 
 pytest.importorskip("gguf", reason="the gguf package (pip install gguf) writes the random-weight files")
 sys.path.insert(0, str(ROOT / "tests" / "reference"))
@@ -97,26 +95,6 @@ def prompt_ids(path, n):
     return ids[:n]
 
 
-def run_logits(model, ids, n_ctx, *extra):
-    with tempfile.NamedTemporaryFile(suffix=".npy", delete=False) as tf:
-        out = tf.name
-    try:
-        cmd = [str(LOGITS), "-m", str(model), "--tokens", ",".join(map(str, ids)), "--out", out,
-               "-t", "2", "-c", str(n_ctx), *extra]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, f"logits {model.name}: exit {p.returncode}: {p.stderr.strip()}"
-        res = json.loads(p.stdout)
-        res["logits"] = np.load(out)
-        return res
-    finally:
-        os.unlink(out)
-
-
-def cosine(a, b):
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(a.dot(b) / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_arch_random(case):
     name, family, n_ctx, n_prompt = case
@@ -125,8 +103,8 @@ def test_arch_random(case):
     path = tiny_model(family)
     ids = prompt_ids(path, n_prompt)
     ref = refmodel.Model(str(path), n_ctx=n_ctx, phi3_swa=True)
-    ex = run_logits(path, ids, n_ctx, "--exact", "--greedy", str(N_GREEDY))
-    fa = run_logits(path, ids, n_ctx, "--greedy", str(N_GREEDY), "--check-batch")
+    ex = run_logits(str(path), ids, "-c", str(n_ctx), "--exact", "--greedy", str(N_GREEDY))
+    fa = run_logits(str(path), ids, "-c", str(n_ctx), "--greedy", str(N_GREEDY), "--check-batch")
     full = ids + ex["greedy"][:-1]
     rl = ref.forward(full, ref.new_cache(), all_logits=True)
     last = rl[len(ids) - 1]
