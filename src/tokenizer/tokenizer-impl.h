@@ -20,7 +20,7 @@
 #define RL__TA_CONTROL 2u /* matched in text only with RL_TOK_PARSE_SPECIAL */
 #define RL__TA_USER 4u    /* always matched in text */
 
-#define RL__MAX_PRE_STAGES 4
+#define RL__MAX_PRE_STAGES 8
 #define RL__CACHE_SLOTS 65536u /* word cache, direct mapped */
 #define RL__CACHE_MAX_WORD 64 /* longer words are not cached */
 
@@ -67,6 +67,9 @@ struct rl_tokenizer {
      * split further by the next stage (HF Sequence of Split/Isolated) */
     pcre2_code *re[RL__MAX_PRE_STAGES];
     int n_re;
+    unsigned re_bytes;  /* bit i: stage i matches raw bytes (no UTF); only
+                           byte stages follow a byte stage */
+    bool ignore_merges; /* a pre-token that is itself a token is emitted as is */
     pcre2_general_context *pcre_gctx;
 
     pthread_mutex_t cache_mu;

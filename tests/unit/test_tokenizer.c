@@ -15,6 +15,8 @@
 
 /* ---- building tiny models ---- */
 
+static const char *build_pre; /* tokenizer.ggml.pre of the next build, if set */
+
 enum { F_NO_TOKENS = 1, F_SHORT_SCORES = 2, F_FLOAT_TYPES = 4, F_BAD_BOS = 8, F_BAD_MERGE = 16,
        F_BAD_MODEL = 32, F_BAD_TYPE_VALUE = 64, F_MERGE_NO_SPACE = 128, F_SCORES_STR = 256 };
 
@@ -26,6 +28,9 @@ static rl_tokenizer *build(const char *model, const char *const *toks, const int
     assert_int_equal(rl_gguf_writer_str(w, "general.architecture", "llama", 5), RL_OK);
     const char *m = bad & F_BAD_MODEL ? "wordpiece9" : model;
     assert_int_equal(rl_gguf_writer_str(w, "tokenizer.ggml.model", m, strlen(m)), RL_OK);
+    if (build_pre)
+        assert_int_equal(rl_gguf_writer_str(w, "tokenizer.ggml.pre", build_pre, strlen(build_pre)),
+                         RL_OK);
     if (!(bad & F_NO_TOKENS))
         assert_int_equal(rl_gguf_writer_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, n), RL_OK);
     float scores[64];
@@ -176,6 +181,117 @@ static void test_bpe_encode(void **state) {
     rl_tokenizer_free(tok);
 }
 
+/* A byte-level BPE vocabulary with pre-tokenizer `pre`; all types normal. */
+static rl_tokenizer *bpe_pre(const char *pre, const char *const *toks, size_t n,
+                             const char *const *merges, size_t n_merges) {
+    int32_t types[64];
+    for (size_t i = 0; i < n; i++) types[i] = 1;
+    rl_err err = {0};
+    rl_status st;
+    build_pre = pre;
+    rl_tokenizer *tok = build("gpt2", toks, types, n, merges, n_merges, 0, &err, &st);
+    build_pre = NULL;
+    if (st) fail_msg("load: %s", err.msg);
+    return tok;
+}
+
+/* byte-level spellings: "Ġ" space, "Ċ" newline, "Â" 0xC2, "½" 0xBD, "Å" 0xC5, "¾" 0xBE */
+#define BL_SP "\xC4\xA0"
+#define BL_NL "\xC4\x8A"
+#define BL_C2 "\xC3\x82"
+#define BL_BD "\xC2\xBD"
+static const char *const pre_toks[] = {
+    BL_SP, BL_NL, BL_C2, BL_BD, "=", "1", "2", "3", "4",                     /* 0..8 */
+    BL_SP BL_C2, BL_SP BL_C2 BL_BD, BL_C2 BL_BD, BL_NL BL_SP, BL_SP "=",     /* 9..13 */
+    "12", "123", "1234", BL_SP "1", BL_SP "12", "\xC3\x85", "\xC2\xBE",      /* 14..20 */
+    "\xC3\x85\xC2\xBE", "a", "b", "c", "ab", "abc"};                         /* 21..26 */
+static const char *const pre_merges[] = {
+    BL_SP " " BL_C2, BL_SP BL_C2 " " BL_BD, BL_C2 " " BL_BD, BL_NL " " BL_SP, BL_SP " =",
+    "1 2", "12 3", "123 4", BL_SP " 12", "\xC3\x85 \xC2\xBE", "a b"};
+#define N_PRE_TOKS (sizeof pre_toks / sizeof pre_toks[0])
+#define N_PRE_MERGES (sizeof pre_merges / sizeof pre_merges[0])
+
+static void expect_pre(const char *pre, const char *text, const int32_t *want, size_t n_want) {
+    rl_tokenizer *tok = bpe_pre(pre, pre_toks, N_PRE_TOKS, pre_merges, N_PRE_MERGES);
+    assert_string_equal(rl_tokenizer_pre(tok), pre);
+    expect_ids(tok, text, 0, want, n_want);
+    rl_tokenizer_free(tok);
+}
+
+/* "½" is \p{N} (No): a Digits step isolates it from the space before it */
+static void test_pre_digits_isolate_no(void **state) {
+    (void)state;
+    const int32_t gpt2[] = {10}, digits[] = {0, 11};
+    expect_pre("gpt-2", " \xC2\xBD", gpt2, 1);
+    expect_pre("starcoder", " \xC2\xBD", digits, 2);
+    expect_pre("refact", " \xC2\xBD", digits, 2);
+    expect_pre("command-r", " \xC2\xBD", digits, 2);
+    expect_pre("deepseek-llm", " \xC2\xBD", digits, 2);
+    expect_pre("deepseek-coder", " \xC2\xBD", digits, 2);
+    /* " 12": deepseek-llm keeps the number whole, deepseek-coder splits digits */
+    const int32_t g12[] = {18}, dsl12[] = {0, 14}, dsc12[] = {0, 5, 6};
+    expect_pre("gpt-2", " 12", g12, 1);
+    expect_pre("deepseek-llm", " 12", dsl12, 2);
+    expect_pre("deepseek-coder", " 12", dsc12, 3);
+}
+
+/* falcon: punctuation is split off before the GPT-2 pattern ("\n " | "="),
+ * and on the byte-level text numeric characters (here the byte 0xBD of
+ * "½" and 0xBE of "ž") are isolated, digit runs cut in threes */
+static void test_pre_falcon(void **state) {
+    (void)state;
+    const int32_t g_nl[] = {1, 13}, f_nl[] = {12, 4};
+    expect_pre("gpt-2", "\n =", g_nl, 2);
+    expect_pre("falcon", "\n =", f_nl, 2);
+    const int32_t g_half[] = {11}, f_half[] = {2, 3};
+    expect_pre("gpt-2", "\xC2\xBD", g_half, 1);
+    expect_pre("falcon", "\xC2\xBD", f_half, 2);
+    const int32_t g_z[] = {21}, f_z[] = {19, 20};
+    expect_pre("gpt-2", "\xC5\xBE", g_z, 1);
+    expect_pre("falcon", "\xC5\xBE", f_z, 2);
+    const int32_t g_num[] = {16}, f_num[] = {15, 8};
+    expect_pre("gpt-2", "1234", g_num, 1);
+    expect_pre("falcon", "1234", f_num, 2);
+}
+
+/* llama-bpe (HF ignore_merges): a word that is a token wins even when the
+ * merges never build it; other families merge */
+static void test_pre_ignore_merges(void **state) {
+    (void)state;
+    const int32_t merged[] = {25, 24}, whole[] = {26};
+    expect_pre("qwen2", "abc", merged, 2);
+    expect_pre("llama-bpe", "abc", whole, 1);
+}
+
+/* deepseek-llm's trailing-whitespace stage (\s+$) only splits whitespace
+ * at the end of a piece; a long run before other text stays one gap */
+static void test_pre_deepseek_trailing_ws(void **state) {
+    (void)state;
+    rl_tokenizer *tok = bpe_pre("deepseek-llm", pre_toks, N_PRE_TOKS, pre_merges, N_PRE_MERGES);
+    char text[4096];
+    memset(text, ' ', sizeof text - 2);
+    text[sizeof text - 2] = '=';
+    text[sizeof text - 1] = 0;
+    int32_t *ids;
+    size_t n;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n, &err), RL_OK);
+    /* the punctuation stage takes " =", the 4093 spaces before it are one
+     * piece of single-space tokens (no merge joins spaces here) */
+    assert_int_equal(n, sizeof text - 3 + 1);
+    assert_int_equal(ids[n - 1], 13);
+    for (size_t i = 0; i + 1 < n; i++) assert_int_equal(ids[i], 0);
+    rl_free(ids);
+    /* spaces then a character no stage takes: one word, no stage splits it */
+    memcpy(text + sizeof text - 4, "\xE2\x82\xAC", 4);
+    assert_int_equal(rl_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, sizeof text - 4); /* the bytes of the euro sign have no token */
+    rl_free(ids);
+    const int32_t trail[] = {22, 0, 0};
+    expect_ids(tok, "a  ", 0, trail, 3);
+    rl_tokenizer_free(tok);
+}
+
 static void push_str(rl_detok *d, const char *s, size_t n, size_t want_appended) {
     size_t app;
     rl_err err = {0};
@@ -288,6 +404,8 @@ int main(void) {
         cmocka_unit_test(test_spm_ids),
         cmocka_unit_test(test_bpe_encode),        cmocka_unit_test(test_detok_split_utf8),
         cmocka_unit_test(test_bad_metadata),      cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_pre_digits_isolate_no), cmocka_unit_test(test_pre_falcon),
+        cmocka_unit_test(test_pre_ignore_merges), cmocka_unit_test(test_pre_deepseek_trailing_ws),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
