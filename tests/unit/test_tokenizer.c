@@ -18,7 +18,8 @@
 static const char *build_pre; /* tokenizer.ggml.pre of the next build, if set */
 
 enum { F_NO_TOKENS = 1, F_SHORT_SCORES = 2, F_FLOAT_TYPES = 4, F_BAD_BOS = 8, F_BAD_MERGE = 16,
-       F_BAD_MODEL = 32, F_BAD_TYPE_VALUE = 64, F_MERGE_NO_SPACE = 128, F_SCORES_STR = 256 };
+       F_BAD_MODEL = 32, F_BAD_TYPE_VALUE = 64, F_MERGE_NO_SPACE = 128, F_SCORES_STR = 256,
+       F_NO_UNK = 512, F_WPM_KEYS = 1024 };
 
 static rl_tokenizer *build(const char *model, const char *const *toks, const int32_t *types,
                            size_t n, const char *const *merges, size_t n_merges, int bad,
@@ -59,7 +60,13 @@ static rl_tokenizer *build(const char *model, const char *const *toks, const int
     assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", bad & F_BAD_BOS ? 1000 : 1),
                      RL_OK);
     assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", 2), RL_OK);
-    assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.unknown_token_id", 0), RL_OK);
+    if (!(bad & F_NO_UNK))
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.unknown_token_id", 0), RL_OK);
+    if (bad & F_WPM_KEYS) { /* WordPiece's own keys: [CLS] = 3 wins over bos, no [SEP] added */
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.cls_token_id", 3), RL_OK);
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.seperator_token_id", 0), RL_OK);
+        assert_int_equal(rl_gguf_writer_bool(w, "tokenizer.ggml.add_sep_token", false), RL_OK);
+    }
     void *buf;
     size_t size;
     assert_int_equal(rl_gguf_writer_to_memory(w, &buf, &size, err), RL_OK);
@@ -114,6 +121,16 @@ static void expect_ids(rl_tokenizer *tok, const char *text, unsigned flags, cons
     rl_free(ids);
 }
 
+static void expect_decode(rl_tokenizer *tok, const int32_t *ids, size_t n, const char *want) {
+    char *text;
+    size_t len;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_decode(tok, ids, n, 0, &text, &len, &err), RL_OK);
+    assert_string_equal(text, want);
+    assert_int_equal(len, strlen(want));
+    rl_free(text);
+}
+
 /* ---- tests ---- */
 
 static void test_spm_ids(void **state) {
@@ -141,11 +158,9 @@ static void test_spm_ids(void **state) {
     rl_free(ids);
     /* decode strips the space prefix and fuses byte tokens */
     const int32_t d[] = {7, 7, 8, 9, 10, 11};
+    expect_decode(tok, d, 6, "ab abc\xE2\x82\xAC");
     char *text;
     size_t len;
-    assert_int_equal(rl_tokenizer_decode(tok, d, 6, 0, &text, &len, &err), RL_OK);
-    assert_string_equal(text, "ab abc\xE2\x82\xAC");
-    rl_free(text);
     assert_true(rl_tokenizer_is_eog(tok, 2));
     assert_true(rl_tokenizer_is_eog(tok, 14)); /* <end_of_turn> */
     assert_false(rl_tokenizer_is_eog(tok, 7));
@@ -292,6 +307,110 @@ static void test_pre_deepseek_trailing_ws(void **state) {
     rl_tokenizer_free(tok);
 }
 
+/* WordPiece as llama.cpp's converter stores it: "\u2581x" for a word-initial
+ * "x", bare "x" for "##x" */
+#define WB "\xE2\x96\x81"
+static const char *const wpm_toks[] = {
+    "[UNK]", "[CLS]", "[SEP]", "[MASK]", WB "hello", WB "world", WB "un", "aff", "able", /* 0..8 */
+    WB "a", "pf", "el", WB "!", WB ",", WB "\xE4\xB8\xAD", WB "\xE1\x84\x80", "\xE1\x85\xA1", /* 9..16 */
+    WB "x", "x", WB "\xCE\xBF"};                                                  /* 17..19 */
+static const int32_t wpm_types[] = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+#define N_WPM (sizeof wpm_toks / sizeof wpm_toks[0])
+
+static rl_tokenizer *wpm(void) {
+    rl_err err = {0};
+    rl_status st;
+    rl_tokenizer *tok = build("bert", wpm_toks, wpm_types, N_WPM, NULL, 0, 0, &err, &st);
+    if (st) fail_msg("load: %s", err.msg);
+    return tok;
+}
+
+static void test_wpm_basic(void **state) {
+    (void)state;
+    rl_tokenizer *tok = wpm();
+    assert_int_equal(rl_tokenizer_kind_of(tok), RL_TOKENIZER_WPM);
+    assert_int_equal(rl_tokenizer_bos(tok), 1);
+    assert_int_equal(rl_tokenizer_sep(tok), 2); /* found by its text */
+    /* lowercasing, punctuation as words of their own */
+    const int32_t w1[] = {4, 13, 5, 12};
+    expect_ids(tok, "Hello, WORLD!", 0, w1, 4);
+    /* [CLS] ... [SEP] with ADD_SPECIAL; their text is matched only with PARSE_SPECIAL */
+    const int32_t w2[] = {1, 4, 2};
+    expect_ids(tok, "hello", RL_TOK_ADD_SPECIAL, w2, 3);
+    const int32_t w3[] = {1, 4};
+    expect_ids(tok, "[CLS]hello", RL_TOK_PARSE_SPECIAL, w3, 2);
+    /* greedy longest match with continuations */
+    const int32_t w4[] = {6, 7, 8};
+    expect_ids(tok, "unaffable", 0, w4, 3);
+    /* a word with no complete split is one [UNK] */
+    const int32_t w5[] = {4, 0, 5};
+    expect_ids(tok, "hello unaffablez world", 0, w5, 3);
+    /* accents stripped after NFD: "Äpfel", and with a combining diaeresis */
+    const int32_t w6[] = {9, 10, 11};
+    expect_ids(tok, "\xC3\x84pfel", 0, w6, 3);
+    expect_ids(tok, "A\xCC\x88pfel", 0, w6, 3);
+    /* Greek capital omicron with tonos: NFD, strip, lowercase */
+    const int32_t w7[] = {19};
+    expect_ids(tok, "\xCE\x8C", 0, w7, 1);
+    /* CJK ideographs are words; Hangul syllables decompose into jamo */
+    const int32_t w8[] = {14, 14, 15, 16};
+    expect_ids(tok, "\xE4\xB8\xAD\xE4\xB8\xAD\xEA\xB0\x80", 0, w8, 4);
+    /* controls and format characters vanish (\v, ZWJ, U+0000, invalid
+     * UTF-8); Unicode spaces end words */
+    const int32_t w9[] = {4, 5};
+    expect_ids(tok, "hel\vlo\xE2\x80\x83world", 0, w9, 2); /* U+2003 em space */
+    rl_tokenizer_free(tok);
+}
+
+static void test_wpm_edges(void **state) {
+    (void)state;
+    rl_tokenizer *tok = wpm();
+    int32_t *ids;
+    size_t n;
+    rl_err err = {0};
+    const char zwj[] = "hel\xE2\x80\x8Dlo\x00\xFFworld\xE3\x80\x80hello";
+    assert_int_equal(rl_tokenizer_encode(tok, zwj, sizeof zwj - 1, 0, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, 2); /* "helloworld" (no "##world"), then "hello" after U+3000 */
+    assert_int_equal(ids[0], 0);
+    assert_int_equal(ids[1], 4);
+    rl_free(ids);
+    /* 100 characters: pieces; 101: [UNK] */
+    char xs[102];
+    memset(xs, 'x', sizeof xs);
+    xs[100] = 0;
+    assert_int_equal(rl_tokenizer_encode(tok, xs, 100, 0, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, 100);
+    assert_int_equal(ids[0], 17);
+    assert_int_equal(ids[99], 18);
+    rl_free(ids);
+    const int32_t unk[] = {0};
+    xs[100] = 'x';
+    xs[101] = 0;
+    expect_ids(tok, xs, 0, unk, 1);
+    /* an empty text, and only whitespace: nothing */
+    expect_ids(tok, " \t\n", 0, NULL, 0);
+    /* decode: the first word's mark is dropped, later ones are spaces */
+    const int32_t d[] = {4, 5, 13, 6, 7, 8};
+    expect_decode(tok, d, 6, "hello world , unaffable");
+    rl_tokenizer_free(tok);
+    /* cls_token_id, seperator_token_id and add_sep_token */
+    rl_status st;
+    tok = build("bert", wpm_toks, wpm_types, N_WPM, NULL, 0, F_WPM_KEYS, &err, &st);
+    assert_int_equal(st, RL_OK);
+    assert_int_equal(rl_tokenizer_bos(tok), 3);
+    assert_int_equal(rl_tokenizer_sep(tok), 0);
+    const int32_t cls_only[] = {3, 4};
+    expect_ids(tok, "hello", RL_TOK_ADD_SPECIAL, cls_only, 2);
+    rl_tokenizer_free(tok);
+    /* a WordPiece vocabulary without [UNK] is refused, naming the key */
+    const char *const no_unk[] = {"[CLS]", "[SEP]", WB "a"};
+    const int32_t no_unk_types[] = {3, 3, 1};
+    tok = build("bert", no_unk, no_unk_types, 3, NULL, 0, F_NO_UNK, &err, &st);
+    assert_null(tok);
+    assert_int_equal(st, RL_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "tokenizer.ggml.unknown_token_id"));
+}
+
 static void push_str(rl_detok *d, const char *s, size_t n, size_t want_appended) {
     size_t app;
     rl_err err = {0};
@@ -378,25 +497,32 @@ static void test_bad_metadata(void **state) {
                       RL_ERR_FORMAT, "tokenizer.ggml.merges[0]");
 }
 
-static void test_alloc_failure(void **state) {
-    (void)state;
-    /* every allocation failure during load and encode is a clean error */
-    for (long k = 0; k < 200; k++) {
-        rl_tokenizer *tok = bpe();
+/* Every allocation failure during encode (k-th allocation, k < k_max) is
+ * a clean RL_ERR_NOMEM; otherwise the text gives n_want ids. */
+static void alloc_failure_loop(rl_tokenizer *(*make)(void), const char *text, size_t n_want,
+                               long k_max) {
+    for (long k = 0; k < k_max; k++) {
+        rl_tokenizer *tok = make();
         rl_alloc_fail_after(k);
         int32_t *ids = NULL;
         size_t n;
         rl_err err = {0};
-        rl_status st = rl_tokenizer_encode(tok, "abc ab abc", 10, 0, &ids, &n, &err);
+        rl_status st = rl_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n, &err);
         rl_alloc_fail_after(-1);
         if (st == RL_OK) {
-            assert_int_equal(n, 4);
+            assert_int_equal(n, n_want);
             rl_free(ids);
         } else {
             assert_int_equal(st, RL_ERR_NOMEM);
         }
         rl_tokenizer_free(tok);
     }
+}
+
+static void test_alloc_failure(void **state) {
+    (void)state;
+    alloc_failure_loop(bpe, "abc ab abc", 4, 200);
+    alloc_failure_loop(wpm, "Hello, unaffable", 5, 100); /* WordPiece: its word buffer */
 }
 
 int main(void) {
@@ -406,6 +532,7 @@ int main(void) {
         cmocka_unit_test(test_bad_metadata),      cmocka_unit_test(test_alloc_failure),
         cmocka_unit_test(test_pre_digits_isolate_no), cmocka_unit_test(test_pre_falcon),
         cmocka_unit_test(test_pre_ignore_merges), cmocka_unit_test(test_pre_deepseek_trailing_ws),
+        cmocka_unit_test(test_wpm_basic),         cmocka_unit_test(test_wpm_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
