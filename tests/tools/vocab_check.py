@@ -10,36 +10,27 @@ not parsed: test-tokenizer-0's add_special = false, parse_special = false)
 and compared with the expected ids.  Prints per file: passed / total and
 the first mismatch.  Exit status 1 if any vector fails.
 
-    tests/tools/vocab_check.py [--dir DIR] [--tool PATH] [NAME ...]
+    tests/tools/vocab_check.py [--dir DIR] [--tool PATH] [--hf] [NAME ...]
 """
 import argparse
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))  # test_vocab_vectors, tokenizer_corpus
 DEFAULT_DIR = os.path.join(
     ROOT, "bench", ".cache", "llama-cpp-python-0.3.16", "vendor", "llama.cpp", "models")
-SEP = "\n__ggml_vocab_test__\n"
 
 
 def read_vectors(base):
-    raw = open(base + ".inp", encoding="utf-8", newline="").read()
-    inputs, pos = [], 0
-    while pos < len(raw):  # as read_tests: a trailing separator ends the list
-        nxt = raw.find(SEP, pos)
-        if nxt < 0:
-            inputs.append(raw[pos:])
-            break
-        inputs.append(raw[pos:nxt])
-        pos = nxt + len(SEP)
-    outs = open(base + ".out", encoding="utf-8").read().split("\n")
-    if outs and outs[-1] == "":
-        outs.pop()
-    if len(inputs) != len(outs):
-        raise SystemExit(f"{base}: {len(inputs)} inputs but {len(outs)} outputs")
-    return inputs, [[int(t) for t in o.split()] for o in outs]
+    """(inputs, expected ids) of base.inp / base.out, read as the pytest
+    test_vocab_vectors reads them (one parser for both)."""
+    from test_vocab_vectors import read_vectors as read_pairs
+    pairs = read_pairs(pathlib.Path(base + ".inp"), pathlib.Path(base + ".out"))
+    return [t for t, _ in pairs], [ids for _, ids in pairs]
 
 
 def encode(tool, base, texts):
@@ -170,7 +161,6 @@ def check_hf(tool, base, name):
     ok, first = compare(inputs, want, got)
     if ok != len(inputs):
         return 0, 1, f"the oracle itself fails the vectors: {first}"
-    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
     from tokenizer_corpus import corpus
     texts = corpus() + EDGES
     want = [e.ids for e in tk.encode_batch(texts, add_special_tokens=False)]
