@@ -18,6 +18,7 @@ static rl_status encode_text(const rl_tokenizer *tok, const uint8_t *s, size_t n
                              rl__ids *out, rl_err *err) {
     if (tok->kind == RL_TOKENIZER_BPE) return n ? rl__bpe_encode(tok, s, n, out, err) : RL_OK;
     if (n == 0) return RL_OK;
+    if (tok->kind == RL_TOKENIZER_WPM) return rl__wpm_encode(tok, s, n, out, err);
     return rl__spm_encode(tok, s, n, first && tok->add_space_prefix, out, err);
 }
 
@@ -62,6 +63,8 @@ rl_status rl_tokenizer_encode(const rl_tokenizer *tok, const char *text, size_t 
     }
     if ((st = encode_text(tok, s + frag, len - frag, frag == 0, &out, err))) goto fail;
     if ((flags & RL_TOK_ADD_SPECIAL) && tok->add_eos && (st = rl__ids_push(&out, tok->eos)))
+        goto nomem;
+    if ((flags & RL_TOK_ADD_SPECIAL) && tok->add_sep && (st = rl__ids_push(&out, tok->sep)))
         goto nomem;
     *ids = out.v;
     *n = out.n;
@@ -161,9 +164,11 @@ rl_status rl_detok_push(rl_detok *d, int32_t id, size_t *appended, rl_err *err) 
     const char *p = rl_tokenizer_piece(tok, id, &len);
     if (d->at_start && len) {
         d->at_start = false;
-        /* the space prefix added at encode time is not part of the text */
-        if (tok->kind == RL_TOKENIZER_SPM && tok->add_space_prefix && p[0] == ' ' &&
-            !(tok->attr[id] & (RL__TA_CONTROL | RL__TA_USER))) {
+        /* the space prefix added at encode time (WordPiece: the word-start
+         * mark of the first word) is not part of the text */
+        bool prefixed = tok->kind == RL_TOKENIZER_WPM ||
+                        (tok->kind == RL_TOKENIZER_SPM && tok->add_space_prefix);
+        if (prefixed && p[0] == ' ' && !(tok->attr[id] & (RL__TA_CONTROL | RL__TA_USER))) {
             p++;
             len--;
         }

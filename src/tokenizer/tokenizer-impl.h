@@ -20,7 +20,7 @@
 #define RL__TA_CONTROL 2u /* matched in text only with RL_TOK_PARSE_SPECIAL */
 #define RL__TA_USER 4u    /* always matched in text */
 
-#define RL__MAX_PRE_STAGES 4
+#define RL__MAX_PRE_STAGES 8
 #define RL__CACHE_SLOTS 65536u /* word cache, direct mapped */
 #define RL__CACHE_MAX_WORD 64 /* longer words are not cached */
 
@@ -51,7 +51,10 @@ struct rl_tokenizer {
     rl__merge_slot *merges;
     uint32_t merges_mask;
     int32_t bos, eos, eot, pad, unk;
+    int32_t sep;           /* WordPiece: appended after the text (-1 if none) */
+    uint32_t max_token_len; /* longest token text, bytes */
     bool add_bos, add_eos, add_space_prefix;
+    bool add_sep;          /* WordPiece: append sep with RL_TOK_ADD_SPECIAL */
     bool spm_by_position; /* Gemma: merge priority is file position, not score */
     char pre[32];
     int32_t byte_id[256]; /* byte -> token (byte-level char or <0xXX>), -1 if none */
@@ -67,6 +70,9 @@ struct rl_tokenizer {
      * split further by the next stage (HF Sequence of Split/Isolated) */
     pcre2_code *re[RL__MAX_PRE_STAGES];
     int n_re;
+    unsigned re_bytes;  /* bit i: stage i matches raw bytes (no UTF); only
+                           byte stages follow a byte stage */
+    bool ignore_merges; /* a pre-token that is itself a token is emitted as is */
     pcre2_general_context *pcre_gctx;
 
     pthread_mutex_t cache_mu;
@@ -89,6 +95,21 @@ rl_status rl__bpe_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, rl
                          rl_err *err);
 rl_status rl__spm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, bool prefix_space,
                          rl__ids *out, rl_err *err);
+rl_status rl__wpm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, rl__ids *out,
+                         rl_err *err);
+
+/* WordPiece basic-tokenizer data (wpm_tables.c, generated; see there) */
+enum { RL__WPM_WORD = 0, RL__WPM_DROP = 1, RL__WPM_SPACE = 2, RL__WPM_CJK = 3 };
+#define RL__WPM_MULTI 0x80000000u
+extern const uint32_t rl__wpm_class[][3];
+extern const size_t rl__wpm_class_n;
+extern const uint32_t rl__wpm_map[][2];
+extern const size_t rl__wpm_map_n;
+extern const uint32_t rl__wpm_multi[];
+extern const size_t rl__wpm_multi_n;
+extern const uint32_t rl__wpm_punct[][2];
+extern const size_t rl__wpm_punct_n;
+
 /* GPT-2 byte <-> unicode mapping */
 uint32_t rl__byte_to_cp(uint8_t b);
 int rl__cp_to_byte(uint32_t cp); /* -1 if cp is not a mapped byte */

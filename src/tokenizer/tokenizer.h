@@ -1,12 +1,17 @@
 /* redline tokenizer (L3): vocabulary from GGUF metadata, byte-level BPE
- * (GPT-2 style, with the pre-tokenizer regex split of the model family) and
- * SentencePiece-style BPE with scores and byte fallback, special tokens, and
- * a streaming detokenizer that only ever emits valid UTF-8.
+ * (GPT-2 style, with the pre-tokenizer regex split of the model family),
+ * SentencePiece-style BPE with scores and byte fallback, BERT WordPiece,
+ * special tokens, and a streaming detokenizer that only ever emits valid
+ * UTF-8.
  *
  * Metadata read (all under "tokenizer.ggml."): model ("gpt2" = byte-level
- * BPE, "llama" = SentencePiece BPE), pre, tokens, scores, token_type,
- * merges, bos/eos/eot/padding/unknown_token_id, add_bos_token,
- * add_eos_token, add_space_prefix.  Inconsistent metadata (ids out of
+ * BPE, "llama" = SentencePiece BPE, "bert" = WordPiece), pre, tokens,
+ * scores, token_type, merges, bos/eos/eot/padding/unknown_token_id,
+ * add_bos_token, add_eos_token, add_space_prefix; for WordPiece also
+ * cls_token_id (the BOS), seperator_token_id (sic) and add_sep_token.
+ * WordPiece vocabularies are stored as llama.cpp's converter writes them:
+ * word-initial pieces prefixed with U+2581, continuation pieces ("##x" in
+ * the original vocabulary) bare.  Inconsistent metadata (ids out of
  * range, merges naming missing tokens, arrays of the wrong length or
  * element type) is an RL_ERR_FORMAT load error naming the key.
  *
@@ -17,7 +22,9 @@
  *   - for any bytes s (valid UTF-8 or not), decode(encode(s, 0)) == s for
  *     byte-level BPE whose vocabulary has all 256 byte tokens (SmolLM2 lacks
  *     21 rare bytes, which are dropped as HF drops them), and for
- *     SentencePiece with byte fallback;
+ *     SentencePiece with byte fallback; WordPiece is lossy (lowercased,
+ *     accents and controls removed, words joined by single spaces, unknown
+ *     words as [UNK]);
  *   - text that looks like a control token ("<|im_start|>") is matched as
  *     that token only with RL_TOK_PARSE_SPECIAL; user-defined tokens
  *     (token_type 4) are always matched, as Hugging Face does.
@@ -47,10 +54,11 @@ typedef enum rl_token_type {
 typedef enum rl_tokenizer_kind {
     RL_TOKENIZER_BPE = 1, /* byte-level BPE ("gpt2") */
     RL_TOKENIZER_SPM = 2, /* SentencePiece BPE with scores ("llama") */
+    RL_TOKENIZER_WPM = 3, /* BERT WordPiece ("bert") */
 } rl_tokenizer_kind;
 
 /* encode flags */
-#define RL_TOK_ADD_SPECIAL 1u   /* add BOS/EOS as the metadata says */
+#define RL_TOK_ADD_SPECIAL 1u   /* add BOS/EOS (WordPiece: [CLS]/[SEP]) as the metadata says */
 #define RL_TOK_PARSE_SPECIAL 2u /* match control tokens written in the text */
 /* decode / detok flags */
 #define RL_TOK_SKIP_SPECIAL 1u /* render control tokens as nothing */
@@ -67,6 +75,8 @@ int32_t rl_tokenizer_eos(const rl_tokenizer *tok);
 int32_t rl_tokenizer_eot(const rl_tokenizer *tok);
 int32_t rl_tokenizer_pad(const rl_tokenizer *tok);
 int32_t rl_tokenizer_unk(const rl_tokenizer *tok);
+/* WordPiece's [SEP], appended after the text with RL_TOK_ADD_SPECIAL. */
+int32_t rl_tokenizer_sep(const rl_tokenizer *tok);
 bool rl_tokenizer_add_bos(const rl_tokenizer *tok);
 bool rl_tokenizer_add_eos(const rl_tokenizer *tok);
 /* Pre-tokenizer name as in the metadata ("smollm", "qwen2", ...; "" if none). */

@@ -282,6 +282,7 @@ static rl_status build_pieces(rl_tokenizer *tok, rl_err *err) {
             w += n;
             continue;
         }
+        if (tok->kind == RL_TOKENIZER_WPM) goto spm_text; /* U+2581 marks a word start */
         if (tok->kind == RL_TOKENIZER_SPM) {
             unsigned hx;
             char tail;
@@ -321,6 +322,29 @@ static rl_status build_pieces(rl_tokenizer *tok, rl_err *err) {
     return RL_OK;
 }
 
+/* WordPiece: [CLS] is the BOS (cls_token_id, else bos_token_id), [SEP]
+ * (seperator_token_id, spelled as llama.cpp writes it) is appended unless
+ * add_sep_token is false; ids the metadata lacks are found by their text,
+ * as the files llama.cpp converts always name them so.  [UNK] is required:
+ * a word with no pieces is one. */
+static rl_status wpm_specials(rl_tokenizer *tok, const rl_gguf *g, rl_err *err) {
+    int32_t cls;
+    rl_status st;
+    if ((st = get_id(g, "cls_token_id", tok->n_vocab, &cls, err)) ||
+        (st = get_id(g, "seperator_token_id", tok->n_vocab, &tok->sep, err)) ||
+        (st = rl_gguf_get_bool(g, "tokenizer.ggml.add_sep_token", true, &tok->add_sep, err)))
+        return st;
+    if (cls >= 0) tok->bos = cls;
+    if (tok->bos < 0) tok->bos = rl__vocab_find(tok, "[CLS]", 5);
+    if (tok->sep < 0) tok->sep = rl__vocab_find(tok, "[SEP]", 5);
+    if (tok->unk < 0) tok->unk = rl__vocab_find(tok, "[UNK]", 5);
+    if (tok->unk < 0)
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "tokenizer.ggml.unknown_token_id: missing (a WordPiece vocabulary needs "
+                          "[UNK])");
+    return RL_OK;
+}
+
 rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
     *out = NULL;
     rl_gguf_str model;
@@ -330,6 +354,7 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
     rl_tokenizer_kind kind;
     if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4)) kind = RL_TOKENIZER_BPE;
     else if (model.len == 5 && !memcmp(model.ptr, "llama", 5)) kind = RL_TOKENIZER_SPM;
+    else if (model.len == 4 && !memcmp(model.ptr, "bert", 4)) kind = RL_TOKENIZER_WPM;
     else
         return rl_err_set(err, RL_ERR_UNSUPPORTED, K_MODEL ": tokenizer model '%.*s' is not supported",
                           (int)(model.len > 40 ? 40 : model.len), model.ptr);
@@ -420,7 +445,11 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
         tok->types[j] = (uint8_t)ty;
     }
     tok->text_off[n_vocab] = (uint32_t)w;
-    for (int32_t id = 0; id < tok->n_vocab; id++) vmap_insert(tok, id);
+    for (int32_t id = 0; id < tok->n_vocab; id++) {
+        vmap_insert(tok, id);
+        uint32_t l = tok->text_off[id + 1] - tok->text_off[id];
+        if (l > tok->max_token_len) tok->max_token_len = l;
+    }
 
     if ((st = get_id(g, "bos_token_id", tok->n_vocab, &tok->bos, err)) ||
         (st = get_id(g, "eos_token_id", tok->n_vocab, &tok->eos, err)) ||
@@ -428,7 +457,9 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
         (st = get_id(g, "padding_token_id", tok->n_vocab, &tok->pad, err)) ||
         (st = get_id(g, "unknown_token_id", tok->n_vocab, &tok->unk, err)))
         goto fail;
-    if ((st = rl_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", kind == RL_TOKENIZER_SPM,
+    tok->sep = -1;
+    if (kind == RL_TOKENIZER_WPM && (st = wpm_specials(tok, g, err))) goto fail;
+    if ((st = rl_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", kind != RL_TOKENIZER_BPE,
                                &tok->add_bos, err)) ||
         (st = rl_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", false, &tok->add_eos, err)) ||
         (st = rl_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", kind == RL_TOKENIZER_SPM,
@@ -436,6 +467,7 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
         goto fail;
     if (tok->add_bos && tok->bos < 0) tok->add_bos = false;
     if (tok->add_eos && tok->eos < 0) tok->add_eos = false;
+    if (tok->add_sep && tok->sep < 0) tok->add_sep = false;
     rl_gguf_str pre;
     if ((st = rl_gguf_get_str(g, K_PRE, &pre, err))) goto fail;
     if (pre.ptr) {
@@ -459,7 +491,7 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
     if ((st = build_pieces(tok, err)) || (st = build_specials(tok, err))) goto fail;
     if (kind == RL_TOKENIZER_BPE) {
         if ((st = load_merges(tok, g, err)) || (st = rl__bpe_setup(tok, err))) goto fail;
-    } else {
+    } else if (kind == RL_TOKENIZER_SPM) {
         for (int b = 0; b < 256; b++) {
             char hx[8];
             snprintf(hx, sizeof hx, "<0x%02X>", b);
@@ -503,6 +535,7 @@ int32_t rl_tokenizer_eos(const rl_tokenizer *tok) { return tok->eos; }
 int32_t rl_tokenizer_eot(const rl_tokenizer *tok) { return tok->eot; }
 int32_t rl_tokenizer_pad(const rl_tokenizer *tok) { return tok->pad; }
 int32_t rl_tokenizer_unk(const rl_tokenizer *tok) { return tok->unk; }
+int32_t rl_tokenizer_sep(const rl_tokenizer *tok) { return tok->sep; }
 bool rl_tokenizer_add_bos(const rl_tokenizer *tok) { return tok->add_bos; }
 bool rl_tokenizer_add_eos(const rl_tokenizer *tok) { return tok->add_eos; }
 const char *rl_tokenizer_pre(const rl_tokenizer *tok) { return tok->pre; }

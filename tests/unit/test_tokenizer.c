@@ -15,8 +15,11 @@
 
 /* ---- building tiny models ---- */
 
+static const char *build_pre; /* tokenizer.ggml.pre of the next build, if set */
+
 enum { F_NO_TOKENS = 1, F_SHORT_SCORES = 2, F_FLOAT_TYPES = 4, F_BAD_BOS = 8, F_BAD_MERGE = 16,
-       F_BAD_MODEL = 32, F_BAD_TYPE_VALUE = 64, F_MERGE_NO_SPACE = 128, F_SCORES_STR = 256 };
+       F_BAD_MODEL = 32, F_BAD_TYPE_VALUE = 64, F_MERGE_NO_SPACE = 128, F_SCORES_STR = 256,
+       F_NO_UNK = 512, F_WPM_KEYS = 1024 };
 
 static rl_tokenizer *build(const char *model, const char *const *toks, const int32_t *types,
                            size_t n, const char *const *merges, size_t n_merges, int bad,
@@ -26,6 +29,9 @@ static rl_tokenizer *build(const char *model, const char *const *toks, const int
     assert_int_equal(rl_gguf_writer_str(w, "general.architecture", "llama", 5), RL_OK);
     const char *m = bad & F_BAD_MODEL ? "wordpiece9" : model;
     assert_int_equal(rl_gguf_writer_str(w, "tokenizer.ggml.model", m, strlen(m)), RL_OK);
+    if (build_pre)
+        assert_int_equal(rl_gguf_writer_str(w, "tokenizer.ggml.pre", build_pre, strlen(build_pre)),
+                         RL_OK);
     if (!(bad & F_NO_TOKENS))
         assert_int_equal(rl_gguf_writer_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, n), RL_OK);
     float scores[64];
@@ -54,7 +60,13 @@ static rl_tokenizer *build(const char *model, const char *const *toks, const int
     assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", bad & F_BAD_BOS ? 1000 : 1),
                      RL_OK);
     assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", 2), RL_OK);
-    assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.unknown_token_id", 0), RL_OK);
+    if (!(bad & F_NO_UNK))
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.unknown_token_id", 0), RL_OK);
+    if (bad & F_WPM_KEYS) { /* WordPiece's own keys: [CLS] = 3 wins over bos, no [SEP] added */
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.cls_token_id", 3), RL_OK);
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.seperator_token_id", 0), RL_OK);
+        assert_int_equal(rl_gguf_writer_bool(w, "tokenizer.ggml.add_sep_token", false), RL_OK);
+    }
     void *buf;
     size_t size;
     assert_int_equal(rl_gguf_writer_to_memory(w, &buf, &size, err), RL_OK);
@@ -109,6 +121,16 @@ static void expect_ids(rl_tokenizer *tok, const char *text, unsigned flags, cons
     rl_free(ids);
 }
 
+static void expect_decode(rl_tokenizer *tok, const int32_t *ids, size_t n, const char *want) {
+    char *text;
+    size_t len;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_decode(tok, ids, n, 0, &text, &len, &err), RL_OK);
+    assert_string_equal(text, want);
+    assert_int_equal(len, strlen(want));
+    rl_free(text);
+}
+
 /* ---- tests ---- */
 
 static void test_spm_ids(void **state) {
@@ -136,11 +158,9 @@ static void test_spm_ids(void **state) {
     rl_free(ids);
     /* decode strips the space prefix and fuses byte tokens */
     const int32_t d[] = {7, 7, 8, 9, 10, 11};
+    expect_decode(tok, d, 6, "ab abc\xE2\x82\xAC");
     char *text;
     size_t len;
-    assert_int_equal(rl_tokenizer_decode(tok, d, 6, 0, &text, &len, &err), RL_OK);
-    assert_string_equal(text, "ab abc\xE2\x82\xAC");
-    rl_free(text);
     assert_true(rl_tokenizer_is_eog(tok, 2));
     assert_true(rl_tokenizer_is_eog(tok, 14)); /* <end_of_turn> */
     assert_false(rl_tokenizer_is_eog(tok, 7));
@@ -174,6 +194,221 @@ static void test_bpe_encode(void **state) {
     assert_memory_equal(p, " ab", 3);
     assert_null(rl_tokenizer_piece(tok, -1, &pl));
     rl_tokenizer_free(tok);
+}
+
+/* A byte-level BPE vocabulary with pre-tokenizer `pre`; all types normal. */
+static rl_tokenizer *bpe_pre(const char *pre, const char *const *toks, size_t n,
+                             const char *const *merges, size_t n_merges) {
+    int32_t types[64];
+    for (size_t i = 0; i < n; i++) types[i] = 1;
+    rl_err err = {0};
+    rl_status st;
+    build_pre = pre;
+    rl_tokenizer *tok = build("gpt2", toks, types, n, merges, n_merges, 0, &err, &st);
+    build_pre = NULL;
+    if (st) fail_msg("load: %s", err.msg);
+    return tok;
+}
+
+/* byte-level spellings: "Ġ" space, "Ċ" newline, "Â" 0xC2, "½" 0xBD, "Å" 0xC5, "¾" 0xBE */
+#define BL_SP "\xC4\xA0"
+#define BL_NL "\xC4\x8A"
+#define BL_C2 "\xC3\x82"
+#define BL_BD "\xC2\xBD"
+static const char *const pre_toks[] = {
+    BL_SP, BL_NL, BL_C2, BL_BD, "=", "1", "2", "3", "4",                     /* 0..8 */
+    BL_SP BL_C2, BL_SP BL_C2 BL_BD, BL_C2 BL_BD, BL_NL BL_SP, BL_SP "=",     /* 9..13 */
+    "12", "123", "1234", BL_SP "1", BL_SP "12", "\xC3\x85", "\xC2\xBE",      /* 14..20 */
+    "\xC3\x85\xC2\xBE", "a", "b", "c", "ab", "abc"};                         /* 21..26 */
+static const char *const pre_merges[] = {
+    BL_SP " " BL_C2, BL_SP BL_C2 " " BL_BD, BL_C2 " " BL_BD, BL_NL " " BL_SP, BL_SP " =",
+    "1 2", "12 3", "123 4", BL_SP " 12", "\xC3\x85 \xC2\xBE", "a b"};
+#define N_PRE_TOKS (sizeof pre_toks / sizeof pre_toks[0])
+#define N_PRE_MERGES (sizeof pre_merges / sizeof pre_merges[0])
+
+static void expect_pre(const char *pre, const char *text, const int32_t *want, size_t n_want) {
+    rl_tokenizer *tok = bpe_pre(pre, pre_toks, N_PRE_TOKS, pre_merges, N_PRE_MERGES);
+    assert_string_equal(rl_tokenizer_pre(tok), pre);
+    expect_ids(tok, text, 0, want, n_want);
+    rl_tokenizer_free(tok);
+}
+
+/* "½" is \p{N} (No): a Digits step isolates it from the space before it */
+static void test_pre_digits_isolate_no(void **state) {
+    (void)state;
+    const int32_t gpt2[] = {10}, digits[] = {0, 11};
+    expect_pre("gpt-2", " \xC2\xBD", gpt2, 1);
+    expect_pre("starcoder", " \xC2\xBD", digits, 2);
+    expect_pre("refact", " \xC2\xBD", digits, 2);
+    expect_pre("command-r", " \xC2\xBD", digits, 2);
+    expect_pre("deepseek-llm", " \xC2\xBD", digits, 2);
+    expect_pre("deepseek-coder", " \xC2\xBD", digits, 2);
+    /* " 12": deepseek-llm keeps the number whole, deepseek-coder splits digits */
+    const int32_t g12[] = {18}, dsl12[] = {0, 14}, dsc12[] = {0, 5, 6};
+    expect_pre("gpt-2", " 12", g12, 1);
+    expect_pre("deepseek-llm", " 12", dsl12, 2);
+    expect_pre("deepseek-coder", " 12", dsc12, 3);
+}
+
+/* falcon: punctuation is split off before the GPT-2 pattern ("\n " | "="),
+ * and on the byte-level text numeric characters (here the byte 0xBD of
+ * "½" and 0xBE of "ž") are isolated, digit runs cut in threes */
+static void test_pre_falcon(void **state) {
+    (void)state;
+    const int32_t g_nl[] = {1, 13}, f_nl[] = {12, 4};
+    expect_pre("gpt-2", "\n =", g_nl, 2);
+    expect_pre("falcon", "\n =", f_nl, 2);
+    const int32_t g_half[] = {11}, f_half[] = {2, 3};
+    expect_pre("gpt-2", "\xC2\xBD", g_half, 1);
+    expect_pre("falcon", "\xC2\xBD", f_half, 2);
+    const int32_t g_z[] = {21}, f_z[] = {19, 20};
+    expect_pre("gpt-2", "\xC5\xBE", g_z, 1);
+    expect_pre("falcon", "\xC5\xBE", f_z, 2);
+    const int32_t g_num[] = {16}, f_num[] = {15, 8};
+    expect_pre("gpt-2", "1234", g_num, 1);
+    expect_pre("falcon", "1234", f_num, 2);
+}
+
+/* llama-bpe (HF ignore_merges): a word that is a token wins even when the
+ * merges never build it; other families merge */
+static void test_pre_ignore_merges(void **state) {
+    (void)state;
+    const int32_t merged[] = {25, 24}, whole[] = {26};
+    expect_pre("qwen2", "abc", merged, 2);
+    expect_pre("llama-bpe", "abc", whole, 1);
+}
+
+/* deepseek-llm's trailing-whitespace stage (\s+$) only splits whitespace
+ * at the end of a piece; a long run before other text stays one gap */
+static void test_pre_deepseek_trailing_ws(void **state) {
+    (void)state;
+    rl_tokenizer *tok = bpe_pre("deepseek-llm", pre_toks, N_PRE_TOKS, pre_merges, N_PRE_MERGES);
+    char text[4096];
+    memset(text, ' ', sizeof text - 2);
+    text[sizeof text - 2] = '=';
+    text[sizeof text - 1] = 0;
+    int32_t *ids;
+    size_t n;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n, &err), RL_OK);
+    /* the punctuation stage takes " =", the 4093 spaces before it are one
+     * piece of single-space tokens (no merge joins spaces here) */
+    assert_int_equal(n, sizeof text - 3 + 1);
+    assert_int_equal(ids[n - 1], 13);
+    for (size_t i = 0; i + 1 < n; i++) assert_int_equal(ids[i], 0);
+    rl_free(ids);
+    /* spaces then a character no stage takes: one word, no stage splits it */
+    memcpy(text + sizeof text - 4, "\xE2\x82\xAC", 4);
+    assert_int_equal(rl_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, sizeof text - 4); /* the bytes of the euro sign have no token */
+    rl_free(ids);
+    const int32_t trail[] = {22, 0, 0};
+    expect_ids(tok, "a  ", 0, trail, 3);
+    rl_tokenizer_free(tok);
+}
+
+/* WordPiece as llama.cpp's converter stores it: "\u2581x" for a word-initial
+ * "x", bare "x" for "##x" */
+#define WB "\xE2\x96\x81"
+static const char *const wpm_toks[] = {
+    "[UNK]", "[CLS]", "[SEP]", "[MASK]", WB "hello", WB "world", WB "un", "aff", "able", /* 0..8 */
+    WB "a", "pf", "el", WB "!", WB ",", WB "\xE4\xB8\xAD", WB "\xE1\x84\x80", "\xE1\x85\xA1", /* 9..16 */
+    WB "x", "x", WB "\xCE\xBF"};                                                  /* 17..19 */
+static const int32_t wpm_types[] = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+#define N_WPM (sizeof wpm_toks / sizeof wpm_toks[0])
+
+static rl_tokenizer *wpm(void) {
+    rl_err err = {0};
+    rl_status st;
+    rl_tokenizer *tok = build("bert", wpm_toks, wpm_types, N_WPM, NULL, 0, 0, &err, &st);
+    if (st) fail_msg("load: %s", err.msg);
+    return tok;
+}
+
+static void test_wpm_basic(void **state) {
+    (void)state;
+    rl_tokenizer *tok = wpm();
+    assert_int_equal(rl_tokenizer_kind_of(tok), RL_TOKENIZER_WPM);
+    assert_int_equal(rl_tokenizer_bos(tok), 1);
+    assert_int_equal(rl_tokenizer_sep(tok), 2); /* found by its text */
+    /* lowercasing, punctuation as words of their own */
+    const int32_t w1[] = {4, 13, 5, 12};
+    expect_ids(tok, "Hello, WORLD!", 0, w1, 4);
+    /* [CLS] ... [SEP] with ADD_SPECIAL; their text is matched only with PARSE_SPECIAL */
+    const int32_t w2[] = {1, 4, 2};
+    expect_ids(tok, "hello", RL_TOK_ADD_SPECIAL, w2, 3);
+    const int32_t w3[] = {1, 4};
+    expect_ids(tok, "[CLS]hello", RL_TOK_PARSE_SPECIAL, w3, 2);
+    /* greedy longest match with continuations */
+    const int32_t w4[] = {6, 7, 8};
+    expect_ids(tok, "unaffable", 0, w4, 3);
+    /* a word with no complete split is one [UNK] */
+    const int32_t w5[] = {4, 0, 5};
+    expect_ids(tok, "hello unaffablez world", 0, w5, 3);
+    /* accents stripped after NFD: "Äpfel", and with a combining diaeresis */
+    const int32_t w6[] = {9, 10, 11};
+    expect_ids(tok, "\xC3\x84pfel", 0, w6, 3);
+    expect_ids(tok, "A\xCC\x88pfel", 0, w6, 3);
+    /* Greek capital omicron with tonos: NFD, strip, lowercase */
+    const int32_t w7[] = {19};
+    expect_ids(tok, "\xCE\x8C", 0, w7, 1);
+    /* CJK ideographs are words; Hangul syllables decompose into jamo */
+    const int32_t w8[] = {14, 14, 15, 16};
+    expect_ids(tok, "\xE4\xB8\xAD\xE4\xB8\xAD\xEA\xB0\x80", 0, w8, 4);
+    /* controls and format characters vanish (\v, ZWJ, U+0000, invalid
+     * UTF-8); Unicode spaces end words */
+    const int32_t w9[] = {4, 5};
+    expect_ids(tok, "hel\vlo\xE2\x80\x83world", 0, w9, 2); /* U+2003 em space */
+    rl_tokenizer_free(tok);
+}
+
+static void test_wpm_edges(void **state) {
+    (void)state;
+    rl_tokenizer *tok = wpm();
+    int32_t *ids;
+    size_t n;
+    rl_err err = {0};
+    const char zwj[] = "hel\xE2\x80\x8Dlo\x00\xFFworld\xE3\x80\x80hello";
+    assert_int_equal(rl_tokenizer_encode(tok, zwj, sizeof zwj - 1, 0, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, 2); /* "helloworld" (no "##world"), then "hello" after U+3000 */
+    assert_int_equal(ids[0], 0);
+    assert_int_equal(ids[1], 4);
+    rl_free(ids);
+    /* 100 characters: pieces; 101: [UNK] */
+    char xs[102];
+    memset(xs, 'x', sizeof xs);
+    xs[100] = 0;
+    assert_int_equal(rl_tokenizer_encode(tok, xs, 100, 0, &ids, &n, &err), RL_OK);
+    assert_int_equal(n, 100);
+    assert_int_equal(ids[0], 17);
+    assert_int_equal(ids[99], 18);
+    rl_free(ids);
+    const int32_t unk[] = {0};
+    xs[100] = 'x';
+    xs[101] = 0;
+    expect_ids(tok, xs, 0, unk, 1);
+    /* an empty text, and only whitespace: nothing */
+    expect_ids(tok, " \t\n", 0, NULL, 0);
+    /* decode: the first word's mark is dropped, later ones are spaces */
+    const int32_t d[] = {4, 5, 13, 6, 7, 8};
+    expect_decode(tok, d, 6, "hello world , unaffable");
+    rl_tokenizer_free(tok);
+    /* cls_token_id, seperator_token_id and add_sep_token */
+    rl_status st;
+    tok = build("bert", wpm_toks, wpm_types, N_WPM, NULL, 0, F_WPM_KEYS, &err, &st);
+    assert_int_equal(st, RL_OK);
+    assert_int_equal(rl_tokenizer_bos(tok), 3);
+    assert_int_equal(rl_tokenizer_sep(tok), 0);
+    const int32_t cls_only[] = {3, 4};
+    expect_ids(tok, "hello", RL_TOK_ADD_SPECIAL, cls_only, 2);
+    rl_tokenizer_free(tok);
+    /* a WordPiece vocabulary without [UNK] is refused, naming the key */
+    const char *const no_unk[] = {"[CLS]", "[SEP]", WB "a"};
+    const int32_t no_unk_types[] = {3, 3, 1};
+    tok = build("bert", no_unk, no_unk_types, 3, NULL, 0, F_NO_UNK, &err, &st);
+    assert_null(tok);
+    assert_int_equal(st, RL_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "tokenizer.ggml.unknown_token_id"));
 }
 
 static void push_str(rl_detok *d, const char *s, size_t n, size_t want_appended) {
@@ -262,19 +497,20 @@ static void test_bad_metadata(void **state) {
                       RL_ERR_FORMAT, "tokenizer.ggml.merges[0]");
 }
 
-static void test_alloc_failure(void **state) {
-    (void)state;
-    /* every allocation failure during load and encode is a clean error */
-    for (long k = 0; k < 200; k++) {
-        rl_tokenizer *tok = bpe();
+/* Every allocation failure during encode (k-th allocation, k < k_max) is
+ * a clean RL_ERR_NOMEM; otherwise the text gives n_want ids. */
+static void alloc_failure_loop(rl_tokenizer *(*make)(void), const char *text, size_t n_want,
+                               long k_max) {
+    for (long k = 0; k < k_max; k++) {
+        rl_tokenizer *tok = make();
         rl_alloc_fail_after(k);
         int32_t *ids = NULL;
         size_t n;
         rl_err err = {0};
-        rl_status st = rl_tokenizer_encode(tok, "abc ab abc", 10, 0, &ids, &n, &err);
+        rl_status st = rl_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n, &err);
         rl_alloc_fail_after(-1);
         if (st == RL_OK) {
-            assert_int_equal(n, 4);
+            assert_int_equal(n, n_want);
             rl_free(ids);
         } else {
             assert_int_equal(st, RL_ERR_NOMEM);
@@ -283,11 +519,20 @@ static void test_alloc_failure(void **state) {
     }
 }
 
+static void test_alloc_failure(void **state) {
+    (void)state;
+    alloc_failure_loop(bpe, "abc ab abc", 4, 200);
+    alloc_failure_loop(wpm, "Hello, unaffable", 5, 100); /* WordPiece: its word buffer */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_ids),
         cmocka_unit_test(test_bpe_encode),        cmocka_unit_test(test_detok_split_utf8),
         cmocka_unit_test(test_bad_metadata),      cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_pre_digits_isolate_no), cmocka_unit_test(test_pre_falcon),
+        cmocka_unit_test(test_pre_ignore_merges), cmocka_unit_test(test_pre_deepseek_trailing_ws),
+        cmocka_unit_test(test_wpm_basic),         cmocka_unit_test(test_wpm_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
