@@ -37,7 +37,9 @@ static tp_val do_strip(tp_ctx *c, tp_val s, tp_val *chars, bool left, bool right
     size_t b = 0, e = s.u.s.n, w;
     while (left && b < e && strip_match(p, e, b, false, chars, &w)) b += w;
     while (right && e > b && strip_match(p, e, e, true, chars, &w)) e -= w;
-    return tp_str(p + b, e - b);
+    tp_val r = tp_str(p + b, e - b);
+    r.safe = s.safe;
+    return r;
 }
 
 static tp_val ascii_case(tp_ctx *c, tp_val s, int mode, size_t off) {
@@ -52,8 +54,13 @@ static tp_val ascii_case(tp_ctx *c, tp_val s, int mode, size_t off) {
         if (!up && ch >= 'A' && ch <= 'Z') p[i] = (char)(ch + 32);
         word_start = !alpha && !((unsigned char)ch >= 0x80) && !(ch >= '0' && ch <= '9');
     }
-    return tp_str(p, s.u.s.n);
+    tp_val r = tp_str(p, s.u.s.n);
+    r.safe = s.safe;
+    return r;
 }
+
+/* jinja2's filters that yield return generators */
+static tp_val generator(tp_ctx *c, tp_val list, size_t off) { return mk_lazy(c, list.u.l, LK_ITER, "generator", off); }
 
 static tp_list *list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t off) {
     l->v = rl__tp_grow(c, l->v, l->n, cap, sizeof(tp_val), 8, off);
@@ -159,6 +166,23 @@ static int64_t do_find(tp_val s, tp_val x, bool count) {
     return count ? cnt : -1;
 }
 
+static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
+    tp_val an = rl__tp_want_str(c, attr, "attribute", off);
+    /* dotted paths ("a.b") and integer components as jinja2 allows */
+    size_t st = 0;
+    for (size_t i = 0; i <= an.u.s.n; i++) {
+        if (i < an.u.s.n && an.u.s.p[i] != '.') continue;
+        const char *seg = an.u.s.p + st;
+        size_t sl = i - st;
+        bool digits = sl > 0;
+        for (size_t k = 0; k < sl; k++) digits = digits && seg[k] >= '0' && seg[k] <= '9';
+        if (digits && sl < 18) x = rl__tp_get_item(c, x, mk_int(strtoll(rl__tp_strdup(c, seg, sl, off), NULL, 10)), off);
+        else x = rl__tp_get_item(c, x, tp_str(seg, sl), off); /* jinja2's attrgetter uses getitem */
+        st = i + 1;
+    }
+    return x;
+}
+
 static tp_val do_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off) {
     tp_list *l = rl__tp_iterate(c, v, off);
     tp_val sp = sep ? rl__tp_to_str(c, *sep, off) : tp_str("", 0);
@@ -167,11 +191,7 @@ static tp_val do_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off
     rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
     for (size_t i = 0; i < l->n; i++) {
         if (i) rl__tp_buf_put(c, &buf, &bl, &bc, sp.u.s.p, sp.u.s.n, off);
-        tp_val x = l->v[i];
-        if (attr) {
-            tp_val an = rl__tp_want_str(c, attr, "join", off);
-            x = rl__tp_get_attr(c, x, rl__tp_strdup(c, an.u.s.p, an.u.s.n, off), off);
-        }
+        tp_val x = attr ? attr_path(c, l->v[i], attr, off) : l->v[i];
         tp_val s = rl__tp_to_str(c, x, off);
         rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p, s.u.s.n, off);
     }
@@ -207,25 +227,9 @@ static void sort_vals(tp_ctx *c, tp_val *v, tp_val *keys, size_t n, bool rev, si
     }
 }
 
-static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
-    tp_val an = rl__tp_want_str(c, attr, "attribute", off);
-    /* dotted paths ("a.b") and integer components as jinja2 allows */
-    size_t st = 0;
-    for (size_t i = 0; i <= an.u.s.n; i++) {
-        if (i < an.u.s.n && an.u.s.p[i] != '.') continue;
-        const char *seg = an.u.s.p + st;
-        size_t sl = i - st;
-        bool digits = sl > 0;
-        for (size_t k = 0; k < sl; k++) digits = digits && seg[k] >= '0' && seg[k] <= '9';
-        if (digits && sl < 18) x = rl__tp_get_item(c, x, mk_int(strtoll(rl__tp_strdup(c, seg, sl, off), NULL, 10)), off);
-        else x = rl__tp_get_attr(c, x, rl__tp_strdup(c, seg, sl, off), off);
-        st = i + 1;
-    }
-    return x;
-}
-
 /* select/reject/selectattr/rejectattr: test each item (or item.attr). */
 static tp_val do_select(tp_ctx *c, tp_val v, targs *a, bool by_attr, bool keep_if, size_t off) {
+    if (!rl__tp_truthy(v)) return generator(c, mk_list(c, 0, false, off), off); /* jinja2: `if value:` */
     tp_list *l = rl__tp_iterate(c, v, off);
     size_t first = by_attr ? 1 : 0;
     tp_val *attr = by_attr ? arg(a, 0, NULL) : NULL;
@@ -245,10 +249,11 @@ static tp_val do_select(tp_ctx *c, tp_val v, targs *a, bool by_attr, bool keep_i
         bool r = test ? rl__tp_test(c, test, x, &ta, off) : rl__tp_truthy(x);
         if (r == keep_if) list_append(c, out.u.l, &cap, l->v[i], off);
     }
-    return out;
+    return generator(c, out, off);
 }
 
 static tp_val do_map(tp_ctx *c, tp_val v, targs *a, size_t off) {
+    if (!rl__tp_truthy(v)) return generator(c, mk_list(c, 0, false, off), off); /* jinja2: `if value:` */
     tp_list *l = rl__tp_iterate(c, v, off);
     tp_val out = mk_list(c, l->n, false, off);
     tp_val *attr = NULL, *def = NULL;
@@ -276,7 +281,7 @@ static tp_val do_map(tp_ctx *c, tp_val v, targs *a, size_t off) {
             out.u.l->v[i] = rl__tp_filter(c, filt, l->v[i], &fa, off);
         }
     }
-    return out;
+    return generator(c, out, off);
 }
 
 static tp_val do_indent(tp_ctx *c, tp_val s, targs *a, size_t off) {
@@ -305,7 +310,7 @@ static tp_val do_indent(tp_ctx *c, tp_val s, targs *a, size_t off) {
 }
 
 static tp_val dict_items(tp_ctx *c, tp_dict *d, int which, size_t off) {
-    /* which: 0 items, 1 keys, 2 values */
+    /* which: 0 items, 1 keys, 2 values; a plain list of them */
     tp_val l = mk_list(c, d->n, false, off);
     for (size_t i = 0; i < d->n; i++) {
         if (which == 1) l.u.l->v[i] = d->k[i];
@@ -348,6 +353,46 @@ static tp_val parse_number(tp_ctx *c, tp_val v, bool as_float, tp_val def, size_
     return mk_int((int64_t)f);
 }
 
+/* HF's tojson: json.dumps(v, ensure_ascii=False, indent=None, separators=None,
+ * sort_keys=False), keywords or positional in that order. */
+static tp_val do_tojson(tp_ctx *c, tp_val v, targs *a, size_t off) {
+    tp_val *av = arg(a, 0, "ensure_ascii"), *iv = arg(a, 1, "indent"), *sv = arg(a, 2, "separators"),
+           *kv = arg(a, 3, "sort_keys");
+    tp_jsonopt o = {.ensure_ascii = av && rl__tp_truthy(*av), .sort_keys = kv && rl__tp_truthy(*kv)};
+    o.indent = "";
+    if (iv && iv->t != V_NONE) {
+        o.pretty = true;
+        if (iv->t == V_STR) {
+            o.indent = iv->u.s.p;
+            o.indent_n = iv->u.s.n;
+        } else {
+            int64_t k = rl__tp_want_int(c, iv, "tojson indent", off);
+            if (k > 64) k = 64;
+            tp_val pad = rl__tp_repeat(c, tp_str(" ", 1), k, off);
+            o.indent = pad.u.s.p;
+            o.indent_n = pad.u.s.n;
+        }
+    }
+    o.item_sep = o.pretty ? "," : ", ";
+    o.key_sep = ": ";
+    if (sv && sv->t != V_NONE) {
+        if (!is_seq(*sv) || sv->u.l->n != 2 || sv->u.l->v[0].t != V_STR || sv->u.l->v[1].t != V_STR)
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: separators must be a pair of strings");
+        o.item_sep = sv->u.l->v[0].u.s.p;
+        o.item_sep_n = sv->u.l->v[0].u.s.n;
+        o.key_sep = sv->u.l->v[1].u.s.p;
+        o.key_sep_n = sv->u.l->v[1].u.s.n;
+    } else {
+        o.item_sep_n = strlen(o.item_sep);
+        o.key_sep_n = 2;
+    }
+    char *buf = NULL;
+    size_t bl = 0, bc = 0;
+    rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
+    rl__tp_json(c, v, &buf, &bl, &bc, &o, 0, off);
+    return tp_str(buf, bl);
+}
+
 tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
     step(c, off);
     tp_val *a0 = arg(a, 0, NULL);
@@ -359,45 +404,64 @@ tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off
         if (v.t == V_UNDEF || (boolean && !rl__tp_truthy(v))) return dv ? *dv : tp_str("", 0);
         return v;
     }
-    if (IS("safe")) return v;
-    if (IS("string")) return rl__tp_to_str(c, v, off);
-    if (IS("tojson")) {
-        tp_val *iv = arg(a, 0, "indent");
-        int indent = -1;
-        if (iv && iv->t != V_NONE) {
-            int64_t k = rl__tp_want_int(c, iv, "tojson indent", off);
-            indent = k < 0 ? 0 : k > 64 ? 64 : (int)k;
-        }
-        char *buf = NULL;
-        size_t bl = 0, bc = 0;
-        rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
-        rl__tp_json(c, v, &buf, &bl, &bc, indent, 0, off);
-        return tp_str(buf, bl);
+    if (IS("safe")) { /* markupsafe.Markup(v) */
+        v = rl__tp_to_str(c, v, off);
+        v.safe = true;
+        return v;
     }
+    if (IS("escape") || IS("e")) return rl__tp_escape(c, v, off);
+    if (IS("forceescape")) {
+        v = rl__tp_to_str(c, v, off);
+        v.safe = false;
+        return rl__tp_escape(c, v, off);
+    }
+    if (IS("string")) return rl__tp_to_str(c, v, off);
+    if (IS("tojson")) return do_tojson(c, v, a, off);
     if (IS("length") || IS("count")) {
+        if (v.t == V_LIST && v.u.l->kind == LK_ITER)
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "object of type '%s' has no len()", v.u.l->tname);
         if (v.t == V_STR) return mk_int((int64_t)rl_utf8_count(v.u.s.p, v.u.s.n));
         if (v.t == V_LIST) return mk_int((int64_t)v.u.l->n);
         if (v.t == V_DICT || v.t == V_NS) return mk_int((int64_t)v.u.d->n);
         if (v.t == V_UNDEF) return mk_int(0);
         rl__tp_fail(c, RL_ERR_FORMAT, off, "object of type '%s' has no len()", rl__tp_type_name(v));
     }
-    if (IS("list")) return (tp_val){.t = V_LIST, .u.l = rl__tp_iterate(c, v, off)};
-    if (IS("items")) {
-        if (v.t == V_UNDEF) return mk_list(c, 0, false, off);
-        if (v.t != V_DICT) rl__tp_fail(c, RL_ERR_FORMAT, off, "items: expected a mapping, got %s", rl__tp_type_name(v));
-        return dict_items(c, v.u.d, 0, off);
-    }
-    if (IS("first") || IS("last")) {
+    if (IS("list")) {
         tp_list *l = rl__tp_iterate(c, v, off);
-        if (!l->n) return mk_undef(NULL);
-        return l->v[IS("first") ? 0 : l->n - 1];
+        tp_val r = mk_list(c, l->n, false, off);
+        if (l->n) memcpy(r.u.l->v, l->v, l->n * sizeof(tp_val));
+        return r;
     }
-    if (IS("reverse")) {
+    if (IS("items")) {
+        if (v.t == V_UNDEF) return generator(c, mk_list(c, 0, false, off), off);
+        if (v.t != V_DICT) rl__tp_fail(c, RL_ERR_FORMAT, off, "items: Can only get item pairs from a mapping, not %s", rl__tp_type_name(v));
+        return generator(c, dict_items(c, v.u.d, 0, off), off);
+    }
+    if (IS("first")) {
+        if (v.t == V_LIST && v.u.l->kind == LK_ITER) { /* next(): takes one item */
+            if (!v.u.l->n) return mk_undef(NULL);
+            v.u.l->n--;
+            return *v.u.l->v++;
+        }
+        tp_list *l = rl__tp_iterate(c, v, off);
+        return l->n ? l->v[0] : mk_undef(NULL);
+    }
+    if (IS("last")) {
+        if (v.t == V_LIST && v.u.l->kind == LK_ITER)
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "last: '%s' object is not reversible", v.u.l->tname);
+        tp_list *l = rl__tp_iterate(c, v, off);
+        return l->n ? l->v[l->n - 1] : mk_undef(NULL);
+    }
+    if (IS("reverse")) { /* str -> str; list/tuple -> an iterator; other iterables -> a list */
+        bool lazy = is_seq(v);
         tp_list *l = rl__tp_iterate(c, v, off);
         tp_val r = mk_list(c, l->n, false, off);
         for (size_t i = 0; i < l->n; i++) r.u.l->v[i] = l->v[l->n - 1 - i];
+        if (lazy) return mk_lazy(c, r.u.l, LK_ITER, v.u.l->tuple ? "reversed" : "list_reverseiterator", off);
         if (v.t != V_STR) return r;
-        return do_join(c, r, NULL, NULL, off);
+        tp_val s = do_join(c, r, NULL, NULL, off);
+        s.safe = v.safe;
+        return s;
     }
     if (IS("join")) return do_join(c, v, arg(a, 0, "d"), arg(a, 1, "attribute"), off);
     if (IS("map")) return do_map(c, v, a, off);
@@ -415,7 +479,7 @@ tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off
             }
             if (!seen) list_append(c, out.u.l, &cap, l->v[i], off);
         }
-        return out;
+        return generator(c, out, off);
     }
     if (IS("sort")) {
         tp_list *l = rl__tp_iterate(c, v, off);
@@ -481,7 +545,7 @@ bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
     if (IS("mapping")) return v.t == V_DICT;
     if (IS("iterable")) return v.t == V_STR || v.t == V_LIST || v.t == V_DICT || v.t == V_UNDEF;
     if (IS("sequence")) return v.t == V_STR || v.t == V_LIST || v.t == V_DICT;
-    if (IS("callable")) return v.t == V_FUNC;
+    if (IS("callable")) return v.t == V_FUNC || v.t == V_MACRO || v.t == V_METHOD;
     if (IS("lower") || IS("upper")) {
         if (v.t != V_STR) return false;
         bool any = false;
@@ -525,6 +589,37 @@ bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
     rl__tp_fail(c, RL_ERR_UNSUPPORTED, off, "unknown test '%s'", name);
 }
 
+static bool in_names(const char *const *names, const char *name) {
+    for (; *names; names++)
+        if (!strcmp(*names, name)) return true;
+    return false;
+}
+
+int rl__tp_method_kind(tp_val obj, const char *name) {
+    static const char *const str_m[] = {
+        "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find", "format",
+        "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier",
+        "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower",
+        "lstrip", "maketrans", "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex",
+        "rjust", "rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase",
+        "title", "translate", "upper", "zfill", NULL};
+    static const char *const dict_m[] = {"copy", "fromkeys", "get", "items", "keys", "values", NULL};
+    static const char *const dict_mut[] = {"clear", "pop", "popitem", "setdefault", "update", NULL};
+    static const char *const list_m[] = {"copy", "count", "index", NULL};
+    static const char *const list_mut[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort", NULL};
+    static const char *const loop_m[] = {"cycle", "changed", NULL};
+    switch (obj.t) {
+    case V_STR: return in_names(str_m, name);
+    case V_DICT: return in_names(dict_m, name) ? 1 : in_names(dict_mut, name) ? 2 : 0;
+    case V_LIST:
+        if (obj.u.l->kind != LK_SEQ) return 0;
+        if (obj.u.l->tuple) return !strcmp(name, "count") || !strcmp(name, "index");
+        return in_names(list_m, name) ? 1 : in_names(list_mut, name) ? 2 : 0;
+    case V_LOOP: return in_names(loop_m, name);
+    default: return 0;
+    }
+}
+
 tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t off) {
     step(c, off);
 #define IS(s) (strcmp(name, (s)) == 0)
@@ -562,9 +657,9 @@ tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t o
             return mk_bool(true);
         }
     } else if (obj.t == V_DICT) {
-        if (IS("items")) return dict_items(c, obj.u.d, 0, off);
-        if (IS("keys")) return dict_items(c, obj.u.d, 1, off);
-        if (IS("values")) return dict_items(c, obj.u.d, 2, off);
+        static const char *const views[] = {"dict_items", "dict_keys", "dict_values"};
+        for (int w = 0; w < 3; w++)
+            if (IS(views[w] + 5)) return mk_lazy(c, dict_items(c, obj.u.d, w, off).u.l, LK_VIEW, views[w], off);
         if (IS("get")) {
             if (!a0) rl__tp_fail(c, RL_ERR_FORMAT, off, "get: missing key");
             tp_val *r = rl__tp_dict_get(c, obj.u.d, *a0, off);

@@ -190,7 +190,7 @@ static void test_syntax_errors(void **state) {
     expect_err("{{ 1 +  }}", RL_ERR_FORMAT, "1:9: expected an expression");
     expect_err("a\nb {{ 'abc }}", RL_ERR_FORMAT, "2:6: unterminated string");
     expect_err("{% endif %}", RL_ERR_FORMAT, "unexpected 'endif'");
-    expect_err("{% macro m() %}{% endmacro %}", RL_ERR_UNSUPPORTED, "unsupported statement 'macro'");
+    expect_err("{% include 'x.jinja' %}", RL_ERR_UNSUPPORTED, "unsupported statement 'include'");
     expect_err("{{ x | nosuchfilter }}", RL_ERR_UNSUPPORTED, "unknown filter 'nosuchfilter'");
     expect_err("{# never closed", RL_ERR_FORMAT, "unclosed comment");
     expect_err("{{ 'a' ", RL_ERR_FORMAT, "unclosed '{{' tag");
@@ -206,7 +206,8 @@ static void test_runtime_errors(void **state) {
     expect_err("{{ 9223372036854775807 + 1 }}", RL_ERR_RANGE, "integer overflow");
     expect_err("{% for x in 3 %}{% endfor %}", RL_ERR_FORMAT, "'int' object is not iterable");
     expect_err("{% set s = 'x' %}{% set s.a = 1 %}", RL_ERR_FORMAT, "not a namespace");
-    expect_err("{{ 'x'.nomethod() }}", RL_ERR_UNSUPPORTED, "no method 'nomethod'");
+    expect_err("{{ 'x'.nomethod() }}", RL_ERR_FORMAT, "'str object' has no attribute 'nomethod'");
+    expect_err("{{ 'x'.zfill(3) }}", RL_ERR_UNSUPPORTED, "no method 'zfill'"); /* Python has it; we do not */
 }
 
 static rl_status render_lim(const char *t, const rl_template_limits *lim, rl_err *err) {
