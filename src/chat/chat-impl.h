@@ -355,7 +355,20 @@ bool rl__tp_compare(tp_ctx *c, int op, tp_val a, tp_val b, size_t off); /* TP_OP
 tp_val rl__tp_want_str(tp_ctx *c, tp_val *v, const char *what, size_t off);
 int64_t rl__tp_want_int(tp_ctx *c, tp_val *v, const char *what, size_t off);
 
-/* ---- the built-ins (template_builtins.c) ---- */
+/* ---- string operations (template_strings.c) ---- */
+/* strip/lstrip/rstrip: chars NULL or none = Python whitespace */
+tp_val rl__tp_str_strip(tp_ctx *c, tp_val s, tp_val *chars, bool left, bool right, size_t off);
+tp_val rl__tp_str_case(tp_ctx *c, tp_val s, int mode, size_t off); /* 0 lower 1 upper 2 capitalize 3 title */
+tp_val rl__tp_str_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off);
+tp_val rl__tp_str_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *count, size_t off);
+bool rl__tp_str_affix(tp_ctx *c, tp_val s, tp_val *x, bool end, size_t off); /* startswith / endswith */
+int64_t rl__tp_str_find(tp_val s, tp_val x, bool count);                  /* find (cp index) / count */
+tp_list *rl__tp_list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t off);
+
+/* ---- the built-ins (filters: template_builtins.c; tests, methods and
+ * globals: template_methods.c) ---- */
+tp_val rl__tp_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off); /* |join */
+tp_val rl__tp_dict_items(tp_ctx *c, tp_dict *d, int which, size_t off); /* 0 items, 1 keys, 2 values */
 tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off); /* v | name */
 bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off);    /* v is name */
 tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t off);

@@ -1,5 +1,5 @@
-/* Chat-template built-ins: filters, tests, str/dict methods and global
- * functions (raise_exception, namespace, dict, range, strftime_now).
+/* Chat-template filters (`x | name(args)`), as jinja2 3.1 defines them,
+ * with HF's tojson.
  *
  * Each follows the Python/jinja2 behaviour HF templates rely on; anything
  * unknown is an error naming the filter/test/method, never a silent no-op.
@@ -14,157 +14,8 @@
 
 #include "chat/chat-impl.h"
 
-/* Does code point set `chars` (NULL: Python whitespace) contain the code
- * point at p[i] (forward) / ending at p[i] (backward)?  *w = its width. */
-static bool strip_match(const char *p, size_t n, size_t i, bool backward, tp_val *chars, size_t *w) {
-    if (!chars || chars->t == V_NONE) return backward ? rl__tp_is_space_before(p, i, w) : rl__tp_is_space_at(p, n, i, w);
-    size_t s = backward ? rl_utf8_back(p, i) : i;
-    size_t e = s + rl_utf8_offset(p + s, n - s, 1);
-    *w = e - s;
-    const char *cs = chars->u.s.p;
-    size_t cn = chars->u.s.n;
-    for (size_t k = 0; k < cn;) {
-        size_t cw = rl_utf8_offset(cs + k, cn - k, 1);
-        if (cw == *w && memcmp(cs + k, p + s, cw) == 0) return true;
-        k += cw;
-    }
-    return false;
-}
-
-static tp_val do_strip(tp_ctx *c, tp_val s, tp_val *chars, bool left, bool right, size_t off) {
-    if (chars && chars->t != V_NONE) rl__tp_want_str(c, chars, "strip", off);
-    const char *p = s.u.s.p;
-    size_t b = 0, e = s.u.s.n, w;
-    while (left && b < e && strip_match(p, e, b, false, chars, &w)) b += w;
-    while (right && e > b && strip_match(p, e, e, true, chars, &w)) e -= w;
-    tp_val r = tp_str(p + b, e - b);
-    r.safe = s.safe;
-    return r;
-}
-
-static tp_val ascii_case(tp_ctx *c, tp_val s, int mode, size_t off) {
-    /* mode 0 lower, 1 upper, 2 capitalize, 3 title */
-    char *p = rl__tp_strdup(c, s.u.s.p, s.u.s.n, off);
-    bool word_start = true;
-    for (size_t i = 0; i < s.u.s.n; i++) {
-        char ch = p[i];
-        bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-        bool up = mode == 1 || (mode == 2 && i == 0) || (mode == 3 && word_start);
-        if (up && ch >= 'a' && ch <= 'z') p[i] = (char)(ch - 32);
-        if (!up && ch >= 'A' && ch <= 'Z') p[i] = (char)(ch + 32);
-        word_start = !alpha && !((unsigned char)ch >= 0x80) && !(ch >= '0' && ch <= '9');
-    }
-    tp_val r = tp_str(p, s.u.s.n);
-    r.safe = s.safe;
-    return r;
-}
-
 /* jinja2's filters that yield return generators */
 static tp_val generator(tp_ctx *c, tp_val list, size_t off) { return mk_lazy(c, list.u.l, LK_ITER, "generator", off); }
-
-static tp_list *list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t off) {
-    l->v = rl__tp_grow(c, l->v, l->n, cap, sizeof(tp_val), 8, off);
-    l->v[l->n++] = v;
-    return l;
-}
-
-static tp_val do_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off) {
-    int64_t max = maxsplit ? rl__tp_want_int(c, maxsplit, "split", off) : -1;
-    tp_val out = mk_list(c, 0, false, off);
-    size_t cap = 0;
-    const char *p = s.u.s.p;
-    size_t n = s.u.s.n, i = 0, w;
-    if (!sep || sep->t == V_NONE) {
-        for (;;) {
-            while (i < n && rl__tp_is_space_at(p, n, i, &w)) i += w;
-            if (i >= n) break;
-            if (max >= 0 && (int64_t)out.u.l->n >= max) {
-                size_t e = n;
-                while (e > i && rl__tp_is_space_before(p, e, &w)) e -= w;
-                list_append(c, out.u.l, &cap, tp_str(p + i, e - i), off);
-                break;
-            }
-            size_t st = i;
-            while (i < n && !rl__tp_is_space_at(p, n, i, &w)) i += w;
-            list_append(c, out.u.l, &cap, tp_str(p + st, i - st), off);
-        }
-        return out;
-    }
-    tp_val sp = rl__tp_want_str(c, sep, "split", off);
-    if (sp.u.s.n == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "split: empty separator");
-    size_t st = 0;
-    while (i + sp.u.s.n <= n && (max < 0 || (int64_t)out.u.l->n < max)) {
-        if (memcmp(p + i, sp.u.s.p, sp.u.s.n) == 0) {
-            list_append(c, out.u.l, &cap, tp_str(p + st, i - st), off);
-            i += sp.u.s.n;
-            st = i;
-        } else {
-            i++;
-        }
-    }
-    list_append(c, out.u.l, &cap, tp_str(p + st, n - st), off);
-    return out;
-}
-
-static tp_val do_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *count, size_t off) {
-    tp_val f = rl__tp_want_str(c, from, "replace", off), t = rl__tp_want_str(c, to, "replace", off);
-    int64_t max = count && count->t != V_NONE ? rl__tp_want_int(c, count, "replace", off) : -1;
-    char *buf = NULL;
-    size_t bl = 0, bc = 0, i = 0, n = s.u.s.n;
-    int64_t done = 0;
-    rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
-    if (f.u.s.n == 0) { /* Python inserts `to` between every character */
-        size_t pos = 0;
-        while (pos <= n) {
-            if (max < 0 || done < max) {
-                rl__tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
-                done++;
-            }
-            if (pos == n) break;
-            size_t w = rl_utf8_offset(s.u.s.p + pos, n - pos, 1);
-            rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + pos, w, off);
-            pos += w;
-        }
-        return tp_str(buf, bl);
-    }
-    size_t st = 0;
-    while (i + f.u.s.n <= n && (max < 0 || done < max)) {
-        if (memcmp(s.u.s.p + i, f.u.s.p, f.u.s.n) == 0) {
-            rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, i - st, off);
-            rl__tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
-            i += f.u.s.n;
-            st = i;
-            done++;
-        } else {
-            i++;
-        }
-    }
-    rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, n - st, off);
-    return tp_str(buf, bl);
-}
-
-static bool affix(tp_ctx *c, tp_val s, tp_val *x, bool end, size_t off) {
-    if (x && x->t == V_LIST) {
-        for (size_t i = 0; i < x->u.l->n; i++)
-            if (affix(c, s, &x->u.l->v[i], end, off)) return true;
-        return false;
-    }
-    tp_val a = rl__tp_want_str(c, x, end ? "endswith" : "startswith", off);
-    if (a.u.s.n > s.u.s.n) return false;
-    return memcmp(s.u.s.p + (end ? s.u.s.n - a.u.s.n : 0), a.u.s.p, a.u.s.n) == 0;
-}
-
-static int64_t do_find(tp_val s, tp_val x, bool count) {
-    int64_t cnt = 0;
-    if (x.u.s.n == 0) return count ? (int64_t)rl_utf8_count(s.u.s.p, s.u.s.n) + 1 : 0;
-    for (size_t i = 0; i + x.u.s.n <= s.u.s.n; i++) {
-        if (memcmp(s.u.s.p + i, x.u.s.p, x.u.s.n) != 0) continue;
-        if (!count) return (int64_t)rl_utf8_count(s.u.s.p, i);
-        cnt++;
-        i += x.u.s.n - 1;
-    }
-    return count ? cnt : -1;
-}
 
 static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
     tp_val an = rl__tp_want_str(c, attr, "attribute", off);
@@ -183,7 +34,7 @@ static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
     return x;
 }
 
-static tp_val do_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off) {
+tp_val rl__tp_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off) {
     tp_list *l = rl__tp_iterate(c, v, off);
     tp_val sp = sep ? rl__tp_to_str(c, *sep, off) : tp_str("", 0);
     char *buf = NULL;
@@ -247,7 +98,7 @@ static tp_val do_select(tp_ctx *c, tp_val v, targs *a, bool by_attr, bool keep_i
         step(c, off);
         tp_val x = by_attr ? attr_path(c, l->v[i], attr, off) : l->v[i];
         bool r = test ? rl__tp_test(c, test, x, &ta, off) : rl__tp_truthy(x);
-        if (r == keep_if) list_append(c, out.u.l, &cap, l->v[i], off);
+        if (r == keep_if) rl__tp_list_append(c, out.u.l, &cap, l->v[i], off);
     }
     return generator(c, out, off);
 }
@@ -309,7 +160,7 @@ static tp_val do_indent(tp_ctx *c, tp_val s, targs *a, size_t off) {
     return tp_str(buf, bl);
 }
 
-static tp_val dict_items(tp_ctx *c, tp_dict *d, int which, size_t off) {
+tp_val rl__tp_dict_items(tp_ctx *c, tp_dict *d, int which, size_t off) {
     /* which: 0 items, 1 keys, 2 values; a plain list of them */
     tp_val l = mk_list(c, d->n, false, off);
     for (size_t i = 0; i < d->n; i++) {
@@ -435,7 +286,7 @@ tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off
     if (IS("items")) {
         if (v.t == V_UNDEF) return generator(c, mk_list(c, 0, false, off), off);
         if (v.t != V_DICT) rl__tp_fail(c, RL_ERR_FORMAT, off, "items: Can only get item pairs from a mapping, not %s", rl__tp_type_name(v));
-        return generator(c, dict_items(c, v.u.d, 0, off), off);
+        return generator(c, rl__tp_dict_items(c, v.u.d, 0, off), off);
     }
     if (IS("first")) {
         if (v.t == V_LIST && v.u.l->kind == LK_ITER) { /* next(): takes one item */
@@ -459,11 +310,11 @@ tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off
         for (size_t i = 0; i < l->n; i++) r.u.l->v[i] = l->v[l->n - 1 - i];
         if (lazy) return mk_lazy(c, r.u.l, LK_ITER, v.u.l->tuple ? "reversed" : "list_reverseiterator", off);
         if (v.t != V_STR) return r;
-        tp_val s = do_join(c, r, NULL, NULL, off);
+        tp_val s = rl__tp_join(c, r, NULL, NULL, off);
         s.safe = v.safe;
         return s;
     }
-    if (IS("join")) return do_join(c, v, arg(a, 0, "d"), arg(a, 1, "attribute"), off);
+    if (IS("join")) return rl__tp_join(c, v, arg(a, 0, "d"), arg(a, 1, "attribute"), off);
     if (IS("map")) return do_map(c, v, a, off);
     if (IS("select") || IS("reject")) return do_select(c, v, a, false, IS("select"), off);
     if (IS("selectattr") || IS("rejectattr")) return do_select(c, v, a, true, IS("selectattr"), off);
@@ -477,7 +328,7 @@ tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off
                 step(c, off);
                 seen = rl__tp_equal(c, out.u.l->v[j], l->v[i], 0, off);
             }
-            if (!seen) list_append(c, out.u.l, &cap, l->v[i], off);
+            if (!seen) rl__tp_list_append(c, out.u.l, &cap, l->v[i], off);
         }
         return generator(c, out, off);
     }
@@ -513,220 +364,18 @@ tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off
     }
     if (IS("wordcount")) {
         if (v.t != V_STR) v = rl__tp_to_str(c, v, off);
-        return mk_int((int64_t)do_split(c, v, NULL, NULL, off).u.l->n);
+        return mk_int((int64_t)rl__tp_str_split(c, v, NULL, NULL, off).u.l->n);
     }
     /* the rest operate on strings */
     if (v.t == V_UNDEF) v = tp_str("", 0);
     if (IS("indent")) return do_indent(c, rl__tp_to_str(c, v, off), a, off);
-    if (IS("trim")) return do_strip(c, rl__tp_to_str(c, v, off), arg(a, 0, "chars"), true, true, off);
-    if (IS("upper")) return ascii_case(c, rl__tp_to_str(c, v, off), 1, off);
-    if (IS("lower")) return ascii_case(c, rl__tp_to_str(c, v, off), 0, off);
-    if (IS("capitalize")) return ascii_case(c, rl__tp_to_str(c, v, off), 2, off);
-    if (IS("title")) return ascii_case(c, rl__tp_to_str(c, v, off), 3, off);
-    if (IS("replace")) return do_replace(c, rl__tp_to_str(c, v, off), arg(a, 0, "old"), arg(a, 1, "new"), arg(a, 2, "count"), off);
+    if (IS("trim")) return rl__tp_str_strip(c, rl__tp_to_str(c, v, off), arg(a, 0, "chars"), true, true, off);
+    if (IS("upper")) return rl__tp_str_case(c, rl__tp_to_str(c, v, off), 1, off);
+    if (IS("lower")) return rl__tp_str_case(c, rl__tp_to_str(c, v, off), 0, off);
+    if (IS("capitalize")) return rl__tp_str_case(c, rl__tp_to_str(c, v, off), 2, off);
+    if (IS("title")) return rl__tp_str_case(c, rl__tp_to_str(c, v, off), 3, off);
+    if (IS("replace")) return rl__tp_str_replace(c, rl__tp_to_str(c, v, off), arg(a, 0, "old"), arg(a, 1, "new"), arg(a, 2, "count"), off);
 #undef IS
     rl__tp_fail(c, RL_ERR_UNSUPPORTED, off, "unknown filter '%s'", name);
 }
 
-bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
-    step(c, off);
-    tp_val *a0 = arg(a, 0, NULL);
-#define IS(s) (strcmp(name, (s)) == 0)
-    if (IS("defined")) return v.t != V_UNDEF;
-    if (IS("undefined")) return v.t == V_UNDEF;
-    if (IS("none")) return v.t == V_NONE;
-    if (IS("string")) return v.t == V_STR;
-    if (IS("number")) return is_num(v);
-    if (IS("integer")) return v.t == V_INT;
-    if (IS("float")) return v.t == V_FLOAT;
-    if (IS("boolean")) return v.t == V_BOOL;
-    if (IS("true")) return v.t == V_BOOL && v.u.b;
-    if (IS("false")) return v.t == V_BOOL && !v.u.b;
-    if (IS("mapping")) return v.t == V_DICT;
-    if (IS("iterable")) return v.t == V_STR || v.t == V_LIST || v.t == V_DICT || v.t == V_UNDEF;
-    if (IS("sequence")) return v.t == V_STR || v.t == V_LIST || v.t == V_DICT;
-    if (IS("callable")) return v.t == V_FUNC || v.t == V_MACRO || v.t == V_METHOD;
-    if (IS("lower") || IS("upper")) {
-        if (v.t != V_STR) return false;
-        bool any = false;
-        for (size_t i = 0; i < v.u.s.n; i++) {
-            char ch = v.u.s.p[i];
-            if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) {
-                any = true;
-                if (IS("lower") ? (ch <= 'Z') : (ch >= 'a')) return false;
-            }
-        }
-        return any;
-    }
-    if (IS("odd") || IS("even")) {
-        int64_t i = rl__tp_want_int(c, &v, name, off);
-        return IS("odd") ? (i % 2 != 0) : (i % 2 == 0);
-    }
-    if (IS("divisibleby")) {
-        int64_t i = rl__tp_want_int(c, &v, name, off), d = rl__tp_want_int(c, a0, name, off);
-        if (d == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "divisibleby: division by zero");
-        return d == -1 || i % d == 0;
-    }
-    if (!a0 && (IS("eq") || IS("equalto") || IS("==") || IS("ne") || IS("!=") || IS("lt") ||
-                IS("lessthan") || IS("<") || IS("le") || IS("<=") || IS("gt") || IS("greaterthan") ||
-                IS(">") || IS("ge") || IS(">=") || IS("in") || IS("sameas")))
-        rl__tp_fail(c, RL_ERR_FORMAT, off, "test '%s' needs an argument", name);
-    if (IS("eq") || IS("equalto") || IS("==")) return rl__tp_equal(c, v, *a0, 0, off);
-    if (IS("ne") || IS("!=")) return !rl__tp_equal(c, v, *a0, 0, off);
-    if (IS("lt") || IS("lessthan") || IS("<")) return rl__tp_compare(c, TP_OP_LT, v, *a0, off);
-    if (IS("le") || IS("<=")) return rl__tp_compare(c, TP_OP_LE, v, *a0, off);
-    if (IS("gt") || IS("greaterthan") || IS(">")) return rl__tp_compare(c, TP_OP_GT, v, *a0, off);
-    if (IS("ge") || IS(">=")) return rl__tp_compare(c, TP_OP_GE, v, *a0, off);
-    if (IS("in")) return rl__tp_contains(c, *a0, v, off);
-    if (IS("sameas")) {
-        if (v.t != a0->t) return false;
-        if (v.t == V_NONE || v.t == V_UNDEF) return true;
-        if (v.t == V_BOOL) return v.u.b == a0->u.b;
-        return rl__tp_equal(c, v, *a0, 0, off) && (v.t != V_LIST || v.u.l == a0->u.l) &&
-               (v.t != V_DICT || v.u.d == a0->u.d);
-    }
-#undef IS
-    rl__tp_fail(c, RL_ERR_UNSUPPORTED, off, "unknown test '%s'", name);
-}
-
-static bool in_names(const char *const *names, const char *name) {
-    for (; *names; names++)
-        if (!strcmp(*names, name)) return true;
-    return false;
-}
-
-int rl__tp_method_kind(tp_val obj, const char *name) {
-    static const char *const str_m[] = {
-        "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find", "format",
-        "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier",
-        "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower",
-        "lstrip", "maketrans", "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex",
-        "rjust", "rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase",
-        "title", "translate", "upper", "zfill", NULL};
-    static const char *const dict_m[] = {"copy", "fromkeys", "get", "items", "keys", "values", NULL};
-    static const char *const dict_mut[] = {"clear", "pop", "popitem", "setdefault", "update", NULL};
-    static const char *const list_m[] = {"copy", "count", "index", NULL};
-    static const char *const list_mut[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort", NULL};
-    static const char *const loop_m[] = {"cycle", "changed", NULL};
-    switch (obj.t) {
-    case V_STR: return in_names(str_m, name);
-    case V_DICT: return in_names(dict_m, name) ? 1 : in_names(dict_mut, name) ? 2 : 0;
-    case V_LIST:
-        if (obj.u.l->kind != LK_SEQ) return 0;
-        if (obj.u.l->tuple) return !strcmp(name, "count") || !strcmp(name, "index");
-        return in_names(list_m, name) ? 1 : in_names(list_mut, name) ? 2 : 0;
-    case V_LOOP: return in_names(loop_m, name);
-    default: return 0;
-    }
-}
-
-tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t off) {
-    step(c, off);
-#define IS(s) (strcmp(name, (s)) == 0)
-    tp_val *a0 = arg(a, 0, NULL), *a1 = arg(a, 1, NULL);
-    if (obj.t == V_UNDEF) rl__tp_undefined(c, obj, off);
-    if (obj.t == V_STR) {
-        if (IS("strip")) return do_strip(c, obj, a0, true, true, off);
-        if (IS("lstrip")) return do_strip(c, obj, a0, true, false, off);
-        if (IS("rstrip")) return do_strip(c, obj, a0, false, true, off);
-        if (IS("upper")) return ascii_case(c, obj, 1, off);
-        if (IS("lower")) return ascii_case(c, obj, 0, off);
-        if (IS("capitalize")) return ascii_case(c, obj, 2, off);
-        if (IS("title")) return ascii_case(c, obj, 3, off);
-        if (IS("startswith")) return mk_bool(affix(c, obj, a0, false, off));
-        if (IS("endswith")) return mk_bool(affix(c, obj, a0, true, off));
-        if (IS("split")) return do_split(c, obj, arg(a, 0, "sep"), arg(a, 1, "maxsplit"), off);
-        if (IS("replace")) return do_replace(c, obj, a0, a1, arg(a, 2, "count"), off);
-        if (IS("find")) return mk_int(do_find(obj, rl__tp_want_str(c, a0, "find", off), false));
-        if (IS("count")) return mk_int(do_find(obj, rl__tp_want_str(c, a0, "count", off), true));
-        if (IS("join")) return do_join(c, a0 ? *a0 : mk_undef(NULL), &obj, NULL, off);
-        if (IS("splitlines")) {
-            tp_val l = do_split(c, obj, &(tp_val){.t = V_STR, .u.s = {"\n", 1}}, NULL, off);
-            if (l.u.l->n && l.u.l->v[l.u.l->n - 1].u.s.n == 0) l.u.l->n--;
-            return l;
-        }
-        if (IS("isdigit") || IS("isalpha") || IS("isspace") || IS("isalnum")) {
-            if (!obj.u.s.n) return mk_bool(false);
-            for (size_t i = 0; i < obj.u.s.n; i++) {
-                char ch = obj.u.s.p[i];
-                bool d = ch >= '0' && ch <= '9', al = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-                bool ok = IS("isdigit") ? d : IS("isalpha") ? al : IS("isalnum") ? (d || al)
-                          : (ch == ' ' || (ch >= '\t' && ch <= '\r'));
-                if (!ok) return mk_bool(false);
-            }
-            return mk_bool(true);
-        }
-    } else if (obj.t == V_DICT) {
-        static const char *const views[] = {"dict_items", "dict_keys", "dict_values"};
-        for (int w = 0; w < 3; w++)
-            if (IS(views[w] + 5)) return mk_lazy(c, dict_items(c, obj.u.d, w, off).u.l, LK_VIEW, views[w], off);
-        if (IS("get")) {
-            if (!a0) rl__tp_fail(c, RL_ERR_FORMAT, off, "get: missing key");
-            tp_val *r = rl__tp_dict_get(c, obj.u.d, *a0, off);
-            return r ? *r : a1 ? *a1 : (tp_val){.t = V_NONE};
-        }
-    } else if (obj.t == V_LOOP) {
-        if (IS("cycle")) {
-            if (!a->n_pos) rl__tp_fail(c, RL_ERR_FORMAT, off, "loop.cycle: no items");
-            return a->pos[obj.u.loop->index0 % (int64_t)a->n_pos];
-        }
-    }
-#undef IS
-    rl__tp_fail(c, RL_ERR_UNSUPPORTED, off, "'%s' object has no method '%s'", rl__tp_type_name(obj), name);
-}
-
-tp_val rl__tp_global(tp_ctx *c, int fn, targs *a, size_t off) {
-    tp_val *a0 = arg(a, 0, NULL);
-    switch (fn) {
-    case FN_RAISE: {
-        tp_val m = a0 ? rl__tp_to_str(c, *a0, off) : tp_str("", 0);
-        int n = m.u.s.n > 300 ? 300 : (int)m.u.s.n;
-        rl__tp_fail(c, RL_ERR_INVALID, off, "raise_exception: %.*s", n, m.u.s.p);
-    }
-    case FN_NAMESPACE:
-    case FN_DICT: {
-        tp_val d = mk_dict(c, 4, off);
-        if (fn == FN_NAMESPACE) d.t = V_NS;
-        if (a0) {
-            if (a0->t != V_DICT) rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: positional argument must be a dict", fn == FN_DICT ? "dict" : "namespace");
-            for (size_t i = 0; i < a0->u.d->n; i++) rl__tp_dict_set(c, d.u.d, a0->u.d->k[i], a0->u.d->v[i], off);
-        }
-        for (size_t i = 0; i < a->n_kw; i++)
-            rl__tp_dict_set(c, d.u.d, tp_str(a->kw[i], strlen(a->kw[i])), a->kwv[i], off);
-        return d;
-    }
-    case FN_RANGE: {
-        if (a->n_pos < 1 || a->n_pos > 3) rl__tp_fail(c, RL_ERR_FORMAT, off, "range expects 1 to 3 arguments");
-        int64_t st = 0, en, sp = 1;
-        if (a->n_pos == 1) en = rl__tp_want_int(c, &a->pos[0], "range", off);
-        else {
-            st = rl__tp_want_int(c, &a->pos[0], "range", off);
-            en = rl__tp_want_int(c, &a->pos[1], "range", off);
-            if (a->n_pos == 3) sp = rl__tp_want_int(c, &a->pos[2], "range", off);
-        }
-        if (sp == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "range() arg 3 must not be zero");
-        double cnt_d = sp > 0 ? ceil(((double)en - (double)st) / (double)sp) : ceil(((double)st - (double)en) / (double)-sp);
-        if (cnt_d < 0) cnt_d = 0;
-        if (cnt_d > (double)(c->lim.max_memory / sizeof(tp_val)))
-            rl__tp_fail(c, RL_ERR_LIMIT, off, "range of %.0f items is too large", cnt_d);
-        size_t cnt = (size_t)cnt_d;
-        step_n(c, cnt / 16, off);
-        tp_val l = mk_list(c, cnt, false, off);
-        for (size_t i = 0; i < cnt; i++) l.u.l->v[i] = mk_int(st + (int64_t)i * sp);
-        return l;
-    }
-    case FN_STRFTIME: {
-        tp_val f = rl__tp_want_str(c, a0, "strftime_now", off);
-        char fmt[128], buf[256];
-        size_t n = f.u.s.n < sizeof fmt - 1 ? f.u.s.n : sizeof fmt - 1;
-        memcpy(fmt, f.u.s.p, n);
-        fmt[n] = 0;
-        time_t t = time(NULL);
-        struct tm tmv;
-        localtime_r(&t, &tmv);
-        size_t w = strftime(buf, sizeof buf, fmt, &tmv);
-        return tp_str(rl__tp_strdup(c, buf, w, off), w);
-    }
-    }
-    rl__tp_fail(c, RL_ERR_FORMAT, off, "not callable");
-}
