@@ -106,6 +106,8 @@ struct tp_dict {
 struct tp_loop {
     int64_t index0, length;
     tp_list *items;
+    tp_val last_changed; /* loop.changed(): the last arguments, once has_changed */
+    bool has_changed;
 };
 
 /* A macro value: its definition (N_MACRO, or N_CALLBLOCK for `caller`) and
@@ -347,7 +349,10 @@ tp_list *rl__tp_iterate(tp_ctx *c, tp_val v, size_t off); /* list; dict -> keys,
 /* Whether `name` is a Python method of obj's type: 0 no, 1 yes, 2 yes but
  * ImmutableSandboxedEnvironment forbids it (it mutates). */
 int rl__tp_method_kind(tp_val obj, const char *name);
+/* HF's TemplateNamespace refuses underscore-prefixed names (SecurityError). */
+void rl__tp_ns_check_name(tp_ctx *c, tp_val name, size_t off);
 tp_val rl__tp_repeat(tp_ctx *c, tp_val s, int64_t k, size_t off); /* s * k */
+tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off); /* a <op> b, TP_OP_ADD..CONCAT */
 /* <0, 0, >0 as Python orders a and b; errors name operator op. */
 int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_t off);
 bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off); /* needle in hay */
@@ -358,12 +363,24 @@ int64_t rl__tp_want_int(tp_ctx *c, tp_val *v, const char *what, size_t off);
 /* ---- string operations (template_strings.c) ---- */
 /* strip/lstrip/rstrip: chars NULL or none = Python whitespace */
 tp_val rl__tp_str_strip(tp_ctx *c, tp_val s, tp_val *chars, bool left, bool right, size_t off);
-tp_val rl__tp_str_case(tp_ctx *c, tp_val s, int mode, size_t off); /* 0 lower 1 upper 2 capitalize 3 title */
+/* mode: 0 lower, 1 upper, 2 capitalize, 3 str.title, 4 jinja2 |title, 5 swapcase, 6 casefold */
+tp_val rl__tp_str_case(tp_ctx *c, tp_val s, int mode, size_t off);
+bool rl__tp_cp_upper(uint32_t cp); /* Unicode uppercase (iswupper in a UTF-8 ctype) */
+bool rl__tp_cp_lower(uint32_t cp);
+bool rl__tp_cp_alpha(uint32_t cp);
 tp_val rl__tp_str_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off);
 tp_val rl__tp_str_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *count, size_t off);
 bool rl__tp_str_affix(tp_ctx *c, tp_val s, tp_val *x, bool end, size_t off); /* startswith / endswith */
-int64_t rl__tp_str_find(tp_val s, tp_val x, bool count);                  /* find (cp index) / count */
+int64_t rl__tp_str_find(tp_ctx *c, tp_val s, tp_val x, int mode, size_t off); /* 0 find, 1 count, 2 rfind */
 tp_list *rl__tp_list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t off);
+tp_val rl__tp_str_splitlines(tp_ctx *c, tp_val s, bool keepends, size_t off);
+tp_val rl__tp_str_rsplit(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off);
+tp_val rl__tp_str_partition(tp_ctx *c, tp_val s, tp_val *sep, bool right, size_t off);
+/* align: 0 center, 1 ljust, 2 rjust, 3 zfill */
+tp_val rl__tp_str_pad(tp_ctx *c, tp_val s, tp_val *width, tp_val *fill, int align, size_t off);
+/* template_format.c: fmt % args (printf-style) and fmt.format(*a) */
+tp_val rl__tp_percent_format(tp_ctx *c, tp_val fmt, tp_val args, size_t off);
+tp_val rl__tp_str_format(tp_ctx *c, tp_val fmt, targs *a, size_t off);
 
 /* ---- the built-ins (filters: template_builtins.c; tests, methods and
  * globals: template_methods.c) ---- */
@@ -444,6 +461,11 @@ static inline void step_n(tp_ctx *c, uint64_t n, size_t off) {
         rl__tp_fail(c, RL_ERR_LIMIT, off, "template ran more than %llu steps",
                     (unsigned long long)c->lim.max_steps);
     c->steps += n;
+}
+/* Charges work proportional to `bytes` scanned (one step per 256 bytes),
+ * so repeated scans of a long string stay within the step limit. */
+static inline void rl__tp_charge(tp_ctx *c, size_t bytes, size_t off) {
+    if (bytes >= 256) step_n(c, bytes >> 8, off);
 }
 static inline void step(tp_ctx *c, size_t off) {
     if (++c->steps > c->lim.max_steps)

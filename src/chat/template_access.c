@@ -163,6 +163,22 @@ tp_val rl__tp_get_item(tp_ctx *c, tp_val obj, tp_val key, size_t off) {
     return undef_key(obj, key);
 }
 
+/* jinja2.runtime.Macro's public attributes */
+static bool macro_attr(tp_ctx *c, const tp_macro *m, const char *name, tp_val *out, size_t off) {
+    const tp_node *d = m->def;
+    if (!strcmp(name, "name")) {
+        const char *nm = d->kind == N_MACRO ? d->s : "caller";
+        *out = tp_str(nm, strlen(nm));
+    } else if (!strcmp(name, "arguments")) {
+        *out = mk_list(c, d->n_names, true, off);
+        for (size_t i = 0; i < d->n_names; i++) out->u.l->v[i] = tp_str(d->names[i], strlen(d->names[i]));
+    } else if (!strcmp(name, "catch_kwargs")) *out = mk_bool(d->op & MAC_KWARGS);
+    else if (!strcmp(name, "catch_varargs")) *out = mk_bool(d->op & MAC_VARARGS);
+    else if (!strcmp(name, "caller")) *out = mk_bool(d->op & MAC_CALLER);
+    else return false;
+    return true;
+}
+
 tp_val rl__tp_get_attr(tp_ctx *c, tp_val obj, const char *name, size_t off) {
     if (obj.t == V_UNDEF) rl__tp_undefined(c, obj, off);
     size_t n = strlen(name);
@@ -174,6 +190,7 @@ tp_val rl__tp_get_attr(tp_ctx *c, tp_val obj, const char *name, size_t off) {
     }
     tp_val v;
     if (obj.t == V_LOOP && loop_attr(obj.u.loop, name, &v)) return v;
+    if (obj.t == V_MACRO && macro_attr(c, obj.u.mac, name, &v, off)) return v;
     return undef_attr(obj, name, n);
 }
 
@@ -208,4 +225,12 @@ tp_list *rl__tp_iterate(tp_ctx *c, tp_val v, size_t off) {
     }
     default: rl__tp_fail(c, RL_ERR_FORMAT, off, "'%s' object is not iterable", rl__tp_type_name(v));
     }
+}
+
+void rl__tp_ns_check_name(tp_ctx *c, tp_val name, size_t off) {
+    if (name.t == V_STR && name.u.s.n && name.u.s.p[0] == '_')
+        rl__tp_fail(c, RL_ERR_INVALID, off,
+                    "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '%.*s'. "
+                    "Please rename the attribute.",
+                    (int)(name.u.s.n > 60 ? 60 : name.u.s.n), name.u.s.p);
 }

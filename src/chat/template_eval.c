@@ -103,7 +103,7 @@ tp_val rl__tp_repeat(tp_ctx *c, tp_val s, int64_t k, size_t off) {
     return tp_str(p, n);
 }
 
-static tp_val arith(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
+tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
     if (a.t == V_UNDEF && op != TP_OP_CONCAT) rl__tp_undefined(c, a, off);
     if (b.t == V_UNDEF && op != TP_OP_CONCAT) rl__tp_undefined(c, b, off);
     if (op == TP_OP_CONCAT) {
@@ -124,6 +124,17 @@ static tp_val arith(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
         if (a.u.l->n) memcpy(l.u.l->v, a.u.l->v, a.u.l->n * sizeof(tp_val));
         if (b.u.l->n) memcpy(l.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(tp_val));
         return l;
+    }
+    if (op == TP_OP_MOD && a.t == V_STR) return rl__tp_percent_format(c, a, b, off);
+    if (op == TP_OP_MUL && ((is_seq(a) && (b.t == V_INT || b.t == V_BOOL)) || (is_seq(b) && (a.t == V_INT || a.t == V_BOOL)))) {
+        tp_val l = is_seq(a) ? a : b;
+        int64_t k = num_i(is_seq(a) ? b : a);
+        size_t n = k > 0 ? (size_t)k : 0, tot;
+        if (!rl_mul_size(n, l.u.l->n, &tot) || tot > c->lim.max_memory / sizeof(tp_val))
+            rl__tp_fail(c, RL_ERR_LIMIT, off, "list repetition too large");
+        tp_val r = mk_list(c, tot, l.u.l->tuple, off);
+        for (size_t i = 0; i < n; i++) memcpy(r.u.l->v + i * l.u.l->n, l.u.l->v, l.u.l->n * sizeof(tp_val));
+        return r;
     }
     if (op == TP_OP_MUL && ((a.t == V_STR && (b.t == V_INT || b.t == V_BOOL)) ||
                             (b.t == V_STR && (a.t == V_INT || a.t == V_BOOL)))) {
@@ -435,7 +446,7 @@ static tp_val eval_node(tp_ctx *c, tp_node *n) {
     case E_BIN: {
         tp_val a = eval(c, n->a);
         tp_val b = eval(c, n->b);
-        return arith(c, n->op, a, b, n->off);
+        return rl__tp_binop(c, n->op, a, b, n->off);
     }
     case E_COMPARE: {
         tp_val a = eval(c, n->a);
@@ -552,8 +563,9 @@ static int exec_body(tp_ctx *c, tp_node **body, size_t nb) {
                 tp_val ns = get_var(c, n->names[0]);
                 if (ns.t != V_NS)
                     rl__tp_fail(c, RL_ERR_FORMAT, n->off, "cannot assign attribute on '%s' (a %s, not a namespace)", n->names[0], rl__tp_type_name(ns));
-                const char *k = n->names[1];
-                rl__tp_dict_set(c, ns.u.d, tp_str(k, strlen(k)), v, n->off);
+                tp_val k = tp_str(n->names[1], strlen(n->names[1]));
+                rl__tp_ns_check_name(c, k, n->off);
+                rl__tp_dict_set(c, ns.u.d, k, v, n->off);
             } else {
                 bind_targets(c, n, v);
             }

@@ -95,6 +95,7 @@ int rl__tp_method_kind(tp_val obj, const char *name) {
     static const char *const list_mut[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort", NULL};
     static const char *const loop_m[] = {"cycle", "changed", NULL};
     switch (obj.t) {
+    case V_FUNC: return obj.u.fn == FN_DICT && !strcmp(name, "fromkeys");
     case V_STR: return in_names(str_m, name);
     case V_DICT: return in_names(dict_m, name) ? 1 : in_names(dict_mut, name) ? 2 : 0;
     case V_LIST:
@@ -112,33 +113,69 @@ tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t o
     tp_val *a0 = arg(a, 0, NULL), *a1 = arg(a, 1, NULL);
     if (obj.t == V_UNDEF) rl__tp_undefined(c, obj, off);
     if (obj.t == V_STR) {
+        static const char *const cases[] = {"lower", "upper", "capitalize", "title", "", "swapcase", NULL};
+        for (int m = 0; cases[m]; m++)
+            if (IS(cases[m])) return rl__tp_str_case(c, obj, m, off);
+        if (IS("casefold")) return rl__tp_str_case(c, obj, 6, off);
         if (IS("strip")) return rl__tp_str_strip(c, obj, a0, true, true, off);
         if (IS("lstrip")) return rl__tp_str_strip(c, obj, a0, true, false, off);
         if (IS("rstrip")) return rl__tp_str_strip(c, obj, a0, false, true, off);
-        if (IS("upper")) return rl__tp_str_case(c, obj, 1, off);
-        if (IS("lower")) return rl__tp_str_case(c, obj, 0, off);
-        if (IS("capitalize")) return rl__tp_str_case(c, obj, 2, off);
-        if (IS("title")) return rl__tp_str_case(c, obj, 3, off);
         if (IS("startswith")) return mk_bool(rl__tp_str_affix(c, obj, a0, false, off));
         if (IS("endswith")) return mk_bool(rl__tp_str_affix(c, obj, a0, true, off));
         if (IS("split")) return rl__tp_str_split(c, obj, arg(a, 0, "sep"), arg(a, 1, "maxsplit"), off);
-        if (IS("replace")) return rl__tp_str_replace(c, obj, a0, a1, arg(a, 2, "count"), off);
-        if (IS("find")) return mk_int(rl__tp_str_find(obj, rl__tp_want_str(c, a0, "find", off), false));
-        if (IS("count")) return mk_int(rl__tp_str_find(obj, rl__tp_want_str(c, a0, "count", off), true));
-        if (IS("join")) return rl__tp_join(c, a0 ? *a0 : mk_undef(NULL), &obj, NULL, off);
+        if (IS("rsplit")) return rl__tp_str_rsplit(c, obj, arg(a, 0, "sep"), arg(a, 1, "maxsplit"), off);
         if (IS("splitlines")) {
-            tp_val l = rl__tp_str_split(c, obj, &(tp_val){.t = V_STR, .u.s = {"\n", 1}}, NULL, off);
-            if (l.u.l->n && l.u.l->v[l.u.l->n - 1].u.s.n == 0) l.u.l->n--;
-            return l;
+            tp_val *k = arg(a, 0, "keepends");
+            return rl__tp_str_splitlines(c, obj, k && rl__tp_truthy(*k), off);
         }
-        if (IS("isdigit") || IS("isalpha") || IS("isspace") || IS("isalnum")) {
-            if (!obj.u.s.n) return mk_bool(false);
-            for (size_t i = 0; i < obj.u.s.n; i++) {
-                char ch = obj.u.s.p[i];
-                bool d = ch >= '0' && ch <= '9', al = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-                bool ok = IS("isdigit") ? d : IS("isalpha") ? al : IS("isalnum") ? (d || al)
-                          : (ch == ' ' || (ch >= '\t' && ch <= '\r'));
+        if (IS("replace")) return rl__tp_str_replace(c, obj, a0, a1, arg(a, 2, "count"), off);
+        if (IS("find") || IS("index") || IS("rfind") || IS("rindex")) {
+            bool right = name[0] == 'r';
+            tp_val x = rl__tp_want_str(c, a0, name, off);
+            int64_t i = rl__tp_str_find(c, obj, x, right ? 2 : 0, off);
+            if (i < 0 && (IS("index") || IS("rindex"))) rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: substring not found", name);
+            return mk_int(i);
+        }
+        if (IS("count")) return mk_int(rl__tp_str_find(c, obj, rl__tp_want_str(c, a0, "count", off), 1, off));
+        if (IS("join")) return rl__tp_join(c, a0 ? *a0 : mk_undef(NULL), &obj, NULL, off);
+        if (IS("partition") || IS("rpartition")) return rl__tp_str_partition(c, obj, a0, name[0] == 'r', off);
+        if (IS("center")) return rl__tp_str_pad(c, obj, a0, a1, 0, off);
+        if (IS("ljust")) return rl__tp_str_pad(c, obj, a0, a1, 1, off);
+        if (IS("rjust")) return rl__tp_str_pad(c, obj, a0, a1, 2, off);
+        if (IS("zfill")) return rl__tp_str_pad(c, obj, a0, NULL, 3, off);
+        if (IS("removeprefix") || IS("removesuffix")) {
+            bool suf = IS("removesuffix");
+            tp_val x = rl__tp_want_str(c, a0, name, off);
+            if (!rl__tp_str_affix(c, obj, &x, suf, off)) return obj;
+            tp_val r = tp_str(obj.u.s.p + (suf ? 0 : x.u.s.n), obj.u.s.n - x.u.s.n);
+            r.safe = obj.safe;
+            return r;
+        }
+        if (IS("format")) return rl__tp_str_format(c, obj, a, off);
+        if (IS("isupper") || IS("islower")) { /* at least one cased character, all of that case */
+            bool any = false, up = IS("isupper");
+            for (size_t i = 0; i < obj.u.s.n;) {
+                uint32_t cp;
+                size_t w = rl_utf8_decode(obj.u.s.p + i, obj.u.s.n - i, &cp);
+                if (!w) w = 1, cp = 0xFFFD;
+                if (up ? rl__tp_cp_lower(cp) : rl__tp_cp_upper(cp)) return mk_bool(false);
+                any = any || (up ? rl__tp_cp_upper(cp) : rl__tp_cp_lower(cp));
+                i += w;
+            }
+            return mk_bool(any);
+        }
+        if (IS("isdigit") || IS("isdecimal") || IS("isnumeric") || IS("isalpha") || IS("isspace") ||
+            IS("isalnum") || IS("isascii")) {
+            if (!obj.u.s.n) return mk_bool(IS("isascii"));
+            for (size_t i = 0; i < obj.u.s.n;) {
+                uint32_t cp;
+                size_t w = rl_utf8_decode(obj.u.s.p + i, obj.u.s.n - i, &cp), sw;
+                if (!w) w = 1, cp = 0xFFFD;
+                bool d = cp >= '0' && cp <= '9', al = rl__tp_cp_upper(cp) || rl__tp_cp_lower(cp) || (cp >= 0x80 && rl__tp_cp_alpha(cp));
+                bool ok = IS("isascii") ? cp < 0x80 : IS("isalpha") ? al : IS("isalnum") ? (d || al)
+                          : IS("isspace") ? rl__tp_is_space_at(obj.u.s.p, obj.u.s.n, i, &sw) : d;
                 if (!ok) return mk_bool(false);
+                i += w;
             }
             return mk_bool(true);
         }
@@ -151,10 +188,49 @@ tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t o
             tp_val *r = rl__tp_dict_get(c, obj.u.d, *a0, off);
             return r ? *r : a1 ? *a1 : (tp_val){.t = V_NONE};
         }
+        if (IS("copy")) {
+            tp_val d = mk_dict(c, obj.u.d->n, off);
+            memcpy(d.u.d->k, obj.u.d->k, obj.u.d->n * sizeof(tp_val));
+            memcpy(d.u.d->v, obj.u.d->v, obj.u.d->n * sizeof(tp_val));
+            d.u.d->n = obj.u.d->n;
+            return d;
+        }
+    } else if (obj.t == V_LIST && is_seq(obj)) {
+        if (IS("copy")) {
+            tp_val l = mk_list(c, obj.u.l->n, false, off);
+            if (obj.u.l->n) memcpy(l.u.l->v, obj.u.l->v, obj.u.l->n * sizeof(tp_val));
+            return l;
+        }
+        if (IS("count") || IS("index")) {
+            if (!a0) rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: missing argument", name);
+            int64_t cnt = 0;
+            for (size_t i = 0; i < obj.u.l->n; i++) {
+                step(c, off);
+                if (!rl__tp_equal(c, obj.u.l->v[i], *a0, 0, off)) continue;
+                if (IS("index")) return mk_int((int64_t)i);
+                cnt++;
+            }
+            if (IS("index")) rl__tp_fail(c, RL_ERR_FORMAT, off, "index: value is not in %s", rl__tp_type_name(obj));
+            return mk_int(cnt);
+        }
+    } else if (obj.t == V_FUNC && obj.u.fn == FN_DICT && IS("fromkeys")) {
+        tp_list *keys = rl__tp_iterate(c, a0 ? *a0 : mk_undef(NULL), off);
+        tp_val d = mk_dict(c, keys->n, off);
+        for (size_t i = 0; i < keys->n; i++) rl__tp_dict_set(c, d.u.d, keys->v[i], a1 ? *a1 : (tp_val){.t = V_NONE}, off);
+        return d;
     } else if (obj.t == V_LOOP) {
         if (IS("cycle")) {
             if (!a->n_pos) rl__tp_fail(c, RL_ERR_FORMAT, off, "loop.cycle: no items");
             return a->pos[obj.u.loop->index0 % (int64_t)a->n_pos];
+        }
+        if (IS("changed")) { /* true when the arguments differ from the last call's */
+            tp_loop *l = obj.u.loop;
+            tp_val now = mk_list(c, a->n_pos, true, off);
+            for (size_t i = 0; i < a->n_pos; i++) now.u.l->v[i] = a->pos[i];
+            if (l->has_changed && rl__tp_equal(c, l->last_changed, now, 0, off)) return mk_bool(false);
+            l->last_changed = now;
+            l->has_changed = true;
+            return mk_bool(true);
         }
     }
 #undef IS
@@ -171,14 +247,26 @@ tp_val rl__tp_global(tp_ctx *c, int fn, targs *a, size_t off) {
     }
     case FN_NAMESPACE:
     case FN_DICT: {
+        const char *fname = fn == FN_DICT ? "dict" : "namespace";
         tp_val d = mk_dict(c, 4, off);
         if (fn == FN_NAMESPACE) d.t = V_NS;
-        if (a0) {
-            if (a0->t != V_DICT) rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: positional argument must be a dict", fn == FN_DICT ? "dict" : "namespace");
+        if (a->n_pos > 1) rl__tp_fail(c, RL_ERR_FORMAT, off, "%s expected at most 1 positional argument, got %zu", fname, a->n_pos);
+        if (a0 && a0->t == V_DICT) {
             for (size_t i = 0; i < a0->u.d->n; i++) rl__tp_dict_set(c, d.u.d, a0->u.d->k[i], a0->u.d->v[i], off);
+        } else if (a0) { /* an iterable of key/value pairs */
+            tp_list *pairs = rl__tp_iterate(c, *a0, off);
+            for (size_t i = 0; i < pairs->n; i++) {
+                step(c, off);
+                tp_list *kv = rl__tp_iterate(c, pairs->v[i], off);
+                if (kv->n != 2)
+                    rl__tp_fail(c, RL_ERR_FORMAT, off, "%s: sequence element #%zu has length %zu; 2 is required", fname, i, kv->n);
+                rl__tp_dict_set(c, d.u.d, kv->v[0], kv->v[1], off);
+            }
         }
         for (size_t i = 0; i < a->n_kw; i++)
             rl__tp_dict_set(c, d.u.d, tp_str(a->kw[i], strlen(a->kw[i])), a->kwv[i], off);
+        if (fn == FN_NAMESPACE)
+            for (size_t i = 0; i < d.u.d->n; i++) rl__tp_ns_check_name(c, d.u.d->k[i], off);
         return d;
     }
     case FN_RANGE: {

@@ -190,6 +190,7 @@ void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int 
         }
         PUTS(v.t == V_NS ? "}>" : "}");
         return;
+    case V_UNDEF: PUTS("Undefined"); return; /* jinja2's Undefined.__repr__ */
     default: {
         tp_val s = rl__tp_to_str(c, v, off);
         rl__tp_buf_put(c, buf, len, cap, s.u.s.p, s.u.s.n, off);

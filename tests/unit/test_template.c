@@ -207,7 +207,7 @@ static void test_runtime_errors(void **state) {
     expect_err("{% for x in 3 %}{% endfor %}", RL_ERR_FORMAT, "'int' object is not iterable");
     expect_err("{% set s = 'x' %}{% set s.a = 1 %}", RL_ERR_FORMAT, "not a namespace");
     expect_err("{{ 'x'.nomethod() }}", RL_ERR_FORMAT, "'str object' has no attribute 'nomethod'");
-    expect_err("{{ 'x'.zfill(3) }}", RL_ERR_UNSUPPORTED, "no method 'zfill'"); /* Python has it; we do not */
+    expect_err("{{ 'x'.expandtabs() }}", RL_ERR_UNSUPPORTED, "no method 'expandtabs'"); /* Python has it; we do not */
 }
 
 static rl_status render_lim(const char *t, const rl_template_limits *lim, rl_err *err) {
