@@ -147,6 +147,7 @@ tp_val rl__tp_get_item(tp_ctx *c, tp_val obj, tp_val key, size_t off) {
         break;
     case V_STR:
         if (key.t == V_INT || key.t == V_BOOL) {
+            rl__tp_charge(c, obj.u.s.n, off);
             if (norm_index(num_i(key), rl_utf8_count(obj.u.s.p, obj.u.s.n), &idx)) return str_char(obj, idx);
             return undef_key(obj, key);
         }

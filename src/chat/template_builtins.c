@@ -18,6 +18,7 @@
 static tp_val generator(tp_ctx *c, tp_val list, size_t off) { return mk_lazy(c, list.u.l, LK_ITER, "generator", off); }
 
 static tp_val attr_path(tp_ctx *c, tp_val x, tp_val *attr, size_t off) {
+    if (attr && (attr->t == V_INT || attr->t == V_BOOL)) return rl__tp_get_item(c, x, *attr, off); /* attribute=0 */
     tp_val an = rl__tp_want_str(c, attr, "attribute", off);
     /* dotted paths ("a.b") and integer components as jinja2 allows */
     size_t st = 0;
@@ -523,7 +524,10 @@ tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off
     if (IS("length") || IS("count")) {
         if (v.t == V_LIST && v.u.l->kind == LK_ITER)
             rl__tp_fail(c, RL_ERR_FORMAT, off, "object of type '%s' has no len()", v.u.l->tname);
-        if (v.t == V_STR) return mk_int((int64_t)rl_utf8_count(v.u.s.p, v.u.s.n));
+        if (v.t == V_STR) {
+            rl__tp_charge(c, v.u.s.n, off);
+            return mk_int((int64_t)rl_utf8_count(v.u.s.p, v.u.s.n));
+        }
         if (v.t == V_LIST) return mk_int((int64_t)v.u.l->n);
         if (v.t == V_DICT || v.t == V_NS) return mk_int((int64_t)v.u.d->n);
         if (v.t == V_UNDEF) return mk_int(0);

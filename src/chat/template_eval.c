@@ -218,6 +218,7 @@ int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_
     }
     if (a.t == V_STR && b.t == V_STR) {
         size_t n = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+        rl__tp_charge(c, n, off);
         int r = n ? memcmp(a.u.s.p, b.u.s.p, n) : 0;
         if (r) return r < 0 ? -1 : 1;
         return a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n;
@@ -243,9 +244,8 @@ bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off) {
             rl__tp_fail(c, RL_ERR_FORMAT, off, "'in <string>' requires string as left operand, not %s", rl__tp_type_name(needle));
         if (needle.u.s.n == 0) return true;
         if (needle.u.s.n > hay.u.s.n) return false;
-        for (size_t i = 0; i + needle.u.s.n <= hay.u.s.n; i++)
-            if (memcmp(hay.u.s.p + i, needle.u.s.p, needle.u.s.n) == 0) return true;
-        return false;
+        rl__tp_charge(c, hay.u.s.n, off);
+        return memmem(hay.u.s.p, hay.u.s.n, needle.u.s.p, needle.u.s.n) != NULL;
     case V_LIST: {
         tp_list *l = rl__tp_iterate(c, hay, off);
         for (size_t i = 0; i < l->n; i++)

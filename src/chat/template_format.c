@@ -73,7 +73,8 @@ static void fmt_number(tp_ctx *c, tp_val v, char type, int prec, bool alt, char 
             v = mk_int((int64_t)v.u.f);
         }
         if (v.t != V_INT && v.t != V_BOOL)
-            rl__tp_fail(c, RL_ERR_FORMAT, off, "%%%c format: an integer is required, not %s", type, rl__tp_type_name(v));
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "%%%c format: %s is required, not %s", type,
+                        type == 'd' ? "a real number" : "an integer", rl__tp_type_name(v));
         int64_t i = num_i(v);
         *neg = i < 0;
         uint64_t u = i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i;

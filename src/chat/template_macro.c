@@ -66,12 +66,9 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
     for (size_t k = 0; k < a->n_kw; k++) {
         size_t i = 0;
         while (i < np && strcmp(d->names[i], a->kw[k]) != 0) i++;
-        if (i < np) {
-            if (i < a->n_pos || slot[i])
-                rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' got multiple values for argument '%s'", name,
-                            a->kw[k]);
+        if (i < np && !slot[i] && i >= a->n_pos) {
             slot[i] = &a->kwv[k];
-        } else if (d->op & MAC_KWARGS) {
+        } else if (d->op & MAC_KWARGS) { /* jinja2: also a parameter already given positionally */
             rl__tp_dict_set(c, kwargs.u.d, tp_str(a->kw[k], strlen(a->kw[k])), a->kwv[k], off);
         } else {
             rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' takes no keyword argument '%s'", name, a->kw[k]);
@@ -102,7 +99,7 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
     }
     if (caller && !(d->op & MAC_CALLER)) { /* jinja2: then it is just a keyword */
         if (!(d->op & MAC_KWARGS))
-            rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' takes no keyword argument 'caller'", name);
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' was invoked with two values for the special caller argument", name);
         rl__tp_dict_set(c, kwargs.u.d, tp_str("caller", 6), *caller, off);
     }
     if (d->op & MAC_KWARGS) rl__tp_set_var(c, "kwargs", kwargs, off);
@@ -122,7 +119,8 @@ int rl__tp_exec_callblock(tp_ctx *c, tp_node *n) {
     targs a = rl__tp_eval_args(c, call);
     if (f.t == V_UNDEF) rl__tp_undefined(c, f, call->off);
     if (f.t != V_MACRO)
-        rl__tp_fail(c, RL_ERR_FORMAT, call->off, "call block needs a macro, got %s", rl__tp_type_name(f));
+        rl__tp_fail(c, RL_ERR_FORMAT, call->off, "'%s' object is not callable (a call block needs a macro)",
+                    rl__tp_type_name(f));
     tp_macro *cm = rl__tp_alloc(c, sizeof *cm, n->off);
     cm->def = n;
     cm->scope = c->n_frames;

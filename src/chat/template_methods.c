@@ -30,7 +30,7 @@ bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off) {
     if (IS("false")) return v.t == V_BOOL && !v.u.b;
     if (IS("mapping")) return v.t == V_DICT;
     if (IS("iterable")) return v.t == V_STR || v.t == V_LIST || v.t == V_DICT || v.t == V_UNDEF;
-    if (IS("sequence")) return v.t == V_STR || v.t == V_LIST || v.t == V_DICT;
+    if (IS("sequence")) return v.t == V_STR || is_seq(v) || v.t == V_DICT; /* len() and [] */
     if (IS("callable")) return v.t == V_FUNC || v.t == V_MACRO || v.t == V_METHOD;
     if (IS("lower") || IS("upper")) {
         if (v.t != V_STR) return false;

@@ -38,6 +38,7 @@ tp_val rl__tp_str_strip(tp_ctx *c, tp_val s, tp_val *chars, bool left, bool righ
     size_t b = 0, e = s.u.s.n, w;
     while (left && b < e && strip_match(p, e, b, false, chars, &w)) b += w;
     while (right && e > b && strip_match(p, e, e, true, chars, &w)) e -= w;
+    rl__tp_charge(c, (b + s.u.s.n - e) * (chars && chars->t != V_NONE ? chars->u.s.n + 1 : 1), off);
     tp_val r = tp_str(p + b, e - b);
     r.safe = s.safe;
     return r;
@@ -131,6 +132,7 @@ static bool is_title_sep(const char *p, size_t n, size_t i, size_t *w) {
 tp_val rl__tp_str_case(tp_ctx *c, tp_val s, int mode, size_t off) {
     const char *p = s.u.s.p;
     size_t n = s.u.s.n;
+    rl__tp_charge(c, n * 4, off);
     char *buf = NULL;
     size_t bl = 0, bc = 0;
     rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
@@ -189,6 +191,7 @@ tp_list *rl__tp_list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t
 
 tp_val rl__tp_str_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off) {
     int64_t max = maxsplit ? rl__tp_want_int(c, maxsplit, "split", off) : -1;
+    rl__tp_charge(c, s.u.s.n, off);
     tp_val out = mk_list(c, 0, false, off);
     size_t cap = 0;
     const char *p = s.u.s.p;
@@ -213,13 +216,12 @@ tp_val rl__tp_str_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size
     if (sp.u.s.n == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "split: empty separator");
     size_t st = 0;
     while (i + sp.u.s.n <= n && (max < 0 || (int64_t)out.u.l->n < max)) {
-        if (memcmp(p + i, sp.u.s.p, sp.u.s.n) == 0) {
-            rl__tp_list_append(c, out.u.l, &cap, tp_str(p + st, i - st), off);
-            i += sp.u.s.n;
-            st = i;
-        } else {
-            i++;
-        }
+        const char *h = memmem(p + i, n - i, sp.u.s.p, sp.u.s.n);
+        if (!h) break;
+        i = (size_t)(h - p);
+        rl__tp_list_append(c, out.u.l, &cap, tp_str(p + st, i - st), off);
+        i += sp.u.s.n;
+        st = i;
     }
     rl__tp_list_append(c, out.u.l, &cap, tp_str(p + st, n - st), off);
     return out;
@@ -247,16 +249,16 @@ tp_val rl__tp_str_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val 
         return tp_str(buf, bl);
     }
     size_t st = 0;
+    rl__tp_charge(c, n, off);
     while (i + f.u.s.n <= n && (max < 0 || done < max)) {
-        if (memcmp(s.u.s.p + i, f.u.s.p, f.u.s.n) == 0) {
-            rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, i - st, off);
-            rl__tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
-            i += f.u.s.n;
-            st = i;
-            done++;
-        } else {
-            i++;
-        }
+        const char *h = memmem(s.u.s.p + i, n - i, f.u.s.p, f.u.s.n);
+        if (!h) break;
+        i = (size_t)(h - s.u.s.p);
+        rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, i - st, off);
+        rl__tp_buf_put(c, &buf, &bl, &bc, t.u.s.p, t.u.s.n, off);
+        i += f.u.s.n;
+        st = i;
+        done++;
     }
     rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p + st, n - st, off);
     return tp_str(buf, bl);

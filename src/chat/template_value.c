@@ -396,7 +396,10 @@ bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
     switch (a.t) {
     case V_UNDEF:
     case V_NONE: return true;
-    case V_STR: return a.u.s.n == b.u.s.n && memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
+    case V_STR:
+        if (a.u.s.n != b.u.s.n) return false;
+        rl__tp_charge(c, a.u.s.n, off);
+        return memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
     case V_LIST:
         if (a.u.l->kind != LK_SEQ || b.u.l->kind != LK_SEQ) return a.u.l == b.u.l;
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
