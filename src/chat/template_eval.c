@@ -2,11 +2,14 @@
  *
  * Scoping follows jinja2: the template body is one frame; every iteration of
  * a for loop pushes a fresh frame (so `set` inside a loop is invisible after
- * it, which is why templates use namespace()); if blocks do not open frames.
+ * it, which is why templates use namespace()); if blocks do not open frames;
+ * a macro call pushes a frame whose lookups continue in the frames where the
+ * macro was defined (template_macro.c), not the caller's.
  *
  * Every statement and expression node visited costs one step; steps, output
- * bytes, arena bytes and nesting depth are capped by rl_template_limits.
- * Errors longjmp to the entry point with c->err filled (rl__tp_fail).
+ * bytes, arena bytes, nesting depth and run-time recursion (RL__TP_RDEPTH)
+ * are capped by rl_template_limits.  Errors longjmp to the entry point with
+ * c->err filled (rl__tp_fail).
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,7 +41,7 @@ void rl__tp_emit(tp_ctx *c, const char *p, size_t n, size_t off) {
 void rl__tp_push_frame(tp_ctx *c, size_t off) {
     c->frames = rl__tp_grow(c, c->frames, c->n_frames, &c->cap_frames, sizeof *c->frames, 8, off);
     tp_frame *f = &c->frames[c->n_frames];
-    memset(f, 0, sizeof *f);
+    f->n = 0; /* a popped frame's arrays (k, v, cap) are reused: loops and calls do not grow the arena */
     f->up = c->n_frames++;
 }
 

@@ -61,12 +61,13 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
     if (a->n_pos > np && !(d->op & MAC_VARARGS))
         rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' takes not more than %zu argument(s)", name, np);
     /* keyword arguments: a parameter's slot, or `kwargs` */
-    tp_val **slot = np ? rl__tp_alloc_array(c, np, sizeof *slot, off) : NULL;
-    tp_val kwargs = mk_dict(c, 0, off);
+    tp_val **slot = np && a->n_kw ? rl__tp_alloc_array(c, np, sizeof *slot, off) : NULL;
+    tp_val kwargs = {.t = V_NONE};
+    if (d->op & MAC_KWARGS) kwargs = mk_dict(c, 0, off);
     for (size_t k = 0; k < a->n_kw; k++) {
         size_t i = 0;
         while (i < np && strcmp(d->names[i], a->kw[k]) != 0) i++;
-        if (i < np && !slot[i] && i >= a->n_pos) {
+        if (i < np && i >= a->n_pos && !slot[i]) {
             slot[i] = &a->kwv[k];
         } else if (d->op & MAC_KWARGS) { /* jinja2: also a parameter already given positionally */
             rl__tp_dict_set(c, kwargs.u.d, tp_str(a->kw[k], strlen(a->kw[k])), a->kwv[k], off);
@@ -81,7 +82,7 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
     for (size_t i = 0; i < np; i++) {
         tp_val v;
         if (i < a->n_pos) v = a->pos[i];
-        else if (slot[i]) v = *slot[i];
+        else if (slot && slot[i]) v = *slot[i];
         else if (d->body2[i]) v = rl__tp_eval(c, d->body2[i]);
         else {
             size_t mn = strlen(d->names[i]) + 32;

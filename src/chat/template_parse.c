@@ -202,21 +202,27 @@ static tp_node *parse_postfix(tp_ctx *c, tp_node *n) {
     }
 }
 
+/* One filter after its '|' (or first in a filter block): name[(args)],
+ * applied to n (NULL in a filter block's chain). */
+static tp_node *parse_one_filter(tp_ctx *c, tp_node *n, size_t off) {
+    tp_tok *name = expect_name(c);
+    tp_node *x = mk(c, E_FILTER, off);
+    x->a = n;
+    x->s = tok_cstr(c, name);
+    x->sn = name->n;
+    if (skip_op(c, "(")) {
+        enter(c, off);
+        parse_call_args(c, x);
+        leave(c);
+    }
+    return x;
+}
+
 static tp_node *parse_filters(tp_ctx *c, tp_node *n) {
     for (;;) {
         tp_tok *t = cur(c);
         if (skip_op(c, "|")) {
-            tp_tok *name = expect_name(c);
-            tp_node *x = mk(c, E_FILTER, t->off);
-            x->a = n;
-            x->s = tok_cstr(c, name);
-            x->sn = name->n;
-            if (skip_op(c, "(")) {
-                enter(c, t->off);
-                parse_call_args(c, x);
-                leave(c);
-            }
-            n = x;
+            n = parse_one_filter(c, n, t->off);
         } else if (skip_name(c, "is")) {
             tp_node *x = mk(c, E_TEST, t->off);
             x->op = skip_name(c, "not");
@@ -608,19 +614,8 @@ static int special_names(tp_node *n) {
  * as E_FILTER nodes, the first-applied innermost (its a is NULL). */
 static tp_node *parse_filter_chain(tp_ctx *c) {
     tp_node *n = NULL;
-    do {
-        tp_tok *name = expect_name(c);
-        tp_node *x = mk(c, E_FILTER, name->off);
-        x->a = n;
-        x->s = tok_cstr(c, name);
-        x->sn = name->n;
-        if (skip_op(c, "(")) {
-            enter(c, name->off);
-            parse_call_args(c, x);
-            leave(c);
-        }
-        n = x;
-    } while (skip_op(c, "|"));
+    do n = parse_one_filter(c, n, cur(c)->off);
+    while (skip_op(c, "|"));
     return n;
 }
 
