@@ -408,7 +408,9 @@ static tp_val do_round(tp_ctx *c, tp_val v, targs *a, size_t off) {
     if (method) return mk_float((method == 1 ? ceil(x * scale) : floor(x * scale)) / scale);
     if (v.t != V_FLOAT) { /* round(int, n): exact for n >= 0 */
         if (prec >= 0) return mk_int(num_i(v));
-        return mk_int((int64_t)(nearbyint(x / pow(10.0, (double)-prec)) * pow(10.0, (double)-prec)));
+        double r = nearbyint(x / pow(10.0, (double)-prec)) * pow(10.0, (double)-prec);
+        if (fabs(r) >= 9.2e18) rl__tp_fail(c, RL_ERR_RANGE, off, "round: result does not fit a 64-bit integer");
+        return mk_int((int64_t)r);
     }
     if (!isfinite(x)) return v;
     if (prec < 0) return mk_float(nearbyint(x / pow(10.0, (double)-prec)) * pow(10.0, (double)-prec));

@@ -70,6 +70,7 @@ static void fmt_number(tp_ctx *c, tp_val v, char type, int prec, bool alt, char 
     if (strchr("dxXob", type)) {
         if (v.t == V_FLOAT && type == 'd') {
             if (!isfinite(v.u.f)) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: cannot convert float %s to integer", isnan(v.u.f) ? "NaN" : "infinity");
+            if (fabs(v.u.f) >= 9.2e18) rl__tp_fail(c, RL_ERR_RANGE, off, "format: %g does not fit a 64-bit integer", v.u.f);
             v = mk_int((int64_t)v.u.f);
         }
         if (v.t != V_INT && v.t != V_BOOL)
@@ -167,7 +168,10 @@ tp_val rl__tp_percent_format(tp_ctx *c, tp_val fmt, tp_val args, size_t off) {
                 if (next >= n_items || mapping) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: not enough arguments for format string");
                 *dst = rl__tp_want_int(c, &items[next++], "format * width", off);
                 i++;
+                if (*dst > FMT_MAX || *dst < -FMT_MAX)
+                    rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width or precision above %d", FMT_MAX);
                 if (!part && *dst < 0) left = true, *dst = -*dst;
+                if (part && *dst < 0) *dst = 0;
             } else {
                 while (i < n && p[i] >= '0' && p[i] <= '9') {
                     *dst = *dst * 10 + (p[i++] - '0');
