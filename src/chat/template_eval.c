@@ -136,7 +136,8 @@ tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
         if (!rl_mul_size(n, l.u.l->n, &tot) || tot > c->lim.max_memory / sizeof(tp_val))
             rl__tp_fail(c, RL_ERR_LIMIT, off, "list repetition too large");
         tp_val r = mk_list(c, tot, l.u.l->tuple, off);
-        for (size_t i = 0; i < n; i++) memcpy(r.u.l->v + i * l.u.l->n, l.u.l->v, l.u.l->n * sizeof(tp_val));
+        for (size_t i = 0; tot && i < n; i++) /* [] * 10**18 is [] at once */
+            memcpy(r.u.l->v + i * l.u.l->n, l.u.l->v, l.u.l->n * sizeof(tp_val));
         return r;
     }
     if (op == TP_OP_MUL && ((a.t == V_STR && (b.t == V_INT || b.t == V_BOOL)) ||

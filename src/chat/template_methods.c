@@ -190,8 +190,10 @@ tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t o
         }
         if (IS("copy")) {
             tp_val d = mk_dict(c, obj.u.d->n, off);
-            memcpy(d.u.d->k, obj.u.d->k, obj.u.d->n * sizeof(tp_val));
-            memcpy(d.u.d->v, obj.u.d->v, obj.u.d->n * sizeof(tp_val));
+            if (obj.u.d->n) {
+                memcpy(d.u.d->k, obj.u.d->k, obj.u.d->n * sizeof(tp_val));
+                memcpy(d.u.d->v, obj.u.d->v, obj.u.d->n * sizeof(tp_val));
+            }
             d.u.d->n = obj.u.d->n;
             return d;
         }
