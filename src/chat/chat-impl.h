@@ -299,7 +299,7 @@ bool rl__tp_is_space_before(const char *p, size_t i, size_t *w);         /* char
 tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off);
 void rl__tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off);
 tp_val *rl__tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off);
-tp_val *rl__tp_dict_get_str(tp_dict *d, const char *k, size_t n);
+tp_val *rl__tp_dict_get_str(tp_ctx *c, tp_dict *d, const char *k, size_t n, size_t off);
 
 /* ---- the evaluator (template_eval.c), used by the API and the built-ins ---- */
 

@@ -186,7 +186,7 @@ tp_val rl__tp_get_attr(tp_ctx *c, tp_val obj, const char *name, size_t off) {
     int kind = rl__tp_method_kind(obj, name);
     if (kind) return method_value(c, obj, name, n, kind, off);
     if (obj.t == V_DICT || obj.t == V_NS) {
-        tp_val *v = rl__tp_dict_get_str(obj.u.d, name, n);
+        tp_val *v = rl__tp_dict_get_str(c, obj.u.d, name, n, off);
         if (v) return *v;
     }
     tp_val v;

@@ -228,6 +228,7 @@ int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_
         return a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n;
     }
     if (is_seq(a) && is_seq(b)) {
+        rl__tp_charge(c, (a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n) * 16, off);
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             if (rl__tp_equal(c, a.u.l->v[i], b.u.l->v[i], depth + 1, off)) continue;
             return rl__tp_compare_order(c, a.u.l->v[i], b.u.l->v[i], op, depth + 1, off);
@@ -252,6 +253,7 @@ bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off) {
         return memmem(hay.u.s.p, hay.u.s.n, needle.u.s.p, needle.u.s.n) != NULL;
     case V_LIST: {
         tp_list *l = rl__tp_iterate(c, hay, off);
+        if (l->n >= 16) step_n(c, l->n >> 4, off);
         for (size_t i = 0; i < l->n; i++)
             if (rl__tp_equal(c, l->v[i], needle, 0, off)) return true;
         return false;

@@ -403,11 +403,13 @@ bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
     case V_LIST:
         if (a.u.l->kind != LK_SEQ || b.u.l->kind != LK_SEQ) return a.u.l == b.u.l;
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
+        if (a.u.l->n >= 16) step_n(c, a.u.l->n >> 4, off);
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!rl__tp_equal(c, a.u.l->v[i], b.u.l->v[i], depth + 1, off)) return false;
         return true;
     case V_DICT:
         if (a.u.d->n != b.u.d->n) return false;
+        if (a.u.d->n >= 16) step_n(c, a.u.d->n >> 4, off);
         for (size_t i = 0; i < a.u.d->n; i++) {
             tp_val *o = rl__tp_dict_get(c, b.u.d, a.u.d->k[i], off);
             if (!o || !rl__tp_equal(c, a.u.d->v[i], *o, depth + 1, off)) return false;
@@ -483,7 +485,8 @@ bool rl__tp_is_space_before(const char *p, size_t i, size_t *w) {
     return cp_is_space(cp);
 }
 
-/* ---- dict (insertion-ordered, linear lookup: template dicts are small) ---- */
+/* ---- dict (insertion-ordered, linear lookup: template dicts are small;
+ * lookups in big ones are charged steps by size) ---- */
 
 tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off) {
     tp_dict *d = rl__tp_alloc(c, sizeof *d, off);
@@ -496,12 +499,14 @@ tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off) {
 }
 
 tp_val *rl__tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off) {
+    if (d->n >= 16) step_n(c, d->n >> 4, off); /* a linear scan: big dicts pay for it */
     for (size_t i = 0; i < d->n; i++)
         if (rl__tp_equal(c, d->k[i], k, 0, off)) return &d->v[i];
     return NULL;
 }
 
-tp_val *rl__tp_dict_get_str(tp_dict *d, const char *k, size_t n) {
+tp_val *rl__tp_dict_get_str(tp_ctx *c, tp_dict *d, const char *k, size_t n, size_t off) {
+    if (d->n >= 16) step_n(c, d->n >> 4, off);
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].t == V_STR && d->k[i].u.s.n == n && memcmp(d->k[i].u.s.p, k, n) == 0)
             return &d->v[i];

@@ -507,6 +507,12 @@ static void test_recursion_limits(void **state) {
     assert_int_equal(render_lim("{% set s = 'a' * 8000000 %}{% for i in range(1000000) %}{{ 'b' in s }}{% endfor %}", &lim, &err),
                      RL_ERR_LIMIT);
     if (!strstr(err.msg, "steps")) fail_msg("%s", err.msg);
+    /* dict lookups and list comparisons are linear: big ones are charged by size */
+    assert_int_equal(render_lim("{{ dict.fromkeys(range(100000)) | length }}", &lim, &err), RL_ERR_LIMIT);
+    if (!strstr(err.msg, "steps")) fail_msg("%s", err.msg);
+    assert_int_equal(render_lim("{% set l = range(100000) | list %}{% for i in range(100000) %}{{ l == l }}{{ 99999 in l }}{% endfor %}",
+                                &lim, &err), RL_ERR_LIMIT);
+    if (!strstr(err.msg, "steps")) fail_msg("%s", err.msg);
     /* huge widths in formatting and padding */
     assert_int_equal(render_lim("{{ '%*s' % (100000000, 'x') }}", &lim, &err), RL_ERR_LIMIT);
     assert_int_equal(render_lim("{{ '{:>99999999}'.format(1) }}", &lim, &err), RL_ERR_LIMIT);
