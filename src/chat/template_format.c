@@ -320,6 +320,8 @@ static void format_spec(tp_ctx *c, sbuf *b, tp_val v, const char *s, size_t sn, 
         emit_padded(c, b, "", t.u.s.p, bn, (size_t)width, align ? align : '<', fill, off);
         return;
     }
+    if (!is_num(v))
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "format: unsupported format string passed to %s.__format__", rl__tp_type_name(v));
     bool is_int = v.t != V_FLOAT;
     if (!type) type = is_int ? 'd' : 'r';
     if (type == 'c') {
