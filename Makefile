@@ -2,7 +2,10 @@
 #   make SAN=address,undefined   -> sanitizer build in build-address-undefined/
 #   make SAN=thread              -> ThreadSanitizer build in build-thread/
 #   make DEBUG=1                 -> -O0 -g, debug asserts on, in build-debug/
-#   make test-bins               -> unit-test binaries under $(BUILD)/tests/
+#   make test-bins               -> unit-test binaries under $(BUILD)/tests/, tools under
+#                                   $(BUILD)/tools/, bench/ablation, examples, header check
+#   make examples                -> examples/*.c under $(BUILD)/examples/ (-Iinclude only)
+#   make check-header            -> include/redline.h compiles alone (-Iinclude, C11, -Werror)
 #   make fuzz                    -> libFuzzer targets (clang) under build-fuzz/
 # Sources are found by wildcard: a new .c file under src/<module>/ is built
 # with no Makefile change.  Files under src/kernels/x86/ get AVX2/FMA/F16C
@@ -43,17 +46,26 @@ TESTUTIL_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
+ABL_SRC  := $(wildcard bench/ablation/*.c)
+EX_SRC   := $(wildcard examples/*.c)
+EX_BIN   := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTUTIL_OBJ := $(TESTUTIL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+ABL_OBJ  := $(ABL_SRC:%.c=$(BUILD)/obj/%.o)
 LIBRL    := $(BUILD)/librl.a
+# the CLI's shared helpers (args, report, version, ...) for tests and bench programs
+LIBCLI   := $(BUILD)/libcli.a
+CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJ))
+# examples see the public header only: no -Isrc
+EX_CFLAGS = -std=c11 -Wall -Wextra -Werror -Iinclude -pthread $(OPT) $(SANFLAGS)
 
 GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-.PHONY: all test-bins fuzz clean format
+.PHONY: all test-bins examples check-header fuzz clean format
 all: $(BUILD)/redline
 
 # (the more specific pattern wins for vnni*.c)
@@ -75,19 +87,37 @@ $(LIBRL): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+$(LIBCLI): $(CLI_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(BUILD)/redline: $(CLI_OBJ) $(SRV_OBJ) $(LIBRL)
 	$(CC) $(CFLAGS_COMMON) -o $@ $(CLI_OBJ) $(SRV_OBJ) $(LIBRL) $(LIBS)
 
-test-bins: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/redline
+test-bins: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/redline $(BUILD)/bench/ablation examples check-header
+
+# The technique table (bench/ablation/): its own program over librl.
+$(BUILD)/bench/ablation: $(ABL_OBJ) $(LIBCLI) $(LIBRL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -o $@ $(ABL_OBJ) $(LIBCLI) $(LIBRL) $(LIBS)
+
+examples: $(EX_BIN)
+
+$(BUILD)/examples/%: examples/%.c $(LIBRL) include/redline.h include/redline-types.h
+	@mkdir -p $(dir $@)
+	$(CC) $(EX_CFLAGS) -o $@ $< $(LIBRL) $(LIBS)
+
+check-header:
+	$(CC) -std=c11 -Wall -Wextra -Werror -Wpedantic -Iinclude -fsyntax-only -x c include/redline.h
 
 # Small helper programs used by the Python tests (oracle comparisons).
 $(BUILD)/tools/%: tests/tools/%.c $(LIBRL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) -o $@ $< $(LIBRL) $(LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(TESTUTIL_OBJ) $(SRV_OBJ) $(LIBRL)
+$(BUILD)/tests/%: tests/unit/%.c $(TESTUTIL_OBJ) $(SRV_OBJ) $(LIBCLI) $(LIBRL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) -Itests/unit -o $@ $< $(TESTUTIL_OBJ) $(SRV_OBJ) $(LIBRL) $(LIBS) $(TESTLIBS)
+	$(CC) $(CFLAGS_COMMON) -Itests/unit -o $@ $< $(TESTUTIL_OBJ) $(SRV_OBJ) $(LIBCLI) $(LIBRL) $(LIBS) $(TESTLIBS)
 
 # libFuzzer targets: clang, ASan+UBSan, one binary per tests/fuzz/fuzz_*.c.
 FUZZ_CC ?= clang

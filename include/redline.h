@@ -1,19 +1,36 @@
 /* redline public API: an inference engine that runs many requests at once
- * (continuous batching over a paged, prefix-shared KV cache).
+ * (continuous batching over a paged, prefix-shared KV cache), plus the text
+ * side of a model (tokenizer, detokenizer, chat template, model facts).
+ *
+ * Self-contained: compiles with -Iinclude alone (it includes only
+ * redline-types.h and standard headers).  Link with librl.a and
+ * -lm -lpthread -lpcre2-8 -ljansson -lnettle; examples/embed.c is a
+ * complete program.
  *
  * Typical use:
+ *   rl_err err;
  *   rl_engine_params ep;  rl_engine_params_default(&ep);  ep.model_path = "m.gguf";
  *   rl_engine *e;  rl_engine_new(&ep, &e, &err);
- *   rl_engine_start(e);                       // step loop on its own thread
+ *   rl_vocab *v;  rl_engine_vocab(e, &v, &err);   // tokenizer + chat template
+ *   rl_chat_msg msg = {"user", "Hello"};
+ *   char *text;  size_t len;  rl_chat_render(v, &msg, 1, true, &text, &len, &err);
+ *   int32_t *ids, n;  rl_tokenize(v, text, len, RL_TOKENIZE_ADD_BOS | RL_TOKENIZE_PARSE_SPECIAL,
+ *                                 &ids, &n, &err);
+ *   rl_engine_start(e, &err);                 // step loop on its own thread (or call
+ *                                             // rl_engine_step yourself)
  *   rl_gen_params gp;  rl_gen_params_default(&gp);  gp.max_tokens = 64;
- *   uint64_t id;  rl_engine_submit(e, prompt_ids, n, &gp, &id, &err);
+ *   uint64_t id;  rl_engine_submit(e, ids, n, &gp, &id, &err);
  *   rl_event ev;
- *   while (rl_engine_next(e, id, &ev, -1) == RL_OK && ev.kind != RL_EV_DONE) ...
- *   rl_engine_free(e);
+ *   while (rl_engine_next(e, id, &ev, -1) == RL_OK) {
+ *       fwrite(ev.text, 1, ev.text_len, stdout);
+ *       if (ev.kind == RL_EV_DONE) break;
+ *   }
+ *   rl_free(ids);  rl_free(text);  rl_vocab_free(v);  rl_engine_free(e);
  *
  * Every function is thread-safe unless noted.  Ownership: arrays passed in
  * are copied; the engine owns its requests until their DONE event has been
- * taken with rl_engine_next.
+ * taken with rl_engine_next; buffers the library hands out are freed with
+ * rl_free.
  */
 #ifndef REDLINE_H
 #define REDLINE_H
@@ -22,13 +39,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/base.h"        /* rl_status, rl_err */
-#include "sample/sample.h"    /* rl_sample_params */
+#include "redline-types.h" /* rl_status, rl_err, rl_sample_params, rl_chat_msg, rl_free */
 
 typedef struct rl_engine rl_engine;
-struct rl_model;
-struct rl_tokenizer;
-struct rl_grammar;
+typedef struct rl_grammar rl_grammar; /* a compiled output constraint (rl_gen_grammar_new) */
 
 typedef struct rl_engine_params {
     const char *model_path;
@@ -42,8 +56,9 @@ typedef struct rl_engine_params {
     bool prefix_cache;        /* reuse cached prompt prefixes (true) */
     bool chunked_prefill;     /* split long prompts across steps (true) */
     bool naive;               /* baseline: full-length KV reservation + static batches */
-    const char *cache_type_k; /* "f16" (default) or "f32" */
-    const char *cache_type_v;
+    const char *cache_type_k; /* K cache pages: "f16" (default), "f32", "q8_0", "q8_64",
+                                 "q4_0" or "iq4_nl" (quantized types: docs/KVQUANT.md) */
+    const char *cache_type_v; /* V cache pages: the same six types */
     /* speculative decoding */
     const char *draft_model_path; /* same-vocabulary draft model (NULL = none) */
     int32_t draft_max;        /* most draft tokens per sequence per step (5) */
@@ -55,7 +70,7 @@ typedef struct rl_engine_params {
     bool draft_fixed;         /* always draft draft_max tokens (no cost model; for
                                  benchmarks) */
     int32_t ngram_min, ngram_max; /* n-gram lookup lengths (1, 3) */
-    /* baselines for `redline bench ablation` */
+    /* baselines for the technique table (bench/ablation) */
     int32_t weights;          /* rl_model_weights: 0 = as stored (default), 1 = f32, 2 = f16 dequantized */
     bool static_batches;      /* admit new sequences only when none runs (naive implies it) */
 } rl_engine_params;
@@ -80,10 +95,10 @@ typedef struct rl_gen_params {
     bool ignore_eos;          /* keep going past end-of-generation tokens */
     int32_t n_stop;
     char stop[RL_MAX_STOP][RL_MAX_STOP_LEN + 1]; /* stop strings (not included in output) */
-    /* Structured output: a compiled grammar (src/grammar/grammar.h, e.g.
-     * from a JSON schema) that every generated token must keep valid; the
-     * engine retains its own reference.  NULL = unconstrained. */
-    struct rl_grammar *grammar;
+    /* Structured output: a compiled grammar (rl_gen_grammar_new, e.g. from
+     * a JSON schema) that every generated token must keep valid; the engine
+     * retains its own reference.  NULL = unconstrained. */
+    rl_grammar *grammar;
 } rl_gen_params;
 
 void rl_gen_params_default(rl_gen_params *p);
@@ -165,10 +180,115 @@ typedef struct rl_engine_stats {
 
 rl_engine_stats rl_engine_get_stats(rl_engine *e);
 
-/* The loaded model and tokenizer (borrowed until rl_engine_free) for
- * callers that tokenize, render templates or inspect hyperparameters. */
-struct rl_model *rl_engine_model(rl_engine *e);
-const struct rl_tokenizer *rl_engine_tokenizer(rl_engine *e);
+/* The context length of one sequence (rl_engine_params.n_ctx resolved). */
 int32_t rl_engine_n_ctx(const rl_engine *e);
+
+/* ---- structured output ---- */
+
+typedef enum rl_grammar_syntax {
+    RL_GRAMMAR_GBNF = 1,        /* a GBNF-like grammar whose start rule is `root` (docs/STRUCTURED.md) */
+    RL_GRAMMAR_JSON_SCHEMA = 2, /* a JSON Schema object (the subset docs/STRUCTURED.md lists) */
+} rl_grammar_syntax;
+
+/* Compiles text[0..len) into a grammar for rl_gen_params.grammar.  NULL on
+ * error with err naming the problem (line and column for GBNF, the schema
+ * path for JSON Schema).  Immutable and reference-counted: one grammar may
+ * serve any number of requests; the caller frees its reference with
+ * rl_gen_grammar_free (the engine keeps its own while a request runs). */
+rl_grammar *rl_gen_grammar_new(rl_grammar_syntax syntax, const char *text, size_t len, rl_err *err);
+void rl_gen_grammar_free(rl_grammar *g); /* NULL is a no-op */
+
+/* ---- the text side of a model: rl_vocab ----
+ *
+ * An rl_vocab is a model's tokenizer, its chat template and its facts.  It
+ * comes either from a running engine (rl_engine_vocab: shares the engine's
+ * tokenizer) or straight from a file without an engine (rl_vocab_load:
+ * maps and validates the file and reads its tokenizer; no weight is read
+ * and no KV cache is allocated, so tokenize-only programs stay cheap).
+ * Immutable once made: every function below may be called from any number
+ * of threads at once.
+ *
+ * The chat template is the file's tokenizer.chat_template or, when the file
+ * has none, a built-in one chosen by architecture (gemma* -> "gemma", any
+ * other -> "chatml"); the server and `redline run` both use this choice. */
+typedef struct rl_vocab rl_vocab;
+
+/* Opens a model file for its vocabulary only.  *out is NULL on error.
+ * Free with rl_vocab_free. */
+rl_status rl_vocab_load(const char *model_path, rl_vocab **out, rl_err *err);
+/* A vocabulary over e's model.  It borrows the engine's tokenizer: use it
+ * only while e lives (rl_vocab_free may come before or after
+ * rl_engine_free).  *out is NULL on error (out of memory). */
+rl_status rl_engine_vocab(rl_engine *e, rl_vocab **out, rl_err *err);
+void rl_vocab_free(rl_vocab *v); /* NULL is a no-op */
+
+#define RL_MAX_EOG 16
+#define RL_MODEL_NAME_MAX 128
+
+/* What a model file says about itself. */
+typedef struct rl_model_info {
+    char name[RL_MODEL_NAME_MAX]; /* general.name; "" when absent */
+    char arch[32];                /* general.architecture: "llama", "qwen2", "gemma3" */
+    int32_t n_vocab;              /* token ids are [0, n_vocab) */
+    int32_t n_ctx_train;          /* trained context length */
+    int32_t n_layer, n_embd, n_head, n_kv_head, head_dim;
+    int32_t bos, eos, eot, pad, unk; /* special token ids; -1 = none */
+    bool add_bos, add_eos;        /* the tokenizer's metadata asks for BOS / EOS */
+    int32_t n_eog;                /* end-of-generation tokens (eos, eot, <|im_end|>, ...) */
+    int32_t eog[RL_MAX_EOG];      /* the first min(n_eog, RL_MAX_EOG) of them, ascending */
+    bool has_chat_template;       /* the file carries tokenizer.chat_template */
+    char chat_template[16];       /* the template rl_chat_render uses: "model" (the
+                                     file's), or the built-in "chatml" / "gemma" */
+} rl_model_info;
+
+void rl_vocab_model_info(const rl_vocab *v, rl_model_info *out);
+
+/* rl_tokenize flags */
+#define RL_TOKENIZE_ADD_BOS 1u       /* prepend BOS when the model adds one and the text
+                                        does not already start with it */
+#define RL_TOKENIZE_PARSE_SPECIAL 2u /* text that spells a control token ("<|im_start|>")
+                                        becomes that token (templates write them) */
+/* rl_detokenize / rl_detokenizer_new flags */
+#define RL_DETOKENIZE_SKIP_SPECIAL 1u /* render control tokens as nothing */
+
+/* Text (any bytes; invalid UTF-8 is encoded byte-wise) -> token ids.  *ids
+ * is allocated (rl_free; NULL when *n == 0).  RL_ERR_LIMIT when the text
+ * would need more than INT32_MAX / 2 tokens. */
+rl_status rl_tokenize(const rl_vocab *v, const char *text, size_t len, unsigned flags, int32_t **ids,
+                      int32_t *n, rl_err *err);
+/* Token ids -> NUL-terminated valid UTF-8 (bytes that never form a valid
+ * sequence become U+FFFD).  *out allocated (rl_free).  RL_ERR_RANGE naming
+ * the position when an id is outside [0, n_vocab). */
+rl_status rl_detokenize(const rl_vocab *v, const int32_t *ids, size_t n, unsigned flags, char **out,
+                        size_t *out_len, rl_err *err);
+/* The raw bytes of one token (may be part of a UTF-8 character; control
+ * tokens as their text).  Borrowed until rl_vocab_free; NULL with *len = 0
+ * when id is out of range. */
+const char *rl_token_piece(const rl_vocab *v, int32_t id, size_t *len);
+/* True when id ends a generation (false for ids out of range). */
+bool rl_token_is_eog(const rl_vocab *v, int32_t id);
+
+/* Streaming detokenizer: push token ids one at a time, get back only
+ * complete, valid UTF-8 (a character split across tokens is held until it
+ * is complete).  One per stream; not thread-safe.  Borrows v. */
+typedef struct rl_detokenizer rl_detokenizer;
+rl_status rl_detokenizer_new(const rl_vocab *v, unsigned flags, rl_detokenizer **out, rl_err *err);
+/* Appends the text of token id; *text / *len get the bytes that became
+ * ready (borrowed until the next call on d; *len may be 0). */
+rl_status rl_detokenizer_push(rl_detokenizer *d, int32_t id, const char **text, size_t *len,
+                              rl_err *err);
+/* Ends the stream: a held incomplete character becomes U+FFFD.  Same
+ * output convention as push; d may be pushed to again afterwards. */
+rl_status rl_detokenizer_flush(rl_detokenizer *d, const char **text, size_t *len, rl_err *err);
+void rl_detokenizer_free(rl_detokenizer *d); /* NULL is a no-op */
+
+/* Renders messages through the model's chat template (see rl_vocab above)
+ * as Hugging Face's apply_chat_template does, with the model's BOS and EOS
+ * strings; add_generation_prompt opens the assistant's turn.  *out is
+ * NUL-terminated, *out_len bytes (rl_free).  Template errors (an
+ * unsupported construct, a raise_exception of the template, its step or
+ * memory bounds) are returned with the template's line and column. */
+rl_status rl_chat_render(const rl_vocab *v, const rl_chat_msg *msgs, size_t n_msgs,
+                         bool add_generation_prompt, char **out, size_t *out_len, rl_err *err);
 
 #endif

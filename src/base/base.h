@@ -15,25 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Append-only, fixed values. */
-typedef enum rl_status {
-    RL_OK = 0,
-    RL_ERR_IO = 1,          /* open/read/mmap failed */
-    RL_ERR_FORMAT = 2,      /* malformed untrusted input */
-    RL_ERR_NOMEM = 3,       /* allocation failed */
-    RL_ERR_INVALID = 4,     /* bad argument or parameter */
-    RL_ERR_UNSUPPORTED = 5, /* well-formed but not handled (type, arch) */
-    RL_ERR_RANGE = 6,       /* value out of range (token id, context) */
-    RL_ERR_LIMIT = 7,       /* a configured bound was exceeded */
-    RL_ERR_NOT_FOUND = 8,   /* key, tensor or file absent */
-} rl_status;
+#include "redline-types.h"
 
-/* Error detail.  Caller-owned, usually on the stack.  `msg` is always
- * NUL-terminated; empty when code == RL_OK. */
-typedef struct rl_err {
-    rl_status code;
-    char msg[512];
-} rl_err;
+/* rl_status (append-only, fixed values), rl_err, rl_status_str and rl_free
+ * are public: defined in include/redline-types.h. */
 
 /* Fills *e (if non-NULL) and returns `code`, so callers can write
  * `return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s': ...", name);`. */
@@ -42,7 +27,6 @@ rl_status rl_err_set(rl_err *e, rl_status code, const char *fmt, ...)
 /* Prefixes an existing message: "ctx: old message". */
 rl_status rl_err_prefix(rl_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rl_err_clear(rl_err *e);
-const char *rl_status_str(rl_status s);
 
 /* RL_ASSERT: invariant check, on in every build; prints and aborts. */
 #define RL_ASSERT(x)                                                                               \
@@ -56,7 +40,7 @@ _Noreturn void rl__assert_fail(const char *expr, const char *file, int line);
 void *rl_malloc(size_t n);
 void *rl_calloc(size_t count, size_t size); /* overflow-checked */
 void *rl_realloc(void *p, size_t n);
-void rl_free(void *p);
+/* rl_free(p): declared in redline-types.h */
 char *rl_strndup(const char *s, size_t n);
 /* Test hook: after `n` more successful allocations every allocation fails
  * (returns NULL).  n < 0 disables injection.  Not thread-safe by design. */

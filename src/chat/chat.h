@@ -34,12 +34,9 @@
 #define RL_CHAT_H
 
 #include "base/base.h"
+#include "redline-types.h"
 
-/* One chat message.  `content` may be NULL (rendered as none). */
-typedef struct rl_chat_msg {
-    const char *role;
-    const char *content;
-} rl_chat_msg;
+/* rl_chat_msg {role, content} is public: defined in include/redline-types.h. */
 
 typedef struct rl_template_limits {
     uint64_t max_steps; /* evaluated nodes; default 10,000,000 */

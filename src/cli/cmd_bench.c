@@ -31,17 +31,17 @@
  * The KV cache is contiguous f16 (kv/seqkv.h) of max(pp, tg) slots.
  * Diagnostics go to stderr; the table (or JSON) to stdout.
  */
-#include <errno.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <immintrin.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/rng.h"
+#include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "kv/seqkv.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -61,43 +61,6 @@ static void usage(FILE *f) {
             "      --bw-mib N         bandwidth buffer size in MiB (default 1024)\n"
             "  -h, --help             this text\n",
             RL_DEFAULT_MODEL);
-}
-
-static int parse_list(const char *s, int *out, int *n, int lo, const char *what) {
-    *n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < lo || v > 1 << 20) {
-            fprintf(stderr, "redline bench: bad %s list '%s'\n", what, s);
-            return -1;
-        }
-        if (*n >= B_MAX_LIST) {
-            fprintf(stderr, "redline bench: at most %d values in %s\n", B_MAX_LIST, what);
-            return -1;
-        }
-        out[(*n)++] = (int)v;
-        p = end;
-        if (*p == ',') p++;
-        else if (*p) {
-            fprintf(stderr, "redline bench: bad %s list '%s'\n", what, s);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of v[0..n) (sorts v). */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* ---------------- memory bandwidth ---------------- */
@@ -160,14 +123,6 @@ typedef struct bench_res {
     double med, min, max, cmed;
 } bench_res;
 
-/* CPU seconds (user + system) of the whole process so far. */
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * ru.ru_stime.tv_usec;
-}
-
 static rl_status run_pp(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, float *logits,
                         rl_threadpool *tp, rl_err *err) {
     return rl_seqkv_eval(kv, m, 0, toks, n, 0, false, logits, tp, err);
@@ -191,73 +146,30 @@ static size_t read_bytes_per_token(const rl_model *m, bool *tied) {
     return total;
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-/* `redline bench ablation ...` lives in cmd_ablation.c */
-__attribute__((weak)) int rl_cmd_bench_ablation(int argc, char **argv);
-
 int rl_cmd_bench(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "ablation")) {
-        if (!rl_cmd_bench_ablation) {
-            fprintf(stderr, "redline bench: 'ablation' is not available in this build\n");
-            return 2;
-        }
-        return rl_cmd_bench_ablation(argc - 1, argv + 1);
-    }
     const char *model_arg = NULL;
-    int pp[B_MAX_LIST] = {128, 512}, n_pp = 2;
-    int tg[B_MAX_LIST] = {128}, n_tg = 1;
-    int th[B_MAX_LIST] = {1, 2}, n_th = 2;
-    int reps = 5, bw_mib = 1024;
+    int32_t pp[B_MAX_LIST] = {128, 512}, tg[B_MAX_LIST] = {128}, th[B_MAX_LIST] = {1, 2};
+    int n_pp = 2, n_tg = 1, n_th = 2;
+    int32_t reps = 5, bw_mib = 1024;
     bool json = false, do_bw = true;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    rl_args A;
+    rl_args_init(&A, "redline bench", argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) {
-            model_arg = argv[++i];
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) && has) {
-            if (parse_list(argv[++i], pp, &n_pp, 0, "-p")) return 2;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-gen")) && has) {
-            if (parse_list(argv[++i], tg, &n_tg, 0, "-n")) return 2;
-        } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has) {
-            if (parse_list(argv[++i], th, &n_th, 1, "-t")) return 2;
-        } else if ((!strcmp(a, "-r") || !strcmp(a, "--repetitions")) && has) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > 64) {
-                fprintf(stderr, "redline bench: -r must be in [1, 64]\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--bw-mib") && has) {
-            bw_mib = atoi(argv[++i]);
-            if (bw_mib < 16 || bw_mib > 65536) {
-                fprintf(stderr, "redline bench: --bw-mib must be in [16, 65536]\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--no-bw")) {
-            do_bw = false;
-        } else {
-            fprintf(stderr, "redline bench: unknown or incomplete option '%s' (try --help)\n", a);
-            return 2;
-        }
+        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &model_arg);
+        else if (rl_args_is(&A, "-p|--n-prompt")) ok = rl_args_list(&A, 0, 1 << 20, pp, &n_pp, B_MAX_LIST);
+        else if (rl_args_is(&A, "-n|--n-gen")) ok = rl_args_list(&A, 0, 1 << 20, tg, &n_tg, B_MAX_LIST);
+        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_list(&A, 1, 64, th, &n_th, B_MAX_LIST);
+        else if (rl_args_is(&A, "-r|--repetitions")) ok = rl_args_i32(&A, 1, 64, &reps);
+        else if (rl_args_is(&A, "--bw-mib")) ok = rl_args_i32(&A, 16, 65536, &bw_mib);
+        else if (rl_args_is(&A, "--json")) json = true;
+        else if (rl_args_is(&A, "--no-bw")) do_bw = false;
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
-    for (int i = 0; i < n_th; i++)
-        if (th[i] > 64) {
-            fprintf(stderr, "redline bench: at most 64 threads\n");
-            return 2;
-        }
     int max_pp = 0, max_tg = 0;
     for (int i = 0; i < n_pp; i++) max_pp = pp[i] > max_pp ? pp[i] : max_pp;
     for (int i = 0; i < n_tg; i++) max_tg = tg[i] > max_tg ? tg[i] : max_tg;
@@ -337,10 +249,10 @@ int rl_cmd_bench(int argc, char **argv) {
             fprintf(stderr, "  %s t=%d ...\n", R->test, th[ti]);
             for (int r = -1; r < reps; r++) {
                 if (do_bw && !is_pp && r >= 0) bws[n_bws++] = bw_pass(&J, tp);
-                double t0 = rl_time_s(), c0 = cpu_s();
+                double t0 = rl_time_s(), c0 = rl_report_cpu_s();
                 rl_status st = is_pp ? run_pp(&kv, m, toks, n, logits, tp, &err)
                                      : run_tg(&kv, m, toks, n, logits, tp, &err);
-                double dt = rl_time_s() - t0, dc = cpu_s() - c0;
+                double dt = rl_time_s() - t0, dc = rl_report_cpu_s() - c0;
                 if (st) {
                     fprintf(stderr, "redline bench: %s\n", err.msg);
                     rl_threadpool_free(tp);
@@ -354,49 +266,45 @@ int rl_cmd_bench(int argc, char **argv) {
             }
             double tmp[64];
             memcpy(tmp, R->ts, sizeof(double) * (size_t)R->n);
-            R->med = median(tmp, R->n);
+            R->med = rl_report_percentile(tmp, R->n, 0.5); /* sorts tmp */
             R->min = tmp[0];
             R->max = tmp[R->n - 1];
             memcpy(tmp, R->cts, sizeof(double) * (size_t)R->n);
-            R->cmed = median(tmp, R->n);
+            R->cmed = rl_report_percentile(tmp, R->n, 0.5);
         }
         if (do_bw) {
             while (n_bws < 5) bws[n_bws++] = bw_pass(&J, tp);
-            bwt[ti] = median(bws, n_bws);
+            bwt[ti] = rl_report_percentile(bws, n_bws, 0.5);
         }
         rl_threadpool_free(tp);
     }
 
     const char *mname = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     if (json) {
-        printf("{\"model\": ");
-        json_str(stdout, mname);
-        printf(", \"arch\": ");
-        json_str(stdout, rl_model_arch(m));
-        printf(", \"kernels\": ");
-        json_str(stdout, rl_kernels_impl_name());
-        printf(", \"weight_bytes\": %zu, \"read_bytes_per_token\": %zu, \"tied_output\": %s,\n",
-               rl_model_weight_bytes(m), rd_bytes, tied ? "true" : "false");
-        printf(" \"bandwidth\": [");
+        json_t *bw = json_array(), *rs = json_array();
         for (int ti = 0; do_bw && ti < n_th; ti++)
-            printf("%s{\"threads\": %d, \"bytes_per_s\": %.0f}", ti ? ", " : "", th[ti], bwt[ti]);
-        printf("],\n \"results\": [\n");
+            json_array_append_new(bw, json_pack("{s:i, s:f}", "threads", (int)th[ti], "bytes_per_s", bwt[ti]));
         for (int i = 0; i < n_res; i++) {
             bench_res *R = &res[i];
-            printf("  {\"test\": \"%s\", \"threads\": %d, \"n_tok\": %d, \"median_ts\": %.3f, "
-                   "\"min_ts\": %.3f, \"max_ts\": %.3f, \"cpu_median_ts\": %.3f, \"samples_ts\": [",
-                   R->test, R->threads, R->n_tok, R->med, R->min, R->max, R->cmed);
-            for (int k = 0; k < R->n; k++) printf("%s%.3f", k ? ", " : "", R->ts[k]);
-            printf("]");
-            if (do_bw && R->test[0] == 't') {
+            json_t *samples = json_array();
+            for (int k = 0; k < R->n; k++) json_array_append_new(samples, json_real(R->ts[k]));
+            json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:o}", "test", R->test, "threads",
+                                  R->threads, "n_tok", R->n_tok, "median_ts", R->med, "min_ts", R->min, "max_ts",
+                                  R->max, "cpu_median_ts", R->cmed, "samples_ts", samples);
+            if (o && do_bw && R->test[0] == 't') {
                 int ti = 0;
                 while (th[ti] != R->threads) ti++;
                 double roof = bwt[ti] / (double)rd_bytes;
-                printf(", \"roofline_ts\": %.3f, \"roofline_frac\": %.4f", roof, R->med / roof);
+                json_object_set_new(o, "roofline_ts", rl_report_real(roof));
+                json_object_set_new(o, "roofline_frac", rl_report_real(R->med / roof));
             }
-            printf("}%s\n", i + 1 < n_res ? "," : "");
+            json_array_append_new(rs, o);
         }
-        printf(" ]}\n");
+        json_t *root = json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:o, s:o}", "model", mname, "arch",
+                                 rl_model_arch(m), "kernels", rl_kernels_impl_name(), "weight_bytes",
+                                 (json_int_t)rl_model_weight_bytes(m), "read_bytes_per_token",
+                                 (json_int_t)rd_bytes, "tied_output", (int)tied, "bandwidth", bw, "results", rs);
+        if (rl_report_json_write(stdout, root, false, "redline bench")) rc = 1;
     } else {
         printf("| %-28s | %9s | %7s | %7s | %10s | %10s | %10s | %10s |\n", "model", "size MiB",
                "threads", "test", "t/s median", "min", "max", "cpu t/s");

@@ -34,6 +34,7 @@
  * (--dump-only: and stop there).
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +42,11 @@
 #include <time.h>
 
 #include "base/rng.h"
+#include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "redline.h"
+#include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {
@@ -85,67 +89,6 @@ static void usage(FILE *f) {
             "  --dump-workload FILE   write the requests as JSON (for bench/peer-llamacpp-serve)\n"
             "  --dump-only            write the workload and exit without running it\n"
             "  -h, --help             this text\n");
-}
-
-/* ---- argument parsing ---- */
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "redline bench-serve: %s: expected an integer in [%ld, %ld], got '%s'\n", flag,
-                lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* "L" or "A:B" with lo <= A <= B <= hi. */
-static int parse_range(const char *flag, const char *s, long lo, long hi, int32_t out[2]) {
-    const char *colon = strchr(s, ':');
-    long a, b;
-    if (!colon) {
-        if (parse_long(flag, s, lo, hi, &a)) return -1;
-        out[0] = out[1] = (int32_t)a;
-        return 0;
-    }
-    char buf[64];
-    size_t n = (size_t)(colon - s);
-    if (n == 0 || n >= sizeof buf) {
-        fprintf(stderr, "redline bench-serve: %s: expected L or MIN:MAX, got '%s'\n", flag, s);
-        return -1;
-    }
-    memcpy(buf, s, n);
-    buf[n] = 0;
-    if (parse_long(flag, buf, lo, hi, &a) || parse_long(flag, colon + 1, lo, hi, &b)) return -1;
-    if (a > b) {
-        fprintf(stderr, "redline bench-serve: %s: MIN %ld exceeds MAX %ld\n", flag, a, b);
-        return -1;
-    }
-    out[0] = (int32_t)a;
-    out[1] = (int32_t)b;
-    return 0;
-}
-
-/* "512M", "2G", "1048576" (powers of 1024). */
-static int parse_size(const char *s, size_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0)) return -1;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'i' || *end == 'I') end++;
-    if (*end == 'b' || *end == 'B') end++;
-    if (*end || v * mul > 1e15) return -1;
-    *out = (size_t)(v * mul);
-    return 0;
 }
 
 typedef struct bs_opts {
@@ -203,29 +146,16 @@ static int build_workload(const bs_opts *o, const rl_tokenizer *tok, breq *reqs)
     int32_t *pool = NULL, n_pool = 0;
     bool from_text = o->text != NULL;
     if (from_text) {
-        FILE *f = fopen(o->text, "rb");
-        if (!f) {
-            fprintf(stderr, "redline bench-serve: --text: cannot open '%s': %s\n", o->text, strerror(errno));
+        size_t len = 0;
+        char *buf = rl_cli_read_file(o->text, &len);
+        if (!buf) {
+            fprintf(stderr, "redline bench-serve: --text: cannot read '%s': %s\n", o->text, strerror(errno));
             return -1;
         }
-        char *buf = NULL;
-        size_t len = 0, cap = 0, got;
-        char chunk[65536];
-        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-            if (len + got > cap) {
-                cap = (len + got) * 2;
-                char *nb = rl_realloc(buf, cap);
-                if (!nb) break;
-                buf = nb;
-            }
-            memcpy(buf + len, chunk, got);
-            len += got;
-        }
-        fclose(f);
         rl_err err = {0};
         size_t n = 0;
-        rl_status s = rl_tokenizer_encode(tok, buf ? buf : "", len, 0, &pool, &n, &err);
-        rl_free(buf);
+        rl_status s = rl_tokenizer_encode(tok, buf, len, 0, &pool, &n, &err);
+        free(buf);
         if (s) {
             fprintf(stderr, "redline bench-serve: --text: %s\n", err.msg);
             return -1;
@@ -283,74 +213,29 @@ static int build_workload(const bs_opts *o, const rl_tokenizer *tok, breq *reqs)
 }
 
 static int dump_workload(const bs_opts *o, const breq *reqs) {
+    json_t *list = json_array();
+    for (int32_t r = 0; list && r < o->n_req; r++) {
+        json_t *ids = json_array();
+        for (int32_t i = 0; ids && i < reqs[r].n_prompt; i++) json_array_append_new(ids, json_integer(reqs[r].prompt[i]));
+        json_array_append_new(list, json_pack("{s:f, s:i, s:o}", "arrival_s", reqs[r].t_arrive, "output_len",
+                                              (int)reqs[r].out_len, "prompt", ids));
+    }
+    json_t *root = json_pack("{s:I, s:i, s:b, s:f, s:o}", "seed", (json_int_t)o->seed, "shared_prefix",
+                             (int)o->shared, "ignore_eos", !o->eos, "temperature", (double)o->temp, "requests",
+                             list);
     FILE *f = fopen(o->dump, "w");
     if (!f) {
+        json_decref(root);
         fprintf(stderr, "redline bench-serve: --dump-workload: cannot create '%s': %s\n", o->dump,
                 strerror(errno));
         return -1;
     }
-    fprintf(f, "{\"seed\": %llu, \"shared_prefix\": %d, \"ignore_eos\": %s, \"temperature\": %g,\n"
-               " \"requests\": [\n",
-            (unsigned long long)o->seed, o->shared, o->eos ? "false" : "true", (double)o->temp);
-    for (int32_t r = 0; r < o->n_req; r++) {
-        fprintf(f, "  {\"arrival_s\": %.6f, \"output_len\": %d, \"prompt\": [", reqs[r].t_arrive,
-                reqs[r].out_len);
-        for (int32_t i = 0; i < reqs[r].n_prompt; i++) fprintf(f, i ? ",%d" : "%d", reqs[r].prompt[i]);
-        fprintf(f, "]}%s\n", r + 1 < o->n_req ? "," : "");
-    }
-    fprintf(f, "]}\n");
-    if (fclose(f) != 0) {
+    int rc = rl_report_json_write(f, root, true, "redline bench-serve: --dump-workload");
+    if (fclose(f) != 0 && rc == 0) {
         fprintf(stderr, "redline bench-serve: --dump-workload: write to '%s' failed\n", o->dump);
-        return -1;
+        rc = -1;
     }
-    return 0;
-}
-
-/* ---- statistics ---- */
-typedef struct dist {
-    double mean, p50, p99;
-    int32_t n;
-} dist;
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts v in place; percentiles by linear interpolation between ranks. */
-static dist dist_of(double *v, int32_t n) {
-    dist d = {0, 0, 0, n};
-    if (n <= 0) return d;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += v[i];
-    d.mean = sum / n;
-    double q[2] = {0.50, 0.99}, *outp[2] = {&d.p50, &d.p99};
-    for (int k = 0; k < 2; k++) {
-        double pos = q[k] * (n - 1);
-        int32_t i = (int32_t)pos;
-        double frac = pos - i;
-        *outp[k] = i + 1 < n ? v[i] * (1 - frac) + v[i + 1] * frac : v[n - 1];
-    }
-    return d;
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* CPU seconds used by this process, all threads (user + system). */
-static double cpu_s(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return rc;
 }
 
 static void sleep_s(double s) {
@@ -369,99 +254,51 @@ int rl_cmd_bench_serve(int argc, char **argv) {
     o.prompt_len[0] = o.prompt_len[1] = 256;
     o.output_len[0] = o.output_len[1] = 128;
     o.seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    rl_args A;
+    rl_args_init(&A, "redline bench-serve", argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        const char *v;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        }
-        if (!strcmp(a, "--naive")) o.ep.naive = true;
-        else if (!strcmp(a, "--no-prefix-cache")) o.ep.prefix_cache = false;
-        else if (!strcmp(a, "--no-chunked")) o.ep.chunked_prefill = false;
-        else if (!strcmp(a, "--json")) o.json = true;
-        else if (!strcmp(a, "--eos")) o.eos = true;
-        else if (!strcmp(a, "--dump-only")) o.dump_only = true;
-        else {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "redline bench-serve: %s: %s\n", a,
-                        a[0] == '-' ? "missing value (see redline bench-serve --help)" : "unexpected argument");
-                return 2;
-            }
-            const char *v = argv[++i];
-            long n;
-            size_t sz;
-            if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model = v;
-            else if (!strcmp(a, "--text")) o.text = v;
-            else if (!strcmp(a, "--dump-workload")) o.dump = v;
-            else if (!strcmp(a, "-n") || !strcmp(a, "--requests")) {
-                if (parse_long(a, v, 1, 100000, &n)) return 2;
-                o.n_req = (int32_t)n;
-            } else if (!strcmp(a, "--prompt-len")) {
-                if (parse_range(a, v, 1, 1 << 20, o.prompt_len)) return 2;
-            } else if (!strcmp(a, "--output-len")) {
-                if (parse_range(a, v, 1, 1 << 20, o.output_len)) return 2;
-            } else if (!strcmp(a, "--shared-prefix")) {
-                if (parse_long(a, v, 0, 1 << 20, &n)) return 2;
-                o.shared = (int32_t)n;
-            } else if (!strcmp(a, "--rate")) {
-                char *end;
-                errno = 0;
-                double r = strtod(v, &end);
-                if (!strcmp(v, "inf") || !strcmp(v, "0")) o.rate = 0;
-                else if (errno || end == v || *end || !(r > 0) || !isfinite(r)) {
-                    fprintf(stderr, "redline bench-serve: --rate: expected requests/s > 0 or 'inf', got '%s'\n", v);
-                    return 2;
-                } else o.rate = r;
-            } else if (!strcmp(a, "--seed")) {
-                char *end;
-                errno = 0;
-                unsigned long long s = strtoull(v, &end, 10);
-                if (errno || end == v || *end || v[0] == '-') {
-                    fprintf(stderr, "redline bench-serve: --seed: expected a non-negative integer, got '%s'\n", v);
-                    return 2;
-                }
-                o.seed = s;
-            } else if (!strcmp(a, "--temp")) {
-                char *end;
-                errno = 0;
-                double t = strtod(v, &end);
-                if (errno || end == v || *end || !(t >= 0) || !isfinite(t)) {
-                    fprintf(stderr, "redline bench-serve: --temp: expected a number >= 0, got '%s'\n", v);
-                    return 2;
-                }
-                o.temp = (float)t;
-            } else if (!strcmp(a, "--max-tokens")) {
-                if (!strcmp(v, "ctx")) o.max_tokens = -1;
-                else if (parse_long(a, v, 1, 1 << 20, &n)) return 2;
-                else o.max_tokens = (int32_t)n;
-            } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
-                if (parse_long(a, v, 1, 4096, &n)) return 2;
-                o.ep.max_seqs = (int32_t)n;
-            } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-                if (parse_long(a, v, 1, 65536, &n)) return 2;
-                o.ep.max_batch_tokens = (int32_t)n;
-                o.batch_set = true;
-            } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-                if (parse_long(a, v, 0, 1 << 20, &n)) return 2;
-                o.ep.n_ctx = (int32_t)n;
-            } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-                if (parse_long(a, v, 0, 1024, &n)) return 2;
-                o.ep.n_threads = (int32_t)n;
-            } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
-                o.ep.cache_type_k = v; /* validated by rl_engine_new */
-            } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
-                o.ep.cache_type_v = v;
-            } else if (!strcmp(a, "--kv-mem")) {
-                if (parse_size(v, &sz)) {
-                    fprintf(stderr, "redline bench-serve: --kv-mem: expected a size such as 512M or 2G, got '%s'\n", v);
-                    return 2;
-                }
-                o.ep.kv_mem_bytes = sz;
-            } else {
-                fprintf(stderr, "redline bench-serve: unknown option '%s' (see redline bench-serve --help)\n", a);
-                return 2;
-            }
-        }
+        } else if (rl_args_is(&A, "--naive")) o.ep.naive = true;
+        else if (rl_args_is(&A, "--no-prefix-cache")) o.ep.prefix_cache = false;
+        else if (rl_args_is(&A, "--no-chunked")) o.ep.chunked_prefill = false;
+        else if (rl_args_is(&A, "--json")) o.json = true;
+        else if (rl_args_is(&A, "--eos")) o.eos = true;
+        else if (rl_args_is(&A, "--dump-only")) o.dump_only = true;
+        else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &o.model);
+        else if (rl_args_is(&A, "--text")) ok = rl_args_str(&A, &o.text);
+        else if (rl_args_is(&A, "--dump-workload")) ok = rl_args_str(&A, &o.dump);
+        else if (rl_args_is(&A, "-n|--requests")) ok = rl_args_i32(&A, 1, 100000, &o.n_req);
+        else if (rl_args_is(&A, "--prompt-len")) ok = rl_args_range(&A, 1, 1 << 20, o.prompt_len);
+        else if (rl_args_is(&A, "--output-len")) ok = rl_args_range(&A, 1, 1 << 20, o.output_len);
+        else if (rl_args_is(&A, "--shared-prefix")) ok = rl_args_i32(&A, 0, 1 << 20, &o.shared);
+        else if (rl_args_is(&A, "--rate")) {
+            double r = 0;
+            if ((ok = rl_args_str(&A, &v)) && strcmp(v, "inf") && strcmp(v, "0") &&
+                (!rl_parse_f64(v, &r) || !(r > 0)))
+                ok = rl_args_bad(&A, v, "expected requests/s > 0 or 'inf'");
+            o.rate = r;
+        } else if (rl_args_is(&A, "--seed")) ok = rl_args_u64(&A, &o.seed);
+        else if (rl_args_is(&A, "--temp")) ok = rl_args_f32(&A, 0, 1e30, &o.temp);
+        else if (rl_args_is(&A, "--max-tokens")) {
+            int64_t x = -1;
+            if ((ok = rl_args_str(&A, &v)) && strcmp(v, "ctx") && !rl_parse_i64(v, 1, 1 << 20, &x))
+                ok = rl_args_bad(&A, v, "expected an integer in [1, %d] or 'ctx'", 1 << 20);
+            o.max_tokens = (int32_t)x;
+        } else if (rl_args_is(&A, "-np|--parallel")) ok = rl_args_i32(&A, 1, 4096, &o.ep.max_seqs);
+        else if (rl_args_is(&A, "-b|--batch-size")) {
+            ok = rl_args_i32(&A, 1, 65536, &o.ep.max_batch_tokens);
+            o.batch_set = true;
+        } else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 0, 1 << 20, &o.ep.n_ctx);
+        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 0, 1024, &o.ep.n_threads);
+        else if (rl_args_is(&A, "-ctk|--cache-type-k")) ok = rl_args_str(&A, &o.ep.cache_type_k); /* checked by rl_engine_new */
+        else if (rl_args_is(&A, "-ctv|--cache-type-v")) ok = rl_args_str(&A, &o.ep.cache_type_v);
+        else if (rl_args_is(&A, "--kv-mem")) ok = rl_args_size(&A, true, &o.ep.kv_mem_bytes);
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
     if (o.max_tokens > 0 && o.max_tokens < o.output_len[1]) {
         fprintf(stderr, "redline bench-serve: --max-tokens %d is below the largest output length %d\n",
@@ -519,7 +356,7 @@ int rl_cmd_bench_serve(int argc, char **argv) {
     int64_t out_tokens = 0, prompt_tokens = 0, cached_tokens = 0;
     double live_w = 0, alloc_w = 0, kv_peak_frac = 0;
     int32_t peak_running = 0;
-    const double t0 = rl_time_s(), c0 = cpu_s();
+    const double t0 = rl_time_s(), c0 = rl_report_cpu_s();
     double t_idle_since = -1;
     while (n_done < o.n_req) {
         double now = rl_time_s() - t0;
@@ -588,7 +425,7 @@ int rl_cmd_bench_serve(int argc, char **argv) {
             }
         }
     }
-    const double dur = rl_time_s() - t0, cpu = cpu_s() - c0;
+    const double dur = rl_time_s() - t0, cpu = rl_report_cpu_s() - c0;
     rl_engine_stats st = rl_engine_get_stats(e);
 
     int32_t n_tpot = 0, hit_reqs = 0;
@@ -606,7 +443,8 @@ int rl_cmd_bench_serve(int argc, char **argv) {
         ttft[r] = q->n_tok > 0 ? q->t_first - (t0 + q->t_arrive) : 0;
         if (q->n_tok > 1) tpot[n_tpot++] = (q->t_last - q->t_first) / (q->n_tok - 1);
     }
-    dist d_ttft = dist_of(ttft, o.n_req), d_tpot = dist_of(tpot, n_tpot), d_itl = dist_of(itl, n_itl);
+    rl_report_dist d_ttft = rl_report_dist_of(ttft, o.n_req), d_tpot = rl_report_dist_of(tpot, n_tpot),
+                   d_itl = rl_report_dist_of(itl, n_itl);
 
     /* tokens of KV one sequence needs: paged, its length (prompt + output);
      * naive, what it reserves (prompt + max_tokens, at most the context) */
@@ -629,44 +467,45 @@ int rl_cmd_bench_serve(int argc, char **argv) {
     const char *mode = o.ep.naive ? "naive" : "paged";
 
     if (o.json) {
-        FILE *f = stdout;
-        fprintf(f, "{\"model\": ");
-        json_str(f, o.ep.model_path);
-        fprintf(f, ", \"mode\": \"%s\", \"prompt_source\": \"%s\", \"n_requests\": %d, "
-                   "\"prompt_len\": [%d, %d], \"output_len\": [%d, %d], \"shared_prefix\": %d, "
-                   "\"rate\": %g, \"max_seqs\": %d, \"batch_tokens\": %d, \"n_ctx\": %d, \"threads\": %d, "
-                   "\"prefix_cache\": %s, \"chunked_prefill\": %s, \"seed\": %llu, \"ignore_eos\": %s, "
-                   "\"max_tokens\": %d,\n",
-                mode, o.text ? "text" : "random", o.n_req, o.prompt_len[0], o.prompt_len[1],
-                o.output_len[0], o.output_len[1], o.shared, o.rate, o.ep.max_seqs, o.ep.max_batch_tokens,
-                n_ctx, o.ep.n_threads, o.ep.prefix_cache && !o.ep.naive ? "true" : "false",
-                o.ep.chunked_prefill && !o.ep.naive ? "true" : "false", (unsigned long long)o.seed,
-                o.eos ? "false" : "true", o.max_tokens);
-        fprintf(f, " \"duration_s\": %.6f, \"completed\": %d, \"failed\": %d, \"requests_per_s\": %.6g,\n"
-                   " \"prompt_tokens\": %lld, \"cached_prompt_tokens\": %lld, \"computed_prompt_tokens\": %lld, "
-                   "\"prefill_saved_frac\": %.6f, \"hit_requests\": %d, \"prefill_saved_frac_on_hits\": %.6f, "
-                   "\"output_tokens\": %lld,\n"
-                   " \"prompt_tok_s\": %.6g, \"output_tok_s\": %.6g, \"total_tok_s\": %.6g, \"cpu_s\": %.6f, "
-                   "\"total_tok_per_cpu_s\": %.6g,\n",
-                dur, o.n_req - n_err, n_err, o.n_req / dur, (long long)prompt_tokens, (long long)cached_tokens,
-                (long long)computed_prompt, prompt_tokens ? (double)cached_tokens / (double)prompt_tokens : 0,
-                hit_reqs, hit_prompt ? (double)hit_cached / (double)hit_prompt : 0, (long long)out_tokens, prompt_tokens / dur, out_tokens / dur, (prompt_tokens + out_tokens) / dur, cpu,
-                cpu > 0 ? (prompt_tokens + out_tokens) / cpu : 0);
-        const char *names[3] = {"ttft_s", "tpot_s", "itl_s"};
-        dist *ds[3] = {&d_ttft, &d_tpot, &d_itl};
-        for (int k = 0; k < 3; k++)
-            fprintf(f, " \"%s\": {\"mean\": %.6g, \"p50\": %.6g, \"p99\": %.6g, \"n\": %d},%s", names[k],
-                    ds[k]->mean, ds[k]->p50, ds[k]->p99, ds[k]->n, k == 2 ? "\n" : "");
-        fprintf(f, " \"kv_utilization\": %.6f, \"kv_peak_used_frac\": %.6f, \"kv_blocks_total\": %d, "
-                   "\"block_size\": %d, \"kv_bytes_per_token\": %zu, \"kv_budget_tokens\": %lld, "
-                   "\"kv_budget_bytes\": %zu, \"seq_tokens\": %d, \"seqs_fit\": %lld, \"peak_running\": %d,\n"
-                   " \"prefix_queries\": %llu, \"prefix_hits\": %llu, \"prefix_hit_rate\": %.6f, "
-                   "\"preemptions\": %llu, \"steps\": %llu, \"busy_s\": %.6f}\n",
-                util, kv_peak_frac, st.kv_blocks_total, bs, st.kv_bytes_per_token, (long long)budget_tokens,
-                (size_t)budget_tokens * st.kv_bytes_per_token, per_seq, (long long)fit, peak_running,
-                (unsigned long long)pq, (unsigned long long)ph, hit_rate,
-                (unsigned long long)(st.preemptions - st0.preemptions),
-                (unsigned long long)(st.steps - st0.steps), st.busy_s - st0.busy_s);
+        json_t *j = json_pack(
+            "{s:s, s:s, s:s, s:i, s:[i,i], s:[i,i], s:i, s:f, s:i, s:i, s:i, s:i, s:b, s:b, s:I, s:b, s:i}",
+            "model", o.ep.model_path, "mode", mode, "prompt_source", o.text ? "text" : "random", "n_requests",
+            (int)o.n_req, "prompt_len", (int)o.prompt_len[0], (int)o.prompt_len[1], "output_len",
+            (int)o.output_len[0], (int)o.output_len[1], "shared_prefix", (int)o.shared, "rate", o.rate,
+            "max_seqs", (int)o.ep.max_seqs, "batch_tokens", (int)o.ep.max_batch_tokens, "n_ctx", (int)n_ctx,
+            "threads", (int)o.ep.n_threads, "prefix_cache", (int)(o.ep.prefix_cache && !o.ep.naive),
+            "chunked_prefill", (int)(o.ep.chunked_prefill && !o.ep.naive), "seed", (json_int_t)o.seed,
+            "ignore_eos", (int)!o.eos, "max_tokens", (int)o.max_tokens);
+        json_t *r = json_pack(
+            "{s:f, s:i, s:i, s:f, s:I, s:I, s:I, s:f, s:i, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o}",
+            "duration_s", dur, "completed", (int)(o.n_req - n_err), "failed", (int)n_err, "requests_per_s",
+            o.n_req / dur, "prompt_tokens", (json_int_t)prompt_tokens, "cached_prompt_tokens",
+            (json_int_t)cached_tokens, "computed_prompt_tokens", (json_int_t)computed_prompt,
+            "prefill_saved_frac", prompt_tokens ? (double)cached_tokens / (double)prompt_tokens : 0.0,
+            "hit_requests", (int)hit_reqs, "prefill_saved_frac_on_hits",
+            hit_prompt ? (double)hit_cached / (double)hit_prompt : 0.0, "output_tokens", (json_int_t)out_tokens,
+            "prompt_tok_s", prompt_tokens / dur, "output_tok_s", out_tokens / dur, "total_tok_s",
+            (prompt_tokens + out_tokens) / dur, "cpu_s", cpu, "total_tok_per_cpu_s",
+            cpu > 0 ? (prompt_tokens + out_tokens) / cpu : 0.0, "ttft_s", rl_report_dist_json(&d_ttft), "tpot_s",
+            rl_report_dist_json(&d_tpot), "itl_s", rl_report_dist_json(&d_itl));
+        json_t *k = json_pack(
+            "{s:f, s:f, s:i, s:i, s:I, s:I, s:I, s:i, s:I, s:i, s:I, s:I, s:f, s:I, s:I, s:f}",
+            "kv_utilization", util, "kv_peak_used_frac", kv_peak_frac, "kv_blocks_total", (int)st.kv_blocks_total,
+            "block_size", (int)bs, "kv_bytes_per_token", (json_int_t)st.kv_bytes_per_token, "kv_budget_tokens",
+            (json_int_t)budget_tokens, "kv_budget_bytes", (json_int_t)((size_t)budget_tokens * st.kv_bytes_per_token),
+            "seq_tokens", (int)per_seq, "seqs_fit", (json_int_t)fit, "peak_running", (int)peak_running,
+            "prefix_queries", (json_int_t)pq, "prefix_hits", (json_int_t)ph, "prefix_hit_rate", hit_rate,
+            "preemptions", (json_int_t)(st.preemptions - st0.preemptions), "steps",
+            (json_int_t)(st.steps - st0.steps), "busy_s", st.busy_s - st0.busy_s);
+        if (j && r && k && !json_object_update(j, r) && !json_object_update(j, k)) {
+            if (rl_report_json_write(stdout, j, false, "redline bench-serve")) n_err++;
+        } else {
+            json_decref(j);
+            fprintf(stderr, "redline bench-serve: out of memory building the JSON output\n");
+            n_err++;
+        }
+        json_decref(r);
+        json_decref(k);
     } else {
         FILE *f = stdout;
         char rate[32];
@@ -698,7 +537,7 @@ int rl_cmd_bench_serve(int argc, char **argv) {
         fprintf(f, "%-34s %lld\n", "output tokens", (long long)out_tokens);
         fprintf(f, "%-34s %10s %10s %10s\n", "latency (ms)", "mean", "p50", "p99");
         const char *names[3] = {"TTFT", "TPOT", "ITL"};
-        dist *ds[3] = {&d_ttft, &d_tpot, &d_itl};
+        rl_report_dist *ds[3] = {&d_ttft, &d_tpot, &d_itl};
         for (int k = 0; k < 3; k++)
             fprintf(f, "  %-32s %10.1f %10.1f %10.1f\n", names[k], ds[k]->mean * 1e3, ds[k]->p50 * 1e3,
                     ds[k]->p99 * 1e3);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "gguf/gguf.h"
 
@@ -87,17 +88,19 @@ static void usage(FILE *f) {
 int rl_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     int full = 0, tensors = 1;
-    for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+    rl_args A;
+    rl_args_init(&A, "redline inspect", argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[a], "--full")) full = 1;
-        else if (!strcmp(argv[a], "--no-tensors")) tensors = 0;
-        else if (!strcmp(argv[a], "-m") && a + 1 < argc) path = argv[++a];
-        else if (argv[a][0] == '-') {
-            fprintf(stderr, "redline inspect: unknown option '%s'\n", argv[a]);
-            return 2;
-        } else path = argv[a];
+        } else if (rl_args_is(&A, "--full")) full = 1;
+        else if (rl_args_is(&A, "--no-tensors")) tensors = 0;
+        else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &path);
+        else if (rl_args_positional(&A)) path = A.flag;
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
     path = rl_cli_model_path(path);
     rl_err err = {0};

@@ -36,9 +36,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "kv/seqkv.h"
-#include "engine/kcal.h"
+#include "model/kcal.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -83,16 +84,6 @@ typedef struct pd_rec {
 } pd_rec;
 _Static_assert(sizeof(pd_header) == 32, "distribution file header is 32 bytes");
 _Static_assert(sizeof(pd_rec) == 12 + 8 * PD_K, "distribution record layout");
-
-static bool parse_i32(const char *s, int32_t lo, int32_t hi, int32_t *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) return false;
-    *out = (int32_t)v;
-    return true;
-}
-
 
 /* Log-softmax statistics of one row: logsumexp, and the top-k ids (best
  * first, ties to the lower id) with their log-probs and the tail mass. */
@@ -149,45 +140,35 @@ int rl_cmd_perplexity(int argc, char **argv) {
     rl_type ctk = RL_TYPE_F16, ctv = RL_TYPE_F16;
     int32_t ctx = 512, stride = 0, chunks = 0, threads = 0, batch = 512;
     rl_model_weights weights = RL_MODEL_WEIGHTS_STORED;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    static const char *const weight_names[] = {"stored", "f32", "f16", NULL};
+    static const rl_model_weights weight_modes[] = {RL_MODEL_WEIGHTS_STORED, RL_MODEL_WEIGHTS_F32,
+                                                    RL_MODEL_WEIGHTS_F16};
+    rl_args A;
+    rl_args_init(&A, "redline perplexity", argc, argv);
+    while (rl_args_next(&A)) {
         bool ok = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *v = NULL;
+        int k;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "redline perplexity: option '%s' needs a value (or is unknown)\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = v;
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) ok = parse_i32(v, 2, 1 << 20, &ctx);
-        else if (!strcmp(a, "--stride")) ok = parse_i32(v, 1, 1 << 20, &stride);
-        else if (!strcmp(a, "--chunks")) ok = parse_i32(v, 1, 1 << 30, &chunks);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = parse_i32(v, 1, 1024, &threads);
-        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = parse_i32(v, 1, 1 << 16, &batch);
-        else if (!strcmp(a, "--save-dist")) save = v;
-        else if (!strcmp(a, "--kl-base")) klb = v;
-        else if (!strcmp(a, "--weights")) {
-            ok = !strcmp(v, "stored") || !strcmp(v, "f32") || !strcmp(v, "f16");
-            weights = !strcmp(v, "f32")   ? RL_MODEL_WEIGHTS_F32
-                      : !strcmp(v, "f16") ? RL_MODEL_WEIGHTS_F16
-                                          : RL_MODEL_WEIGHTS_STORED;
-        }
-        else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k"))
-            ok = rl_type_from_name(v, &ctk) && rl_kv_type_known(ctk);
-        else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v"))
-            ok = rl_type_from_name(v, &ctv) && rl_kv_type_known(ctv);
-        else {
-            fprintf(stderr, "redline perplexity: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "redline perplexity: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-        i++;
+        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &model);
+        else if (rl_args_is(&A, "-f|--file")) ok = rl_args_str(&A, &file);
+        else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 2, 1 << 20, &ctx);
+        else if (rl_args_is(&A, "--stride")) ok = rl_args_i32(&A, 1, 1 << 20, &stride);
+        else if (rl_args_is(&A, "--chunks")) ok = rl_args_i32(&A, 1, 1 << 30, &chunks);
+        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 1, 1024, &threads);
+        else if (rl_args_is(&A, "-b|--batch-size")) ok = rl_args_i32(&A, 1, 1 << 16, &batch);
+        else if (rl_args_is(&A, "--save-dist")) ok = rl_args_str(&A, &save);
+        else if (rl_args_is(&A, "--kl-base")) ok = rl_args_str(&A, &klb);
+        else if (rl_args_is(&A, "--weights")) {
+            if ((ok = rl_args_choice(&A, weight_names, &k))) weights = weight_modes[k];
+        } else if (rl_args_is(&A, "-ctk|--cache-type-k") || rl_args_is(&A, "-ctv|--cache-type-v")) {
+            rl_type *t = rl_args_is(&A, "-ctk|--cache-type-k") ? &ctk : &ctv;
+            if ((ok = rl_args_str(&A, &v)) && !(rl_type_from_name(v, t) && rl_kv_type_known(*t)))
+                ok = rl_args_bad(&A, v, "expected f16, f32, q8_0, q8_64, q4_0 or iq4_nl");
+        } else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
     if (!file) {
         fprintf(stderr, "redline perplexity: -f TEXT is required (see --help)\n");
@@ -254,7 +235,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
     lg = malloc((size_t)fb_tok * (size_t)V * sizeof(float));
     if (!wtok || !wpos || !wseq || !want || !lg || (threads > 1 && !tp) ||
         rl_seqkv_init_kv(&kv, m, ctx, 1, 0, ctk, ctv, &err) ||
-        (rl_kv_type_quantized(ctk) && rl_kv_calibrate(m, tok, tp, &err))) {
+        (rl_kv_type_quantized(ctk) && rl_model_calibrate_k(m, tok, tp, &err))) {
         fprintf(stderr, "redline perplexity: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/threadpool.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "gguf/gguf.h"
 
@@ -281,34 +282,21 @@ static bool parse_target(const char *v, rl_type *t) { return rl_type_from_name(v
 
 int rl_cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type_s = NULL, *out_type_s = NULL;
-    int threads = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    int32_t threads = 2;
+    rl_args A;
+    rl_args_init(&A, "redline quantize", argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "redline quantize: option '%s' needs a value (or is unknown)\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) in = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = v;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--type")) type_s = v;
-        else if (!strcmp(a, "--output-type")) out_type_s = v;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > 256) {
-                fprintf(stderr, "redline quantize: bad value '%s' for %s (1..256)\n", v, a);
-                return 2;
-            }
-            threads = (int)n;
-        } else {
-            fprintf(stderr, "redline quantize: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        i++;
+        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &in);
+        else if (rl_args_is(&A, "-o|--output")) ok = rl_args_str(&A, &out);
+        else if (rl_args_is(&A, "-q|--type")) ok = rl_args_str(&A, &type_s);
+        else if (rl_args_is(&A, "--output-type")) ok = rl_args_str(&A, &out_type_s);
+        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 1, 256, &threads);
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
     rl_type type, out_type;
     if (!in || !out || !type_s) {

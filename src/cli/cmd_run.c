@@ -1,33 +1,40 @@
-/* `redline run`: generate text from a prompt, or chat interactively.
+/* `redline run`: generate text from a prompt, or chat interactively, through
+ * the engine of include/redline.h (the same step loop, sampler, stop
+ * strings, structured output, KV types and speculation as `redline serve`).
  *
  *   redline run [-m MODEL] [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS]
- *               [--temp T] [--top-k K] [--top-p P] [--min-p P]
- *               [--repeat-penalty R] [--seed S] [--raw] [-s SYSTEM]
+ *               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
+ *               [--seed S] [--raw] [-s SYSTEM] [--stop S]... [--json-schema FILE |
+ *               --grammar FILE] [-ctk T] [-ctv T] [--spec ngram|draft] [-md DRAFT]
+ *
+ * The engine runs in this thread: submit one request, then rl_engine_step
+ * and rl_engine_next until its DONE event, writing each event's text to
+ * stdout as it arrives (diagnostics and timings go to stderr).
  *
  * One-shot (-p or -f): the prompt goes through the model's chat template
- * (unless --raw, or the model has none), tokens stream to stdout through
- * the streaming detokenizer, and timings go to stderr.  Without -p/-f:
- * multi-turn chat, one user message per line of stdin (a TTY or not),
- * until EOF; each turn re-renders the whole conversation and evaluates
- * only the tokens after the longest prefix already in the KV cache.
- * Generation stops at an end-of-generation token, after -n tokens, or when
- * the context is full.  Model output goes to stdout, diagnostics to stderr.
+ * (the file's, else the built-in one for its architecture, exactly as the
+ * server chooses: rl_chat_render) unless --raw.  Without -p/-f: multi-turn
+ * chat, one user message per line of stdin (a TTY or not), until EOF; each
+ * turn resubmits the whole conversation, and the engine's prefix cache
+ * finds the blocks of the earlier turns, so only the new tokens are
+ * computed.  In raw mode the transcript is the concatenation of the lines
+ * and the replies' tokens.  A reply ends at an end-of-generation token, a
+ * stop string (not printed), after -n tokens, or when the context is full.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h" /* rl_time_s, rl_malloc */
+#include "base/buf.h"
+#include "cli/args.h"
 #include "cli/cli.h"
-#include "kv/seqkv.h"
-#include "kernels/kernels.h"
-#include "model/model.h"
-#include "sample/sample.h"
-#include "chat/chat.h"
-#include "tokenizer/tokenizer.h"
+#include "redline.h"
+
+#define RUN "redline run"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -35,8 +42,11 @@ static void usage(FILE *f) {
             "model and context:\n"
             "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
             "  -c, --ctx-size N       context size in tokens (default min(4096, trained))\n"
-            "  -t, --threads N        threads (default: CPU count)\n"
-            "  -b, --batch-size N     prompt tokens per forward (default 512)\n"
+            "  -t, --threads N        threads (default: one per core)\n"
+            "  -b, --batch-size N     prompt tokens per engine step (default 512)\n"
+            "  -ctk, --cache-type-k T K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
+            "  -ctv, --cache-type-v T V cache pages: same choices (docs/KVQUANT.md)\n"
+            "  --kv-mem SIZE          KV-cache memory, e.g. 512M (default: 4 contexts' worth)\n"
             "\n"
             "prompt:\n"
             "  -p, --prompt TEXT      one-shot prompt (without -p/-f: interactive chat on stdin)\n"
@@ -46,6 +56,8 @@ static void usage(FILE *f) {
             "                         send the prompt as is, without the chat template\n"
             "  -n, --n-predict N      tokens to generate per reply (default 512; -1 = until\n"
             "                         end of generation or a full context)\n"
+            "  --stop TEXT            end a reply where TEXT appears (not printed); up to %d\n"
+            "  -r, --reverse-prompt TEXT  the same (llama.cpp's name)\n"
             "\n"
             "sampling:\n"
             "      --temp T           temperature (default 0.8; 0 = greedy)\n"
@@ -55,259 +67,208 @@ static void usage(FILE *f) {
             "      --repeat-penalty R penalty on the last 64 tokens (default 1.0 = off)\n"
             "      --seed S           rng seed (default: random, printed with -v)\n"
             "\n"
+            "structured output:\n"
+            "  --json-schema FILE     replies are JSON valid under the JSON Schema in FILE\n"
+            "  --grammar FILE         replies follow the grammar in FILE (docs/STRUCTURED.md)\n"
+            "\n"
+            "speculative decoding (output identical to plain decoding when greedy):\n"
+            "  --spec MODE            none (default), ngram (prompt lookup) or draft (needs -md)\n"
+            "  -md, --model-draft FILE  draft model with the same vocabulary (implies --spec draft)\n"
+            "  --draft-max N          draft tokens per step at most (default 5)\n"
+            "\n"
             "other:\n"
             "  -v, --verbose          print the prompt's token count and the seed\n"
             "  -h, --help             this text\n",
-            RL_DEFAULT_MODEL);
+            RL_DEFAULT_MODEL, RL_MAX_STOP);
 }
 
 typedef struct run_opts {
-    const char *model, *prompt, *file, *system;
-    int32_t n_predict, ctx, threads, batch;
-    bool raw, verbose, seed_set;
-    rl_sample_params sp;
+    const char *model, *prompt, *file, *system, *schema_file, *grammar_file;
+    int32_t n_predict;
+    bool raw, verbose, seed_set, spec_set;
+    rl_engine_params ep;
+    rl_gen_params gp;
 } run_opts;
 
-static bool parse_i32(const char *s, int32_t lo, int32_t hi, int32_t *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) return false;
-    *out = (int32_t)v;
-    return true;
-}
-
-static bool parse_f32(const char *s, float *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v)) return false;
-    *out = (float)v;
-    return true;
-}
-
-static bool is_opt(const char *a, const char *s1, const char *s2) {
-    return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
-}
-
-/* Returns 0 on success, 1 on a bad option (message printed), -1 for --help. */
+/* Returns 0 on success, 2 on a bad option (message printed), -1 for --help. */
 static int parse_args(int argc, char **argv, run_opts *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true, takes = true;
-#define IS(s1, s2) is_opt(a, s1, s2)
-        if (IS("-h", "--help")) return -1;
-        else if (IS("--raw", "--no-chat-template")) o->raw = true, takes = false;
-        else if (IS("-v", "--verbose")) o->verbose = true, takes = false;
-        else if (!v) {
-            fprintf(stderr, "redline run: option '%s' needs a value (or is unknown; see --help)\n", a);
-            return 1;
-        } else if (IS("-m", "--model")) o->model = v;
-        else if (IS("-p", "--prompt")) o->prompt = v;
-        else if (IS("-f", "--file")) o->file = v;
-        else if (IS("-s", "--system")) o->system = v;
-        else if (IS("-n", "--n-predict")) ok = parse_i32(v, -1, 1 << 30, &o->n_predict);
-        else if (IS("-c", "--ctx-size")) ok = parse_i32(v, 1, 1 << 24, &o->ctx);
-        else if (IS("-t", "--threads")) ok = parse_i32(v, 1, 1024, &o->threads);
-        else if (IS("-b", "--batch-size")) ok = parse_i32(v, 1, 1 << 16, &o->batch);
-        else if (IS("--temp", NULL)) ok = parse_f32(v, &o->sp.temperature);
-        else if (IS("--top-k", NULL)) ok = parse_i32(v, 0, 1 << 30, &o->sp.top_k);
-        else if (IS("--top-p", NULL)) ok = parse_f32(v, &o->sp.top_p);
-        else if (IS("--min-p", NULL)) ok = parse_f32(v, &o->sp.min_p);
-        else if (IS("--repeat-penalty", NULL)) ok = parse_f32(v, &o->sp.repeat_penalty);
-        else if (IS("--seed", NULL)) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            ok = end != v && !*end && !errno;
-            o->sp.seed = s;
-            o->seed_set = true;
-        } else {
-            fprintf(stderr, "redline run: unknown option '%s' (see --help)\n", a);
-            return 1;
-        }
-#undef IS
-        if (!ok) {
-            fprintf(stderr, "redline run: bad value '%s' for %s\n", v, a);
-            return 1;
-        }
-        if (takes) i++;
+    static const char *const spec_names[] = {"none", "ngram", "draft", NULL};
+    static const rl_spec_mode spec_modes[] = {RL_SPEC_NONE, RL_SPEC_NGRAM, RL_SPEC_DRAFT};
+    rl_sample_params *sp = &o->gp.sample;
+    rl_args A;
+    rl_args_init(&A, RUN, argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        const char *v = NULL;
+        int k;
+        if (rl_args_is(&A, "-h|--help")) return -1;
+        else if (rl_args_is(&A, "--raw|--no-chat-template")) o->raw = true;
+        else if (rl_args_is(&A, "-v|--verbose")) o->verbose = true;
+        else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &o->model);
+        else if (rl_args_is(&A, "-p|--prompt")) ok = rl_args_str(&A, &o->prompt);
+        else if (rl_args_is(&A, "-f|--file")) ok = rl_args_str(&A, &o->file);
+        else if (rl_args_is(&A, "-s|--system")) ok = rl_args_str(&A, &o->system);
+        else if (rl_args_is(&A, "-n|--n-predict")) ok = rl_args_i32(&A, -1, 1 << 30, &o->n_predict);
+        else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 1, 1 << 24, &o->ep.n_ctx);
+        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 1, 1024, &o->ep.n_threads);
+        else if (rl_args_is(&A, "-b|--batch-size")) ok = rl_args_i32(&A, 1, 65536, &o->ep.max_batch_tokens);
+        else if (rl_args_is(&A, "-ctk|--cache-type-k")) ok = rl_args_str(&A, &o->ep.cache_type_k);
+        else if (rl_args_is(&A, "-ctv|--cache-type-v")) ok = rl_args_str(&A, &o->ep.cache_type_v);
+        else if (rl_args_is(&A, "--kv-mem")) ok = rl_args_size(&A, true, &o->ep.kv_mem_bytes);
+        else if (rl_args_is(&A, "--temp")) ok = rl_args_f32(&A, 0, 100, &sp->temperature);
+        else if (rl_args_is(&A, "--top-k")) ok = rl_args_i32(&A, 0, 1 << 30, &sp->top_k);
+        else if (rl_args_is(&A, "--top-p")) ok = rl_args_f32(&A, 1e-6, 1, &sp->top_p);
+        else if (rl_args_is(&A, "--min-p")) ok = rl_args_f32(&A, 0, 1, &sp->min_p);
+        else if (rl_args_is(&A, "--repeat-penalty")) ok = rl_args_f32(&A, 1e-6, 100, &sp->repeat_penalty);
+        else if (rl_args_is(&A, "--seed")) ok = o->seed_set = rl_args_u64(&A, &sp->seed);
+        else if (rl_args_is(&A, "--stop|-r|--reverse-prompt")) {
+            if ((ok = rl_args_str(&A, &v))) {
+                size_t l = strlen(v);
+                if (o->gp.n_stop >= RL_MAX_STOP) ok = rl_args_bad(&A, v, "at most %d stop strings", RL_MAX_STOP);
+                else if (l == 0 || l > RL_MAX_STOP_LEN)
+                    ok = rl_args_bad(&A, v, "a stop string is 1..%d bytes", RL_MAX_STOP_LEN);
+                else memcpy(o->gp.stop[o->gp.n_stop++], v, l + 1);
+            }
+        } else if (rl_args_is(&A, "--json-schema")) ok = rl_args_str(&A, &o->schema_file);
+        else if (rl_args_is(&A, "--grammar")) ok = rl_args_str(&A, &o->grammar_file);
+        else if (rl_args_is(&A, "--spec")) {
+            if ((ok = rl_args_choice(&A, spec_names, &k))) o->gp.spec = spec_modes[k];
+            o->spec_set = true;
+        } else if (rl_args_is(&A, "-md|--model-draft")) ok = rl_args_str(&A, &o->ep.draft_model_path);
+        else if (rl_args_is(&A, "--draft-max")) ok = rl_args_i32(&A, 0, 32, &o->ep.draft_max);
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
-    if (o->prompt && o->file) {
-        fprintf(stderr, "redline run: give -p or -f, not both\n");
-        return 1;
-    }
-    return 0;
-}
-
-
-static void progress(float frac, const char *what, void *ud) {
-    bool tty = *(bool *)ud;
-    if (tty) {
-        fprintf(stderr, "\rloading model: %3d%% (%s)   ", (int)(frac * 100.0f + 0.5f), what);
-        if (frac >= 1.0f) fputc('\n', stderr);
-    }
+    bool ok = true;
+    if (o->n_predict == 0) ok = rl_args_fail(&A, "-n: must be -1 (no limit) or at least 1");
+    else if (o->prompt && o->file) ok = rl_args_fail(&A, "give -p or -f, not both");
+    else if (o->schema_file && o->grammar_file) ok = rl_args_fail(&A, "give --json-schema or --grammar, not both");
+    if (o->ep.draft_model_path && !o->spec_set) o->gp.spec = RL_SPEC_DRAFT;
+    if (ok && o->gp.spec == RL_SPEC_DRAFT && !o->ep.draft_model_path)
+        ok = rl_args_fail(&A, "--spec draft needs a draft model (-md FILE)");
+    return ok ? 0 : 2;
 }
 
 /* Session state shared by one-shot and chat mode. */
 typedef struct session {
     run_opts *o;
-    rl_model *m;
-    rl_tokenizer *tok;
-    rl_sampler *smp;
-    rl_seqkv kv;
-    rl_threadpool *tp;
-    float *logits;     /* [n_vocab] */
-    int32_t *hist;     /* [ctx] tokens whose K/V are in the cache */
-    int32_t n_hist;
-    const char *tmpl;  /* chat template or NULL */
-    size_t tmpl_len;
-    char bos[64], eos[64];
+    rl_engine *e;
+    rl_vocab *v;
+    int32_t n_ctx, turn;
+    int32_t *hist; /* raw mode: the transcript's tokens so far (owned) */
+    int32_t n_hist, cap_hist;
     /* totals for the stats line */
-    int64_t n_prompt, n_gen;
+    int64_t n_prompt, n_cached, n_gen;
     double t_prompt, t_gen;
 } session;
 
-static void special_text(const rl_tokenizer *tok, int32_t id, char *buf, size_t cap) {
-    size_t len = 0;
-    const char *p = id >= 0 ? rl_tokenizer_piece(tok, id, &len) : NULL;
-    if (!p || len >= cap) len = 0;
-    if (len) memcpy(buf, p, len);
-    buf[len] = '\0';
+static bool hist_push(session *s, const int32_t *ids, int32_t n) {
+    if (n > INT32_MAX - s->n_hist ||
+        rl_grow_i32((void **)&s->hist, &s->cap_hist, s->n_hist + n, sizeof *s->hist))
+        return false;
+    memcpy(s->hist + s->n_hist, ids, (size_t)n * sizeof *ids);
+    s->n_hist += n;
+    return true;
 }
 
-/* Evaluates toks[n_keep..n) after keeping the first n_keep cached tokens;
- * leaves the last token's logits in s->logits. */
-static rl_status eval_from(session *s, const int32_t *toks, int32_t n, int32_t n_keep, rl_err *err) {
-    if (n > s->kv.n_ctx)
-        return rl_err_set(err, RL_ERR_RANGE,
-                          "the prompt is %d tokens but the context holds %d (raise -c)", (int)n,
-                          (int)s->kv.n_ctx);
-    double t0 = rl_time_s();
-    rl_status st =
-        rl_seqkv_eval(&s->kv, s->m, 0, toks + n_keep, n - n_keep, n_keep, false, s->logits, s->tp, err);
+/* Submits prompt ids, drives the engine until the request is done, and
+ * streams its text to stdout.  *reply (if non-NULL) gets the text
+ * (malloc'd); in raw mode the generated ids join the transcript. */
+static rl_status generate(session *s, const int32_t *ids, int32_t n, char **reply, rl_err *err) {
+    rl_gen_params gp = s->o->gp;
+    gp.max_tokens = s->o->n_predict < 0 ? 0 : s->o->n_predict;
+    gp.sample.seed += (uint64_t)s->turn++; /* a fresh draw per turn, reproducible from --seed */
+    if (s->o->verbose) fprintf(stderr, "[prompt: %d tokens]\n", (int)n);
+    uint64_t id;
+    rl_status st = rl_engine_submit(s->e, ids, n, &gp, &id, err);
+    if (st == RL_ERR_LIMIT && !strstr(err->msg, "queue")) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return rl_err_set(err, st, "%.400s (raise -c)", msg);
+    }
     if (st) return st;
-    s->t_prompt += rl_time_s() - t0;
-    s->n_prompt += n - n_keep;
-    memcpy(s->hist + n_keep, toks + n_keep, (size_t)(n - n_keep) * sizeof *toks);
-    s->n_hist = n;
-    for (int32_t i = n_keep; i < n; i++) rl_sampler_accept(s->smp, toks[i]);
-    return RL_OK;
-}
-
-/* Samples and streams a reply; *reply (if non-NULL) gets the text (malloc). */
-static rl_status generate(session *s, char **reply, rl_err *err) {
-    rl_detok dt;
-    rl_detok_init(&dt, s->tok, RL_TOK_SKIP_SPECIAL);
-    size_t rcap = 256, rlen = 0;
-    char *r = reply ? malloc(rcap) : NULL;
-    if (reply && !r) return rl_err_set(err, RL_ERR_NOMEM, "out of memory");
-    rl_status st = RL_OK;
-    double t0 = rl_time_s();
-    for (int32_t i = 0; s->o->n_predict < 0 || i < s->o->n_predict; i++) {
-        int32_t id = rl_sampler_sample(s->smp, s->logits, NULL);
-        if (id < 0 || rl_tokenizer_is_eog(s->tok, id)) break;
-        rl_sampler_accept(s->smp, id);
-        s->n_gen++;
-        size_t add = 0;
-        if ((st = rl_detok_push(&dt, id, &add, err))) break;
-        if (dt.len) {
-            fwrite(dt.buf, 1, dt.len, stdout);
-            fflush(stdout);
-            if (r) {
-                while (rlen + dt.len + 1 > rcap) {
-                    char *nr = realloc(r, rcap *= 2);
-                    if (!nr) {
-                        st = rl_err_set(err, RL_ERR_NOMEM, "out of memory");
-                        break;
-                    }
-                    r = nr;
-                }
-                if (st) break;
-                memcpy(r + rlen, dt.buf, dt.len);
-                rlen += dt.len;
+    rl_buf r = {0}; /* the reply's text, when the caller wants it */
+    bool done = false, oom = false;
+    int idle = 0;
+    rl_event ev;
+    while (!done) {
+        int32_t computed = rl_engine_step(s->e);
+        while (!done && rl_engine_next(s->e, id, &ev, 0) == RL_OK) {
+            if (ev.text_len > 0) {
+                fwrite(ev.text, 1, (size_t)ev.text_len, stdout);
+                fflush(stdout);
+                if (reply && rl_buf_append(&r, ev.text, (size_t)ev.text_len)) oom = true;
             }
-            rl_detok_clear(&dt);
+            if (ev.kind == RL_EV_TOKEN && ev.token >= 0 && s->o->raw && !rl_token_is_eog(s->v, ev.token) &&
+                !hist_push(s, &ev.token, 1))
+                oom = true;
+            done = ev.kind == RL_EV_DONE;
         }
-        if (s->n_hist >= s->kv.n_ctx) {
-            fprintf(stderr, "\n[context full: %d tokens]\n", (int)s->kv.n_ctx);
-            break;
+        idle = computed > 0 ? 0 : idle + 1;
+        if (!done && idle > 100000) { /* cannot happen while the request holds its KV */
+            rl_engine_cancel(s->e, id);
+            while (rl_engine_next(s->e, id, &ev, 0) != RL_ERR_NOT_FOUND) rl_engine_step(s->e);
+            rl_buf_free(&r);
+            return rl_err_set(err, RL_ERR_LIMIT, "the engine made no progress");
         }
-        if ((st = rl_seqkv_eval(&s->kv, s->m, 0, &id, 1, s->n_hist, false, s->logits, s->tp, err)))
-            break;
-        s->hist[s->n_hist++] = id;
     }
-    if (!st) {
-        size_t add = 0;
-        st = rl_detok_flush(&dt, &add, err);
-        if (dt.len) fwrite(dt.buf, 1, dt.len, stdout);
+    if (ev.finish == RL_FINISH_ERROR) {
+        rl_buf_free(&r);
+        return rl_err_set(err, ev.error_code ? ev.error_code : RL_ERR_INVALID, "%s",
+                          ev.error[0] ? ev.error : "generation failed");
     }
-    s->t_gen += rl_time_s() - t0;
-    rl_detok_free(&dt);
-    if (r) {
-        r[rlen] = '\0';
-        *reply = r;
-    }
-    return st;
-}
-
-/* Text -> tokens for the model: control tokens in the text are parsed (the
- * template writes them); BOS is added when the model wants one and the
- * text does not already start with it. */
-static rl_status tokenize(session *s, const char *text, const int32_t *prefix, int32_t n_prefix,
-                          int32_t **out, int32_t *n, rl_err *err) {
-    int32_t *ids = NULL;
-    size_t cnt = 0;
-    rl_status st = rl_tokenizer_encode(s->tok, text, strlen(text), RL_TOK_PARSE_SPECIAL, &ids, &cnt, err);
-    if (st) return st;
-    int32_t bos = rl_tokenizer_bos(s->tok);
-    bool add = n_prefix == 0 && rl_tokenizer_add_bos(s->tok) && bos >= 0 &&
-               (cnt == 0 || ids[0] != bos);
-    size_t total = (size_t)n_prefix + cnt + (add ? 1 : 0);
-    int32_t *res = malloc((total ? total : 1) * sizeof *res);
-    if (!res || total > INT32_MAX) {
-        free(res);
-        rl_free(ids);
+    if (ev.finish == RL_FINISH_LENGTH && ev.n_prompt + ev.n_generated >= s->n_ctx)
+        fprintf(stderr, "\n[context full: %d tokens]\n", (int)s->n_ctx);
+    s->n_prompt += ev.n_prompt - ev.n_cached;
+    s->n_cached += ev.n_cached;
+    s->n_gen += ev.n_generated;
+    s->t_prompt += ev.t_first_token_s;
+    s->t_gen += ev.t_total_s - ev.t_first_token_s;
+    if (oom) {
+        rl_buf_free(&r);
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory");
     }
-    if (n_prefix) memcpy(res, prefix, (size_t)n_prefix * sizeof *res);
-    if (add) res[n_prefix] = bos;
-    if (cnt) memcpy(res + n_prefix + (add ? 1 : 0), ids, cnt * sizeof *ids);
-    rl_free(ids);
-    *out = res;
-    *n = (int32_t)total;
+    if (reply) *reply = rl_buf_take(&r, NULL);
+    return reply && !*reply ? rl_err_set(err, RL_ERR_NOMEM, "out of memory") : RL_OK;
+}
+
+/* The prompt of the next reply: the whole conversation through the chat
+ * template, or (raw mode) the transcript so far plus the raw text.  *ids
+ * allocated (rl_free). */
+static rl_status build_prompt(session *s, const rl_chat_msg *msgs, size_t n_msgs, const char *raw,
+                              int32_t **ids, int32_t *n, rl_err *err) {
+    rl_status st;
+    if (!s->o->raw) {
+        char *text = NULL;
+        size_t tl = 0;
+        if ((st = rl_chat_render(s->v, msgs, n_msgs, true, &text, &tl, err))) return st;
+        st = rl_tokenize(s->v, text, tl, RL_TOKENIZE_ADD_BOS | RL_TOKENIZE_PARSE_SPECIAL, ids, n, err);
+        rl_free(text);
+        return st;
+    }
+    int32_t *add = NULL, n_add = 0;
+    unsigned flags = RL_TOKENIZE_PARSE_SPECIAL | (s->n_hist == 0 ? RL_TOKENIZE_ADD_BOS : 0);
+    if ((st = rl_tokenize(s->v, raw, strlen(raw), flags, &add, &n_add, err))) return st;
+    bool ok = hist_push(s, add, n_add);
+    rl_free(add);
+    if (!ok) return rl_err_set(err, RL_ERR_NOMEM, "out of memory");
+    if (s->n_hist == 0) return rl_err_set(err, RL_ERR_INVALID, "empty prompt: nothing to evaluate");
+    *ids = rl_malloc((size_t)s->n_hist * sizeof **ids);
+    if (!*ids) return rl_err_set(err, RL_ERR_NOMEM, "out of memory");
+    memcpy(*ids, s->hist, (size_t)s->n_hist * sizeof **ids);
+    *n = s->n_hist;
     return RL_OK;
 }
 
-/* Renders the conversation and tokenizes it, or (raw mode) appends the raw
- * text's tokens to the cached ones; then evaluates what is not cached yet. */
-static rl_status feed(session *s, const rl_chat_msg *msgs, size_t n_msgs, const char *raw, rl_err *err) {
-    char *text = NULL;
-    size_t tl = 0;
-    rl_status st;
-    if (s->tmpl && !s->o->raw) {
-        st = rl_template_render(s->tmpl, s->tmpl_len, msgs, n_msgs, true, s->bos, s->eos, &text, &tl,
-                                err);
-        if (st) return st;
-    }
-    int32_t *toks = NULL, n = 0;
-    if (text)
-        st = tokenize(s, text, NULL, 0, &toks, &n, err);
-    else
-        st = tokenize(s, raw, s->hist, s->n_hist, &toks, &n, err);
-    rl_free(text);
-    if (st) return st;
-    if (n == 0 || (n == s->n_hist && !text)) {
-        free(toks);
-        return rl_err_set(err, RL_ERR_INVALID, "empty prompt: nothing to evaluate");
-    }
-    if (s->o->verbose) fprintf(stderr, "[prompt: %d tokens]\n", (int)n);
-    int32_t keep = 0;
-    while (keep < s->n_hist && keep < n && s->hist[keep] == toks[keep]) keep++;
-    if (keep == n) keep = n - 1; /* re-run the last token for its logits */
-    st = eval_from(s, toks, n, keep, err);
-    free(toks);
+/* One reply: prompt, generation, newline. */
+static rl_status reply_to(session *s, const rl_chat_msg *msgs, size_t n_msgs, const char *raw, char **reply,
+                          rl_err *err) {
+    int32_t *ids = NULL, n = 0;
+    rl_status st = build_prompt(s, msgs, n_msgs, raw, &ids, &n, err);
+    if (!st) st = generate(s, ids, n, reply, err);
+    rl_free(ids);
+    fputc('\n', stdout);
+    fflush(stdout);
     return st;
 }
 
@@ -315,11 +276,11 @@ static int chat_loop(session *s, rl_err *err) {
     size_t cap = 16, n_msgs = 0;
     rl_chat_msg *msgs = malloc(cap * sizeof *msgs);
     if (!msgs) return 1;
+    int rc = 0;
     if (s->o->system) msgs[n_msgs++] = (rl_chat_msg){"system", strdup(s->o->system)};
     bool tty = isatty(STDIN_FILENO);
     char *line = NULL;
     size_t lcap = 0;
-    int rc = 0;
     for (;;) {
         if (tty) {
             fputs("> ", stdout);
@@ -329,30 +290,18 @@ static int chat_loop(session *s, rl_err *err) {
         if (len < 0) break;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         if (len == 0) continue;
-        if (n_msgs + 2 > cap) {
-            rl_chat_msg *nm = realloc(msgs, (cap *= 2) * sizeof *msgs);
-            if (!nm) {
-                rc = 1;
-                break;
-            }
-            msgs = nm;
-        }
-        msgs[n_msgs++] = (rl_chat_msg){"user", strdup(line)};
-        /* raw mode: the transcript is the concatenation of the lines and replies */
-        if (feed(s, msgs, n_msgs, line, err)) {
-            fprintf(stderr, "redline run: %s\n", err->msg);
+        if (rl_grow((void **)&msgs, &cap, n_msgs + 2, sizeof *msgs)) {
             rc = 1;
             break;
         }
+        msgs[n_msgs++] = (rl_chat_msg){"user", strdup(line)};
         char *reply = NULL;
-        if (generate(s, &reply, err)) {
-            fprintf(stderr, "\nredline run: %s\n", err->msg);
+        if (reply_to(s, msgs, n_msgs, line, &reply, err)) {
+            fprintf(stderr, RUN ": %s\n", err->msg);
             free(reply);
             rc = 1;
             break;
         }
-        fputc('\n', stdout);
-        fflush(stdout);
         msgs[n_msgs++] = (rl_chat_msg){"assistant", reply};
     }
     free(line);
@@ -361,108 +310,114 @@ static int chat_loop(session *s, rl_err *err) {
     return rc;
 }
 
+/* Reads and compiles --json-schema / --grammar; NULL (and *failed false)
+ * when neither was given. */
+static rl_grammar *load_grammar(const run_opts *o, bool *failed) {
+    const char *path = o->schema_file ? o->schema_file : o->grammar_file;
+    const char *flag = o->schema_file ? "--json-schema" : "--grammar";
+    *failed = false;
+    if (!path) return NULL;
+    size_t len = 0;
+    char *text = rl_cli_read_file(path, &len);
+    if (!text) {
+        fprintf(stderr, RUN ": %s: cannot read '%s': %s\n", flag, path, strerror(errno));
+        *failed = true;
+        return NULL;
+    }
+    rl_err err = {0};
+    rl_grammar *g = rl_gen_grammar_new(o->schema_file ? RL_GRAMMAR_JSON_SCHEMA : RL_GRAMMAR_GBNF, text, len, &err);
+    free(text);
+    if (!g) {
+        fprintf(stderr, RUN ": %s: %s: %s\n", flag, path, err.msg);
+        *failed = true;
+    }
+    return g;
+}
+
 int rl_cmd_run(int argc, char **argv) {
-    run_opts o = {.n_predict = 512, .batch = 512};
-    o.sp = rl_sample_params_default();
-    o.sp.temperature = 0.8f;
-    o.sp.top_k = 40;
-    o.sp.top_p = 0.95f;
-    o.sp.min_p = 0.05f;
+    run_opts o = {.n_predict = 512};
+    rl_engine_params_default(&o.ep);
+    o.ep.max_seqs = 1;
+    o.ep.max_batch_tokens = 512;
+    rl_gen_params_default(&o.gp);
+    o.gp.sample.temperature = 0.8f;
+    o.gp.sample.top_k = 40;
+    o.gp.sample.top_p = 0.95f;
+    o.gp.sample.min_p = 0.05f;
     int pr = parse_args(argc, argv, &o);
     if (pr < 0) {
         usage(stdout);
         return 0;
     }
     if (pr > 0) return 2;
-    if (!o.threads) {
-        long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        o.threads = nc > 0 ? (int32_t)(nc > 64 ? 64 : nc) : 1;
-    }
-    if (!o.seed_set) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ rl_time_ns();
-    o.model = rl_cli_model_path(o.model);
-    rl_kernels_init(RL_KERNELS_AUTO);
+    if (!o.seed_set) o.gp.sample.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
+    o.ep.model_path = rl_cli_model_path(o.model);
 
     session s = {.o = &o};
     rl_err err = {0};
     int rc = 1;
     char *prompt_buf = NULL;
+    bool gfail;
+    o.gp.grammar = load_grammar(&o, &gfail);
+    if (gfail) return 1;
     if (o.file) {
         size_t n;
-        prompt_buf = rl_cli_read_file(o.file, &n);
-        if (!prompt_buf) {
-            fprintf(stderr, "redline run: cannot read '%s': %s\n", o.file, strerror(errno));
-            return 1;
+        if (!(prompt_buf = rl_cli_read_file(o.file, &n))) {
+            fprintf(stderr, RUN ": cannot read '%s': %s\n", o.file, strerror(errno));
+            goto done;
         }
         o.prompt = prompt_buf;
     }
-    bool tty = isatty(STDERR_FILENO);
+    if (isatty(STDERR_FILENO)) fprintf(stderr, "loading %s ...\n", o.ep.model_path);
     double t_load = rl_time_s();
-    rl_model_opts mo = {.max_batch = o.batch, .prefault = true, .progress = progress,
-                        .progress_ud = &tty};
-    if (rl_model_load(o.model, &mo, &s.m, &err)) {
-        fprintf(stderr, "redline run: %s: %s\n", o.model, err.msg);
-        goto done;
-    }
-    if (rl_tokenizer_load(rl_model_gguf(s.m), &s.tok, &err)) {
-        fprintf(stderr, "redline run: %s: %s\n", o.model, err.msg);
+    if (rl_engine_new(&o.ep, &s.e, &err) || rl_engine_vocab(s.e, &s.v, &err)) {
+        fprintf(stderr, RUN ": %s: %s\n", o.ep.model_path, err.msg);
         goto done;
     }
     t_load = rl_time_s() - t_load;
-    int32_t ctx = o.ctx ? o.ctx : rl_model_n_ctx_train(s.m) < 4096 ? rl_model_n_ctx_train(s.m) : 4096;
-    int32_t V = rl_model_n_vocab(s.m);
-    if (rl_seqkv_init(&s.kv, s.m, ctx, 1, 0, RL_TYPE_F16, &err)) {
-        fprintf(stderr, "redline run: %s\n", err.msg);
-        goto done;
-    }
-    if (!(s.smp = rl_sampler_new(&o.sp, V, &err))) {
-        fprintf(stderr, "redline run: %s\n", err.msg);
-        goto done;
-    }
-    s.logits = malloc((size_t)V * sizeof(float));
-    s.hist = malloc((size_t)ctx * sizeof(int32_t));
-    s.tp = o.threads > 1 ? rl_threadpool_new(o.threads) : NULL;
-    if (!s.logits || !s.hist || (o.threads > 1 && !s.tp)) {
-        fprintf(stderr, "redline run: out of memory\n");
-        goto done;
-    }
-    rl_gguf_str ts;
-    if (!rl_gguf_get_str(rl_model_gguf(s.m), "tokenizer.chat_template", &ts, &err) && ts.ptr) {
-        s.tmpl = ts.ptr;
-        s.tmpl_len = ts.len;
-    } /* no template (e.g. a base model such as our Gemma 3 file): the prompt goes raw */
-    special_text(s.tok, rl_tokenizer_bos(s.tok), s.bos, sizeof s.bos);
-    special_text(s.tok, rl_tokenizer_eos(s.tok), s.eos, sizeof s.eos);
-    fprintf(stderr, "redline run: %s (%s, %d layers, %s kernels), context %d, %d threads%s\n",
-            rl_model_name(s.m)[0] ? rl_model_name(s.m) : o.model, rl_model_arch(s.m),
-            (int)rl_model_n_layer(s.m), rl_kernels_impl_name(), (int)ctx, (int)o.threads,
-            s.tmpl && !o.raw ? ", chat template" : ", raw prompt");
-    if (o.verbose) fprintf(stderr, "[seed %llu]\n", (unsigned long long)o.sp.seed);
+    s.n_ctx = rl_engine_n_ctx(s.e);
+    rl_model_info mi;
+    rl_vocab_model_info(s.v, &mi);
+    char tmpl[64];
+    if (o.raw) snprintf(tmpl, sizeof tmpl, "raw prompt");
+    else if (mi.has_chat_template) snprintf(tmpl, sizeof tmpl, "chat template");
+    else snprintf(tmpl, sizeof tmpl, "built-in %s chat template", mi.chat_template);
+    fprintf(stderr, RUN ": %s (%s, %d layers), context %d, KV %s/%s%s%s, %s\n",
+            mi.name[0] ? mi.name : o.ep.model_path, mi.arch, (int)mi.n_layer, (int)s.n_ctx,
+            o.ep.cache_type_k, o.ep.cache_type_v,
+            o.gp.spec == RL_SPEC_NGRAM   ? ", n-gram speculation"
+            : o.gp.spec == RL_SPEC_DRAFT ? ", draft model "
+                                         : "",
+            o.gp.spec == RL_SPEC_DRAFT ? o.ep.draft_model_path : "", tmpl);
+    if (o.verbose) fprintf(stderr, "[seed %llu]\n", (unsigned long long)o.gp.sample.seed);
 
     if (o.prompt) {
         rl_chat_msg msgs[2];
         size_t nm = 0;
         if (o.system) msgs[nm++] = (rl_chat_msg){"system", o.system};
         msgs[nm++] = (rl_chat_msg){"user", o.prompt};
-        if (feed(&s, msgs, nm, o.prompt, &err) || generate(&s, NULL, &err)) {
-            fprintf(stderr, "\nredline run: %s\n", err.msg);
+        if (reply_to(&s, msgs, nm, o.prompt, NULL, &err)) {
+            fprintf(stderr, RUN ": %s\n", err.msg);
             goto done;
         }
-        fputc('\n', stdout);
         rc = 0;
     } else {
         rc = chat_loop(&s, &err);
     }
-    fprintf(stderr, "\nload %.2f s | prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s\n",
-            t_load, (long long)s.n_prompt, s.t_prompt > 0 ? (double)s.n_prompt / s.t_prompt : 0.0,
-            (long long)s.n_gen, s.t_gen > 0 ? (double)s.n_gen / s.t_gen : 0.0);
+    fprintf(stderr, "\nload %.2f s | prompt %lld tokens (%lld cached), %.1f tok/s | generated %lld tokens, %.1f tok/s\n",
+            t_load, (long long)s.n_prompt, (long long)s.n_cached,
+            s.t_prompt > 0 ? (double)s.n_prompt / s.t_prompt : 0.0, (long long)s.n_gen,
+            s.t_gen > 0 && s.n_gen > 1 ? (double)(s.n_gen - 1) / s.t_gen : 0.0);
+    if (o.gp.spec != RL_SPEC_NONE) {
+        rl_engine_stats st = rl_engine_get_stats(s.e);
+        fprintf(stderr, "speculation: %llu of %llu drafted tokens accepted\n",
+                (unsigned long long)st.spec_accepted, (unsigned long long)st.spec_proposed);
+    }
 done:
     free(prompt_buf);
-    free(s.logits);
     free(s.hist);
-    rl_sampler_free(s.smp);
-    rl_seqkv_free(&s.kv);
-    rl_tokenizer_free(s.tok);
-    rl_model_free(s.m);
-    rl_threadpool_free(s.tp);
+    rl_vocab_free(s.v);
+    rl_engine_free(s.e);
+    rl_gen_grammar_free(o.gp.grammar);
     return rc;
 }

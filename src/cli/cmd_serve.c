@@ -1,12 +1,12 @@
 /* `redline serve`: command-line flags -> rl_server_config -> rl_server_run
  * (src/server/).  Flags follow llama.cpp's names (DESIGN.md §5).  Every bad
  * flag value is a one-line error naming the flag and exit status 2. */
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "server/server.h"
 
@@ -34,9 +34,9 @@ static void usage(FILE *f) {
             "  -np, --parallel N      sequences running at once (default 32)\n"
             "  -b, --batch-size N     tokens per engine step (default 256)\n"
             "  -t, --threads N        compute threads (default: one per core)\n"
-            "  --kv-mem SIZE          KV-cache memory, e.g. 512M or 2G (default: sized from -c and -np)\n"
-            "  --cache-type-k TYPE    K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
-            "  --cache-type-v TYPE    V cache pages: same choices (docs/KVQUANT.md)\n"
+            "  --kv-mem SIZE          KV-cache memory, e.g. 512M, 2G or 1T (default: sized from -c and -np)\n"
+            "  -ctk, --cache-type-k T K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
+            "  -ctv, --cache-type-v T V cache pages: same choices (docs/KVQUANT.md)\n"
             "  --max-queue N          waiting requests before new ones get 503 (default 256)\n"
             "  --no-prefix-cache      do not reuse cached prompt prefixes\n"
             "\nspeculative decoding:\n"
@@ -54,127 +54,52 @@ static void usage(FILE *f) {
             "  -h, --help             this text\n");
 }
 
-/* Parses "512M", "2G", "1048576" (K, M, G, T; powers of 1024). */
-static int parse_size(const char *s, size_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0) return -1;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'i' || *end == 'I') end++;
-    if (*end == 'b' || *end == 'B') end++;
-    if (*end) return -1;
-    v *= mul;
-    if (v > (double)SIZE_MAX / 2) return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "redline serve: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 int rl_cmd_serve(int argc, char **argv) {
     rl_server_config c;
     rl_server_config_default(&c);
     const char *model = NULL;
-    const char *env_key = getenv("REDLINE_API_KEY");
+    const char *env_key = rl_env(RL_ENV_API_KEY);
     if (env_key && *env_key) c.api_key = env_key;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    static const char *const spec_names[] = {"none", "ngram", "draft", NULL};
+    static const rl_spec_mode spec_modes[] = {RL_SPEC_NONE, RL_SPEC_NGRAM, RL_SPEC_DRAFT};
+    int32_t port = c.port, drain = (int32_t)c.drain_s;
+    rl_args A;
+    rl_args_init(&A, "redline serve", argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        int k;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        }
-        if (!strcmp(a, "--no-prefix-cache")) {
-            c.ep.prefix_cache = false;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "redline serve: %s: %s\n", a,
-                    a[0] == '-' ? "missing value (see redline serve --help)" : "unexpected argument");
-            return 2;
-        }
-        const char *v = argv[++i];
-        long n;
-        size_t sz;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "-a") || !strcmp(a, "--alias")) c.alias = v;
-        else if (!strcmp(a, "--host")) c.host = v;
-        else if (!strcmp(a, "--api-key")) c.api_key = v;
-        else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) c.ep.cache_type_k = v;
-        else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) c.ep.draft_model_path = v;
-        else if (!strcmp(a, "--spec")) {
-            if (!strcmp(v, "none")) c.default_spec = RL_SPEC_NONE;
-            else if (!strcmp(v, "ngram")) c.default_spec = RL_SPEC_NGRAM;
-            else if (!strcmp(v, "draft")) c.default_spec = RL_SPEC_DRAFT;
-            else {
-                fprintf(stderr, "redline serve: --spec: must be none, ngram or draft\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--draft-max")) {
-            if (parse_int(a, v, 0, 32, &n)) return 2;
-            c.ep.draft_max = (int32_t)n;
-        } else if (!strcmp(a, "--draft-vocab")) {
-            if (parse_int(a, v, 0, 1 << 24, &n)) return 2;
-            c.ep.draft_n_vocab = (int32_t)n;
-        } else if (!strcmp(a, "--spec-max-batch")) {
-            if (parse_int(a, v, 0, 4096, &n)) return 2;
-            c.ep.spec_max_batch = (int32_t)n;
-        }
-        else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) c.ep.cache_type_v = v;
-        else if (!strcmp(a, "--port")) {
-            if (parse_int(a, v, 0, 65535, &n)) return 2;
-            c.port = (int)n;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            if (parse_int(a, v, 0, 1 << 20, &n)) return 2;
-            c.ep.n_ctx = (int32_t)n;
-        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
-            if (parse_int(a, v, 1, 4096, &n)) return 2;
-            c.ep.max_seqs = (int32_t)n;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            if (parse_int(a, v, 1, 65536, &n)) return 2;
-            c.ep.max_batch_tokens = (int32_t)n;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (parse_int(a, v, 0, 1024, &n)) return 2;
-            c.ep.n_threads = (int32_t)n;
-        } else if (!strcmp(a, "--max-queue")) {
-            if (parse_int(a, v, 0, 1 << 20, &n)) return 2;
-            c.max_queue = (int32_t)n;
-            c.ep.max_waiting = (int32_t)n;
-        } else if (!strcmp(a, "--max-conns")) {
-            if (parse_int(a, v, 1, 65536, &n)) return 2;
-            c.max_conns = (int32_t)n;
-        } else if (!strcmp(a, "--drain")) {
-            if (parse_int(a, v, 0, 3600, &n)) return 2;
-            c.drain_s = (double)n;
-        } else if (!strcmp(a, "--kv-mem") || !strcmp(a, "--max-body")) {
-            if (parse_size(v, &sz) || sz == 0) {
-                fprintf(stderr, "redline serve: %s: expected a size such as 512M or 2G, got '%s'\n", a, v);
-                return 2;
-            }
-            if (!strcmp(a, "--kv-mem")) c.ep.kv_mem_bytes = sz;
-            else c.max_body = sz;
-        } else {
-            fprintf(stderr, "redline serve: unknown option '%s' (see redline serve --help)\n", a);
-            return 2;
-        }
+        } else if (rl_args_is(&A, "--no-prefix-cache")) c.ep.prefix_cache = false;
+        else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &model);
+        else if (rl_args_is(&A, "-a|--alias")) ok = rl_args_str(&A, &c.alias);
+        else if (rl_args_is(&A, "--host")) ok = rl_args_str(&A, &c.host);
+        else if (rl_args_is(&A, "--api-key")) ok = rl_args_str(&A, &c.api_key);
+        else if (rl_args_is(&A, "-ctk|--cache-type-k")) ok = rl_args_str(&A, &c.ep.cache_type_k);
+        else if (rl_args_is(&A, "-ctv|--cache-type-v")) ok = rl_args_str(&A, &c.ep.cache_type_v);
+        else if (rl_args_is(&A, "-md|--model-draft")) ok = rl_args_str(&A, &c.ep.draft_model_path);
+        else if (rl_args_is(&A, "--spec")) {
+            if ((ok = rl_args_choice(&A, spec_names, &k))) c.default_spec = spec_modes[k];
+        } else if (rl_args_is(&A, "--draft-max")) ok = rl_args_i32(&A, 0, 32, &c.ep.draft_max);
+        else if (rl_args_is(&A, "--draft-vocab")) ok = rl_args_i32(&A, 0, 1 << 24, &c.ep.draft_n_vocab);
+        else if (rl_args_is(&A, "--spec-max-batch")) ok = rl_args_i32(&A, 0, 4096, &c.ep.spec_max_batch);
+        else if (rl_args_is(&A, "--port")) ok = rl_args_i32(&A, 0, 65535, &port);
+        else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 0, 1 << 20, &c.ep.n_ctx);
+        else if (rl_args_is(&A, "-np|--parallel")) ok = rl_args_i32(&A, 1, 4096, &c.ep.max_seqs);
+        else if (rl_args_is(&A, "-b|--batch-size")) ok = rl_args_i32(&A, 1, 65536, &c.ep.max_batch_tokens);
+        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 0, 1024, &c.ep.n_threads);
+        else if (rl_args_is(&A, "--max-queue")) {
+            if ((ok = rl_args_i32(&A, 0, 1 << 20, &c.max_queue))) c.ep.max_waiting = c.max_queue;
+        } else if (rl_args_is(&A, "--max-conns")) ok = rl_args_i32(&A, 1, 65536, &c.max_conns);
+        else if (rl_args_is(&A, "--drain")) ok = rl_args_i32(&A, 0, 3600, &drain);
+        else if (rl_args_is(&A, "--kv-mem")) ok = rl_args_size(&A, true, &c.ep.kv_mem_bytes);
+        else if (rl_args_is(&A, "--max-body")) ok = rl_args_size(&A, true, &c.max_body);
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
+    c.port = (int)port;
+    c.drain_s = (double)drain;
     c.ep.model_path = rl_cli_model_path(model);
     return rl_server_run(&c);
 }

@@ -6,11 +6,15 @@
  * Output goes to stdout; errors to stderr with a non-zero exit status.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,10 +60,10 @@ static int decode_ids(rl_tokenizer *tok, const char *list) {
             free(ids);
             return 1;
         }
-        if (n == cap) {
-            int32_t *ni = realloc(ids, (cap *= 2) * sizeof *ids);
-            if (!ni) break;
-            ids = ni;
+        if (rl_grow((void **)&ids, &cap, n + 1, sizeof *ids)) {
+            free(ids);
+            ids = NULL;
+            break;
         }
         ids[n++] = (int32_t)v;
         p = end;
@@ -88,23 +92,22 @@ int rl_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL, *decode = NULL;
     bool only_ids = false;
     unsigned flags = RL_TOK_ADD_SPECIAL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    rl_args A;
+    rl_args_init(&A, "redline tokenize", argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_val) model = argv[++i];
-        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && has_val) prompt = argv[++i];
-        else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && has_val) file = argv[++i];
-        else if (!strcmp(a, "--decode") && has_val) decode = argv[++i];
-        else if (!strcmp(a, "--ids")) only_ids = true;
-        else if (!strcmp(a, "--special")) flags |= RL_TOK_PARSE_SPECIAL;
-        else if (!strcmp(a, "--no-add-special")) flags &= ~RL_TOK_ADD_SPECIAL;
-        else {
-            fprintf(stderr, "redline tokenize: unknown or incomplete option '%s' (see --help)\n", a);
-            return 2;
-        }
+        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &model);
+        else if (rl_args_is(&A, "-p|--prompt")) ok = rl_args_str(&A, &prompt);
+        else if (rl_args_is(&A, "-f|--file")) ok = rl_args_str(&A, &file);
+        else if (rl_args_is(&A, "--decode")) ok = rl_args_str(&A, &decode);
+        else if (rl_args_is(&A, "--ids")) only_ids = true;
+        else if (rl_args_is(&A, "--special")) flags |= RL_TOK_PARSE_SPECIAL;
+        else if (rl_args_is(&A, "--no-add-special")) flags &= ~RL_TOK_ADD_SPECIAL;
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
     if (!decode && !!prompt == !!file) {
         fprintf(stderr, "redline tokenize: give exactly one of -p TEXT, -f FILE or --decode IDS\n");
@@ -147,9 +150,9 @@ int rl_cmd_tokenize(int argc, char **argv) {
         return 1;
     }
     if (only_ids) {
-        putchar('[');
-        for (size_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
-        puts("]");
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+        if (rl_report_json_write(stdout, arr, true, "redline tokenize")) rc = 1;
     } else {
         for (size_t i = 0; i < n; i++) {
             size_t pl;

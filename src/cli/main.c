@@ -1,21 +1,12 @@
-/* The `redline` command: one binary, subcommands (DESIGN.md §5).
- * Each subcommand lives in its own cmd_<name>.c and is declared weak here,
- * so a subcommand whose file is not built yet reports that plainly. */
+/* The `redline` command: one binary, subcommands (DESIGN.md §6).  Every
+ * subcommand is declared in cli/cli.h, so a missing or mistyped one is a
+ * compile or link error, never a run-time surprise. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
 typedef int (*cmd_fn)(int argc, char **argv);
-
-__attribute__((weak)) int rl_cmd_inspect(int argc, char **argv);
-__attribute__((weak)) int rl_cmd_tokenize(int argc, char **argv);
-__attribute__((weak)) int rl_cmd_run(int argc, char **argv);
-__attribute__((weak)) int rl_cmd_perplexity(int argc, char **argv);
-__attribute__((weak)) int rl_cmd_bench(int argc, char **argv);
-__attribute__((weak)) int rl_cmd_bench_serve(int argc, char **argv);
-__attribute__((weak)) int rl_cmd_serve(int argc, char **argv);
-__attribute__((weak)) int rl_cmd_quantize(int argc, char **argv);
 
 static const struct {
     const char *name;
@@ -35,10 +26,10 @@ static const struct {
 static void usage(FILE *f) {
     fprintf(f, "usage: redline <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        fprintf(f, "  %-12s %s%s\n", cmds[i].name, cmds[i].help,
-                cmds[i].fn ? "" : " (not built yet)");
+        fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
     fprintf(f, "\n`redline <command> --help` lists a command's options.\n"
-               "`redline --version` prints version, commit and compiler.\n");
+               "`redline --version` prints version, commit and compiler.\n"
+               "The technique table (ablation) is its own program: build/bench/ablation --help.\n");
 }
 
 int main(int argc, char **argv) {
@@ -54,14 +45,8 @@ int main(int argc, char **argv) {
         rl_cli_print_version(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        if (strcmp(argv[1], cmds[i].name) != 0) continue;
-        if (!cmds[i].fn) {
-            fprintf(stderr, "redline: command '%s' is not available in this build\n", argv[1]);
-            return 2;
-        }
-        return cmds[i].fn(argc - 1, argv + 1);
-    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "redline: unknown command '%s' (see redline --help)\n", argv[1]);
     return 2;
 }

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/env.h"
 #include "cli/cli.h"
 
 #ifndef RL_GIT_COMMIT
@@ -22,31 +24,22 @@ void rl_cli_print_version(FILE *f) {
 
 const char *rl_cli_model_path(const char *arg) {
     if (arg) return arg;
-    const char *env = getenv("REDLINE_MODEL");
+    const char *env = rl_env(RL_ENV_MODEL);
     return env && *env ? env : RL_DEFAULT_MODEL;
 }
 
 char *rl_cli_read_file(const char *path, size_t *n) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        if (len == cap) {
-            char *nb = realloc(b, (cap *= 2) + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-        }
-        size_t r = fread(b + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
+    rl_buf b = {0};
+    bool ok = true;
+    char chunk[1 << 16];
+    size_t r;
+    while (ok && (r = fread(chunk, 1, sizeof chunk, f)) > 0) ok = rl_buf_append(&b, chunk, r) == RL_OK;
     if (f != stdin) fclose(f);
-    if (b) b[len] = '\0';
-    *n = len;
-    return b;
+    if (!ok) {
+        rl_buf_free(&b);
+        return NULL;
+    }
+    return rl_buf_take(&b, n);
 }

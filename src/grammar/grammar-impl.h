@@ -163,6 +163,9 @@ static inline int32_t rl__gctx_step(rl_gctx *c, int32_t s, unsigned b) {
     return v != RL_GT_UNKNOWN ? v : rl__gctx_compute(c, s, b);
 }
 
+/* grammar_match.c: the vocabulary trie of m's family (borrowed). */
+const rl_vocab_trie *rl__gmatch_trie(const rl_gmatch *m);
+
 /* grammar_trie.c: allowed-token bitmask of state s into bits[n_words]
  * (EOG bits included when s accepts); false on allocation failure. */
 bool rl__trie_walk(rl_gctx *c, int32_t s, uint64_t *bits);

@@ -163,4 +163,31 @@ typedef struct rl_gmatch_stats {
 } rl_gmatch_stats;
 rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m);
 
+/* ---- closing mode (grammar_close.c) ----
+ * A constrained sequence must not end truncated by its token budget: once
+ * the tokens it may still generate barely cover what the shortest
+ * completion needs, the caller stops sampling and steers to the shortest
+ * complete sentence (rl_gmatch_close_pick) instead of emitting, e.g.,
+ * invalid JSON. */
+
+/* Closing starts with this margin: one freely sampled token can raise the
+ * bytes still needed (it may open an object or array) by at most its own
+ * length, so closing begins while the slack still covers a long token. */
+#define RL_GRAMMAR_CLOSE_SLACK 32
+
+/* Tokens a sequence with tokens_left tokens to go may spend beyond what
+ * completing its sentence needs: tokens_left - rl_gmatch_min_remaining(m)
+ * (the bytes to the shortest completion bound the tokens it needs), or
+ * INT64_MAX when no completion exists. */
+int64_t rl_gmatch_slack(rl_gmatch *m, int32_t tokens_left);
+/* rl_gmatch_slack(m, tokens_left) <= RL_GRAMMAR_CLOSE_SLACK. */
+bool rl_gmatch_must_close(rl_gmatch *m, int32_t tokens_left);
+/* The closing-mode pick from row[0 .. n_row), a logits row already masked
+ * by rl_gmatch_mask(m): when the sentence is complete, the first allowed
+ * end-of-generation token; otherwise, among the allowed tokens of 1 to 3
+ * bytes, the one leaving the fewest bytes to a complete sentence, the
+ * higher logit on ties (then the lower id).  -1 when no token qualifies.
+ * scratch is a matcher of m's family (rl_gmatch_clone), overwritten. */
+int32_t rl_gmatch_close_pick(rl_gmatch *m, rl_gmatch *scratch, const float *row, int32_t n_row);
+
 #endif

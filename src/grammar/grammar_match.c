@@ -522,6 +522,8 @@ rl_status rl_gmatch_restore(rl_gmatch *dst, const rl_gmatch *src, rl_err *err) {
     return RL_OK;
 }
 
+const rl_vocab_trie *rl__gmatch_trie(const rl_gmatch *m) { return m->c->t; }
+
 void rl_gmatch_free(rl_gmatch *m) {
     if (!m) return;
     ctx_free(m->c);

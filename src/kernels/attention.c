@@ -30,12 +30,12 @@
 #include <math.h>
 #include <stdatomic.h>
 
+#include "base/env.h"
 #include "kernels/kernels-impl.h"
 
 #define RL_ATT_TILE 32
 #define RL_ATT_MAX_HD 512
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Query precision for q8_0/q4_0 K pages: "q8" (default, integer dots) or
@@ -44,7 +44,7 @@ static bool rl__kvq_float_query(void) {
     static _Atomic int v = -1; /* racing first calls compute the same value */
     int x = atomic_load_explicit(&v, memory_order_relaxed);
     if (x < 0) {
-        const char *e = getenv("RL_KVQ_QUERY");
+        const char *e = rl_env(RL_ENV_KVQ_QUERY);
         x = e && strcmp(e, "f32") == 0;
         atomic_store_explicit(&v, x, memory_order_relaxed);
     }
@@ -64,24 +64,6 @@ typedef struct rl__att_ctx {
     bool k_scale; /* K rows are stored times kv->k_scale: divide the query by it */
     _Atomic int64_t next;
 } rl__att_ctx;
-
-bool rl_kv_type_quantized(rl_type t) {
-    return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q8_64 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
-}
-
-bool rl_kv_type_known(rl_type t) { return t == RL_TYPE_F32 || t == RL_TYPE_F16 || rl_kv_type_quantized(t); }
-
-bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
-    switch (t) {
-    case RL_TYPE_F32:
-    case RL_TYPE_F16: return head_dim > 0;
-    case RL_TYPE_Q8_0:
-    case RL_TYPE_Q4_0:
-    case RL_TYPE_IQ4_NL: return head_dim > 0 && head_dim % 32 == 0;
-    case RL_TYPE_Q8_64: return head_dim > 0 && head_dim % 64 == 0;
-    default: return false;
-    }
-}
 
 /* Row of KV head kvh, slot s of block b. */
 static inline const void *rl__kv_row(const void *base, size_t block_bytes, size_t row_bytes,

@@ -3,6 +3,12 @@
  * features; every SIMD kernel has a reference twin in ref/ and a test
  * against it with a stated error bound.
  *
+ * Where each part lives: dispatch.c (implementation choice, the
+ * elementwise kernels and rl_wht), matmul.c (rl_matmul*, rl_get_row),
+ * rope.c (RoPE), kvpage.c (KV page types, rotation/shift/scale predicates,
+ * rl_kv_store), attention.c (rl_attention*); the leaves of each table in
+ * ref/ and x86/.
+ *
  * Shapes use row-major C notation: x[n_tok][n] means n_tok rows of n floats.
  */
 #ifndef RL_KERNELS_H
@@ -77,7 +83,8 @@ void rl_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 /* out[i] = gelu_tanh(gate[i]) * up[i] */
 void rl_gelu_mul(float *out, const float *gate, const float *up, int64_t n);
 
-/* RoPE, in place, on x[n_head][head_dim] for position pos.  Rotates the
+/* ---- RoPE (rope.c) ----
+ * RoPE, in place, on x[n_head][head_dim] for position pos.  Rotates the
  * first n_rot dims of each head with theta_i = pos * base^(-2i/n_rot).
  * NORMAL pairs adjacent elements (2i, 2i+1) (llama in GGUF);
  * NEOX pairs (i, i + n_rot/2) (qwen2, gemma3). freq_scale multiplies pos
@@ -90,7 +97,7 @@ void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float b
 void rl_rope_qk(float *q, int n_head, float *k, int n_kv_head, int head_dim, int n_rot, int32_t pos,
                 float base, float freq_scale, rl_rope_mode mode);
 
-/* ---- KV storage and attention ----
+/* ---- KV pages (kvpage.c) and attention (attention.c) ----
  * K and V for one layer live in fixed-size blocks of `block_size` token
  * slots.  A block holds, for each KV head, block_size rows of head_dim
  * elements: element (head h, slot s, dim d) of block b is at
@@ -160,18 +167,6 @@ typedef struct rl_kv_layer {
 bool rl_kv_k_shifted(const rl_kv_layer *kv);
 /* True if rl_kv_store / rl_attention apply kv->k_scale. */
 bool rl_kv_k_scaled(const rl_kv_layer *kv);
-
-/* Fits one KV head's K channel scale D[hd] (rl_kv_layer.k_scale) from
- * calibration sums over n_k keys (sum_k, sum_k2: per channel, of k and
- * k^2) and n_q queries of the head's group (sum_q2: of q^2).  Model: the
- * quantizer's error in the stored (rotated) domain is isotropic with total
- * energy proportional to |D (k - mu)|^2, so a score's error variance is
- * proportional to sum_c rq_c^2 / D_c^2 * sum_c D_c^2 var_c (rq the RMS
- * query, var the key variance); D_c = sqrt(rq_c / sd_c) minimizes it
- * (Cauchy-Schwarz).  D is normalized to geometric mean 1.  Returns the
- * predicted error-variance reduction against D = 1 (>= 1). */
-double rl_kv_k_scale_fit(const double *sum_k, const double *sum_k2, const double *sum_q2, double n_k,
-                         double n_q, int hd, float *D);
 
 /* The rotation pages of type t with this head_dim actually get for the
  * requested r: RL_KV_ROT_NONE or RL_KV_ROT_HADAMARD (never AUTO).  An

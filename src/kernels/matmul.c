@@ -23,11 +23,45 @@
  * went alone (rl_matmul) or in a group (rl_matmul_multi: the activation
  * quantization is a pure function of the input row, and the group's row
  * chunks only change which thread computes a row).
+ *
+ * Also here: rl__act_type (the activation type each weight type pairs
+ * with) and rl_get_row (one weight row dequantized, for embeddings).
  */
 #include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/kernels-impl.h"
+
+rl_type rl__act_type(rl_type t) {
+    switch (t) {
+    case RL_TYPE_F32:
+    case RL_TYPE_F16:
+    case RL_TYPE_BF16: return RL_TYPE_F32;
+    case RL_TYPE_Q4_0:
+    case RL_TYPE_Q5_0:
+    case RL_TYPE_Q8_0: return RL_TYPE_Q8_0;
+    case RL_TYPE_Q4_1:
+    case RL_TYPE_Q5_1: return RL_TYPE_Q8_1;
+    case RL_TYPE_Q2_K:
+    case RL_TYPE_Q3_K:
+    case RL_TYPE_Q4_K:
+    case RL_TYPE_Q5_K:
+    case RL_TYPE_Q6_K: return RL_TYPE_Q8_K;
+    default: return RL_TYPE_COUNT;
+    }
+}
+
+void rl_get_row(const rl_mat *w, int64_t row, float *out) {
+    RL_ASSERT(row >= 0 && row < w->n_rows);
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * w->row_size;
+    if (w->type == RL_TYPE_F32) {
+        memcpy(out, src, (size_t)w->n_cols * sizeof(float));
+        return;
+    }
+    const rl_type_traits *tr = rl_type_get(w->type);
+    RL_ASSERT(tr && tr->to_float);
+    tr->to_float(src, out, w->n_cols);
+}
 
 bool rl_matmul_supports(rl_type t) {
     return rl__act_type(t) != RL_TYPE_COUNT && rl__kernels()->vec_dot[t] != NULL;

@@ -8,6 +8,7 @@
  * writes only its own rows and its own KV slot, so no synchronization is
  * needed inside a job.
  */
+#include "model/kcal.h"
 #include "model/model-impl.h"
 
 typedef struct tok_job {
@@ -80,25 +81,7 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
     if (!kvl.k_scale) kvl.k_scale = rl_model_k_scale(m, il);
     tok_job J = {m, f, il, &kvl};
     tok_run(f, attn_prep, &J);
-    if (m->kcal_sum) { /* calibrating: sums of the post-RoPE keys and queries */
-        const int64_t nkv = (int64_t)hp->n_kv_head * hp->head_dim, hd = hp->head_dim;
-        const size_t plane = (size_t)hp->n_layer * (size_t)nkv;
-        const int32_t group = hp->n_head / hp->n_kv_head;
-        double *sum = m->kcal_sum + (size_t)il * (size_t)nkv, *sq = sum + plane, *qsq = sq + plane;
-        for (int32_t j = 0; j < f->n; j++) { /* position 0 (the attention sink) left out */
-            if (f->pos[j] == 0) continue;
-            for (int64_t d = 0; d < nkv; d++) {
-                double x = m->k[j * nkv + d];
-                sum[d] += x;
-                sq[d] += x * x;
-            }
-            for (int32_t h = 0; h < hp->n_head; h++)
-                for (int64_t i = 0; i < hd; i++) {
-                    double x = m->q[j * nq + h * hd + i];
-                    qsq[(h / group) * hd + i] += x * x;
-                }
-        }
-    }
+    if (m->kcal_sum) rl__kcal_accumulate(m, f, il); /* calibrating (kcal.c) */
     /* Every token of the batch is stored before any attends, so a run sees
      * its own earlier tokens whatever the thread split was.  All runs go
      * to the pool in one dispatch (a decode step has one run per sequence). */

@@ -168,4 +168,11 @@ void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float *x, float *
  *   x += attn(norm(x)); x += ffn(norm(x)). */
 void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il);
 
+/* Allocates a buffer the model frees with itself; NULL on OOM (model.c). */
+void *rl__model_own_alloc(rl_model *m, size_t bytes);
+/* While m->kcal_sum is set (a calibration pass, kcal.c): adds layer il's
+ * post-RoPE keys and queries of this forward (m->k, m->q; position 0 left
+ * out) to the sums. */
+void rl__kcal_accumulate(rl_model *m, const rl__fwd *f, int32_t il);
+
 #endif

@@ -61,8 +61,7 @@ static void shape_str(const rl_gguf_tensor *t, char *buf, size_t cap) {
     if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
 }
 
-/* Allocates a buffer the model frees with itself; NULL on OOM. */
-static void *own_alloc(rl_model *m, size_t bytes) {
+void *rl__model_own_alloc(rl_model *m, size_t bytes) {
     if (rl_grow_i32((void **)&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned))
         return NULL;
     void *p = rl_malloc(bytes ? bytes : 1);
@@ -80,7 +79,7 @@ static rl_status dequant_mat(rl_model *m, const char *name, rl_mat *w, rl_err *e
                           rl_type_name(w->type));
     if (!rl_mul_size(out_row, (size_t)w->n_rows, &bytes))
         return rl_err_set(err, RL_ERR_LIMIT, "tensor '%s' too large to dequantize", name);
-    uint8_t *dst = own_alloc(m, bytes);
+    uint8_t *dst = rl__model_own_alloc(m, bytes);
     float *row = rl_malloc((size_t)w->n_cols * sizeof(float));
     if (!dst || !row) {
         rl_free(row);
@@ -156,7 +155,7 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, 
     if (!tr || !tr->to_float || n % tr->blck_size != 0)
         return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor '%s' has type %s, cannot convert to f32",
                           name, rl_type_name(t->type));
-    float *buf = own_alloc(m, (size_t)n * sizeof(float));
+    float *buf = rl__model_own_alloc(m, (size_t)n * sizeof(float));
     if (!buf) return rl_err_set(err, RL_ERR_NOMEM, "out of memory converting '%s'", name);
     if (t->type == RL_TYPE_F32)
         memcpy(buf, t->data, (size_t)n * sizeof(float));
@@ -598,99 +597,4 @@ rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv
         for (size_t i = 0; i < total; i++) logits_out[i] = c * tanhf(logits_out[i] / c);
     }
     return RL_OK;
-}
-
-/* ------------------------------------------------------------ K shift */
-
-const float *rl_model_k_shift(const rl_model *m, int32_t il) {
-    const rl_layer *L = &m->layers[il];
-    return L->k_cal ? L->k_cal : L->bk;
-}
-
-const float *rl_model_k_scale(const rl_model *m, int32_t il) { return m->layers[il].k_cal_scale; }
-
-bool rl_model_k_calibrated(const rl_model *m) { return m->hp.n_layer > 0 && m->layers[0].k_cal; }
-
-rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, bool with_scale,
-                                     rl_threadpool *tp, rl_err *err) {
-    if (rl_model_k_calibrated(m)) return RL_OK;
-    if (n < 1) return rl_err_set(err, RL_ERR_INVALID, "K calibration needs at least one token");
-    const rl_hparams *hp = &m->hp;
-    const int32_t bs = 16, nb = (n + bs - 1) / bs, L = hp->n_layer;
-    const size_t nkv = (size_t)hp->n_kv_head * (size_t)hp->head_dim;
-    const size_t block_bytes = nkv * bs * sizeof(float), layer_bytes = block_bytes * (size_t)nb;
-    rl_status st = RL_OK;
-    float *kv_mem = rl_calloc(2 * (size_t)L, layer_bytes);
-    rl_kv_layer *kvl = rl_calloc((size_t)L, sizeof *kvl);
-    int32_t *bt = rl_calloc((size_t)nb, sizeof *bt), *pos = rl_calloc((size_t)n, sizeof *pos),
-            *seq = rl_calloc((size_t)n, sizeof *seq);
-    float *logits = rl_calloc((size_t)hp->n_vocab, sizeof *logits);
-    m->kcal_sum = rl_calloc(3 * (size_t)L * nkv, sizeof(double));
-    if (!kv_mem || !kvl || !bt || !pos || !seq || !logits || !m->kcal_sum) {
-        st = rl_err_set(err, RL_ERR_NOMEM, "out of memory for K calibration (%d tokens)", (int)n);
-        goto done;
-    }
-    for (int32_t l = 0; l < L; l++)
-        kvl[l] = (rl_kv_layer){.k_type = RL_TYPE_F32,
-                               .v_type = RL_TYPE_F32,
-                               .n_kv_head = hp->n_kv_head,
-                               .head_dim = hp->head_dim,
-                               .block_size = bs,
-                               .k_base = (uint8_t *)kv_mem + (size_t)(2 * l) * layer_bytes,
-                               .v_base = (uint8_t *)kv_mem + (size_t)(2 * l + 1) * layer_bytes,
-                               .k_block_bytes = block_bytes,
-                               .v_block_bytes = block_bytes};
-    for (int32_t b = 0; b < nb; b++) bt[b] = b;
-    for (int32_t i = 0; i < n; i++) pos[i] = i;
-    const int32_t *tables[1] = {bt};
-    for (int32_t i0 = 0; i0 < n; i0 += m->max_batch) {
-        int32_t c = n - i0 < m->max_batch ? n - i0 : m->max_batch;
-        rl_batch b = {.n_tok = c, .token = ids + i0, .pos = pos + i0, .seq = seq, .n_seq = 1,
-                      .block_tables = tables, .n_blocks = &nb};
-        if ((st = rl_model_forward(m, &b, kvl, logits, tp, err))) goto done;
-    }
-    for (int32_t l = 0; l < L; l++) {
-        float *mean = own_alloc(m, nkv * sizeof(float));
-        if (!mean) {
-            st = rl_err_set(err, RL_ERR_NOMEM, "out of memory for the K shift");
-            goto done;
-        }
-        for (size_t d = 0; d < nkv; d++)
-            mean[d] = n > 1 ? (float)(m->kcal_sum[(size_t)l * nkv + d] / (n - 1)) : 0.0f;
-        m->layers[l].k_cal = mean;
-    }
-    if (n > 1 && with_scale) { /* K channel scale where the error model predicts a large gain */
-        const size_t plane = (size_t)L * nkv, hd = (size_t)hp->head_dim;
-        const double group = (double)(hp->n_head / hp->n_kv_head);
-        for (int32_t l = 0; l < L; l++) {
-            float *D = own_alloc(m, nkv * sizeof(float));
-            if (!D) {
-                st = rl_err_set(err, RL_ERR_NOMEM, "out of memory for the K scale");
-                goto done;
-            }
-            const double *sum = m->kcal_sum + (size_t)l * nkv, *sq = sum + plane, *qsq = sq + plane;
-            bool any = false;
-            for (size_t o = 0; o < nkv; o += hd) {
-                double gain = rl_kv_k_scale_fit(sum + o, sq + o, qsq + o, n - 1, (n - 1) * group,
-                                                (int)hd, D + o);
-                if (gain >= RL_KV_KSCALE_MIN_GAIN)
-                    any = true;
-                else /* unscaled head: x * 1 and q / 1 are exact, pages as before */
-                    for (size_t i = o; i < o + hd; i++) D[i] = 1.0f;
-            }
-            m->layers[l].k_cal_scale = any ? D : NULL;
-        }
-    }
-done:
-    if (st) /* all layers or none */
-        for (int32_t l = 0; l < L; l++) m->layers[l].k_cal = m->layers[l].k_cal_scale = NULL;
-    rl_free(m->kcal_sum);
-    m->kcal_sum = NULL;
-    rl_free(kv_mem);
-    rl_free(kvl);
-    rl_free(bt);
-    rl_free(pos);
-    rl_free(seq);
-    rl_free(logits);
-    return st;
 }

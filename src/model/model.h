@@ -131,32 +131,7 @@ int32_t rl_batch_n_logits(const rl_batch *b);
 rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
                            float *logits_out, rl_threadpool *tp, rl_err *err);
 
-/* K shift of quantized K pages.  A quantized K page stores k - s and the
- * attention adds q . s back, which is exact for any s; the quantization
- * error shrinks with |k - s|, so the best constant s is the mean key.
- * Without calibration s is the K bias (qwen2) or none.  This runs ids (one
- * sequence, any length; f32 KV of its own, discarded) through the model
- * and sets every layer's s to the mean post-RoPE key (bias included) over
- * those tokens but the first (position 0 is the attention sink, whose key
- * is atypical).  Deterministic for given ids; a second call is a no-op.
- * With with_scale it also fits, per KV head, a K channel scale
- * (rl_kv_layer.k_scale, rl_kv_k_scale_fit) from the same pass's key and
- * query statistics, and keeps it only for heads where the predicted score
- * error drops at least RL_KV_KSCALE_MIN_GAIN-fold (layers with no such head
- * get none; docs/KVQUANT.md measures why smaller predicted gains are not
- * kept).  Call it before any quantized K page is written: pages written
- * with one shift/scale must be read with the same.  f16/f32 pages ignore
- * both. */
-#define RL_KV_KSCALE_MIN_GAIN 3.0
-rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, bool with_scale,
-                                     rl_threadpool *tp, rl_err *err);
-/* Whether rl_model_calibrate_k_shift has run on m. */
-bool rl_model_k_calibrated(const rl_model *m);
-/* Layer il's K shift for quantized K pages (calibrated mean, else the K
- * bias, else NULL); [n_kv_head*head_dim]. */
-const float *rl_model_k_shift(const rl_model *m, int32_t il);
-/* Layer il's calibrated K channel scale for quantized K pages, or NULL
- * (rl_kv_layer.k_scale). */
-const float *rl_model_k_scale(const rl_model *m, int32_t il);
+/* K calibration of quantized K pages (the K shift and channel scale the
+ * forward applies): model/kcal.h. */
 
 #endif

@@ -38,42 +38,13 @@
 
 #include "base/base.h"
 #include "base/rng.h"
+#include "redline-types.h"
 
 #define RL_SAMPLE_MAX_LOGPROBS       20        /* OpenAI's top_logprobs bound */
 #define RL_SAMPLE_MAX_PENALTY_LAST_N (1 << 20) /* bounds history memory */
 
-typedef struct rl_logit_bias {
-    int32_t id; /* 0 <= id < n_vocab */
-    float bias; /* finite or -inf (ban); added to the logit; duplicates add up */
-} rl_logit_bias;
-
-/* Sampling parameters.  They usually come from an HTTP request: run
- * rl_sample_params_validate (rl_sampler_new does) before trusting them. */
-typedef struct rl_sample_params {
-    float temperature;               /* >= 0, finite; 0 = greedy */
-    int32_t top_k;                   /* >= 0; 0 = off; > n_vocab behaves as n_vocab */
-    float top_p;                     /* (0, 1]; 1 = off */
-    float min_p;                     /* [0, 1]; 0 = off; keep p >= min_p * p_max */
-    float repeat_penalty;            /* > 0, finite; 1 = off */
-    float presence_penalty;          /* finite; 0 = off */
-    float frequency_penalty;         /* finite; 0 = off */
-    int32_t penalty_last_n;          /* [0, RL_SAMPLE_MAX_PENALTY_LAST_N]; 0 = no penalties */
-    uint64_t seed;                   /* used as given; the caller picks a random one
-                                        when the client sent none */
-    int32_t n_logprobs;              /* [0, RL_SAMPLE_MAX_LOGPROBS] alternatives reported */
-    const rl_logit_bias *logit_bias; /* borrowed; copied by rl_sampler_new */
-    int32_t n_logit_bias;            /* [0, n_vocab] */
-} rl_sample_params;
-
-/* temperature 1, top_k 0, top_p 1, min_p 0, repeat 1, presence 0,
- * frequency 0, penalty_last_n 64, seed 0, n_logprobs 0, no bias:
- * plain sampling from the model's distribution. */
-rl_sample_params rl_sample_params_default(void);
-
-/* Checks every field against n_vocab.  On failure returns RL_ERR_INVALID
- * (RL_ERR_RANGE for token ids) and a message naming the field and the bad
- * value, e.g. "temperature: must be a finite number >= 0, got nan". */
-rl_status rl_sample_params_validate(const rl_sample_params *p, int32_t n_vocab, rl_err *err);
+/* rl_logit_bias, rl_sample_params, rl_sample_params_default and
+ * rl_sample_params_validate are public: defined in include/redline-types.h. */
 
 /* Result of one draw.  Logprobs are log-softmax of the logits after bias
  * and penalties but BEFORE temperature / truncation: the model's own

@@ -47,7 +47,6 @@ typedef struct rl_sched_req {
     rl_kv_seq kv;
     rl_sched_state state;
     bool admitted_once;
-    bool admitted_counted;   /* engine bookkeeping: cached tokens counted */
     /* filled by rl_sched_step for the step being built: */
     int32_t step_n;          /* tokens scheduled from n_computed; 0 = not in this step */
 } rl_sched_req;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "server/server-impl.h"
 
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
@@ -66,38 +67,20 @@ void rl_metrics_count_http(rl_metrics *m, int status) {
     pthread_mutex_unlock(&m->mu);
 }
 
-/* ---- rendering into a growable buffer ---- */
+/* ---- rendering into a growable buffer (rl_buf; a failed append leaves
+ * the buffer as it was, so one check of `ok` at the end suffices) ---- */
 typedef struct sbuf {
-    char *p;
-    size_t len, cap;
+    rl_buf b;
     bool oom;
 } sbuf;
 
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_printf(sbuf *b, const char *fmt, ...) {
     if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = true;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t nc = b->cap * 2 + (size_t)n + 1;
-        char *q = realloc(b->p, nc);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = nc;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    b->oom = rl_buf_vprintf(&b->b, fmt, ap) != RL_OK;
+    va_end(ap);
 }
 
 static void gauge(sbuf *b, const char *name, const char *help, const char *lbl, double v) {
@@ -122,10 +105,8 @@ static void hist(sbuf *b, const char *name, const char *help, const char *lbl, c
 }
 
 char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *model_id) {
-    sbuf b = {.cap = 8192};
-    b.p = malloc(b.cap);
-    if (!b.p) return NULL;
-    b.p[0] = 0;
+    sbuf b = {0};
+    if (rl_buf_reserve(&b.b, 8192)) return NULL;
     /* model ids come from file names: keep label values to a safe charset */
     char id[128];
     size_t j = 0;
@@ -188,8 +169,8 @@ char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *mo
     hist(&b, "redline:e2e_request_latency_seconds", "Time from arrival to the last token.", lbl, &m->e2e);
     pthread_mutex_unlock(&m->mu);
     if (b.oom) {
-        free(b.p);
+        rl_buf_free(&b.b);
         return NULL;
     }
-    return b.p;
+    return rl_buf_take(&b.b, NULL);
 }

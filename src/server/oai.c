@@ -21,8 +21,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
+#include "base/hash.h"
 #include "server/server-impl.h"
-#include "tokenizer/tokenizer.h"
 
 typedef struct choice {
     uint64_t id;
@@ -32,8 +33,7 @@ typedef struct choice {
     char err[160];
     int32_t n_gen, n_prompt, n_cached;
     double t_last_tok;
-    char *text; /* non-streaming: accumulated text */
-    size_t len, cap;
+    rl_buf text; /* non-streaming: accumulated text */
     json_t *lp; /* non-streaming logprobs (chat: array; completion: object) */
 } choice;
 
@@ -53,8 +53,8 @@ typedef struct gen_job {
     double t_start, t_check;
     bool gone, cancelled;
     /* streaming output buffer */
-    char *out;
-    size_t out_len, out_off, out_cap;
+    rl_buf out;     /* streaming: SSE bytes not yet handed to the connection */
+    size_t out_off; /* bytes of out already handed */
     bool ended; /* "data: [DONE]" queued */
 } gen_job;
 
@@ -68,41 +68,18 @@ static const char *finish_str(rl_finish_reason f) {
     }
 }
 
-static uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* ---- prompt building ---- */
-static bool encode_text(rl_srv *s, const char *text, size_t len, int32_t **ids, int32_t *n,
-                        const char *param, rl_oai_err *e) {
-    size_t cnt = 0;
-    int32_t *a = NULL;
+/* Text -> prompt ids: control tokens written in the text are parsed (the
+ * template writes them); BOS when the model adds one (with_bos). */
+static bool encode_text(rl_srv *s, const char *text, size_t len, bool with_bos, int32_t **ids,
+                        int32_t *n, const char *param, rl_oai_err *e) {
     rl_err err = {0};
-    if (rl_tokenizer_encode(s->tok, text, len, RL_TOK_PARSE_SPECIAL, &a, &cnt, &err) != RL_OK)
-        return rl_oai_fail(e, 400, param, "invalid_value", "%s: cannot tokenize: %s", param, err.msg);
-    int32_t bos = rl_tokenizer_bos(s->tok);
-    bool add = rl_tokenizer_add_bos(s->tok) && bos >= 0 && (cnt == 0 || a[0] != bos);
-    if (cnt + add > (size_t)INT32_MAX / 2) {
-        rl_free(a);
+    unsigned flags = RL_TOKENIZE_PARSE_SPECIAL | (with_bos ? RL_TOKENIZE_ADD_BOS : 0);
+    rl_status st = rl_tokenize(s->vocab, text, len, flags, ids, n, &err);
+    if (st == RL_ERR_LIMIT)
         return rl_oai_fail(e, 400, param, "context_length_exceeded", "%s: too many tokens", param);
-    }
-    if (add) {
-        int32_t *b = rl_malloc((cnt + 1) * sizeof *b);
-        if (!b) {
-            rl_free(a);
-            return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
-        }
-        b[0] = bos;
-        if (cnt) memcpy(b + 1, a, cnt * sizeof *b);
-        rl_free(a);
-        a = b;
-        cnt++;
-    }
-    *ids = a;
-    *n = (int32_t)cnt;
+    if (st == RL_ERR_NOMEM) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+    if (st) return rl_oai_fail(e, 400, param, "invalid_value", "%s: cannot tokenize: %s", param, err.msg);
     return true;
 }
 
@@ -110,8 +87,7 @@ static bool encode_text(rl_srv *s, const char *text, size_t len, int32_t **ids, 
 static bool render_chat(rl_srv *s, const rl_oai_req *r, bool add_gen, char **out, size_t *len,
                         rl_oai_err *e) {
     rl_err err = {0};
-    if (rl_template_render(s->tmpl, s->tmpl_len, r->msgs, r->n_msgs, add_gen, s->bos_str, s->eos_str, out,
-                           len, &err) != RL_OK)
+    if (rl_chat_render(s->vocab, r->msgs, r->n_msgs, add_gen, out, len, &err) != RL_OK)
         return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: the chat template failed: %s",
                            err.msg);
     return true;
@@ -125,7 +101,7 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
         char *txt = NULL;
         size_t len = 0;
         if (!render_chat(s, r, true, &txt, &len, e)) return false;
-        bool ok = encode_text(s, txt, len, &j->prompt, &j->n_prompt, param, e);
+        bool ok = encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
         rl_free(txt);
         if (!ok) return false;
     } else if (r->prompt_ids) {
@@ -135,12 +111,12 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
         j->n_prompt = r->n_prompt_ids;
         if (r->echo) {
             rl_err err;
-            if (rl_tokenizer_decode(s->tok, j->prompt, (size_t)j->n_prompt, 0, &j->prompt_text,
-                                    &j->prompt_text_len, &err) != RL_OK)
+            if (rl_detokenize(s->vocab, j->prompt, (size_t)j->n_prompt, 0, &j->prompt_text,
+                              &j->prompt_text_len, &err) != RL_OK)
                 return rl_oai_fail(e, 400, "prompt", "invalid_value", "prompt: %s", err.msg);
         }
     } else {
-        if (!encode_text(s, r->prompt, r->prompt_len, &j->prompt, &j->n_prompt, param, e)) return false;
+        if (!encode_text(s, r->prompt, r->prompt_len, true, &j->prompt, &j->n_prompt, param, e)) return false;
         if (r->echo) {
             j->prompt_text = rl_strndup(r->prompt, r->prompt_len);
             j->prompt_text_len = r->prompt_len;
@@ -190,13 +166,13 @@ static void job_free(gen_job *j) {
     if (!j) return;
     if (j->srv->eng) job_drain(j);
     for (int i = 0; i < RL_OAI_MAX_N; i++) {
-        free(j->ch[i].text);
+        rl_buf_free(&j->ch[i].text);
         json_decref(j->ch[i].lp);
     }
     rl_free(j->prompt);
     rl_free(j->prompt_text);
     rl_oai_req_free(&j->req);
-    free(j->out);
+    rl_buf_free(&j->out);
     if (j->rq) {
         atomic_fetch_sub(&j->srv->n_active, 1);
         rl_srv_req_unref(j->rq);
@@ -254,11 +230,11 @@ static double lp_val(float x) { return isfinite(x) ? (double)x : -9999.0; }
 
 static json_t *chat_lp_item(rl_srv *s, const rl_event *ev, int n_top) {
     size_t l = 0;
-    const char *p = rl_tokenizer_piece(s->tok, ev->token, &l);
+    const char *p = rl_token_piece(s->vocab, ev->token, &l);
     json_t *top = json_array();
     for (int k = 0; k < n_top && k < ev->n_top; k++) {
         size_t tl = 0;
-        const char *tp = rl_tokenizer_piece(s->tok, ev->top_id[k], &tl);
+        const char *tp = rl_token_piece(s->vocab, ev->top_id[k], &tl);
         json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", rl_srv_json_text(tp ? tp : "", tl),
                                              "logprob", lp_val(ev->top_logprob[k]), "bytes",
                                              token_bytes(tp ? tp : "", tl)));
@@ -270,14 +246,14 @@ static json_t *chat_lp_item(rl_srv *s, const rl_event *ev, int n_top) {
 /* Appends one token's entry to a completion-style logprobs object. */
 static void compl_lp_add(rl_srv *s, json_t *o, const rl_event *ev, int n_top, size_t offset) {
     size_t l = 0;
-    const char *p = rl_tokenizer_piece(s->tok, ev->token, &l);
+    const char *p = rl_token_piece(s->vocab, ev->token, &l);
     json_array_append_new(json_object_get(o, "tokens"), rl_srv_json_text(p ? p : "", l));
     json_array_append_new(json_object_get(o, "token_logprobs"), json_real(lp_val(ev->logprob)));
     json_array_append_new(json_object_get(o, "text_offset"), json_integer((json_int_t)offset));
     json_t *top = json_object();
     for (int k = 0; k < n_top && k < ev->n_top; k++) {
         size_t tl = 0;
-        const char *tp = rl_tokenizer_piece(s->tok, ev->top_id[k], &tl);
+        const char *tp = rl_token_piece(s->vocab, ev->top_id[k], &tl);
         json_t *key = rl_srv_json_text(tp ? tp : "", tl);
         if (key && !json_object_get(top, json_string_value(key)))
             json_object_set_new(top, json_string_value(key), json_real(lp_val(ev->top_logprob[k])));
@@ -300,17 +276,7 @@ static json_t *usage_obj(gen_job *j) {
 
 /* ---- streaming output ---- */
 static bool out_append(gen_job *j, const char *p, size_t n) {
-    if (j->out_len + n > j->out_cap) {
-        size_t nc = j->out_cap ? j->out_cap : 4096;
-        while (nc < j->out_len + n) nc *= 2;
-        char *b = realloc(j->out, nc);
-        if (!b) return false;
-        j->out = b;
-        j->out_cap = nc;
-    }
-    memcpy(j->out + j->out_len, p, n);
-    j->out_len += n;
-    return true;
+    return rl_buf_append(&j->out, p, n) == RL_OK;
 }
 
 static void out_event(gen_job *j, json_t *o) {
@@ -370,19 +336,10 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             if (lp) {
                 if (!c->lp) c->lp = chat ? json_array() : compl_lp_new();
                 if (chat) json_array_append_new(c->lp, chat_lp_item(s, ev, j->req.top_logprobs));
-                else compl_lp_add(s, c->lp, ev, j->req.top_logprobs, c->len);
+                else compl_lp_add(s, c->lp, ev, j->req.top_logprobs, c->text.n);
             }
             if (ev->text_len > 0) {
-                if (c->len + (size_t)ev->text_len + 1 > c->cap) {
-                    size_t nc = c->cap ? c->cap * 2 : 1024;
-                    while (nc < c->len + (size_t)ev->text_len + 1) nc *= 2;
-                    char *b = realloc(c->text, nc);
-                    if (!b) return;
-                    c->text = b;
-                    c->cap = nc;
-                }
-                memcpy(c->text + c->len, ev->text, (size_t)ev->text_len);
-                c->len += (size_t)ev->text_len;
+                if (rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
             }
             return;
         }
@@ -435,14 +392,15 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     gen_job *j = cls;
     for (;;) {
-        if (j->out_off < j->out_len) {
-            size_t n = j->out_len - j->out_off;
+        if (j->out_off < j->out.n) {
+            size_t n = j->out.n - j->out_off;
             if (n > max) n = max;
-            memcpy(buf, j->out + j->out_off, n);
+            memcpy(buf, j->out.p + j->out_off, n);
             j->out_off += n;
             return (ssize_t)n;
         }
-        j->out_off = j->out_len = 0;
+        j->out_off = 0;
+        rl_buf_clear(&j->out);
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (j->n_left == 0) {
             if (j->req.include_usage) {
@@ -463,7 +421,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (i < 0) continue;
         on_event(j, i, &ev, true);
         /* batch whatever else is ready without waiting */
-        while (j->n_left > 0 && j->out_len < 8192 && (i = job_next(j, &ev, 0)) >= 0) on_event(j, i, &ev, true);
+        while (j->n_left > 0 && j->out.n < 8192 && (i = job_next(j, &ev, 0)) >= 0) on_event(j, i, &ev, true);
     }
 }
 
@@ -500,15 +458,13 @@ static enum MHD_Result run_blocking(gen_job *j) {
         choice *c = &j->ch[i];
         json_t *text;
         if (j->prompt_text) {
-            char *t = malloc(j->prompt_text_len + c->len + 1);
-            if (t) {
-                memcpy(t, j->prompt_text, j->prompt_text_len);
-                if (c->len) memcpy(t + j->prompt_text_len, c->text, c->len);
-            }
-            text = rl_srv_json_text(t ? t : "", t ? j->prompt_text_len + c->len : 0);
-            free(t);
+            rl_buf t = {0}; /* echo: prompt text + completion */
+            bool ok = !rl_buf_append(&t, j->prompt_text, j->prompt_text_len) &&
+                      !rl_buf_append(&t, c->text.p, c->text.n);
+            text = rl_srv_json_text(ok ? t.p : "", ok ? t.n : 0);
+            rl_buf_free(&t);
         } else {
-            text = rl_srv_json_text(c->text ? c->text : "", c->len);
+            text = rl_srv_json_text(c->text.p ? c->text.p : "", c->text.n);
         }
         json_t *lp = c->lp ? (chat ? json_pack("{s:O}", "content", c->lp) : json_incref(c->lp)) : json_null();
         json_t *item =
@@ -555,7 +511,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     j->t_start = rq->t0;
     j->created = (int64_t)time(NULL);
     rl_oai_err e;
-    if (!rl_oai_parse(rq->body ? rq->body : "", rq->len, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
+    if (!rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
         job_free(j);
         return rl_srv_reply_error(rq, &e);
     }
@@ -568,7 +524,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
         return rl_srv_reply_error(rq, &e);
     }
     uint64_t seq = atomic_fetch_add(&s->seq, 1);
-    uint64_t r1 = mix64(rl_time_ns() ^ (seq << 20)), r2 = mix64(r1 ^ (uint64_t)(uintptr_t)j);
+    uint64_t r1 = rl_mix64(rl_time_ns() ^ (seq << 20)), r2 = rl_mix64(r1 ^ (uint64_t)(uintptr_t)j);
     snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", kind == RL_OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)r1, (unsigned long long)(r2 & 0xffffffffu));
     /* from here on the job is counted and owns a reference to rq */
@@ -577,7 +533,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     j->rq = rq;
     for (int i = 0; i < j->req.n; i++) {
         rl_gen_params gp = j->req.gp;
-        gp.sample.seed = j->req.seed_given ? j->req.gp.sample.seed + (uint64_t)i : mix64(r2 + (uint64_t)i);
+        gp.sample.seed = j->req.seed_given ? j->req.gp.sample.seed + (uint64_t)i : rl_mix64(r2 + (uint64_t)i);
         rl_err err = {0};
         if (rl_engine_submit(s->eng, j->prompt, j->n_prompt, &gp, &j->ch[i].id, &err) != RL_OK) {
             submit_error(&err, j, &e);
@@ -614,7 +570,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
     rl_srv *s = rq->srv;
     rl_oai_err e;
-    json_t *root = rl_oai_parse_object(rq->body ? rq->body : "", rq->len, &e);
+    json_t *root = rl_oai_parse_object(rq->body.p ? rq->body.p : "", rq->body.n, &e);
     if (!root) return rl_srv_reply_error(rq, &e);
     int32_t *ids = NULL, n = 0;
     bool ok;
@@ -628,11 +584,11 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
             rl_oai_fail(&e, 400, "add_generation_prompt", "invalid_type", "add_generation_prompt: must be a boolean");
             return rl_srv_reply_error(rq, &e);
         }
-        ok = rl_oai_parse(rq->body, rq->len, RL_OAI_CHAT, &lim, &r, &e);
+        ok = rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, RL_OAI_CHAT, &lim, &r, &e);
         char *txt = NULL;
         size_t len = 0;
         if (ok) ok = render_chat(s, &r, !agp || json_is_true(agp), &txt, &len, &e);
-        if (ok) ok = encode_text(s, txt, len, &ids, &n, "messages", &e);
+        if (ok) ok = encode_text(s, txt, len, true, &ids, &n, "messages", &e);
         rl_free(txt);
         rl_oai_req_free(&r); /* zeroed already when parsing failed */
     } else {
@@ -647,15 +603,9 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
             ok = rl_oai_fail(&e, 400, fname, "invalid_type", "%s: must be a string (or send messages)", fname);
         } else if (as && !json_is_boolean(as)) {
             ok = rl_oai_fail(&e, 400, "add_special", "invalid_type", "add_special: must be a boolean");
-        } else if (as && json_is_false(as)) {
-            size_t cnt = 0;
-            rl_err err = {0};
-            ok = rl_tokenizer_encode(s->tok, json_string_value(c), json_string_length(c), RL_TOK_PARSE_SPECIAL,
-                                     &ids, &cnt, &err) == RL_OK;
-            if (!ok) rl_oai_fail(&e, 400, fname, "invalid_value", "%s: %s", fname, err.msg);
-            n = (int32_t)cnt;
         } else {
-            ok = encode_text(s, json_string_value(c), json_string_length(c), &ids, &n, fname, &e);
+            ok = encode_text(s, json_string_value(c), json_string_length(c), !(as && json_is_false(as)), &ids,
+                             &n, fname, &e);
         }
     }
     json_decref(root);
@@ -672,7 +622,7 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq) {
     rl_srv *s = rq->srv;
     rl_oai_err e;
-    json_t *root = rl_oai_parse_object(rq->body ? rq->body : "", rq->len, &e);
+    json_t *root = rl_oai_parse_object(rq->body.p ? rq->body.p : "", rq->body.n, &e);
     if (!root) return rl_srv_reply_error(rq, &e);
     int32_t *ids = NULL, n = 0;
     json_t *t = json_object_get(root, "tokens");
@@ -687,7 +637,7 @@ enum MHD_Result rl_srv_detokenize(rl_srv_req *rq) {
     char *txt = NULL;
     size_t len = 0;
     rl_err err = {0};
-    if (rl_tokenizer_decode(s->tok, ids, (size_t)n, 0, &txt, &len, &err) != RL_OK) {
+    if (rl_detokenize(s->vocab, ids, (size_t)n, 0, &txt, &len, &err) != RL_OK) {
         rl_free(ids);
         rl_oai_fail(&e, 400, "tokens", "invalid_value", "tokens: %s", err.msg);
         return rl_srv_reply_error(rq, &e);

@@ -16,8 +16,6 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "grammar/grammar.h"
-#include "tokenizer/tokenizer.h"
 
 #define INVALID "invalid_request_error"
 
@@ -181,17 +179,6 @@ bool rl_oai_token_array(const json_t *v, const char *fieldname, int32_t n_vocab,
 }
 
 /* ---- pieces of a request ---- */
-/* rl_utf8_valid_len checks one sequence; walk the whole string. */
-static bool utf8_all_valid(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        size_t l = rl_utf8_valid_len((const uint8_t *)s + i, n - i);
-        if (l == 0) return false;
-        i += l;
-    }
-    return true;
-}
-
 static bool parse_stop(json_t *root, rl_gen_params *gp, rl_oai_err *e) {
     json_t *v = field(root, "stop");
     if (!v) return true;
@@ -214,7 +201,7 @@ static bool parse_stop(json_t *root, rl_gen_params *gp, rl_oai_err *e) {
             return rl_oai_fail(e, 400, "stop", "invalid_type", "stop[%zu]: must be a string", i);
         size_t l = json_string_length(s);
         const char *p = json_string_value(s);
-        if (l == 0 || l > RL_MAX_STOP_LEN || memchr(p, 0, l) || !utf8_all_valid(p, l))
+        if (l == 0 || l > RL_MAX_STOP_LEN || memchr(p, 0, l) || !rl_utf8_valid(p, l))
             return rl_oai_fail(e, 400, "stop", "invalid_value",
                                "stop[%zu]: must be 1..%d bytes of text without NUL", i, RL_MAX_STOP_LEN);
         memcpy(gp->stop[gp->n_stop], p, l);
@@ -265,10 +252,9 @@ static bool parse_logit_bias(json_t *root, const rl_oai_limits *lim, rl_oai_req 
 static bool compile_grammar(rl_oai_req *r, const char *param, const char *text, size_t len,
                             bool is_schema, rl_oai_err *e) {
     rl_err err = {0};
-    rl_grammar *g = is_schema ? rl_grammar_from_json_schema(text, len, &err)
-                              : rl_grammar_compile(text, len, &err);
+    rl_grammar *g = rl_gen_grammar_new(is_schema ? RL_GRAMMAR_JSON_SCHEMA : RL_GRAMMAR_GBNF, text, len, &err);
     if (!g) return rl_oai_fail(e, 400, param, "invalid_value", "%s: %s", param, err.msg);
-    rl_grammar_free(r->gp.grammar);
+    rl_gen_grammar_free(r->gp.grammar);
     r->gp.grammar = g;
     return true;
 }
@@ -493,7 +479,7 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
     json_t *lp = field(root, "logprobs");
     if (kind == RL_OAI_CHAT) {
         if (!get_bool(root, "logprobs", &r->logprobs, e)) goto fail;
-        if (!get_int(root, "top_logprobs", 0, RL_SAMPLE_MAX_LOGPROBS, &x, &given, e)) goto fail;
+        if (!get_int(root, "top_logprobs", 0, RL_EV_MAX_TOP, &x, &given, e)) goto fail;
         if (given) {
             if (!r->logprobs) {
                 rl_oai_fail(e, 400, "top_logprobs", "invalid_value",
@@ -506,7 +492,7 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
         if (json_is_boolean(lp)) {
             r->logprobs = json_is_true(lp);
         } else {
-            if (!get_int(root, "logprobs", 0, RL_SAMPLE_MAX_LOGPROBS, &x, NULL, e)) goto fail;
+            if (!get_int(root, "logprobs", 0, RL_EV_MAX_TOP, &x, NULL, e)) goto fail;
             r->logprobs = true;
             r->top_logprobs = (int32_t)x;
         }
@@ -540,7 +526,7 @@ void rl_oai_req_free(rl_oai_req *r) {
     rl_free(r->bias);
     rl_free(r->prompt_ids);
     rl_free(r->json_schema);
-    rl_grammar_free(r->gp.grammar);
+    rl_gen_grammar_free(r->gp.grammar);
     json_decref(r->root);
     memset(r, 0, sizeof *r);
 }

@@ -23,7 +23,6 @@
 #include <stdint.h>
 
 #include "redline.h"
-#include "chat/chat.h"
 
 typedef enum rl_oai_kind {
     RL_OAI_CHAT = 1,       /* POST /v1/chat/completions */
@@ -71,7 +70,7 @@ typedef struct rl_oai_req {
     size_t prompt_len;
     int32_t *prompt_ids; /* owned (token-id prompt), else NULL */
     int32_t n_prompt_ids;
-    /* structured output, stored for the constrained-decoding work */
+    /* structured output (the compiled grammar is gp.grammar) */
     char response_format[16]; /* "", "text", "json_object", "json_schema" */
     char *json_schema;        /* owned serialized schema object, or NULL */
 } rl_oai_req;

@@ -11,9 +11,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "base/base.h"
+#include "base/buf.h"
 #include "server/oai_parse.h"
 #include "server/server.h"
-#include "tokenizer/tokenizer.h"
 
 #define RL_SERVER_VERSION "0.1.0"
 
@@ -52,12 +53,9 @@ typedef struct rl_srv {
     rl_server_config cfg;
     _Atomic int state;          /* RL_SRV_* */
     rl_engine *eng;             /* set before state becomes READY */
-    const rl_tokenizer *tok;
+    rl_vocab *vocab;            /* the engine's tokenizer and chat template (owned) */
     int32_t n_vocab, n_ctx;
     char model_id[256];
-    char *tmpl;                 /* chat template source (owned, NUL-terminated) */
-    size_t tmpl_len;
-    char *bos_str, *eos_str;    /* owned */
     char load_error[512];
     rl_metrics m;
     struct MHD_Daemon *daemon;
@@ -77,8 +75,7 @@ typedef struct rl_srv_req {
     struct MHD_Connection *conn;
     char method[12];
     char path[256];
-    char *body;
-    size_t len, cap;
+    rl_buf body;        /* request body (NUL-terminated once non-empty) */
     bool too_big;
     int status;         /* HTTP status sent */
     double t0;          /* arrival (monotonic seconds) */

@@ -32,9 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/model.h"
+#include "base/env.h"
 #include "server/server-impl.h"
-#include "tokenizer/tokenizer.h"
 
 void rl_server_config_default(rl_server_config *c) {
     memset(c, 0, sizeof *c);
@@ -58,8 +57,10 @@ json_t *rl_srv_json_text(const char *s, size_t n) {
     if (!buf) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t l = rl_utf8_valid_len((const uint8_t *)s + i, n - i);
-        if (l == 0 || s[i] == 0) {
+        /* the longest whole, NUL-free UTF-8 run of at most 4 bytes at i */
+        size_t l = n - i < 4 ? n - i : 4;
+        while (l > 0 && (memchr(s + i, 0, l) || !rl_utf8_valid(s + i, l))) l--;
+        if (l == 0) {
             memcpy(buf + o, "\xEF\xBF\xBD", 3);
             o += 3;
             i++;
@@ -142,7 +143,7 @@ static enum MHD_Result reply_err(rl_srv_req *rq, int status, const char *param, 
 
 void rl_srv_req_unref(rl_srv_req *rq) {
     if (atomic_fetch_sub(&rq->refs, 1) != 1) return;
-    free(rq->body);
+    rl_buf_free(&rq->body);
     free(rq);
 }
 
@@ -377,25 +378,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_size;
         *upload_size = 0;
         if (rq->too_big) return MHD_YES;
-        if (rq->len + n > s->cfg.max_body) {
+        if (rq->body.n + n > s->cfg.max_body) {
             rq->too_big = true;
-            free(rq->body);
-            rq->body = NULL;
-            rq->len = rq->cap = 0;
+            rl_buf_free(&rq->body);
             return MHD_YES;
         }
-        if (rq->len + n + 1 > rq->cap) {
-            size_t nc = rq->cap ? rq->cap : 4096;
-            while (nc < rq->len + n + 1) nc *= 2;
-            char *b = realloc(rq->body, nc);
-            if (!b) return MHD_NO;
-            rq->body = b;
-            rq->cap = nc;
-        }
-        memcpy(rq->body + rq->len, upload_data, n);
-        rq->len += n;
-        rq->body[rq->len] = 0;
-        return MHD_YES;
+        return rl_buf_append(&rq->body, upload_data, n) ? MHD_NO : MHD_YES;
     }
     return dispatch(rq);
 }
@@ -440,7 +428,7 @@ static void *load_thread(void *arg) {
     rl_srv *s = arg;
     double t0 = rl_time_s();
     /* test hook: hold the loading state so tests can see /health say 503 */
-    const char *delay = getenv("REDLINE_TEST_LOAD_DELAY_MS");
+    const char *delay = rl_env(RL_ENV_TEST_LOAD_DELAY_MS);
     if (delay && atoi(delay) > 0) usleep((useconds_t)atoi(delay) * 1000u);
     rl_err err = {0};
     rl_engine *e = NULL;
@@ -451,32 +439,21 @@ static void *load_thread(void *arg) {
         atomic_store(&s->state, RL_SRV_FAILED);
         return NULL;
     }
-    s->eng = e;
-    s->tok = rl_engine_tokenizer(e);
-    s->n_vocab = rl_tokenizer_n_vocab(s->tok);
-    s->n_ctx = rl_engine_n_ctx(e);
-    rl_gguf_str ts = {0};
-    const rl_gguf *g = rl_model_gguf(rl_engine_model(e));
-    if (rl_gguf_get_str(g, "tokenizer.chat_template", &ts, &err) != RL_OK || !ts.ptr || ts.len == 0) {
-        const char *name;
-        const char *b = rl_template_fallback(rl_model_arch(rl_engine_model(e)), &name);
-        ts.ptr = b;
-        ts.len = strlen(b);
-        rl_log(RL_LOG_INFO, "model has no chat template; using the built-in %s template", name);
-    }
-    s->tmpl = rl_strndup(ts.ptr, (size_t)ts.len);
-    s->tmpl_len = (size_t)ts.len;
-    size_t l = 0;
-    int32_t bos = rl_tokenizer_bos(s->tok), eos = rl_tokenizer_eos(s->tok);
-    const char *p = bos >= 0 ? rl_tokenizer_piece(s->tok, bos, &l) : NULL;
-    s->bos_str = rl_strndup(p ? p : "", p ? l : 0);
-    p = eos >= 0 ? rl_tokenizer_piece(s->tok, eos, &l) : NULL;
-    s->eos_str = rl_strndup(p ? p : "", p ? l : 0);
-    if (!s->tmpl || !s->bos_str || !s->eos_str) {
-        snprintf(s->load_error, sizeof s->load_error, "out of memory");
+    rl_vocab *v = NULL;
+    if (rl_engine_vocab(e, &v, &err) != RL_OK) {
+        snprintf(s->load_error, sizeof s->load_error, "%s", err.msg);
+        rl_engine_free(e);
         atomic_store(&s->state, RL_SRV_FAILED);
         return NULL;
     }
+    rl_model_info mi;
+    rl_vocab_model_info(v, &mi);
+    if (!mi.has_chat_template)
+        rl_log(RL_LOG_INFO, "model has no chat template; using the built-in %s template", mi.chat_template);
+    s->eng = e;
+    s->vocab = v;
+    s->n_vocab = mi.n_vocab;
+    s->n_ctx = rl_engine_n_ctx(e);
     rl_log(RL_LOG_INFO, "model %s loaded in %.2f s: context %d, vocabulary %d", s->model_id,
            rl_time_s() - t0, s->n_ctx, s->n_vocab);
     atomic_store(&s->state, RL_SRV_READY);
@@ -623,10 +600,8 @@ stop:
     s->daemon = NULL;
     if (s->eng) rl_engine_free(s->eng);
     rl_log(RL_LOG_INFO, "server stopped");
+    rl_vocab_free(s->vocab);
 out:
-    rl_free(s->tmpl);
-    rl_free(s->bos_str);
-    rl_free(s->eos_str);
     rl_metrics_free(&s->m);
     free(s);
     if (g_sig_pipe[0] >= 0) {

@@ -17,6 +17,10 @@
  *     its own paged KV, greedy proposals (a deterministic drafter, so the
  *     verifier treats its distribution as a point mass), optionally over a
  *     restricted head (the first n_vocab_draft ids) to make steps cheaper.
+ *
+ * Planning (rl_spec_planner): which decoding sequences draft how many
+ * tokens in a step, from which drafter, under the cost model; testable
+ * without a model (n-gram and grammar-forced drafts need none).
  */
 #ifndef RL_SPEC_H
 #define RL_SPEC_H
@@ -25,9 +29,11 @@
 
 #include "base/base.h"
 #include "base/threadpool.h"
+#include "grammar/grammar.h"
 #include "kv/kv.h"
 #include "model/model.h"
 #include "sample/sample.h"
+#include "sched/sched.h"
 
 /* Proposes up to k tokens for toks[0..n): for g = ngram_max down to
  * max(ngram_min, 2), finds the latest earlier occurrence of the last g
@@ -138,5 +144,99 @@ rl_status rl_spec_draft_propose(rl_spec_draft *d, rl_spec_draft_seq **seqs,
 /* After verification: the sequence's first n_valid tokens are final;
  * drops draft K/V beyond them. */
 void rl_spec_draft_rollback(rl_spec_draft *d, rl_spec_draft_seq *s, int32_t n_valid);
+
+/* ---- draft planning (plan.c) ----
+ * Per step, before scheduling, the caller offers every decoding sequence
+ * (rl_spec_planner_begin, then rl_spec_planner_add for each, in a stable
+ * order), and rl_spec_planner_run decides:
+ *   - nothing drafts unless 1..spec_max_batch sequences decode and
+ *     draft_max > 0 (many decoding sequences make a step compute-bound,
+ *     and rejected drafts then waste what they cost);
+ *   - a sequence drafts at most min(draft_max, left - 1) tokens, none when
+ *     it asked for none (no drafter, no grammar), reports logprobs
+ *     (no_spec), or its grammar is within 2 * RL_GRAMMAR_CLOSE_SLACK
+ *     tokens of having to close;
+ *   - the tokens its grammar forces (jump-forward) come first; a drafter
+ *     (n-gram or the draft model, batched) fills in where the grammar
+ *     forces nothing;
+ *   - drafters share one length per step, k: draft_max with draft_fixed,
+ *     else the cost model's choice (rl_spec_choose_k) after probes: every
+ *     draft length not yet timed for this batch size, the shortest first,
+ *     and one length in turn after 32 steps without drafts (probes are off
+ *     with a draft model and more than one decoding sequence: catching the
+ *     draft up costs more than a probe returns there);
+ *   - at most max_rows draft tokens in all, first come first served.
+ * The caller appends each candidate's drafts, schedules, then drops what
+ * the step did not cover (rl_spec_trim), runs the forward (timing it into
+ * rl_spec_planner_observe_fwd when every token wanted logits) and
+ * verifies.  Engine-thread only, like the step loop. */
+
+typedef enum rl_spec_source {
+    RL_SPEC_SRC_NONE = 0,  /* no drafter: grammar-forced drafts only */
+    RL_SPEC_SRC_NGRAM = 1, /* n-gram lookup over its own tokens */
+    RL_SPEC_SRC_DRAFT = 2, /* the planner's draft model */
+} rl_spec_source;
+
+typedef struct rl_spec_planner_config {
+    int32_t max_seqs;       /* candidates per step at most (>= 1) */
+    int32_t draft_max;      /* draft tokens per sequence at most (0..32; 0 = none) */
+    int32_t spec_max_batch; /* drafts only while at most this many sequences decode */
+    int32_t max_rows;       /* draft tokens per step at most (the logits rows for them) */
+    bool draft_fixed;       /* drafters always draft draft_max (no cost model) */
+    int32_t ngram_min, ngram_max;
+    rl_spec_draft *draft;   /* borrowed; NULL = no draft model (no RL_SPEC_SRC_DRAFT) */
+} rl_spec_planner_config;
+
+/* One decoding sequence offered for a step. */
+typedef struct rl_spec_cand {
+    /* in, set by the caller after rl_spec_planner_add */
+    const int32_t *tokens;  /* [n_tokens] its known tokens (borrowed for the step) */
+    int32_t n_tokens;
+    int32_t left;           /* tokens it may still generate (length and context) */
+    rl_spec_source source;
+    bool no_spec;           /* must not draft this step (e.g. it reports logprobs) */
+    rl_spec_acc *acc;       /* its drafter's running acceptance: read, and decayed
+                               when it does not draft (borrowed; may be NULL with
+                               RL_SPEC_SRC_NONE) */
+    rl_gmatch *gm;          /* its grammar matcher or NULL: forced tokens */
+    rl_spec_draft_seq *dseq; /* RL_SPEC_SRC_DRAFT: its draft-model state */
+    void *user;             /* the caller's, untouched */
+    /* out, set by rl_spec_planner_run */
+    int32_t k;              /* draft tokens to append (0 = none) */
+    const int32_t *draft;   /* [k], planner-owned until the next begin */
+    bool from_drafter;      /* the drafts are its drafter's (not grammar-forced):
+                               their verification updates acc */
+} rl_spec_cand;
+
+typedef struct rl_spec_planner rl_spec_planner;
+
+rl_status rl_spec_planner_new(const rl_spec_planner_config *cfg, rl_spec_planner **out,
+                              rl_err *err);
+void rl_spec_planner_free(rl_spec_planner *p); /* NULL ok */
+/* Starts a step: forgets the last one's candidates. */
+void rl_spec_planner_begin(rl_spec_planner *p);
+/* A zeroed slot for the next decoding sequence (to be filled in), or NULL
+ * when max_seqs are offered already.  Offer every decoding sequence, even
+ * one that never drafts: they all count toward spec_max_batch and the
+ * cost model's batch size. */
+rl_spec_cand *rl_spec_planner_add(rl_spec_planner *p);
+/* Decides the step's drafts (the draft model runs here, on tp); returns
+ * the number of candidates offered, each now with k and draft set. */
+int32_t rl_spec_planner_run(rl_spec_planner *p, rl_threadpool *tp);
+/* The number of candidates offered this step, and candidate i of them. */
+int32_t rl_spec_planner_n_cands(const rl_spec_planner *p);
+rl_spec_cand *rl_spec_planner_cand(rl_spec_planner *p, int32_t i);
+/* A target forward of n_tok decode tokens took `seconds` (feeds the cost model). */
+void rl_spec_planner_observe_fwd(rl_spec_planner *p, int32_t n_tok, double seconds);
+/* Grammar-forced draft tokens proposed so far (jump-forward). */
+uint64_t rl_spec_planner_n_forced(const rl_spec_planner *p);
+/* The planner's cost model (read-only view, for tests and stats). */
+const rl_spec_cost *rl_spec_planner_cost(const rl_spec_planner *p);
+
+/* After scheduling: r carries n_draft drafts at the end of its tokens;
+ * those the step does not cover (the token budget cut it short, it was not
+ * scheduled, or it was preempted) are dropped from r->n_tokens.  Returns
+ * the drafts kept. */
+int32_t rl_spec_trim(rl_sched_req *r, int32_t n_draft);
 
 #endif

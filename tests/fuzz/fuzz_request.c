@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat.h"
 #include "server/oai_parse.c"
 
 #define N_VOCAB 49152

@@ -1,4 +1,4 @@
-"""`redline bench ablation --tiny` on SmolLM2 end to end (< 90 s).
+"""`build/bench/ablation --tiny` (the technique table) on SmolLM2 end to end (< 90 s).
 
 One full --tiny run (every row, JSON) and one run of a single row with the
 --break-quality test hook (N(0,1) noise on that row's quality-pass logits).
@@ -27,10 +27,10 @@ LOSSLESS = ["+ paged KV", "+ continuous batching", "+ prefix caching", "+ specul
 
 
 def ablation(*extra, timeout=150):
-    exe = BUILD / "redline"
+    exe = BUILD / "bench" / "ablation"
     if not exe.exists():
-        pytest.fail(f"{exe} not built (make)")
-    cmd = [str(exe), "bench", "ablation", "-m", str(model_path("smollm2-135m")), "--tiny",
+        pytest.fail(f"{exe} not built (make test-bins)")
+    cmd = [str(exe), "-m", str(model_path("smollm2-135m")), "--tiny",
            "--json", "-t", "2", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert p.returncode == 0, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stderr}"

@@ -85,7 +85,7 @@ def test_bad_weights_value_is_named():
 
 
 def test_k_calibration_lowers_4bit_key_error(tmp_path):
-    """Quantized K pages store k minus the calibrated mean key (engine/kcal.c);
+    """Quantized K pages store k minus the calibrated mean key (src/model/kcal.c);
     RL_KV_KCAL=none keeps the old shift (none on SmolLM2).  The shift is exact
     math, so only the quantization error can change: 4-bit keys must be
     measurably closer to f16 pages with it (measured: KL 0.034 -> 0.024)."""

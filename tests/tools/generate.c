@@ -22,6 +22,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "redline.h"
+#include "engine/engine.h"
 #include "grammar/grammar.h"
 #include "chat/chat.h"
 #include "tokenizer/tokenizer.h"

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "kv/seqkv.h"
-#include "engine/kcal.h"
+#include "model/kcal.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 
@@ -226,7 +226,7 @@ int main(int argc, char **argv) {
     int32_t *gen = NULL;
     rl_tokenizer *kt_tok = NULL; /* quantized K: the engine's calibrated shift */
     if (rl_kv_type_quantized(kvt) &&
-        (rl_tokenizer_load(rl_model_gguf(m), &kt_tok, &err) || rl_kv_calibrate(m, kt_tok, tp, &err))) {
+        (rl_tokenizer_load(rl_model_gguf(m), &kt_tok, &err) || rl_model_calibrate_k(m, kt_tok, tp, &err))) {
         rl_tokenizer_free(kt_tok);
         rl_model_free(m);
         rl_threadpool_free(tp);

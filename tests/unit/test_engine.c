@@ -2,19 +2,23 @@
  * $REDLINE_MODEL): batch invariance (alone vs mixed, chunked vs not, prefix
  * hit vs miss, preempted vs not), every KV block back in the pool after
  * finish, cancel and preemption, oversubscription, seeded sampling
- * independent of companions, and clear errors for bad requests. */
+ * independent of companions, the queue limit, cancellation racing the
+ * engine thread from several client threads, and clear errors for bad
+ * requests. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "redline.h"
+#include "engine/engine.h"
 #include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 
@@ -267,6 +271,139 @@ static void test_cancel_returns_blocks(void **state) {
     rl_engine_free(e);
 }
 
+/* The queue limit counts requests not finished: a cancellation frees its
+ * slot at the step that acts on it (not when its DONE is taken). */
+static void test_queue_limit(void **state) {
+    (void)state;
+    rl_engine_params p;
+    rl_engine_params_default(&p);
+    p.model_path = model_path();
+    p.n_threads = 2;
+    p.max_batch_tokens = 64;
+    p.max_seqs = 2;
+    p.max_waiting = 2;
+    p.n_ctx = 512;
+    rl_engine *e = NULL;
+    rl_err err = {0};
+    if (rl_engine_new(&p, &e, &err)) fail_msg("engine: %s", err.msg);
+    int32_t prompt[64];
+    int32_t n = encode(e, texts[1], NULL, prompt, 64);
+    rl_gen_params gp;
+    rl_gen_params_default(&gp);
+    gp.max_tokens = 4;
+    gp.ignore_eos = true;
+    uint64_t ids[5];
+    for (int i = 0; i < 4; i++) assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[i], &err), RL_OK);
+    assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[4], &err), RL_ERR_LIMIT);
+    assert_non_null(strstr(err.msg, "queue full (4 requests)"));
+    rl_engine_cancel(e, ids[3]);
+    rl_engine_cancel(e, ids[3]); /* twice: one DONE */
+    assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[4], &err), RL_ERR_LIMIT);
+    rl_engine_step(e); /* acts on the cancellation */
+    assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[4], &err), RL_OK);
+    int done = 0, n_done[5] = {0};
+    while (done < 5) {
+        rl_engine_step(e);
+        for (int i = 0; i < 5; i++) {
+            rl_event ev;
+            while (!n_done[i] && rl_engine_next(e, ids[i], &ev, 0) == RL_OK)
+                if (ev.kind == RL_EV_DONE) {
+                    assert_int_equal(ev.finish, i == 3 ? RL_FINISH_CANCELLED : RL_FINISH_LENGTH);
+                    assert_int_equal(ev.n_generated, i == 3 ? 0 : 4);
+                    n_done[i] = 1;
+                    done++;
+                }
+        }
+    }
+    for (int i = 0; i < 5; i++) assert_int_equal(rl_engine_next(e, ids[i], &(rl_event){0}, 0), RL_ERR_NOT_FOUND);
+    rl_engine_cancel(e, ids[0]); /* forgotten: nothing happens */
+    assert_int_equal(rl_engine_step(e), 0);
+    assert_int_equal(rl_engine_get_stats(e).requests_finished, 5);
+    assert_pool_empty(e);
+    rl_engine_free(e);
+}
+
+/* Clients on several threads submit, cancel (at once, while it runs, twice,
+ * after its end) and drain while the engine thread steps: every request
+ * ends exactly once, uncancelled ones at their length, and every block
+ * returns. */
+#define N_CLIENTS 4
+#define N_PER_CLIENT 6
+typedef struct client {
+    rl_engine *e;
+    int32_t prompt[64];
+    int32_t n_prompt;
+    int seed;
+    int failures;
+} client;
+
+static void *client_run(void *arg) {
+    client *c = arg;
+    for (int j = 0; j < N_PER_CLIENT; j++) {
+        rl_gen_params gp;
+        rl_gen_params_default(&gp);
+        gp.max_tokens = 3 + (j + c->seed) % 5;
+        gp.ignore_eos = true;
+        uint64_t id;
+        rl_err err = {0};
+        if (rl_engine_submit(c->e, c->prompt, c->n_prompt, &gp, &id, &err)) {
+            c->failures++;
+            continue;
+        }
+        int mode = (j + c->seed) % 4;
+        rl_event ev;
+        if (mode == 0) rl_engine_cancel(c->e, id); /* likely still in the inbox */
+        int n_ev = 0, n_done = 0;
+        rl_finish_reason why = RL_FINISH_NONE;
+        int32_t n_gen = -1;
+        while (rl_engine_next(c->e, id, &ev, 120000) == RL_OK) { /* slow under TSan */
+            n_ev++;
+            if (mode == 1 && n_ev == 2) {
+                rl_engine_cancel(c->e, id);
+                rl_engine_cancel(c->e, id);
+            }
+            if (ev.kind == RL_EV_DONE) {
+                n_done++;
+                why = ev.finish;
+                n_gen = ev.n_generated;
+                break;
+            }
+        }
+        if (mode == 3) rl_engine_cancel(c->e, id); /* after its end: unknown */
+        if (n_done != 1 || rl_engine_next(c->e, id, &ev, 0) != RL_ERR_NOT_FOUND) c->failures++;
+        if (mode >= 2 && (why != RL_FINISH_LENGTH || n_gen != gp.max_tokens)) c->failures++;
+        if (mode < 2 && why != RL_FINISH_CANCELLED && why != RL_FINISH_LENGTH) c->failures++;
+    }
+    return NULL;
+}
+
+static void test_concurrent_cancel(void **state) {
+    (void)state;
+    rl_engine *e = make_engine(64, 4, 0, true);
+    rl_err err = {0};
+    if (rl_engine_start(e, &err)) fail_msg("%s", err.msg);
+    client cl[N_CLIENTS];
+    pthread_t th[N_CLIENTS];
+    for (int i = 0; i < N_CLIENTS; i++) {
+        cl[i] = (client){.e = e, .seed = i};
+        cl[i].n_prompt = encode(e, texts[i], NULL, cl[i].prompt, 64);
+        assert_int_equal(pthread_create(&th[i], NULL, client_run, &cl[i]), 0);
+    }
+    for (int i = 0; i < N_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(cl[i].failures, 0);
+    }
+    for (int t = 0; t < 200; t++) {
+        rl_engine_stats st = rl_engine_get_stats(e);
+        if (!st.kv_blocks_used && !st.n_running && !st.n_waiting) break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(rl_engine_get_stats(e).requests_finished, N_CLIENTS * N_PER_CLIENT);
+    assert_pool_empty(e);
+    rl_engine_free(e);
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     rl_engine *e = make_engine(64, 4, 0, false);
@@ -412,6 +549,8 @@ int main(void) {
         cmocka_unit_test(test_oversubscription_preempts),
         cmocka_unit_test(test_seeded_sampling_independent_of_companions),
         cmocka_unit_test(test_cancel_returns_blocks),
+        cmocka_unit_test(test_queue_limit),
+        cmocka_unit_test(test_concurrent_cancel),
         cmocka_unit_test(test_spec_greedy_identical),
         cmocka_unit_test(test_grammar_batch),
     };

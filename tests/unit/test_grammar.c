@@ -2,8 +2,8 @@
  * parsing and matching of each syntax feature, hostile grammars rejected
  * with a message, runtime bounds, token masks on synthetic vocabularies
  * checked against brute force (every token tried one by one), the mask
- * cache, EOG handling, jump-forward, the JSON-schema converter, and
- * allocation-failure injection. */
+ * cache, EOG handling, jump-forward, the closing mode, the JSON-schema
+ * converter, and allocation-failure injection. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -478,6 +478,66 @@ static void test_forced(void **st) {
     rl_vocab_trie_free(t);
 }
 
+/* Closing mode: the slack test against RL_GRAMMAR_CLOSE_SLACK, and the
+ * pick: the shortest completion among 1..3-byte tokens, the higher logit
+ * (then the lower id) on ties, a longer token never, an end-of-generation
+ * token as soon as the sentence is complete. */
+static void test_close_pick(void **st) {
+    (void)st;
+    const char *p[] = {"[", "]", "x", ",", "x]", "x,", "x,x", "x,x,x]", "</s>", "<c>"};
+    enum { N = 10, EOG = 8 };
+    size_t lens[N];
+    uint8_t kinds[N] = {0};
+    for (int i = 0; i < N; i++) lens[i] = strlen(p[i]);
+    kinds[EOG] = RL_VOCAB_EOG;
+    kinds[9] = RL_VOCAB_EXCLUDE;
+    rl_err err;
+    rl_vocab_trie *t = rl_vocab_trie_build(N, p, lens, kinds, &err);
+    assert_non_null(t);
+    rl_grammar *g = compile_ok("root ::= \"[\" (\"x\" (\",\" \"x\")*)? \"]\" \",\"?");
+    rl_gmatch *m = rl_gmatch_new(g, t, &err), *scratch = rl_gmatch_clone(m, &err);
+    assert_non_null(scratch);
+    /* "[]" is 2 bytes away */
+    assert_int_equal(rl_gmatch_slack(m, 40), 38);
+    assert_false(rl_gmatch_must_close(m, 2 + RL_GRAMMAR_CLOSE_SLACK + 1));
+    assert_true(rl_gmatch_must_close(m, 2 + RL_GRAMMAR_CLOSE_SLACK));
+    assert_int_equal(rl_gmatch_slack(m, 1), -1);
+    float row[N + 2];
+    for (int i = 0; i < N + 2; i++) row[i] = (float)i;
+    assert_int_equal(rl_gmatch_mask(m, row, N + 2, &err), RL_OK);
+    assert_int_equal(rl_gmatch_close_pick(m, scratch, row, N + 2), 0); /* only "[" */
+    assert_int_equal(rl_gmatch_accept_token(m, 0, &err), RL_OK);
+    assert_int_equal(rl_gmatch_slack(m, 10), 9);
+    /* after "[": "]" and "x]" complete (0 bytes left), "x,x" leaves 1,
+     * "x," 2; "x,x,x]" completes too but is 6 bytes */
+    for (int i = 0; i < N + 2; i++) row[i] = (float)i;
+    row[7] = 100.f;
+    assert_int_equal(rl_gmatch_mask(m, row, N + 2, &err), RL_OK);
+    assert_true(isinf(row[0]) && isinf(row[3]) && isinf(row[EOG]) && isinf(row[9]));
+    assert_int_equal(rl_gmatch_close_pick(m, scratch, row, N + 2), 4); /* higher logit */
+    row[1] = row[4] = 5.f;
+    assert_int_equal(rl_gmatch_close_pick(m, scratch, row, N + 2), 1); /* equal: lower id */
+    row[1] = 9.f;
+    assert_int_equal(rl_gmatch_close_pick(m, scratch, row, N + 2), 1);
+    /* m itself is not advanced by the pick */
+    assert_int_equal(rl_gmatch_min_remaining(m), 1);
+    /* only the long token left: nothing to pick */
+    for (int i = 0; i < N + 2; i++) row[i] = i == 7 ? 1.f : -INFINITY;
+    assert_int_equal(rl_gmatch_close_pick(m, scratch, row, N + 2), -1);
+    /* "[]": complete, "," could still follow, yet EOG is the pick (though
+     * "," comes first and has the higher logit) */
+    assert_int_equal(rl_gmatch_accept_token(m, 1, &err), RL_OK);
+    for (int i = 0; i < N + 2; i++) row[i] = -(float)i;
+    assert_int_equal(rl_gmatch_mask(m, row, N + 2, &err), RL_OK);
+    assert_true(row[3] > -INFINITY && row[EOG] > -INFINITY);
+    assert_int_equal(rl_gmatch_close_pick(m, scratch, row, N + 2), EOG);
+    assert_int_equal(rl_gmatch_slack(m, 5), 5);
+    rl_gmatch_free(scratch);
+    rl_gmatch_free(m);
+    rl_grammar_free(g);
+    rl_vocab_trie_free(t);
+}
+
 /* ---- JSON schema converter ---- */
 
 static rl_grammar *schema_ok(const char *json) {
@@ -604,6 +664,7 @@ int main(void) {
         cmocka_unit_test(test_mask_bruteforce),
         cmocka_unit_test(test_eog_and_excluded),
         cmocka_unit_test(test_forced),
+        cmocka_unit_test(test_close_pick),
         cmocka_unit_test(test_schema),
         cmocka_unit_test(test_schema_text),
         cmocka_unit_test(test_alloc_failure),

@@ -50,6 +50,7 @@
 
 #include "kernels/kernels-impl.h"
 #include "kv/kv.h"
+#include "model/kcal.h"
 #include "ktest.h"
 
 #define KT_SEED 0x2545F4914F6CDD1Dull /* the data these tests were written against */
@@ -839,7 +840,7 @@ static void test_k_shift(void **state) {
 /* K channel scale (rl_kv_layer.k_scale), with a shift: full checks (the
  * oracle scores fl(q / D) against the page-domain keys D (k - mu); bounds,
  * batch invariance) for every quantized K type, rotated or not, f16 K
- * ignoring it.  Then the fit (rl_kv_k_scale_fit) on keys whose quiet
+ * ignoring it.  Then the fit (rl_model_k_scale_fit) on keys whose quiet
  * channels are the ones the queries weigh most: it must predict a large
  * gain, and the q4_0 score error with its D must drop accordingly; on
  * isotropic keys and queries it must predict none. */
@@ -875,7 +876,7 @@ static void test_k_scale(void **state) {
             double s = iso ? 1.0 : kstd[i], r = iso ? 1.0 : rq[i];
             sk[i] = 3.0 * 100, sk2[i] = (s * s + 9.0) * 100, sq2[i] = r * r * 700; /* mean 3 */
         }
-        double gain = rl_kv_k_scale_fit(sk, sk2, sq2, 100, 700, HD, Dfit);
+        double gain = rl_model_k_scale_fit(sk, sk2, sq2, 100, 700, HD, Dfit);
         print_message("  K scale fit: predicted gain %.2f (%s)\n", gain, iso ? "isotropic" : "quiet channels");
         if (iso) {
             assert_true(gain < 1.0001);

@@ -4,9 +4,12 @@
  * exactly (chi-square), whatever the draft proposes and whatever its own
  * distribution q is, including a vocabulary-restricted draft whose q is
  * zero outside its head.  Then the draft-length policy (expected tokens,
- * the cost model, the batch crossover) and, on the real default model
- * (models/smollm2-135m.gguf or $REDLINE_MODEL), the restricted output head
- * of the forward and a restricted draft model's proposals. */
+ * the cost model, the batch crossover), the draft planner without a model
+ * (probe order, the batch limit, fixed lengths and their caps,
+ * grammar-forced drafts, trimming what a step did not cover) and, on the
+ * real default model (models/smollm2-135m.gguf or $REDLINE_MODEL), the
+ * restricted output head of the forward and a restricted draft model's
+ * proposals. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -249,6 +252,266 @@ static void test_cost_estimates(void **state) {
     assert_true(fabs(rl_spec_acc_rate(&s, 0.6f) - 0.6f) < 0.01f);
 }
 
+/* ---- draft planning (plan.c), without a model ---- */
+
+/* n-gram continuation of "1..8 1 2 3" is 4 5 6 7 8 1 2 3 */
+static const int32_t REP[] = {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3};
+
+static rl_spec_planner *planner(int32_t max_seqs, int32_t draft_max, int32_t spec_max_batch,
+                                int32_t max_rows, bool fixed) {
+    rl_spec_planner_config cfg = {.max_seqs = max_seqs, .draft_max = draft_max,
+                                  .spec_max_batch = spec_max_batch, .max_rows = max_rows,
+                                  .draft_fixed = fixed, .ngram_min = 1, .ngram_max = 3};
+    rl_spec_planner *p = NULL;
+    rl_err err = {0};
+    if (rl_spec_planner_new(&cfg, &p, &err)) fail_msg("planner: %s", err.msg);
+    return p;
+}
+
+static rl_spec_cand *offer(rl_spec_planner *p, rl_spec_source src, rl_spec_acc *acc, int32_t left) {
+    rl_spec_cand *c = rl_spec_planner_add(p);
+    assert_non_null(c);
+    c->tokens = REP;
+    c->n_tokens = 11;
+    c->left = left;
+    c->source = src;
+    c->acc = acc;
+    return c;
+}
+
+/* The cost model's probes: every draft length not yet timed for the batch
+ * size first, shortest first (a length timed already is skipped); then,
+ * with drafts that never pay (each position costs a whole step), no
+ * drafts, except one length in turn every 32nd step. */
+static void test_planner_probe_order(void **state) {
+    (void)state;
+    rl_spec_planner *p = planner(4, 4, 4, 100, false);
+    rl_spec_planner_observe_fwd(p, 3, 3.0); /* k = 2 for one sequence: timed already */
+    int32_t want[200], n_want = 0;
+    want[n_want++] = 1;
+    want[n_want++] = 3;
+    want[n_want++] = 4;
+    for (int32_t probe = 1; n_want < 200; probe = probe % 4 + 1) {
+        for (int i = 0; i < 31 && n_want < 200; i++) want[n_want++] = 0;
+        if (n_want < 200) want[n_want++] = probe;
+    }
+    rl_spec_acc acc = {0};
+    for (int step = 0; step < 200; step++) {
+        rl_spec_planner_begin(p);
+        offer(p, RL_SPEC_SRC_NGRAM, &acc, 100);
+        assert_int_equal(rl_spec_planner_run(p, NULL), 1);
+        const rl_spec_cand *c = rl_spec_planner_cand(p, 0);
+        if (c->k != want[step]) fail_msg("step %d: k %d, want %d", step, c->k, want[step]);
+        assert_int_equal(c->from_drafter, c->k > 0);
+        for (int32_t j = 0; j < c->k; j++) assert_int_equal(c->draft[j], 4 + j);
+        /* the step's forward: 1 + k tokens at a full step each */
+        rl_spec_planner_observe_fwd(p, 1 + c->k, 1.0 + c->k);
+    }
+    const rl_spec_cost *cost = rl_spec_planner_cost(p);
+    for (int n = 1; n <= 5; n++) assert_true(cost->fwd[n] > 0);
+    assert_true(cost->fwd[6] == 0);
+    rl_spec_planner_free(p);
+}
+
+/* Two sequences: a probe of k positions each times n_dec + 2k tokens, so
+ * the probes walk fwd[4], fwd[6], ... */
+static void test_planner_probe_two(void **state) {
+    (void)state;
+    rl_spec_planner *p = planner(4, 3, 4, 100, false);
+    rl_spec_acc acc[2] = {{0}};
+    for (int step = 0; step < 3; step++) {
+        rl_spec_planner_begin(p);
+        offer(p, RL_SPEC_SRC_NGRAM, &acc[0], 100);
+        offer(p, RL_SPEC_SRC_NGRAM, &acc[1], 100);
+        rl_spec_planner_run(p, NULL);
+        assert_int_equal(rl_spec_planner_cand(p, 0)->k, step + 1);
+        assert_int_equal(rl_spec_planner_cand(p, 1)->k, step + 1);
+        assert_true(rl_spec_planner_cost(p)->fwd[2 + 2 * (step + 1)] == 0);
+        rl_spec_planner_observe_fwd(p, 2 + 2 * (step + 1), 0.1);
+    }
+    rl_spec_planner_free(p);
+}
+
+/* More decoding sequences than spec_max_batch (plain ones count too): no
+ * drafts at all, and the drafters' estimates decay toward the prior. */
+static void test_planner_batch_limit(void **state) {
+    (void)state;
+    rl_spec_planner *p = planner(8, 4, 2, 100, true);
+    rl_spec_acc a = {10.f, 10.f}, b = {10.f, 10.f};
+    rl_spec_planner_begin(p);
+    offer(p, RL_SPEC_SRC_NGRAM, &a, 100);
+    offer(p, RL_SPEC_SRC_NONE, NULL, 100); /* plain decoding */
+    offer(p, RL_SPEC_SRC_NGRAM, &b, 100);
+    assert_int_equal(rl_spec_planner_run(p, NULL), 3);
+    for (int i = 0; i < 3; i++) assert_int_equal(rl_spec_planner_cand(p, i)->k, 0);
+    assert_true(fabsf(a.succ - 9.5f) < 1e-5f && fabsf(a.trials - 9.5f) < 1e-5f);
+    assert_true(fabsf(b.succ - 9.5f) < 1e-5f);
+    /* at the limit: drafts (fixed length), the plain one none */
+    rl_spec_planner_begin(p);
+    offer(p, RL_SPEC_SRC_NGRAM, &a, 100);
+    offer(p, RL_SPEC_SRC_NONE, NULL, 100);
+    rl_spec_planner_run(p, NULL);
+    assert_int_equal(rl_spec_planner_cand(p, 0)->k, 4);
+    assert_int_equal(rl_spec_planner_cand(p, 1)->k, 0);
+    assert_true(fabsf(a.succ - 9.5f) < 1e-5f); /* drafting: no decay */
+    rl_spec_planner_free(p);
+    /* draft_max 0 or spec_max_batch 0: never */
+    for (int v = 0; v < 2; v++) {
+        p = v ? planner(8, 0, 4, 100, true) : planner(8, 4, 0, 100, true);
+        rl_spec_planner_begin(p);
+        offer(p, RL_SPEC_SRC_NGRAM, &a, 100);
+        rl_spec_planner_run(p, NULL);
+        assert_int_equal(rl_spec_planner_cand(p, 0)->k, 0);
+        rl_spec_planner_free(p);
+    }
+    /* offers past max_seqs are refused */
+    p = planner(2, 4, 4, 100, true);
+    rl_spec_planner_begin(p);
+    assert_non_null(rl_spec_planner_add(p));
+    assert_non_null(rl_spec_planner_add(p));
+    assert_null(rl_spec_planner_add(p));
+    rl_spec_planner_free(p);
+}
+
+/* draft_fixed: draft_max whatever the cost model says, capped by the
+ * tokens a sequence has left, by what the drafter finds, by no_spec, and
+ * by the step's draft rows (first come first served). */
+static void test_planner_fixed_caps(void **state) {
+    (void)state;
+    rl_spec_planner *p = planner(8, 4, 8, 5, true);
+    for (int n = 1; n <= 64; n++) rl_spec_planner_observe_fwd(p, n, (double)n); /* never pays */
+    rl_spec_acc acc[5] = {{0}};
+    acc[3].succ = acc[3].trials = 4.f;
+    rl_spec_planner_begin(p);
+    offer(p, RL_SPEC_SRC_NGRAM, &acc[0], 3); /* 3 tokens left: 2 drafts */
+    offer(p, RL_SPEC_SRC_NGRAM, &acc[1], 100)->no_spec = true;
+    offer(p, RL_SPEC_SRC_NGRAM, &acc[2], 100); /* 3 rows left of 5 */
+    offer(p, RL_SPEC_SRC_NGRAM, &acc[3], 100); /* no rows left */
+    rl_spec_cand *c = offer(p, RL_SPEC_SRC_NGRAM, &acc[4], 100);
+    static const int32_t short_rep[] = {1, 2, 3, 1, 2}; /* continuation 3 1 2 */
+    c->tokens = short_rep;
+    c->n_tokens = 5;
+    rl_spec_planner_run(p, NULL);
+    const int32_t want_k[5] = {2, 0, 3, 0, 0};
+    for (int i = 0; i < 5; i++) assert_int_equal(rl_spec_planner_cand(p, i)->k, want_k[i]);
+    assert_int_equal(rl_spec_planner_cand(p, 0)->draft[1], 5);
+    assert_int_equal(rl_spec_planner_cand(p, 2)->draft[2], 6);
+    assert_true(fabsf(acc[3].succ - 3.8f) < 1e-5f); /* its drafter's proposals found no row */
+    /* with rows to spare, the short continuation gives 3 of the 4 */
+    rl_spec_planner_free(p);
+    p = planner(8, 4, 8, 100, true);
+    rl_spec_planner_begin(p);
+    c = offer(p, RL_SPEC_SRC_NGRAM, &acc[4], 100);
+    c->tokens = short_rep;
+    c->n_tokens = 5;
+    rl_spec_planner_run(p, NULL);
+    c = rl_spec_planner_cand(p, 0);
+    assert_int_equal(c->k, 3);
+    assert_int_equal(c->draft[0], 3);
+    assert_int_equal(c->draft[1], 1);
+    assert_int_equal(c->draft[2], 2);
+    rl_spec_planner_free(p);
+    rl_spec_planner_config bad = {.max_seqs = 0, .draft_max = 4};
+    rl_err err = {0};
+    assert_int_equal(rl_spec_planner_new(&bad, &p, &err), RL_ERR_INVALID);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "max_seqs 0"));
+}
+
+/* Grammar-forced tokens are drafts of their own (not the drafter's); where
+ * the grammar forces nothing the drafter fills in; none near the closing
+ * margin. */
+static void test_planner_grammar(void **state) {
+    (void)state;
+    const char *pieces[] = {"{", "\"a\"", ":", " ", "1", "2", "}", "</s>"};
+    size_t lens[8];
+    uint8_t kinds[8] = {0};
+    for (int i = 0; i < 8; i++) lens[i] = strlen(pieces[i]);
+    kinds[7] = RL_VOCAB_EOG;
+    rl_err err = {0};
+    rl_vocab_trie *t = rl_vocab_trie_build(8, pieces, lens, kinds, &err);
+    assert_non_null(t);
+    const char *gtext = "root ::= \"{\\\"a\\\": \" [12]+ \"}\"";
+    rl_grammar *g = rl_grammar_compile(gtext, strlen(gtext), &err);
+    assert_non_null(g);
+    rl_gmatch *start = rl_gmatch_new(g, t, &err), *mid = rl_gmatch_clone(start, &err);
+    assert_int_equal(rl_gmatch_accept_bytes(mid, "{\"a\": 1", 7, &err), RL_OK);
+    assert_int_equal(rl_gmatch_min_remaining(start), 8);
+    rl_spec_planner *p = planner(8, 4, 8, 100, true);
+    rl_spec_acc acc = {0};
+    rl_spec_planner_begin(p);
+    rl_spec_cand *c0 = offer(p, RL_SPEC_SRC_NONE, NULL, 100);
+    c0->gm = start;
+    rl_spec_cand *c1 = offer(p, RL_SPEC_SRC_NONE, NULL, 72); /* slack 64: closing soon */
+    c1->gm = start;
+    rl_spec_cand *c2 = offer(p, RL_SPEC_SRC_NGRAM, &acc, 100); /* nothing forced: n-gram */
+    c2->gm = mid;
+    rl_spec_cand *c3 = offer(p, RL_SPEC_SRC_NONE, NULL, 100); /* nothing forced, no drafter */
+    c3->gm = mid;
+    rl_spec_planner_run(p, NULL);
+    c0 = rl_spec_planner_cand(p, 0);
+    assert_int_equal(c0->k, 4);
+    assert_false(c0->from_drafter);
+    for (int j = 0; j < 4; j++) assert_int_equal(c0->draft[j], j); /* { "a" : space */
+    assert_int_equal(rl_spec_planner_cand(p, 1)->k, 0);
+    c2 = rl_spec_planner_cand(p, 2);
+    assert_int_equal(c2->k, 4);
+    assert_true(c2->from_drafter);
+    assert_int_equal(c2->draft[0], 4);
+    assert_int_equal(rl_spec_planner_cand(p, 3)->k, 0);
+    assert_int_equal(rl_spec_planner_n_forced(p), 4);
+    /* the planner does not advance the matchers */
+    assert_int_equal(rl_gmatch_min_remaining(start), 8);
+    rl_spec_planner_free(p);
+    rl_gmatch_free(mid);
+    rl_gmatch_free(start);
+    rl_grammar_free(g);
+    rl_vocab_trie_free(t);
+}
+
+/* Drafts the step did not cover are dropped: a request of 10 computed
+ * tokens, 1 to decode and 4 drafts (n_tokens 15). */
+static void test_spec_trim(void **state) {
+    (void)state;
+    struct {
+        int32_t step_n;
+        rl_sched_state st;
+        int32_t keep;
+    } cases[] = {
+        {5, RL_SCHED_RUNNING, 4}, /* all covered */
+        {3, RL_SCHED_RUNNING, 2}, /* the token budget cut two */
+        {1, RL_SCHED_RUNNING, 0}, /* only the real token */
+        {0, RL_SCHED_RUNNING, 0}, /* not scheduled */
+        {0, RL_SCHED_WAITING, 0}, /* preempted */
+        {5, RL_SCHED_WAITING, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rl_sched_req r;
+        memset(&r, 0, sizeof r);
+        r.n_computed = 10;
+        r.n_tokens = 15;
+        r.step_n = cases[i].step_n;
+        r.state = cases[i].st;
+        int32_t kept = rl_spec_trim(&r, 4);
+        if (kept != cases[i].keep) fail_msg("case %zu: kept %d, want %d", i, kept, cases[i].keep);
+        assert_int_equal(r.n_tokens, 11 + kept);
+    }
+    /* a preempted request restarts from 0: everything past the drafts' start goes */
+    rl_sched_req r;
+    memset(&r, 0, sizeof r);
+    r.n_tokens = 15;
+    r.state = RL_SCHED_WAITING;
+    assert_int_equal(rl_spec_trim(&r, 4), 0);
+    assert_int_equal(r.n_tokens, 11);
+    /* no drafts: nothing to do */
+    r.state = RL_SCHED_RUNNING;
+    r.n_computed = 10;
+    r.n_tokens = 11;
+    r.step_n = 1;
+    assert_int_equal(rl_spec_trim(&r, 0), 0);
+    assert_int_equal(r.n_tokens, 11);
+}
+
 static const char *model_path(void) {
     const char *m = getenv("REDLINE_MODEL");
     return m && *m ? m : "models/smollm2-135m.gguf";
@@ -347,6 +610,12 @@ int main(void) {
         cmocka_unit_test(test_expected_tokens),
         cmocka_unit_test(test_cost_estimates),
         cmocka_unit_test(test_policy_choose_k),
+        cmocka_unit_test(test_planner_probe_order),
+        cmocka_unit_test(test_planner_probe_two),
+        cmocka_unit_test(test_planner_batch_limit),
+        cmocka_unit_test(test_planner_fixed_caps),
+        cmocka_unit_test(test_planner_grammar),
+        cmocka_unit_test(test_spec_trim),
         cmocka_unit_test(test_forward_restricted_head),
         cmocka_unit_test(test_draft_restricted_proposals),
     };

@@ -1,5 +1,8 @@
 /* AVX2 vec-dots on quantized weights, 1-token (decode) and 4-token
- * (prefill) variants generated from one always-inline template per type.
+ * (prefill) variants generated from one always-inline template per type:
+ * the 32-element types' templates are shared with the AVX512-VNNI table
+ * (dot-impl.h; here their int8 multiply-add is vpmaddubsw + vpmaddwd),
+ * the K-quant templates are this file's.
  *
  * A template computes one weight row against T activation rows: each
  * weight block is loaded and unpacked once and used for the T tokens.  The
@@ -26,94 +29,12 @@
  * The reference kernels sum in another (sequential) order; the difference
  * is float rounding only (test_kernels.c bounds it).
  */
-#include "kernels/x86/dot-impl.h"
+#include "kernels/x86/avx2-impl.h"
 
 #define RL_TMAX 4 /* largest token tile */
-
-/* ---------------- 32-element blocks ---------------- */
-
-/* Block i of a signed-weight type (q4_0, q5_0, q8_0) against q8_0
- * activations, fused into acc[k] for the T tokens. */
-#define RL_BLK_SIGNED(WTYPE, UNPACK, acc)                                                          \
-    do {                                                                                           \
-        const WTYPE *b_ = &w[i_];                                                                  \
-        const __m128 dw = rl__h4(&b_->d);                                                          \
-        const __m256i qw = UNPACK(b_);                                                             \
-        const __m256i aw = _mm256_sign_epi8(qw, qw);                                               \
-        RL_UNROLL for (int k = 0; k < T; k++) {                                                              \
-            const rl_block_q8_0 *x = &XB(rl_block_q8_0, k, i_);                                    \
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
-            __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(qx, qw)),    \
-                                            _mm256_set1_epi16(1));                                 \
-            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(dw, rl__h4(&x->d)));                       \
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);                          \
-        }                                                                                          \
-    } while (0)
-
-#define RL_DOT_SIGNED(NAME, WTYPE, UNPACK)                                                          \
-    RL_AI void NAME(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,     \
-                    const int T) {                                                                 \
-        const WTYPE *w = vw;                                                                       \
-        __m256 acc0[RL_TMAX], acc1[RL_TMAX];                                                                   \
-        RL_UNROLL for (int k = 0; k < T; k++) acc0[k] = acc1[k] = _mm256_setzero_ps();                       \
-        const int64_t nb = n / 32;                                                                 \
-        int64_t i_ = 0;                                                                            \
-        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
-            if (T == 1) RL_PF1(&w[i_]); /* see avx2-impl.h */                                      \
-            RL_BLK_SIGNED(WTYPE, UNPACK, acc0);                                                    \
-            i_++;                                                                                  \
-            RL_BLK_SIGNED(WTYPE, UNPACK, acc1);                                                    \
-            i_--;                                                                                  \
-        }                                                                                          \
-        if (i_ < nb) RL_BLK_SIGNED(WTYPE, UNPACK, acc0);                                           \
-        RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k]));      \
-    }
-
-RL_DOT_SIGNED(rl__dotT_q4_0, rl_block_q4_0, rl__w_q4_0)
-RL_DOT_SIGNED(rl__dotT_q5_0, rl_block_q5_0, rl__w_q5_0)
-RL_DOT_SIGNED(rl__dotT_q8_0, rl_block_q8_0, rl__w_q8_0)
-
-/* Block i of q4_1 against q8_1: d*dx*sum(q*y) + m*s_x.  One multiply gives
- * both products: lanes 0 and 1 of (d, m) * (dx, s_x); the min terms are
- * summed in lane 1 of summ (lanes 0, 2, 3 are never read). */
-#define RL_BLK_Q4_1(acc, summ)                                                                     \
-    do {                                                                                           \
-        const __m128 dmw = rl__h4(&w[i_].d);                                                       \
-        const __m256i qw = rl__nib32(w[i_].qs);                                                    \
-        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
-            const rl_block_q8_1 *x = &XB(rl_block_q8_1, k, i_);                                    \
-            __m128 p = _mm_mul_ps(dmw, rl__h4(&x->d));                                             \
-            summ[k] = _mm_add_ps(summ[k], p);                                                      \
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
-            __m256 d = _mm256_broadcastss_ps(p);                                                   \
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__mul_sum_u8i8(qw, qx)), acc[k]);     \
-        }                                                                                          \
-    } while (0)
-
-RL_AI void rl__dotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                         const int T) {
-    const rl_block_q4_1 *w = vw;
-    __m256 acc0[RL_TMAX], acc1[RL_TMAX];
-    __m128 summ0[RL_TMAX], summ1[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) {
-        acc0[k] = acc1[k] = _mm256_setzero_ps();
-        summ0[k] = summ1[k] = _mm_setzero_ps();
-    }
-    const int64_t nb = n / 32;
-    int64_t i_ = 0;
-    for (; i_ + 2 <= nb; i_ += 2) {
-        if (T == 1) RL_PF1(&w[i_]);
-        RL_BLK_Q4_1(acc0, summ0);
-        i_++;
-        RL_BLK_Q4_1(acc1, summ1);
-        i_--;
-    }
-    if (i_ < nb) RL_BLK_Q4_1(acc0, summ0);
-    RL_UNROLL for (int k = 0; k < T; k++) {
-        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[k]), _mm_movehdup_ps(summ1[k]));
-        s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(sm);
-    }
-}
+/* the int8 multiply-add of the shared templates: vpmaddubsw + vpmaddwd */
+#define RL_DOT_MADD(u, s) rl__mul_sum_u8i8(u, s)
+#include "kernels/x86/dot-impl.h"
 
 /* ---------------- K-quants ---------------- */
 

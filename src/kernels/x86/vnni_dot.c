@@ -1,7 +1,10 @@
 /* AVX512-VNNI vec-dots on quantized weights: 1-, 4- and 8-token variants
- * generated from one always-inline template per type, for the
- * "avx512vnni" table (the AVX2 table with these matmul leaves in place of
- * avx2_dot4.c's).  Compiled with -mavx512f -mavx512bw -mavx512vl
+ * (and 2-row variants for the 32-element types) generated from one
+ * always-inline template per type, for the "avx512vnni" table (the AVX2
+ * table with these matmul leaves in place of avx2_dot4.c's).  The
+ * 32-element types (q4_0, q4_1, q5_0, q8_0) use the templates the AVX2
+ * table uses (dot-impl.h), with vpdpbusd as their int8 multiply-add; the
+ * K-quant templates (q4_K, q6_K) are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni (Makefile), and reached only through that table, which
  * dispatch.c builds only when CPUID and XCR0 report the features.
  *
@@ -27,174 +30,13 @@
  * vector registers allow an 8-token tile without spills, halving the
  * per-token cost of unpacking weights.
  */
-#include "kernels/x86/dot-impl.h"
+#include "kernels/x86/avx2-impl.h"
 
 #define RL_TMAX 8 /* largest token tile */
-
-/* ---------------- 32-element blocks ---------------- */
-
-/* Block i of a signed-weight type against q8_0 activations, fused into
- * acc[k]; the float part is RL_BLK_SIGNED of avx2_dot4.c verbatim. */
-#define RL_VBLK_SIGNED(WTYPE, UNPACK, acc)                                                         \
-    do {                                                                                           \
-        const WTYPE *b_ = &w[i_];                                                                  \
-        const __m128 dw = rl__h4(&b_->d);                                                          \
-        const __m256i qw = UNPACK(b_);                                                             \
-        const __m256i aw = _mm256_sign_epi8(qw, qw);                                               \
-        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
-            const rl_block_q8_0 *x = &XB(rl_block_q8_0, k, i_);                                    \
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
-            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(qx, qw)); \
-            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(dw, rl__h4(&x->d)));                       \
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);                          \
-        }                                                                                          \
-    } while (0)
-
-#define RL_VDOT_SIGNED(NAME, WTYPE, UNPACK)                                                        \
-    RL_AI void NAME(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,     \
-                    const int T) {                                                                 \
-        const WTYPE *w = vw;                                                                       \
-        __m256 acc0[RL_TMAX], acc1[RL_TMAX];                                                       \
-        RL_UNROLL for (int k = 0; k < T; k++) acc0[k] = acc1[k] = _mm256_setzero_ps();             \
-        const int64_t nb = n / 32;                                                                 \
-        int64_t i_ = 0;                                                                            \
-        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
-            if (T == 1) RL_PF1(&w[i_]); /* see avx2-impl.h */                                      \
-            RL_VBLK_SIGNED(WTYPE, UNPACK, acc0);                                                   \
-            i_++;                                                                                  \
-            RL_VBLK_SIGNED(WTYPE, UNPACK, acc1);                                                   \
-            i_--;                                                                                  \
-        }                                                                                          \
-        if (i_ < nb) RL_VBLK_SIGNED(WTYPE, UNPACK, acc0);                                          \
-        RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])); \
-    }
-
-/* R rows, one token (rl__vec_dot2r_fn at R = 2): RL_VBLK_SIGNED at T = 1
- * for each row, the activation block loaded and its scale converted once. */
-#define RL_RMAX 2
-#define RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc)                                                       \
-    do {                                                                                           \
-        const rl_block_q8_0 *x = &((const rl_block_q8_0 *)vx)[i_];                                 \
-        const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
-        const __m128 dx = rl__h4(&x->d);                                                           \
-        RL_UNROLL for (int r = 0; r < R; r++) {                                                    \
-            const WTYPE *b_ = &WR(WTYPE, r)[i_];                                                   \
-            const __m256i qw = UNPACK(b_);                                                         \
-            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qw, qw),    \
-                                              _mm256_sign_epi8(qx, qw));                           \
-            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(rl__h4(&b_->d), dx));                      \
-            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);                          \
-        }                                                                                          \
-    } while (0)
-
-/* Row r of the R-row templates (rows wrs bytes apart from vw). */
-#define WR(type, r) ((const type *)((const uint8_t *)vw + (size_t)(r) * wrs))
-
-#define RL_VDOT_SIGNED_R(NAME, WTYPE, UNPACK)                                                      \
-    RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx, const int R) { \
-        __m256 acc0[RL_RMAX], acc1[RL_RMAX];                                                       \
-        RL_UNROLL for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();             \
-        const int64_t nb = n / 32;                                                                 \
-        int64_t i_ = 0;                                                                            \
-        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
-            RL_UNROLL for (int r = 0; r < R; r++) RL_PF1(&WR(WTYPE, r)[i_]);                       \
-            RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc0);                                                 \
-            i_++;                                                                                  \
-            RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc1);                                                 \
-            i_--;                                                                                  \
-        }                                                                                          \
-        if (i_ < nb) RL_VBLK_SIGNED_R(WTYPE, UNPACK, acc0);                                        \
-        RL_UNROLL for (int r = 0; r < R; r++) s[r] = rl__hsum_ps(_mm256_add_ps(acc0[r], acc1[r])); \
-    }
-
-RL_VDOT_SIGNED(rl__vdotT_q4_0, rl_block_q4_0, rl__w_q4_0)
-RL_VDOT_SIGNED(rl__vdotT_q5_0, rl_block_q5_0, rl__w_q5_0)
-RL_VDOT_SIGNED(rl__vdotT_q8_0, rl_block_q8_0, rl__w_q8_0)
-
-RL_VDOT_SIGNED_R(rl__vdotR_q4_0, rl_block_q4_0, rl__w_q4_0)
-RL_VDOT_SIGNED_R(rl__vdotR_q5_0, rl_block_q5_0, rl__w_q5_0)
-RL_VDOT_SIGNED_R(rl__vdotR_q8_0, rl_block_q8_0, rl__w_q8_0)
-
-/* q4_1 against q8_1: RL_BLK_Q4_1 of avx2_dot4.c with vpdpbusd. */
-#define RL_VBLK_Q4_1(acc, summ)                                                                    \
-    do {                                                                                           \
-        const __m128 dmw = rl__h4(&w[i_].d);                                                       \
-        const __m256i qw = rl__nib32(w[i_].qs);                                                    \
-        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
-            const rl_block_q8_1 *x = &XB(rl_block_q8_1, k, i_);                                    \
-            __m128 p = _mm_mul_ps(dmw, rl__h4(&x->d));                                             \
-            summ[k] = _mm_add_ps(summ[k], p);                                                      \
-            __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                               \
-            __m256 d = _mm256_broadcastss_ps(p);                                                   \
-            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qw, qx);                     \
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);                          \
-        }                                                                                          \
-    } while (0)
-
-RL_AI void rl__vdotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                          const int T) {
-    const rl_block_q4_1 *w = vw;
-    __m256 acc0[RL_TMAX], acc1[RL_TMAX];
-    __m128 summ0[RL_TMAX], summ1[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) {
-        acc0[k] = acc1[k] = _mm256_setzero_ps();
-        summ0[k] = summ1[k] = _mm_setzero_ps();
-    }
-    const int64_t nb = n / 32;
-    int64_t i_ = 0;
-    for (; i_ + 2 <= nb; i_ += 2) {
-        if (T == 1) RL_PF1(&w[i_]);
-        RL_VBLK_Q4_1(acc0, summ0);
-        i_++;
-        RL_VBLK_Q4_1(acc1, summ1);
-        i_--;
-    }
-    if (i_ < nb) RL_VBLK_Q4_1(acc0, summ0);
-    RL_UNROLL for (int k = 0; k < T; k++) {
-        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[k]), _mm_movehdup_ps(summ1[k]));
-        s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(sm);
-    }
-}
-
-/* R rows of q4_1, one token: RL_VBLK_Q4_1 at T = 1 per row, the
- * activation block loaded and its scales converted once. */
-#define RL_VBLK_Q4_1_R(acc, summ)                                                                  \
-    do {                                                                                           \
-        const rl_block_q8_1 *x = &((const rl_block_q8_1 *)vx)[i_];                                 \
-        const __m128 dx = rl__h4(&x->d);                                                           \
-        const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
-        RL_UNROLL for (int r = 0; r < R; r++) {                                                    \
-            const rl_block_q4_1 *b_ = &WR(rl_block_q4_1, r)[i_];                                   \
-            __m128 p = _mm_mul_ps(rl__h4(&b_->d), dx);                                             \
-            summ[r] = _mm_add_ps(summ[r], p);                                                      \
-            __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), rl__nib32(b_->qs), qx);      \
-            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(sum), acc[r]);   \
-        }                                                                                          \
-    } while (0)
-
-RL_AI void rl__vdotR_q4_1(int64_t n, float *s, const void *vw, size_t wrs, const void *vx,
-                          const int R) {
-    __m256 acc0[RL_RMAX], acc1[RL_RMAX];
-    __m128 summ0[RL_RMAX], summ1[RL_RMAX];
-    RL_UNROLL for (int r = 0; r < R; r++) {
-        acc0[r] = acc1[r] = _mm256_setzero_ps();
-        summ0[r] = summ1[r] = _mm_setzero_ps();
-    }
-    const int64_t nb = n / 32;
-    int64_t i_ = 0;
-    for (; i_ + 2 <= nb; i_ += 2) {
-        RL_UNROLL for (int r = 0; r < R; r++) RL_PF1(&WR(rl_block_q4_1, r)[i_]);
-        RL_VBLK_Q4_1_R(acc0, summ0);
-        i_++;
-        RL_VBLK_Q4_1_R(acc1, summ1);
-        i_--;
-    }
-    if (i_ < nb) RL_VBLK_Q4_1_R(acc0, summ0);
-    RL_UNROLL for (int r = 0; r < R; r++) {
-        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[r]), _mm_movehdup_ps(summ1[r]));
-        s[r] = rl__hsum_ps(_mm256_add_ps(acc0[r], acc1[r])) + _mm_cvtss_f32(sm);
-    }
-}
+#define RL_RMAX 2 /* rows of the one-token multi-row leaves (vec_dot2r) */
+/* the int8 multiply-add of the shared templates: vpdpbusd into zero */
+#define RL_DOT_MADD(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#include "kernels/x86/dot-impl.h"
 
 /* ---------------- K-quants ---------------- */
 
@@ -224,7 +66,7 @@ RL_AI void rl__q4k_scales(const uint8_t *q, __m128i *sc, __m256i *mins) {
  * its low half and high nibbles (2j+1, y[64j+32..64j+63]) in its high half,
  * so the 64 activation bytes load as one zmm; the scale vector holds sc[2j]
  * in the low half and sc[2j+1] in the high half. */
-RL_AI void rl__vdotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
                           const int T) {
     const rl_block_q4_K *w = vw;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -268,7 +110,7 @@ RL_AI void rl__vdotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const 
  * avx2_dot4.c; 128-bit lane L of A uses scale 8h+L, of B scale 8h+4+L
  * (16 elements each).  The -32 offset is folded in as in avx2_dot4.c:
  * sum(q*y*s) - 32*sum(s*bsum), exact int32. */
-RL_AI void rl__vdotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
                           const int T) {
     const rl_block_q6_K *w = vw;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
@@ -322,7 +164,7 @@ RL_AI void rl__vdotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const 
 
 #define RL_VINST2R(TY)                                                                             \
     static void rl__dot2r_##TY##_vnni(int64_t n, float *s, const void *w, size_t ws, const void *x) { \
-        rl__vdotR_##TY(n, s, w, ws, x, 2);                                                         \
+        rl__dotR_##TY(n, s, w, ws, x, 2);                                                         \
     }
 RL_VINST2R(q4_0)
 RL_VINST2R(q4_1)
@@ -331,15 +173,15 @@ RL_VINST2R(q8_0)
 
 #define RL_VINST(TY)                                                                               \
     static void rl__dot_##TY##_vnni(int64_t n, float *s, const void *w, const void *x) {           \
-        rl__vdotT_##TY(n, s, 0, w, x, 0, 1);                                                       \
+        rl__dotT_##TY(n, s, 0, w, x, 0, 1);                                                       \
     }                                                                                              \
     static void rl__dot4_##TY##_vnni(int64_t n, float *s, size_t ss, const void *w, const void *x, \
                                      size_t xs) {                                                  \
-        rl__vdotT_##TY(n, s, ss, w, x, xs, 4);                                                     \
+        rl__dotT_##TY(n, s, ss, w, x, xs, 4);                                                     \
     }                                                                                              \
     static void rl__dot8_##TY##_vnni(int64_t n, float *s, size_t ss, const void *w, const void *x, \
                                      size_t xs) {                                                  \
-        rl__vdotT_##TY(n, s, ss, w, x, xs, 8);                                                     \
+        rl__dotT_##TY(n, s, ss, w, x, xs, 8);                                                     \
     }
 
 RL_VINST(q4_0)

@@ -1,11 +1,12 @@
-/* `redline bench ablation`: the technique table, measured (L9).
+/* bench/ablation: the technique table, measured -- a program of its own
+ * over librl (built by `make test-bins` into build/bench/ablation).
  *
- *   redline bench ablation -m MODEL [-md DRAFT] [--requests N] [--concurrency C]
+ *   build/bench/ablation -m MODEL [-md DRAFT] [--requests N] [--concurrency C]
  *       [--prompt-len L] [--output-len L] [--shared-prefix K] [--runs R]
  *       [--quality-text FILE] [--quality-tokens T] [--json] [--tiny] ...
  *
  * One fixed workload runs under a stack of configurations, each in a fresh
- * child process (cmd_ablation_run.c), R times interleaved (run 1 of every
+ * child process (ablation_run.c), R times interleaved (run 1 of every
  * row, then run 2, ...); the table shows medians and the spread of the
  * throughput.  Rows (each a precise engine configuration; see `cfgs`):
  *   naive            f32 weights (dequantized at load), f16 KV reserved for
@@ -25,11 +26,14 @@
  * Request r is of kind r % 4: chat, code, summarization, JSON.  Its prompt
  * is K tokens of a shared system prompt, an instruction, and a slice of
  * real text encoded with the model's tokenizer (--text prose, --code C
- * source) at a seeded offset: L/2 tokens for chat and JSON, L for code, 2L
+ * source; by default the fixed files bench/ablation/prose.txt and
+ * code.txt, which belong to the benchmark so that editing the project's
+ * docs or code never moves its figures) at a seeded offset: L/2 tokens for chat and JSON, L for code, 2L
  * for summarization, each times a uniform factor in [0.75, 1.25]; output
  * O tokens (O/2 for summarization), times the same kind of factor.
  *
- * Quality: perplexity over T tokens of --quality-text, KL divergence and
+ * Quality: perplexity over T tokens of --quality-text (default
+ * bench/ablation/prose.txt), KL divergence and
  * top-1 agreement against the reference (f32 weights, f32 KV), all computed
  * by each row's own model and KV types; greedy agreement: share of a row's
  * generated tokens that equal, position by position up to the first
@@ -39,6 +43,7 @@
  * columns are computed.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,15 +53,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ablation.h"
 #include "base/rng.h"
+#include "cli/args.h"
 #include "cli/cli.h"
-#include "cli/cmd_ablation.h"
+#include "cli/report.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-int rl_cmd_bench_ablation(int argc, char **argv);
+#define AB_CMD "bench/ablation"
+#define AB_TEXT_PROSE "bench/ablation/prose.txt" /* a snapshot of docs/ARCHITECTURE.md (commit 269aa58) */
+#define AB_TEXT_CODE "bench/ablation/code.txt"   /* a snapshot of src/sched/sched.c (commit 269aa58) */
 
 #define N_CFG 10
 static ab_cfg cfgs[N_CFG] = {
@@ -103,7 +112,7 @@ static const char *k_instr[4][2] = {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: redline bench ablation [-m MODEL] [options]\n"
+            "usage: build/bench/ablation [-m MODEL] [options]\n"
             "\n"
             "The technique table: one fixed workload under naive -> + weight quant -> + paged KV\n"
             "-> + continuous batching -> + prefix caching, then + KV q8_0 / q4_0, + speculative,\n"
@@ -117,8 +126,8 @@ static void usage(FILE *f) {
             "  --prompt-len L          mean own prompt tokens (128; chat/json L/2, code L, summary 2L)\n"
             "  --output-len O          mean output tokens (64; summary O/2)\n"
             "  --shared-prefix K       shared system-prompt tokens per prompt (64)\n"
-            "  --text FILE             prose for prompts (docs/ARCHITECTURE.md)\n"
-            "  --code FILE             C source for code prompts (src/sched/sched.c)\n"
+            "  --text FILE             prose for prompts (" AB_TEXT_PROSE ")\n"
+            "  --code FILE             C source for code prompts (" AB_TEXT_CODE ")\n"
             "  --seed S                workload seed (1)\n"
             "engine:\n"
             "  -c, --ctx-size N        n_ctx: what naive reserves per request (1024)\n"
@@ -127,7 +136,7 @@ static void usage(FILE *f) {
             "  --all-kv TYPE           KV type of the `everything` row (q8_0)\n"
             "measurement:\n"
             "  --runs R                repetitions per row, interleaved; medians reported (3)\n"
-            "  --quality-text FILE     text for perplexity/KL (docs/ARCHITECTURE.md)\n"
+            "  --quality-text FILE     text for perplexity/KL (" AB_TEXT_PROSE ")\n"
             "  --quality-tokens T      scored tokens (512)\n"
             "  --quality-ctx W         window length of the quality pass (256); windows\n"
             "                          start W/2 apart and score their second half\n"
@@ -139,36 +148,18 @@ static void usage(FILE *f) {
             "  -h, --help              this text\n");
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap) break;
-        char *nb = realloc(b, cap *= 2);
-        if (!nb) free(b);
-        b = nb;
-    }
-    fclose(f);
-    *len = n;
-    return b;
-}
-
 static int encode_file(const rl_tokenizer *tok, const char *path, int32_t **ids, size_t *n) {
     size_t len = 0;
-    char *t = read_all(path, &len);
+    char *t = rl_cli_read_file(path, &len);
     rl_err err = {0};
     if (!t) {
-        fprintf(stderr, "redline bench ablation: cannot read '%s': %s\n", path, strerror(errno));
+        fprintf(stderr, AB_CMD ": cannot read '%s': %s\n", path, strerror(errno));
         return -1;
     }
     int rc = rl_tokenizer_encode(tok, t, len, 0, ids, n, &err) ? -1 : 0;
-    if (rc) fprintf(stderr, "redline bench ablation: %s: %s\n", path, err.msg);
+    if (rc) fprintf(stderr, AB_CMD ": %s: %s\n", path, err.msg);
     else if (*n < 16) {
-        fprintf(stderr, "redline bench ablation: '%s' has only %zu tokens\n", path, *n);
+        fprintf(stderr, AB_CMD ": '%s' has only %zu tokens\n", path, *n);
         rc = -1;
     }
     free(t);
@@ -209,7 +200,7 @@ static int build_workload(const ab_opts *o, const rl_tokenizer *tok, ab_req *req
         size_t off = (size_t)rl_rng_below(&g, n_src);
         int32_t n = (bos >= 0) + o->shared + (int32_t)n_ins[q->kind][0] + own + (int32_t)n_ins[q->kind][1];
         if (n + q->out_len > o->n_ctx) {
-            fprintf(stderr, "redline bench ablation: request %d needs %d + %d tokens, over -c %d\n",
+            fprintf(stderr, AB_CMD ": request %d needs %d + %d tokens, over -c %d\n",
                     (int)r, (int)n, (int)q->out_len, (int)o->n_ctx);
             goto done;
         }
@@ -225,7 +216,7 @@ static int build_workload(const ab_opts *o, const rl_tokenizer *tok, ab_req *req
     rc = 0;
     goto done;
 bad:
-    fprintf(stderr, "redline bench ablation: %s\n", err.msg);
+    fprintf(stderr, AB_CMD ": %s\n", err.msg);
 done:
     rl_free(prose);
     rl_free(code);
@@ -291,17 +282,6 @@ static void child_row(void *arg) {
                       c->with_quality ? c->ref : NULL, c->n_ref, &c->slot);
 }
 
-static double median_of(double *v, int n) {
-    if (n <= 0) return NAN;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Per-row summary over runs. */
 typedef struct ab_sum {
     bool avail;
@@ -336,12 +316,12 @@ static void summarize(const ab_res *runs, int R, ab_sum *s) {
         s->rss_mib = fmax(s->rss_mib, x->rss_peak_kb / 1024.0);
     }
     s->n_ok = n;
-    s->tok_s = median_of(v[0], n);
-    s->ttft50 = median_of(v[1], n);
-    s->ttft99 = median_of(v[2], n);
-    s->tpot50 = median_of(v[3], n);
-    s->tpot99 = median_of(v[4], n);
-    s->dur = median_of(v[5], n);
+    s->tok_s = rl_report_percentile(v[0], n, 0.5);
+    s->ttft50 = rl_report_percentile(v[1], n, 0.5);
+    s->ttft99 = rl_report_percentile(v[2], n, 0.5);
+    s->tpot50 = rl_report_percentile(v[3], n, 0.5);
+    s->tpot99 = rl_report_percentile(v[4], n, 0.5);
+    s->dur = rl_report_percentile(v[5], n, 0.5);
     const ab_res *f = &runs[0];
     s->w_mib = f->weight_bytes / 1048576.0;
     s->kv_peak_mib = f->kv_peak_bytes / 1048576.0;
@@ -408,23 +388,8 @@ static void cpu_model(char *out, size_t len) {
     fclose(f);
 }
 
-static void jstr(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
-static void jnum(FILE *f, const char *key, double v, bool comma) {
-    fprintf(f, "\"%s\": ", key);
-    if (isfinite(v)) fprintf(f, "%.6g", v);
-    else fprintf(f, "null");
-    if (comma) fprintf(f, ", ");
-}
+/* o[k] = v, null when v is not finite */
+static void num(json_t *o, const char *k, double v) { json_object_set_new(o, k, rl_report_real(v)); }
 
 static double pct_cut(double naive, double x) { return naive > 0 ? 100.0 * (1.0 - x / naive) : NAN; }
 
@@ -435,108 +400,54 @@ static const char *fmt(char *b, size_t n, const char *f, double v) {
     return b;
 }
 
-static int parse_i(const char *flag, const char *v, long lo, long hi, int32_t *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || *end || x < lo || x > hi) {
-        fprintf(stderr, "redline bench ablation: %s needs an integer in [%ld, %ld]\n", flag, lo, hi);
-        return -1;
-    }
-    *out = (int32_t)x;
-    return 0;
-}
-
-int rl_cmd_bench_ablation(int argc, char **argv) {
-    ab_opts o = {.text = "docs/ARCHITECTURE.md", .code = "src/sched/sched.c",
-                 .qtext = "docs/ARCHITECTURE.md", .all_kv = "q8_0", .n_req = 32, .conc = 8,
-                 .prompt_len = 128, .output_len = 64, .shared = 64, .runs = 3, .qtokens = 512,
+int main(int argc, char **argv) {
+    ab_opts o = {.text = AB_TEXT_PROSE, .code = AB_TEXT_CODE, .qtext = AB_TEXT_PROSE, .all_kv = "q8_0",
+                 .n_req = 32, .conc = 8, .prompt_len = 128, .output_len = 64, .shared = 64, .runs = 3, .qtokens = 512,
                  .qctx = 256, .n_ctx = 1024, .batch = 256, .seed = 1};
-    for (int c = 0; c < 10; c++) o.rows[c] = true;
-    for (int i = 1; i < argc; i++)
+    for (int c = 0; c < N_CFG; c++) o.rows[c] = true;
+    for (int i = 1; i < argc; i++) /* --tiny sets defaults the other flags may override */
         if (!strcmp(argv[i], "--tiny")) {
             o.tiny = true;
             o.n_req = 4, o.conc = 2, o.prompt_len = 16, o.output_len = 6, o.shared = 16;
             o.n_ctx = 192, o.runs = 1, o.qtokens = 32, o.qctx = 48;
         }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int32_t x = 0;
-#define INT_OPT(name, lo, hi, field)                        \
-    if (!strcmp(a, name)) {                                 \
-        if (parse_i(a, v, lo, hi, &x)) return 2;            \
-        o.field = x;                                        \
-        i++;                                                \
-        continue;                                           \
-    }
-#define STR_OPT(name, alt, field)                                                            \
-    if (!strcmp(a, name) || (alt[0] && !strcmp(a, alt))) {                                     \
-        if (!v) {                                                                            \
-            fprintf(stderr, "redline bench ablation: %s needs a value\n", a);                \
-            return 2;                                                                        \
-        }                                                                                    \
-        o.field = v;                                                                         \
-        i++;                                                                                 \
-        continue;                                                                            \
-    }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    rl_args A;
+    rl_args_init(&A, AB_CMD, argc, argv);
+    while (rl_args_next(&A)) {
+        bool ok = true;
+        if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        }
-        if (!strcmp(a, "--tiny")) continue;
-        if (!strcmp(a, "--json")) {
-            o.json = true;
-            continue;
-        }
-        if (!strcmp(a, "--rows") && v) {
-            memset(o.rows, 0, sizeof o.rows);
-            for (const char *p = v; *p;) {
-                char *end;
-                long k = strtol(p, &end, 10);
-                if (end == p || k < 0 || k >= 10 || (*end && *end != ',')) {
-                    fprintf(stderr, "redline bench ablation: --rows needs indices 0-9, e.g. 0,1,9\n");
-                    return 2;
-                }
-                o.rows[k] = true;
-                p = *end ? end + 1 : end;
+        } else if (rl_args_is(&A, "--tiny")) continue;
+        else if (rl_args_is(&A, "--json")) o.json = true;
+        else if (rl_args_is(&A, "--break-quality")) o.break_quality = true;
+        else if (rl_args_is(&A, "--rows")) {
+            int32_t rows[N_CFG];
+            int n = 0;
+            if ((ok = rl_args_list(&A, 0, N_CFG - 1, rows, &n, N_CFG))) {
+                memset(o.rows, 0, sizeof o.rows);
+                for (int k = 0; k < n; k++) o.rows[rows[k]] = true;
             }
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--break-quality")) {
-            o.break_quality = true;
-            continue;
-        }
-        STR_OPT("-m", "--model", model)
-        STR_OPT("-md", "--model-draft", draft)
-        STR_OPT("--text", "", text)
-        STR_OPT("--code", "", code)
-        STR_OPT("--quality-text", "", qtext)
-        STR_OPT("--all-kv", "", all_kv)
-        INT_OPT("--requests", 1, 100000, n_req)
-        INT_OPT("--concurrency", 1, 1024, conc)
-        INT_OPT("--prompt-len", 1, 65536, prompt_len)
-        INT_OPT("--output-len", 1, 65536, output_len)
-        INT_OPT("--shared-prefix", 0, 65536, shared)
-        INT_OPT("--runs", 1, 64, runs)
-        INT_OPT("--quality-tokens", 1, 1 << 20, qtokens)
-        INT_OPT("--quality-ctx", 2, 65536, qctx)
-        INT_OPT("-c", 16, 1 << 20, n_ctx)
-        INT_OPT("--ctx-size", 16, 1 << 20, n_ctx)
-        INT_OPT("-b", 1, 65536, batch)
-        INT_OPT("--batch-size", 1, 65536, batch)
-        INT_OPT("-t", 1, 256, threads)
-        INT_OPT("--threads", 1, 256, threads)
-        if (!strcmp(a, "--seed")) {
-            if (parse_i(a, v, 0, 2147483647, &x)) return 2;
-            o.seed = (uint64_t)x;
-            i++;
-            continue;
-        }
-#undef INT_OPT
-#undef STR_OPT
-        fprintf(stderr, "redline bench ablation: unknown option '%s' (see --help)\n", a);
-        return 2;
+        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &o.model);
+        else if (rl_args_is(&A, "-md|--model-draft")) ok = rl_args_str(&A, &o.draft);
+        else if (rl_args_is(&A, "--text")) ok = rl_args_str(&A, &o.text);
+        else if (rl_args_is(&A, "--code")) ok = rl_args_str(&A, &o.code);
+        else if (rl_args_is(&A, "--quality-text")) ok = rl_args_str(&A, &o.qtext);
+        else if (rl_args_is(&A, "--all-kv")) ok = rl_args_str(&A, &o.all_kv);
+        else if (rl_args_is(&A, "--requests")) ok = rl_args_i32(&A, 1, 100000, &o.n_req);
+        else if (rl_args_is(&A, "--concurrency")) ok = rl_args_i32(&A, 1, 1024, &o.conc);
+        else if (rl_args_is(&A, "--prompt-len")) ok = rl_args_i32(&A, 1, 65536, &o.prompt_len);
+        else if (rl_args_is(&A, "--output-len")) ok = rl_args_i32(&A, 1, 65536, &o.output_len);
+        else if (rl_args_is(&A, "--shared-prefix")) ok = rl_args_i32(&A, 0, 65536, &o.shared);
+        else if (rl_args_is(&A, "--runs")) ok = rl_args_i32(&A, 1, 64, &o.runs);
+        else if (rl_args_is(&A, "--quality-tokens")) ok = rl_args_i32(&A, 1, 1 << 20, &o.qtokens);
+        else if (rl_args_is(&A, "--quality-ctx")) ok = rl_args_i32(&A, 2, 65536, &o.qctx);
+        else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 16, 1 << 20, &o.n_ctx);
+        else if (rl_args_is(&A, "-b|--batch-size")) ok = rl_args_i32(&A, 1, 65536, &o.batch);
+        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 1, 256, &o.threads);
+        else if (rl_args_is(&A, "--seed")) ok = rl_args_u64(&A, &o.seed);
+        else ok = rl_args_unknown(&A);
+        if (!ok) return 2;
     }
     o.model = rl_cli_model_path(o.model);
     if (!o.threads) {
@@ -558,7 +469,7 @@ int rl_cmd_bench_ablation(int argc, char **argv) {
     int32_t *toks = NULL, *ntok = NULL;
     if (!reqs) return 1;
     if (rl_gguf_open(o.model, &g, &err) || rl_tokenizer_load(g, &tok, &err)) {
-        fprintf(stderr, "redline bench ablation: %s: %s\n", o.model, err.msg);
+        fprintf(stderr, AB_CMD ": %s: %s\n", o.model, err.msg);
         goto out;
     }
     rl_gguf_close(g);
@@ -573,7 +484,7 @@ int rl_cmd_bench_ablation(int argc, char **argv) {
     }
     const int32_t n_ref = rl__ab_n_scored(&o, (int32_t)n_qids);
     if (n_ref < 1) {
-        fprintf(stderr, "redline bench ablation: the quality text is too short\n");
+        fprintf(stderr, AB_CMD ": the quality text is too short\n");
         goto out;
     }
 
@@ -585,7 +496,7 @@ int rl_cmd_bench_ablation(int argc, char **argv) {
     toks = calloc((size_t)N_CFG * (size_t)o.n_req * (size_t)out_max, sizeof(int32_t));
     ntok = calloc((size_t)N_CFG * (size_t)o.n_req, sizeof(int32_t));
     if (!ref || !slot_mem || !all || !toks || !ntok) {
-        fprintf(stderr, "redline bench ablation: out of memory\n");
+        fprintf(stderr, AB_CMD ": out of memory\n");
         goto out;
     }
     char *ref_tail = (char *)(ref + n_ref);
@@ -599,7 +510,7 @@ int rl_cmd_bench_ablation(int argc, char **argv) {
     char msg[240];
     fprintf(stderr, "ablation: reference quality pass (f32 weights, f32 KV, %d tokens)\n", (int)n_ref);
     if (in_child(child_ref, &cx, msg, sizeof msg) || !*cx.ref_ok) {
-        fprintf(stderr, "redline bench ablation: reference: %s\n", *cx.ref_ok ? msg : cx.ref_msg);
+        fprintf(stderr, AB_CMD ": reference: %s\n", *cx.ref_ok ? msg : cx.ref_msg);
         goto out;
     }
     const double ref_ppl = *cx.ref_ppl;
@@ -661,86 +572,76 @@ int rl_cmd_bench_ablation(int argc, char **argv) {
 
     FILE *f = stdout;
     if (o.json) {
-        fprintf(f, "{\"machine\": {\"cpu\": ");
-        jstr(f, cpu);
-        fprintf(f, ", \"cores\": %ld, ", cores);
-        jnum(f, "mem_bandwidth_gbs", bw, false);
-        fprintf(f, "},\n \"model\": ");
-        jstr(f, o.model);
-        fprintf(f, ", \"draft\": ");
-        if (o.draft) jstr(f, o.draft);
-        else fprintf(f, "null");
-        fprintf(f, ",\n \"workload\": {\"requests\": %d, \"concurrency\": %d, \"prompt_len\": %d, "
-                   "\"output_len\": %d, \"shared_prefix\": %d, \"n_ctx\": %d, \"batch_tokens\": %d, "
-                   "\"threads\": %d, \"runs\": %d, \"seed\": %llu, \"tiny\": %s, "
-                   "\"prompt_tokens\": %lld, \"output_tokens\": %lld, \"kinds\": {\"chat\": %d, "
-                   "\"code\": %d, \"summarization\": %d, \"json\": %d}, \"quality_tokens\": %d, "
-                   "\"quality_ctx\": %d, \"break_quality\": %s},\n",
-                (int)o.n_req, (int)o.conc, (int)o.prompt_len, (int)o.output_len, (int)o.shared,
-                (int)o.n_ctx, (int)o.batch, (int)o.threads, (int)o.runs, (unsigned long long)o.seed,
-                o.tiny ? "true" : "false", (long long)prompt_sum, (long long)out_sum, n_kind[0],
-                n_kind[1], n_kind[2], n_kind[3], (int)n_ref, (int)o.qctx,
-                o.break_quality ? "true" : "false");
-        fprintf(f, " \"reference\": {");
-        jnum(f, "ppl", ref_ppl, false);
-        fprintf(f, "},\n \"rows\": [\n");
+        json_t *rows = json_array();
         for (int c = 0; c < N_CFG; c++) {
             const ab_sum *s = &sum[c];
-            fprintf(f, "  {\"name\": ");
-            jstr(f, cfgs[c].name);
-            fprintf(f, ", \"definition\": ");
-            jstr(f, cfgs[c].what);
-            fprintf(f, ", \"kv_type\": \"%s/%s\", \"base\": %d, \"available\": %s, ", cfgs[c].kt,
-                    cfgs[c].vt, cfgs[c].base, s->avail ? "true" : "false");
+            char kv[64];
+            snprintf(kv, sizeof kv, "%s/%s", cfgs[c].kt, cfgs[c].vt);
+            json_t *r = json_pack("{s:s, s:s, s:s, s:i, s:b}", "name", cfgs[c].name, "definition", cfgs[c].what,
+                                  "kv_type", kv, "base", cfgs[c].base, "available", (int)s->avail);
+            if (!r) break;
+            json_array_append_new(rows, r);
             if (!s->avail) {
-                fprintf(f, "\"reason\": ");
-                jstr(f, s->reason);
-                fprintf(f, "}%s\n", c + 1 < N_CFG ? "," : "");
+                json_object_set_new(r, "reason", json_string(s->reason));
                 continue;
             }
-            jnum(f, "tok_s", s->tok_s, true);
-            jnum(f, "tok_s_min", s->tok_s_min, true);
-            jnum(f, "tok_s_max", s->tok_s_max, true);
-            jnum(f, "throughput_x_naive", nv->avail ? s->tok_s / nv->tok_s : NAN, true);
-            jnum(f, "ttft_p50_s", s->ttft50, true);
-            jnum(f, "ttft_p99_s", s->ttft99, true);
-            jnum(f, "tpot_p50_s", s->tpot50, true);
-            jnum(f, "tpot_p99_s", s->tpot99, true);
-            jnum(f, "ttft_p50_cut_pct", nv->avail ? pct_cut(nv->ttft50, s->ttft50) : NAN, true);
-            jnum(f, "tpot_p50_cut_pct", nv->avail ? pct_cut(nv->tpot50, s->tpot50) : NAN, true);
-            jnum(f, "duration_s", s->dur, true);
-            jnum(f, "weights_mib", s->w_mib, true);
-            jnum(f, "kv_peak_mib", s->kv_peak_mib, true);
-            jnum(f, "kv_pool_mib", s->kv_pool_mib, true);
-            jnum(f, "weights_kv_mib", s->mem_mib, true);
-            jnum(f, "memory_cut_pct", nv->avail ? pct_cut(nv->mem_mib, s->mem_mib) : NAN, true);
-            jnum(f, "kv_cut_pct", nv->avail ? pct_cut(nv->kv_peak_mib, s->kv_peak_mib) : NAN, true);
-            jnum(f, "peak_rss_mib", s->rss_mib, true);
-            jnum(f, "rss_at_start_mib", s->rss_start_mib, true);
-            jnum(f, "ppl", s->q_ok ? s->ppl : NAN, true);
-            jnum(f, "ppl_delta_pct", s->q_ok ? 100.0 * (s->ppl / ref_ppl - 1) : NAN, true);
-            jnum(f, "kl", s->q_ok ? s->kl : NAN, true);
-            jnum(f, "top1_agreement", s->q_ok ? s->top1 : NAN, true);
-            jnum(f, "greedy_agreement_vs_base", s->greedy, true);
-            jnum(f, "spec_acceptance", s->spec_acc, true);
-            jnum(f, "cached_prompt_tokens", (double)s->cached, true);
-            fprintf(f, "\"runs\": [");
-            for (int r = 0; r < o.runs; r++) {
-                const ab_res *x = &all[(size_t)c * o.runs + r];
-                fprintf(f, "{");
-                jnum(f, "tok_s", x->tok_s, true);
-                jnum(f, "ttft_p50_s", x->ttft_p50, true);
-                jnum(f, "tpot_p50_s", x->tpot_p50, true);
-                jnum(f, "output_tokens", (double)x->out_tokens, true);
-                jnum(f, "peak_rss_mib", x->rss_peak_kb / 1024.0, false);
-                fprintf(f, "}%s", r + 1 < o.runs ? ", " : "");
+            num(r, "tok_s", s->tok_s);
+            num(r, "tok_s_min", s->tok_s_min);
+            num(r, "tok_s_max", s->tok_s_max);
+            num(r, "throughput_x_naive", nv->avail ? s->tok_s / nv->tok_s : NAN);
+            num(r, "ttft_p50_s", s->ttft50);
+            num(r, "ttft_p99_s", s->ttft99);
+            num(r, "tpot_p50_s", s->tpot50);
+            num(r, "tpot_p99_s", s->tpot99);
+            num(r, "ttft_p50_cut_pct", nv->avail ? pct_cut(nv->ttft50, s->ttft50) : NAN);
+            num(r, "tpot_p50_cut_pct", nv->avail ? pct_cut(nv->tpot50, s->tpot50) : NAN);
+            num(r, "duration_s", s->dur);
+            num(r, "weights_mib", s->w_mib);
+            num(r, "kv_peak_mib", s->kv_peak_mib);
+            num(r, "kv_pool_mib", s->kv_pool_mib);
+            num(r, "weights_kv_mib", s->mem_mib);
+            num(r, "memory_cut_pct", nv->avail ? pct_cut(nv->mem_mib, s->mem_mib) : NAN);
+            num(r, "kv_cut_pct", nv->avail ? pct_cut(nv->kv_peak_mib, s->kv_peak_mib) : NAN);
+            num(r, "peak_rss_mib", s->rss_mib);
+            num(r, "rss_at_start_mib", s->rss_start_mib);
+            num(r, "ppl", s->q_ok ? s->ppl : NAN);
+            num(r, "ppl_delta_pct", s->q_ok ? 100.0 * (s->ppl / ref_ppl - 1) : NAN);
+            num(r, "kl", s->q_ok ? s->kl : NAN);
+            num(r, "top1_agreement", s->q_ok ? s->top1 : NAN);
+            num(r, "greedy_agreement_vs_base", s->greedy);
+            num(r, "spec_acceptance", s->spec_acc);
+            json_object_set_new(r, "cached_prompt_tokens", json_integer((json_int_t)s->cached));
+            json_t *runs = json_array();
+            for (int k = 0; k < o.runs; k++) {
+                const ab_res *x = &all[(size_t)c * o.runs + k];
+                json_t *one = json_object();
+                num(one, "tok_s", x->tok_s);
+                num(one, "ttft_p50_s", x->ttft_p50);
+                num(one, "tpot_p50_s", x->tpot_p50);
+                json_object_set_new(one, "output_tokens", json_integer((json_int_t)x->out_tokens));
+                num(one, "peak_rss_mib", x->rss_peak_kb / 1024.0);
+                json_array_append_new(runs, one);
             }
-            fprintf(f, "]}%s\n", c + 1 < N_CFG ? "," : "");
+            json_object_set_new(r, "runs", runs);
         }
-        fprintf(f, " ]}\n");
+        json_t *machine = json_pack("{s:s, s:I}", "cpu", cpu, "cores", (json_int_t)cores);
+        if (machine) num(machine, "mem_bandwidth_gbs", bw);
+        json_t *workload = json_pack(
+            "{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:I, s:I, s:{s:i, s:i, s:i, s:i}, s:i, s:i, "
+            "s:b}",
+            "requests", (int)o.n_req, "concurrency", (int)o.conc, "prompt_len", (int)o.prompt_len, "output_len",
+            (int)o.output_len, "shared_prefix", (int)o.shared, "n_ctx", (int)o.n_ctx, "batch_tokens",
+            (int)o.batch, "threads", (int)o.threads, "runs", (int)o.runs, "seed", (json_int_t)o.seed, "tiny",
+            (int)o.tiny, "prompt_tokens", (json_int_t)prompt_sum, "output_tokens", (json_int_t)out_sum, "kinds",
+            "chat", n_kind[0], "code", n_kind[1], "summarization", n_kind[2], "json", n_kind[3],
+            "quality_tokens", (int)n_ref, "quality_ctx", (int)o.qctx, "break_quality", (int)o.break_quality);
+        json_t *root = json_pack("{s:o, s:s, s:o, s:o, s:{s:o}, s:o}", "machine", machine, "model", o.model,
+                                 "draft", o.draft ? json_string(o.draft) : json_null(), "workload", workload,
+                                 "reference", "ppl", rl_report_real(ref_ppl), "rows", rows);
+        if (rl_report_json_write(f, root, false, AB_CMD)) goto out;
     } else {
         char b[16][48];
-        fprintf(f, "## redline bench ablation\n\n");
+        fprintf(f, "## bench/ablation\n\n");
         fprintf(f, "- machine: %s, %ld cores, memory bandwidth %.1f GB/s (memcpy, read+write)\n", cpu,
                 cores, bw);
         fprintf(f, "- model: %s%s%s\n", o.model, o.draft ? ", draft " : "", o.draft ? o.draft : "");

@@ -1,4 +1,4 @@
-/* `redline bench ablation`, the child side: one configuration through the
+/* bench/ablation, the child side: one configuration through the
  * engine (closed loop of `conc` clients over the fixed workload), then the
  * quality pass of the same model and KV types over the fixed text.
  *
@@ -29,8 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ablation.h"
 #include "base/rng.h"
-#include "cli/cmd_ablation.h"
+#include "cli/report.h"
+#include "engine/engine.h"
 #include "kv/seqkv.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -49,21 +51,6 @@ long rl__ab_proc_kb(const char *field) {
         }
     fclose(f);
     return v;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Percentile q in [0, 1] of v[0..n) (sorted in place), linear interpolation. */
-static double pct(double *v, int32_t n, double q) {
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    double x = q * (n - 1);
-    int32_t i = (int32_t)x;
-    if (i >= n - 1) return v[n - 1];
-    return v[i] + (x - i) * (v[i + 1] - v[i]);
 }
 
 /* Bytes the model's weights occupy in this configuration: stored tensors
@@ -377,10 +364,11 @@ void rl__ab_run_config(const ab_opts *o, const ab_cfg *c, const ab_req *reqs, co
         if (rr[r].n_tok > 1) tpot[n_tp++] = (rr[r].t_last - rr[r].t_first) / (rr[r].n_tok - 1);
     }
     res->tok_s = res->dur_s > 0 ? (double)res->out_tokens / res->dur_s : 0;
-    res->ttft_p99 = pct(ttft, o->n_req, 0.99);
-    res->ttft_p50 = pct(ttft, o->n_req, 0.50);
-    res->tpot_p99 = pct(tpot, n_tp, 0.99);
-    res->tpot_p50 = pct(tpot, n_tp, 0.50);
+    rl_report_dist dt = rl_report_dist_of(ttft, o->n_req), dp = rl_report_dist_of(tpot, n_tp);
+    res->ttft_p99 = dt.p99;
+    res->ttft_p50 = dt.p50;
+    res->tpot_p99 = dp.p99;
+    res->tpot_p50 = dp.p50;
     res->spec_proposed = st.spec_proposed - st0.spec_proposed;
     res->spec_accepted = st.spec_accepted - st0.spec_accepted;
     res->preemptions = st.preemptions - st0.preemptions;

@@ -1,7 +1,8 @@
-/* `redline bench ablation` (L9): shared declarations of cmd_ablation.c
- * (options, workload, orchestration, report) and cmd_ablation_run.c (what
- * one forked child does: one configuration through the engine, and the
- * quality pass over the fixed text).
+/* bench/ablation: shared declarations of ablation.c (options, workload,
+ * orchestration, report) and ablation_run.c (what one forked child does:
+ * one configuration through the engine, and the quality pass over the
+ * fixed text).  A benchmark program over librl, so it may use the
+ * library's internal headers.
  *
  * Each configuration runs in a fresh child process (fork) so that its peak
  * RSS (VmHWM) is its own; the child writes its figures into a MAP_SHARED
@@ -10,8 +11,8 @@
  * distribution, so what a child inherits is small and reported (VmRSS at
  * the child's start).
  */
-#ifndef RL_CLI_CMD_ABLATION_H
-#define RL_CLI_CMD_ABLATION_H
+#ifndef RL_BENCH_ABLATION_H
+#define RL_BENCH_ABLATION_H
 
 #include <stdbool.h>
 #include <stddef.h>
