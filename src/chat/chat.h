@@ -49,7 +49,8 @@ void rl_template_limits_default(rl_template_limits *lim);
 
 /* Renders `tmpl` (tmpl_len bytes, need not be NUL-terminated) with the
  * variables messages (list of {role, content}), add_generation_prompt,
- * bos_token and eos_token (NULL means ""), as HF does.  On success *out is a
+ * bos_token and eos_token (NULL means ""), and tools and documents set to
+ * none, as HF's apply_chat_template does without tools.  On success *out is a
  * NUL-terminated string of *out_len bytes (caller frees with rl_free); on
  * error *out is NULL and err says why. */
 rl_status rl_template_render(const char *tmpl, size_t tmpl_len, const rl_chat_msg *msgs,

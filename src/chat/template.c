@@ -220,6 +220,11 @@ static rl_status render(const char *tmpl, size_t tmpl_len, const render_in *in,
             msgs.u.l->v[i] = d;
         }
         rl__tp_set_var(c, "messages", msgs, 0);
+        /* apply_chat_template always passes tools= and documents= (None
+         * when not given): `tools is defined` holds, `tools is not none`
+         * does not, and a tool-use template iterating tools fails as in HF */
+        rl__tp_set_var(c, "tools", (tp_val){.t = V_NONE}, 0);
+        rl__tp_set_var(c, "documents", (tp_val){.t = V_NONE}, 0);
         rl__tp_set_var(c, "add_generation_prompt", mk_bool(in->add_gen), 0);
         const char *bos = in->bos ? in->bos : "", *eos = in->eos ? in->eos : "";
         rl__tp_set_var(c, "bos_token", tp_str(bos, strlen(bos)), 0);

@@ -63,8 +63,12 @@ static void test_basics(void **state) {
     expect("{{ 'a' + 'b' ~ 1 }}", "ab1");
     expect("{# comment #}x", "x");
     expect("{{ messages | length }} {{ messages[1]['role'] }} {{ messages[1].content }}", "4 user Hi");
-    expect("{{ add_generation_prompt }} {{ none }} {{ true }} {{ tools is defined }}",
-           "True None True False");
+    /* tools and documents are passed as None, as apply_chat_template does */
+    expect("{{ add_generation_prompt }} {{ none }} {{ true }} {{ tools is defined }} {{ tools is none }}"
+           " {{ documents is none }} {{ functions is defined }}",
+           "True None True True True True False");
+    expect("{% if tools is not none %}T{% else %}no tools{% endif %}", "no tools");
+    expect_err("{% for t in tools %}{{ t }}{% endfor %}", RL_ERR_FORMAT, "'NoneType' object is not iterable");
     expect("{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }} {{ 7 % 3 }} {{ -7 // 2 }}",
            "7 9 64 1 -4");
     expect("{{ 1 / 4 }} {{ 1e20 }} {{ 0.1 + 0.2 }} {{ 1.0 }} {{ 1e-7 }}",
