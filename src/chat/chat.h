@@ -60,6 +60,11 @@ rl_status rl_template_render(const char *tmpl, size_t tmpl_len, const rl_chat_ms
 /* Same, with every top-level key of the JSON object `ctx_json` as a template
  * variable (e.g. {"messages": [...], "tools": [...], "add_generation_prompt":
  * true, "bos_token": "<s>"}), so messages may carry tool_calls etc.
+ * Both entry points prepare `messages` as apply_chat_template does: keys
+ * whose value is None are dropped from each message (content: null becomes
+ * an absent content), a reasoning given as reasoning_content, thinking or
+ * reasoning is copied to reasoning_content and thinking, and a message that
+ * is not an object is an error.
  * `lim` may be NULL for the defaults. */
 rl_status rl_template_render_json(const char *tmpl, size_t tmpl_len, const char *ctx_json,
                                   size_t ctx_json_len, const rl_template_limits *lim, char **out,

@@ -5,7 +5,7 @@ Command-R, Functionary, firefunction, gpt-oss, Kimi K2, ...) rendered by
 redline (build/tools/render_template) and by jinja2 exactly as Hugging Face's
 apply_chat_template renders them (transformers' render_jinja_template:
 trim_blocks, lstrip_blocks, loopcontrols, raise_exception, strftime_now,
-HF's tojson), for conversations with a system prompt, user/assistant turns,
+HF's tojson, after apply_chat_template's message normalization), for conversations with a system prompt, user/assistant turns,
 assistant tool calls, tool results and a `tools` list, with and without
 add_generation_prompt.  Outputs must be byte-identical; when jinja2 raises
 (the template's raise_exception, an undefined access) redline must fail too,
@@ -100,10 +100,21 @@ CONVERSATIONS = [
 ]
 
 
+def hf_normalize(msgs):
+    """What the tokenizer's apply_chat_template does to the messages before
+    render_jinja_template: keys whose value is None are dropped (the CALL
+    message's content: None becomes an absent content).  HF's own function
+    where this transformers has it."""
+    norm = getattr(chat_utils, "_normalize_chat_messages", None)
+    if norm is not None:
+        return norm(msgs)
+    return [{k: v for k, v in m.items() if v is not None} for m in msgs]
+
+
 def render_hf(template, bos, eos, msgs, tools, agp):
     try:
         out, _ = chat_utils.render_jinja_template(
-            conversations=[msgs], tools=tools, chat_template=template,
+            conversations=[hf_normalize(msgs)], tools=tools, chat_template=template,
             add_generation_prompt=agp, bos_token=bos, eos_token=eos)
         return out[0], None
     except Exception as e:  # jinja2 TemplateError (raise_exception), UndefinedError, TypeError ...
