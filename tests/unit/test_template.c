@@ -459,6 +459,54 @@ static void test_tools_context(void **state) {
     rl_free(out);
 }
 
+/* Renders t over the JSON context ctx; fails the test unless the outcome is
+ * want (output) or, when want is NULL, an RL_ERR_FORMAT naming `err_sub`. */
+static void expect_json(const char *t, const char *ctx, const char *want, const char *err_sub) {
+    char *out = NULL;
+    size_t n = 0;
+    rl_err err = {0};
+    rl_status st = rl_template_render_json(t, strlen(t), ctx, strlen(ctx), NULL, &out, &n, &err);
+    if (want) {
+        if (st != RL_OK) fail_msg("%s over %s failed: %s", t, ctx, err.msg);
+        if (strcmp(out, want) != 0) fail_msg("%s over %s\n got: [%s]\nwant: [%s]", t, ctx, out, want);
+        rl_free(out);
+    } else {
+        if (st != RL_ERR_FORMAT || !strstr(err.msg, err_sub)) fail_msg("%s over %s: %d [%s]", t, ctx, st, err.msg);
+        assert_null(out);
+    }
+}
+
+/* apply_chat_template's message preparation (expected outputs from
+ * transformers' _normalize_chat_messages + render_jinja_template): None
+ * values dropped, reasoning aliased in Python's key order, non-dict
+ * messages rejected; the {role, content} entry point does the same with a
+ * NULL content. */
+static void test_hf_message_normalization(void **state) {
+    (void)state;
+    const char *t = "{{ messages[0] | tojson }} {{ messages[0].content is defined }}";
+    expect_json(t, "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"reasoning\": \"r\", \"x\": null}]}",
+                "{\"thinking\": \"r\", \"role\": \"assistant\", \"reasoning\": \"r\", \"reasoning_content\": \"r\"} False", NULL);
+    expect_json(t, "{\"messages\": [{\"role\": \"a\", \"thinking\": \"t\", \"reasoning_content\": \"rc\"}]}",
+                "{\"thinking\": \"t\", \"role\": \"a\", \"reasoning_content\": \"rc\"} False", NULL);
+    expect_json(t, "{\"messages\": [{\"role\": \"a\", \"thinking\": null, \"reasoning\": \"\"}]}",
+                "{\"thinking\": \"\", \"role\": \"a\", \"reasoning\": \"\", \"reasoning_content\": \"\"} False", NULL);
+    /* nested None values stay; only a message's own keys are dropped */
+    expect_json("{{ messages[0].tool_calls[0] | tojson }}",
+                "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": null}]}]}", "{\"id\": null}", NULL);
+    /* other variables are not touched, nor a `messages` that is not a list */
+    expect_json("{{ other | tojson }} {{ messages }}", "{\"other\": [{\"a\": null}], \"messages\": \"m\"}",
+                "[{\"a\": null}] m", NULL);
+    expect_json("x", "{\"messages\": [{\"role\": \"user\"}, \"x\"]}", NULL, "messages[1]: chat messages should be dicts, got str");
+    rl_chat_msg m[] = {{"assistant", NULL}, {"user", "u"}};
+    const char *t2 = "{% for x in messages %}{{ x | tojson }}{{ x.content is defined }};{% endfor %}";
+    char *out = NULL;
+    size_t n = 0;
+    rl_err err = {0};
+    assert_int_equal(rl_template_render(t2, strlen(t2), m, 2, false, NULL, NULL, &out, &n, &err), RL_OK);
+    assert_string_equal(out, "{\"role\": \"assistant\"}False;{\"role\": \"user\", \"content\": \"u\"}True;");
+    rl_free(out);
+}
+
 /* Macros, recursion and call blocks stay inside the limits: a clear
  * RL_ERR_LIMIT, never a crash or a hang. */
 static void test_recursion_limits(void **state) {
@@ -563,7 +611,7 @@ int main(void) {
         cmocka_unit_test(test_filter_blocks),   cmocka_unit_test(test_access_and_values),
         cmocka_unit_test(test_more_filters),    cmocka_unit_test(test_str_methods_and_format),
         cmocka_unit_test(test_tools_context),   cmocka_unit_test(test_recursion_limits),
-        cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_hf_message_normalization), cmocka_unit_test(test_alloc_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
