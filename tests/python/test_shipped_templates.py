@@ -72,6 +72,10 @@ TOOLS = [{
 CALL = {"role": "assistant", "content": None, "tool_calls": [{
     "id": "abcDEF123", "type": "function",
     "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]}
+# the same call as the OpenAI API sends it: arguments as a JSON string
+CALL_WIRE = {"role": "assistant", "content": None, "tool_calls": [{
+    "id": "abcDEF123", "type": "function",
+    "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]}
 RESULT = {"role": "tool", "tool_call_id": "abcDEF123", "name": "get_weather",
           "content": "{\"temperature\": 21, \"sky\": \"clear\"}"}
 
@@ -97,6 +101,8 @@ CONVERSATIONS = [
     ("tool_call", [U("What's the weather in Paris?"), CALL, RESULT], TOOLS),
     ("tool_round_trip", [S("Use the tools."), U("Weather in Paris?"), CALL, RESULT,
                          A("It is 21 °C and clear in Paris."), U("Thanks!")], TOOLS),
+    ("tool_round_trip_wire", [S("Use the tools."), U("Weather in Paris?"), CALL_WIRE, RESULT,
+                              A("It is 21 °C and clear in Paris."), U("Thanks!")], TOOLS),
 ]
 
 
