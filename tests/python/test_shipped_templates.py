@@ -76,6 +76,10 @@ CALL = {"role": "assistant", "content": None, "tool_calls": [{
 CALL_WIRE = {"role": "assistant", "content": None, "tool_calls": [{
     "id": "abcDEF123", "type": "function",
     "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]}
+# content "" rather than null (as llama.cpp's server passes it to templates
+# that concatenate content): the templates that fail on a missing content
+# render their tool-call branch
+CALL_EMPTY = {**CALL_WIRE, "content": ""}
 RESULT = {"role": "tool", "tool_call_id": "abcDEF123", "name": "get_weather",
           "content": "{\"temperature\": 21, \"sky\": \"clear\"}"}
 
@@ -103,6 +107,8 @@ CONVERSATIONS = [
                          A("It is 21 °C and clear in Paris."), U("Thanks!")], TOOLS),
     ("tool_round_trip_wire", [S("Use the tools."), U("Weather in Paris?"), CALL_WIRE, RESULT,
                               A("It is 21 °C and clear in Paris."), U("Thanks!")], TOOLS),
+    ("tool_call_empty_content", [U("Weather in Paris?"), CALL_EMPTY, RESULT], TOOLS),
+    ("tool_call_empty_content_dict", [U("Weather in Paris?"), {**CALL, "content": ""}, RESULT], TOOLS),
 ]
 
 
