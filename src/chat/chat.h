@@ -5,25 +5,30 @@
  * trim_blocks=True, lstrip_blocks=True, the loopcontrols extension
  * ({% break %}, {% continue %}), one trailing newline of the source dropped,
  * raise_exception(msg), namespace(), dict(), range(), strftime_now(), and a
- * `tojson` filter that is json.dumps(ensure_ascii=False, sort_keys=False).
+ * `tojson` filter that is json.dumps(x, ensure_ascii=False, indent=None,
+ * separators=None, sort_keys=False) with those keywords.
  *
  * Supported: {{ }}, {% %}, {# #}, whitespace control (-, +), raw blocks;
  * if/elif/else, for (tuple targets, `if` filter, else, loop.*), set (names,
- * ns.attr, block set), generation blocks (rendered inline), break/continue;
- * literals (str, int, float, bool, none, list, tuple, dict), arithmetic,
- * ~ concatenation, comparisons (chained), and/or/not, in/not in, conditional
- * expressions, `is` tests, attribute/subscript access, slicing, filters and
- * the common str/dict methods.  Not supported (clear error): macros, call
- * blocks, filter blocks, include/extends/import.
+ * ns.attr, block set, filtered block set), macro (defaults, varargs, kwargs,
+ * caller, recursion), call blocks, filter blocks, generation blocks
+ * (rendered inline), break/continue; literals (str, int, float, bool, none,
+ * list, tuple, dict), arithmetic, % and str.format formatting, ~
+ * concatenation, comparisons (chained), and/or/not, in/not in, conditional
+ * expressions, `is` tests, jinja2's getattr/getitem (methods before keys),
+ * slicing, jinja2's filters and the str/dict/list methods templates use,
+ * Markup (|safe) and generators (|map, |select ...) as Python has them.
+ * Not supported (clear error): include/extends/import, recursive for.
  *
  * Templates are untrusted: lexing, parsing and evaluation are bounded by the
- * limits below (steps, output bytes, interpreter memory, nesting depth).  Any
- * violation or template error returns an rl_status and an rl_err message of
- * the form "chat template L:C: what" (line and column, 1-based).  The
- * renderer never aborts on bad input.
+ * limits below (steps, output bytes, interpreter memory, nesting depth; macro
+ * calls in progress count as nesting, and run-time recursion is capped at
+ * ten times max_depth).  Any violation or template error returns an
+ * rl_status and an rl_err message of the form "chat template L:C: what"
+ * (line and column, 1-based).  The renderer never aborts on bad input.
  *
  * Strings are treated as UTF-8; length, indexing and slicing count code
- * points as Python does.  upper/lower/title/capitalize map ASCII letters only.
+ * points as Python does; case mapping is Unicode's (C.UTF-8 ctype tables).
  */
 #ifndef RL_CHAT_H
 #define RL_CHAT_H
@@ -44,7 +49,8 @@ void rl_template_limits_default(rl_template_limits *lim);
 
 /* Renders `tmpl` (tmpl_len bytes, need not be NUL-terminated) with the
  * variables messages (list of {role, content}), add_generation_prompt,
- * bos_token and eos_token (NULL means ""), as HF does.  On success *out is a
+ * bos_token and eos_token (NULL means ""), and tools and documents set to
+ * none, as HF's apply_chat_template does without tools.  On success *out is a
  * NUL-terminated string of *out_len bytes (caller frees with rl_free); on
  * error *out is NULL and err says why. */
 rl_status rl_template_render(const char *tmpl, size_t tmpl_len, const rl_chat_msg *msgs,
@@ -54,6 +60,11 @@ rl_status rl_template_render(const char *tmpl, size_t tmpl_len, const rl_chat_ms
 /* Same, with every top-level key of the JSON object `ctx_json` as a template
  * variable (e.g. {"messages": [...], "tools": [...], "add_generation_prompt":
  * true, "bos_token": "<s>"}), so messages may carry tool_calls etc.
+ * Both entry points prepare `messages` as apply_chat_template does: keys
+ * whose value is None are dropped from each message (content: null becomes
+ * an absent content), a reasoning given as reasoning_content, thinking or
+ * reasoning is copied to reasoning_content and thinking, and a message that
+ * is not an object is an error.
  * `lim` may be NULL for the defaults. */
 rl_status rl_template_render_json(const char *tmpl, size_t tmpl_len, const char *ctx_json,
                                   size_t ctx_json_len, const rl_template_limits *lim, char **out,

@@ -173,6 +173,37 @@ static tp_val from_json(tp_ctx *c, json_t *j, int depth) {
     return mk_undef(NULL);
 }
 
+/* What apply_chat_template does to each message before rendering: keys
+ * whose value is None are dropped (OpenAI-style `content: null` becomes an
+ * absent key), then a reasoning given as reasoning_content, thinking or
+ * reasoning (the first present, in that order) is copied to both
+ * reasoning_content and thinking, in the key order of Python's
+ * {"thinking": r, **message, "reasoning_content": r}.  A message that is not
+ * a dict is an error, as in HF.  Returns the new list; msgs is not changed. */
+static tp_val hf_messages(tp_ctx *c, tp_val msgs) {
+    static const char *const reasoning_keys[] = {"reasoning_content", "thinking", "reasoning"};
+    tp_val out = mk_list(c, msgs.u.l->n, false, 0);
+    for (size_t i = 0; i < msgs.u.l->n; i++) {
+        tp_val m = msgs.u.l->v[i];
+        if (m.t != V_DICT)
+            rl__tp_fail(c, RL_ERR_FORMAT, 0, "messages[%zu]: chat messages should be dicts, got %s", i,
+                        rl__tp_type_name(m));
+        tp_dict *src = m.u.d;
+        tp_val reasoning = {.t = V_UNDEF};
+        for (size_t r = 0; r < 3 && reasoning.t == V_UNDEF; r++) {
+            tp_val *v = rl__tp_dict_get_str(c, src, reasoning_keys[r], strlen(reasoning_keys[r]), 0);
+            if (v && v->t != V_NONE) reasoning = *v;
+        }
+        tp_val d = mk_dict(c, src->n + 2, 0);
+        if (reasoning.t != V_UNDEF) rl__tp_dict_set(c, d.u.d, tp_str("thinking", 8), reasoning, 0);
+        for (size_t k = 0; k < src->n; k++)
+            if (src->v[k].t != V_NONE) rl__tp_dict_set(c, d.u.d, src->k[k], src->v[k], 0);
+        if (reasoning.t != V_UNDEF) rl__tp_dict_set(c, d.u.d, tp_str("reasoning_content", 17), reasoning, 0);
+        out.u.l->v[i] = d;
+    }
+    return out;
+}
+
 typedef struct render_in {
     const rl_chat_msg *msgs;
     size_t n_msgs;
@@ -207,7 +238,11 @@ static rl_status render(const char *tmpl, size_t tmpl_len, const render_in *in,
     if (in->ctx) {
         const char *k;
         json_t *v;
-        json_object_foreach(in->ctx, k, v) rl__tp_set_var(c, k, from_json(c, v, 0), 0);
+        json_object_foreach(in->ctx, k, v) {
+            tp_val x = from_json(c, v, 0);
+            if (strcmp(k, "messages") == 0 && x.t == V_LIST) x = hf_messages(c, x);
+            rl__tp_set_var(c, k, x, 0);
+        }
     } else {
         tp_val msgs = mk_list(c, in->n_msgs, false, 0);
         for (size_t i = 0; i < in->n_msgs; i++) {
@@ -219,7 +254,12 @@ static rl_status render(const char *tmpl, size_t tmpl_len, const render_in *in,
             rl__tp_dict_set(c, d.u.d, tp_str("content", 7), content, 0);
             msgs.u.l->v[i] = d;
         }
-        rl__tp_set_var(c, "messages", msgs, 0);
+        rl__tp_set_var(c, "messages", hf_messages(c, msgs), 0);
+        /* apply_chat_template always passes tools= and documents= (None
+         * when not given): `tools is defined` holds, `tools is not none`
+         * does not, and a tool-use template iterating tools fails as in HF */
+        rl__tp_set_var(c, "tools", (tp_val){.t = V_NONE}, 0);
+        rl__tp_set_var(c, "documents", (tp_val){.t = V_NONE}, 0);
         rl__tp_set_var(c, "add_generation_prompt", mk_bool(in->add_gen), 0);
         const char *bos = in->bos ? in->bos : "", *eos = in->eos ? in->eos : "";
         rl__tp_set_var(c, "bos_token", tp_str(bos, strlen(bos)), 0);

@@ -87,7 +87,11 @@ static bool encode_text(rl_srv *s, const char *text, size_t len, bool with_bos, 
 static bool render_chat(rl_srv *s, const rl_oai_req *r, bool add_gen, char **out, size_t *len,
                         rl_oai_err *e) {
     rl_err err = {0};
-    if (rl_chat_render(s->vocab, r->msgs, r->n_msgs, add_gen, out, len, &err) != RL_OK)
+    rl_status st = rl_chat_render(s->vocab, r->msgs, r->n_msgs, add_gen, out, len, &err);
+    if (st == RL_ERR_NOMEM) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+    /* anything else is this conversation's fault (the template's
+     * raise_exception, a type error, a step bound): 400 with the message */
+    if (st != RL_OK)
         return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: the chat template failed: %s",
                            err.msg);
     return true;

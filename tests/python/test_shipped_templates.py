@@ -5,7 +5,7 @@ Command-R, Functionary, firefunction, gpt-oss, Kimi K2, ...) rendered by
 redline (build/tools/render_template) and by jinja2 exactly as Hugging Face's
 apply_chat_template renders them (transformers' render_jinja_template:
 trim_blocks, lstrip_blocks, loopcontrols, raise_exception, strftime_now,
-HF's tojson), for conversations with a system prompt, user/assistant turns,
+HF's tojson, after apply_chat_template's message normalization), for conversations with a system prompt, user/assistant turns,
 assistant tool calls, tool results and a `tools` list, with and without
 add_generation_prompt.  Outputs must be byte-identical; when jinja2 raises
 (the template's raise_exception, an undefined access) redline must fail too,
@@ -73,6 +73,14 @@ TOOLS = [{
 CALL = {"role": "assistant", "content": None, "tool_calls": [{
     "id": "abcDEF123", "type": "function",
     "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]}
+# the same call as the OpenAI API sends it: arguments as a JSON string
+CALL_WIRE = {"role": "assistant", "content": None, "tool_calls": [{
+    "id": "abcDEF123", "type": "function",
+    "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]}
+# content "" rather than null (as llama.cpp's server passes it to templates
+# that concatenate content): the templates that fail on a missing content
+# render their tool-call branch
+CALL_EMPTY = {**CALL_WIRE, "content": ""}
 RESULT = {"role": "tool", "tool_call_id": "abcDEF123", "name": "get_weather",
           "content": "{\"temperature\": 21, \"sky\": \"clear\"}"}
 
@@ -86,13 +94,28 @@ CONVERSATIONS = [
     ("tool_call", [U("What's the weather in Paris?"), CALL, RESULT], TOOLS),
     ("tool_round_trip", [S("Use the tools."), U("Weather in Paris?"), CALL, RESULT,
                          A("It is 21 °C and clear in Paris."), U("Thanks!")], TOOLS),
+    ("tool_round_trip_wire", [S("Use the tools."), U("Weather in Paris?"), CALL_WIRE, RESULT,
+                              A("It is 21 °C and clear in Paris."), U("Thanks!")], TOOLS),
+    ("tool_call_empty_content", [U("Weather in Paris?"), CALL_EMPTY, RESULT], TOOLS),
+    ("tool_call_empty_content_dict", [U("Weather in Paris?"), {**CALL, "content": ""}, RESULT], TOOLS),
 ]
+
+
+def hf_normalize(msgs):
+    """What the tokenizer's apply_chat_template does to the messages before
+    render_jinja_template: keys whose value is None are dropped (the CALL
+    message's content: None becomes an absent content).  HF's own function
+    where this transformers has it."""
+    norm = getattr(chat_utils, "_normalize_chat_messages", None)
+    if norm is not None:
+        return norm(msgs)
+    return [{k: v for k, v in m.items() if v is not None} for m in msgs]
 
 
 def render_hf(template, bos, eos, msgs, tools, agp):
     try:
         out, _ = chat_utils.render_jinja_template(
-            conversations=[msgs], tools=tools, chat_template=template,
+            conversations=[hf_normalize(msgs)], tools=tools, chat_template=template,
             add_generation_prompt=agp, bos_token=bos, eos_token=eos)
         return out[0], None
     except Exception as e:  # jinja2 TemplateError (raise_exception), UndefinedError, TypeError ...
