@@ -32,3 +32,24 @@ def root():
 @pytest.fixture
 def build():
     return BUILD
+
+
+def llamacpp_assets_dir():
+    """Directory of the test data llama.cpp ships (ggml-vocab-*.gguf with
+    their .inp/.out test vectors, templates/*.jinja), extracted from the
+    pinned llama-cpp-python sdist by scripts/fetch-llamacpp-assets (which
+    downloads it with pip on first use; later calls only print the path)."""
+    import subprocess
+
+    script = ROOT / "scripts" / "fetch-llamacpp-assets"
+    p = subprocess.run([str(script)], capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        pytest.fail(f"{script} failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}")
+    d = pathlib.Path(p.stdout.strip().splitlines()[-1])
+    assert d.is_dir() and (d / "templates").is_dir(), d
+    return d
+
+
+@pytest.fixture(scope="session")
+def llamacpp_assets():
+    return llamacpp_assets_dir()

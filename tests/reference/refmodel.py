@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 import gguf  # noqa: E402
 from gguf import quants as gguf_quants  # noqa: E402
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "qwen3", "phi3", "gemma2", "granite")
 
 
 # --------------------------------------------------------------------------
@@ -72,10 +72,15 @@ class TensorInfo:
 
 
 class GGUFFile:
-    """Metadata and tensor table of a GGUF file; tensor bytes via np.memmap."""
+    """Metadata and tensor table of a GGUF file; tensor bytes via np.memmap.
 
-    def __init__(self, path: str):
+    keep_arrays: also keep arrays longer than _BIG_ARRAY (the vocabulary),
+    with string elements as raw bytes; `types[key]` is then (vtype, etype)."""
+
+    def __init__(self, path: str, keep_arrays: bool = False):
         self.path = path
+        self.keep_arrays = keep_arrays
+        self.types = {}
         self.mm = np.memmap(path, dtype=np.uint8, mode="r")
         self.pos = 0
         if bytes(self.mm[:4]) != b"GGUF":
@@ -90,7 +95,9 @@ class GGUFFile:
         for _ in range(n_kv):
             key = self._string()
             vtype = self._scalar(4)
+            self._etype = None
             self.meta[key] = self._value(vtype)
+            self.types[key] = (vtype, self._etype)
         self.tensors = {}
         infos = []
         for _ in range(n_tensors):
@@ -132,13 +139,23 @@ class GGUFFile:
         if vtype != 9:
             return self._scalar(vtype)
         etype = self._scalar(4)
+        self._etype = etype
         n = self._scalar(10)
         if etype in _SCALAR:
             dt = np.dtype(_SCALAR[etype])
             arr = np.frombuffer(self.mm, dtype=dt, count=n, offset=self.pos)
             self.pos += n * dt.itemsize
+            if self.keep_arrays:
+                return arr.copy()
             return None if n > _BIG_ARRAY else arr.tolist()
         if etype == 8:
+            if self.keep_arrays:
+                out = []
+                for _ in range(n):
+                    ln = int(np.frombuffer(self.mm, dtype="<u8", count=1, offset=self.pos)[0])
+                    out.append(bytes(self.mm[self.pos + 8:self.pos + 8 + ln]))
+                    self.pos += 8 + ln
+                return out
             if n > _BIG_ARRAY:  # skip quickly: only the lengths matter
                 for _ in range(n):
                     ln = int(np.frombuffer(self.mm, dtype="<u8", count=1, offset=self.pos)[0])
@@ -180,21 +197,33 @@ class HParams:
     rope_neox: bool
     rope_scale: float       # linear position scaling factor (1 = none)
     sliding_window: int     # 0 = none
-    swa_pattern: int        # every swa_pattern-th layer is global (gemma3)
+    swa_pattern: int        # every swa_pattern-th layer is global (gemma2/3); 1: all layers local (phi3)
     attn_scale: float       # multiplier on q.k
     final_softcap: float    # 0 = none
     attn_softcap: float     # 0 = none
     embd_scale: float       # multiplier on token embeddings
     bos_id: int | None
     eos_id: int | None
+    yarn_factor: float = 0.0    # rope.scaling.type yarn: context extension factor (0 = no YaRN)
+    rope_orig_ctx: int = 0      # rope.scaling.original_context_length
+    rope_attn_factor: float = 1.0  # rope.scaling.attn_factor: multiplies cos/sin (LongRoPE)
+    residual_scale: float = 1.0    # granite: block outputs times this before the residual add
+    logit_scale: float = 1.0       # granite: logits divided by this
+    ctx_train: int = 0
 
     def is_swa(self, il: int) -> bool:
-        if self.sliding_window <= 0 or self.swa_pattern <= 1:
+        if self.sliding_window <= 0:
+            return False
+        if self.swa_pattern == 1:
+            return True
+        if self.swa_pattern <= 1:
             return False
         return (il % self.swa_pattern) < (self.swa_pattern - 1)
 
 
-def hparams_from_meta(meta: dict, n_vocab: int) -> HParams:
+def hparams_from_meta(meta: dict, n_vocab: int, phi3_swa: bool = True) -> HParams:
+    """phi3_swa: apply a phi3 file's attention.sliding_window to every layer,
+    as Hugging Face's Phi3 does (llama.cpp 0.3.16 ignores it)."""
     arch = meta["general.architecture"]
     if arch not in SUPPORTED_ARCHS:
         raise ValueError(f"unsupported architecture {arch!r}")
@@ -211,8 +240,14 @@ def hparams_from_meta(meta: dict, n_vocab: int) -> HParams:
     default_base = 1_000_000.0 if arch == "gemma3" else 10000.0
     rope_base = float(g("rope.freq_base", default_base))
     rope_scale = 1.0
-    if g("rope.scaling.type") == "linear" and g("rope.scaling.factor"):
+    yarn_factor = 0.0
+    stype = g("rope.scaling.type")
+    if stype == "linear" and g("rope.scaling.factor"):
         rope_scale = float(g("rope.scaling.factor"))
+    elif stype == "yarn":
+        yarn_factor = float(g("rope.scaling.factor", 1.0) or 1.0)
+    ctx_train = int(g("context_length", 0) or 0)
+    rope_orig_ctx = int(g("rope.scaling.original_context_length", ctx_train) or ctx_train)
 
     sliding_window = 0
     swa_pattern = 0
@@ -221,20 +256,36 @@ def hparams_from_meta(meta: dict, n_vocab: int) -> HParams:
     final_softcap = float(g("final_logit_softcapping", 0.0) or 0.0)
     attn_softcap = float(g("attn_logit_softcapping", 0.0) or 0.0)
     attn_scale = 1.0 / math.sqrt(head_dim)
+    residual_scale = logit_scale = 1.0
+    if arch in ("gemma2", "gemma3"):
+        embd_scale = math.sqrt(n_embd)
+        # query_pre_attn_scalar: head_dim for all sizes but the 27B ones, where
+        # it is n_embd / n_head. GGUF does not store it; infer like that.
+        qpas = g("attention.query_pre_attn_scalar")
+        if qpas is None:
+            qpas = head_dim
+            if int(g("block_count")) in (46, 62):  # Gemma 2 / Gemma 3 27B
+                qpas = n_embd // n_head
+        attn_scale = 1.0 / math.sqrt(float(qpas))
     if arch == "gemma3":
         sliding_window = int(g("attention.sliding_window", 0) or 0)
         # Gemma 3: 5 local (sliding window) layers then 1 global layer.
         swa_pattern = int(g("attention.sliding_window_pattern", 6) or 6)
         rope_base_local = float(g("rope.freq_base_swa", 10000.0))
-        embd_scale = math.sqrt(n_embd)
-        # query_pre_attn_scalar: head_dim for all sizes but 27B, where it is
-        # n_embd / n_head. GGUF does not store it; infer like that.
-        qpas = g("attention.query_pre_attn_scalar")
-        if qpas is None:
-            qpas = head_dim
-            if int(g("block_count")) == 62:  # 27B
-                qpas = n_embd // n_head
-        attn_scale = 1.0 / math.sqrt(float(qpas))
+    if arch == "gemma2":
+        # Gemma 2: even layers local, odd layers global; HF defaults 4096/50/30
+        sliding_window = int(g("attention.sliding_window", 4096) or 0)
+        swa_pattern = 2
+        attn_softcap = float(g("attn_logit_softcapping", 50.0) or 0.0)
+        final_softcap = float(g("final_logit_softcapping", 30.0) or 0.0)
+    if arch == "phi3" and phi3_swa:
+        sliding_window = int(g("attention.sliding_window", 0) or 0)
+        swa_pattern = 1
+    if arch == "granite":
+        embd_scale = float(g("embedding_scale", 1.0) or 1.0)
+        residual_scale = float(g("residual_scale", 1.0) or 1.0)
+        logit_scale = float(g("logit_scale", 1.0) or 1.0)
+        attn_scale = float(g("attention.scale", 0.0) or 0.0) or attn_scale
 
     return HParams(
         arch=arch,
@@ -250,7 +301,8 @@ def hparams_from_meta(meta: dict, n_vocab: int) -> HParams:
         rope_dim=rope_dim,
         rope_base=rope_base,
         rope_base_local=rope_base_local,
-        rope_neox=(arch != "llama"),
+        # GGUF llama/granite: Q/K rows permuted for adjacent-pair RoPE
+        rope_neox=arch not in ("llama", "granite"),
         rope_scale=rope_scale,
         sliding_window=sliding_window,
         swa_pattern=swa_pattern,
@@ -260,6 +312,12 @@ def hparams_from_meta(meta: dict, n_vocab: int) -> HParams:
         embd_scale=embd_scale,
         bos_id=meta.get("tokenizer.ggml.bos_token_id"),
         eos_id=meta.get("tokenizer.ggml.eos_token_id"),
+        yarn_factor=yarn_factor,
+        rope_orig_ctx=rope_orig_ctx,
+        rope_attn_factor=float(g("rope.scaling.attn_factor", 1.0) or 1.0),
+        residual_scale=residual_scale,
+        logit_scale=logit_scale,
+        ctx_train=ctx_train,
     )
 
 
@@ -284,17 +342,33 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 
 def rope_cos_sin(pos: np.ndarray, rope_dim: int, base: float, scale: float = 1.0,
-                 freq_factors: np.ndarray | None = None):
+                 freq_factors: np.ndarray | None = None, yarn_factor: float = 0.0,
+                 orig_ctx: int = 0, mscale: float = 1.0):
     """cos/sin tables of shape (n, rope_dim/2) for positions `pos`.
 
-    theta_i = pos / scale * base^(-2i/rope_dim), i = 0 .. rope_dim/2-1
-    (optionally divided by per-dimension freq_factors, llama3-style)."""
+    theta_i = pos / scale * base^(-2i/rope_dim), i = 0 .. rope_dim/2-1,
+    optionally divided by per-pair freq_factors (llama3 rope_freqs, LongRoPE
+    short/long factors).  YaRN (yarn_factor > 1, as in Hugging Face's
+    _compute_yarn_parameters, beta_fast 32, beta_slow 1): per pair a blend of
+    the interpolated (theta/factor) and original frequency, ramping from
+    original (high frequencies) to interpolated (low ones) between the
+    correction dims, and cos/sin times 0.1 ln(factor) + 1.  Both tables are
+    multiplied by mscale (LongRoPE's attention factor)."""
     i = np.arange(rope_dim // 2, dtype=np.float64)
     inv_freq = base ** (-2.0 * i / rope_dim)
     if freq_factors is not None:
         inv_freq = inv_freq / freq_factors.astype(np.float64)
+    if yarn_factor > 1.0:
+        def corr_dim(n_rot):
+            return rope_dim * math.log(orig_ctx / (n_rot * 2 * math.pi)) / (2 * math.log(base))
+        low = max(math.floor(corr_dim(32.0)), 0)
+        high = min(math.ceil(corr_dim(1.0)), rope_dim - 1)
+        ramp = np.clip((i - low) / max(high - low, 0.001), 0.0, 1.0)
+        extrap = 1.0 - ramp                      # weight of the original frequency
+        inv_freq = inv_freq / yarn_factor * (1.0 - extrap) + inv_freq * extrap
+        mscale = mscale * (0.1 * math.log(yarn_factor) + 1.0)
     ang = (pos.astype(np.float64) / scale)[:, None] * inv_freq[None, :]
-    return np.cos(ang), np.sin(ang)
+    return np.cos(ang) * mscale, np.sin(ang) * mscale
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, rope_dim: int,
@@ -375,27 +449,58 @@ def _cache_path(path: str) -> str:
     return os.path.join(_CACHE_DIR, hashlib.sha1(key.encode()).hexdigest() + ".npz")
 
 
+class _LazyWeights(dict):
+    """Weights dequantized on access; token_embd and output kept."""
+
+    def __init__(self, file: GGUFFile):
+        super().__init__()
+        self.file = file
+        for name in ("token_embd.weight", "output.weight"):
+            if name in file.tensors:
+                dict.__setitem__(self, name, file.load(name))
+
+    def __contains__(self, name):
+        return name in self.file.tensors
+
+    def __getitem__(self, name):
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        return self.file.load(name)
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+
 class Model:
     """A GGUF decoder, weights dequantized to float32 once per process.
 
     use_disk_cache: keep the dequantized weights in an uncompressed .npz
     under $REDLINE_REF_CACHE (default /tmp/redline-refcache)."""
 
-    def __init__(self, path: str, use_disk_cache: bool = False):
+    def __init__(self, path: str, use_disk_cache: bool = False, n_ctx: int | None = None,
+                 lazy: bool = False, phi3_swa: bool = True):
+        """n_ctx: the context size the file is run with; it picks LongRoPE's
+        long factors when n_ctx > rope.scaling.original_context_length, as
+        llama.cpp does (default: the file's context_length, llama.cpp's -c 0).
+        lazy: dequantize block weights on every use instead of keeping them
+        (for multi-GB files; only token_embd/output stay in memory)."""
         self.path = path
         self.file = GGUFFile(path)
         self.meta = self.file.meta
         if "token_embd.weight" not in self.file.tensors:
             raise ValueError(f"{path}: no token_embd.weight")
         n_vocab = int(self.file.tensors["token_embd.weight"].ne[1])
-        self.hp = hparams_from_meta(self.meta, n_vocab)
-        self.w = self._load_weights(use_disk_cache)
+        self.hp = hparams_from_meta(self.meta, n_vocab, phi3_swa=phi3_swa)
+        self.w = _LazyWeights(self.file) if lazy else self._load_weights(use_disk_cache)
         emb = self.w["token_embd.weight"]
         self.hp.n_vocab = emb.shape[0]
         # tied embeddings when there is no output.weight
-        self.out_w = self.w.get("output.weight", emb)
-        self.freq_factors = self.w.get("rope_freqs.weight")
-
+        self.out_w = self.w["output.weight"] if "output.weight" in self.w else emb
+        self.freq_factors = self.w["rope_freqs.weight"] if "rope_freqs.weight" in self.w else None
+        if "rope_factors_long.weight" in self.w:  # LongRoPE (phi3)
+            ctx = n_ctx or self.hp.ctx_train
+            which = "long" if ctx > self.hp.rope_orig_ctx else "short"
+            self.freq_factors = self.w[f"rope_factors_{which}.weight"]
     def _load_weights(self, use_disk_cache):
         cp = _cache_path(self.path) if use_disk_cache else None
         if cp and os.path.exists(cp):
@@ -418,9 +523,14 @@ class Model:
         hp, w = self.hp, self.w
         p = f"blk.{il}."
         n = x.shape[0]
-        q = x @ w[p + "attn_q.weight"].T
-        k = x @ w[p + "attn_k.weight"].T
-        v = x @ w[p + "attn_v.weight"].T
+        if p + "attn_qkv.weight" in w:  # phi3: fused rows [q; k; v]
+            qkv = x @ w[p + "attn_qkv.weight"].T
+            nq, nk = hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim
+            q, k, v = qkv[:, :nq], qkv[:, nq:nq + nk], qkv[:, nq + nk:]
+        else:
+            q = x @ w[p + "attn_q.weight"].T
+            k = x @ w[p + "attn_k.weight"].T
+            v = x @ w[p + "attn_v.weight"].T
         if p + "attn_q.bias" in w:
             q = q + w[p + "attn_q.bias"]
         if p + "attn_k.bias" in w:
@@ -438,7 +548,8 @@ class Model:
         base = hp.rope_base_local if swa else hp.rope_base
         scale = 1.0 if swa else hp.rope_scale
         pos = np.arange(pos0, pos0 + n)
-        cos, sin = rope_cos_sin(pos, hp.rope_dim, base, scale, self.freq_factors)
+        cos, sin = rope_cos_sin(pos, hp.rope_dim, base, scale, self.freq_factors,
+                                hp.yarn_factor, hp.rope_orig_ctx, hp.rope_attn_factor)
         q = apply_rope(q, cos, sin, hp.rope_dim, hp.rope_neox)
         k = apply_rope(k, cos, sin, hp.rope_dim, hp.rope_neox)
 
@@ -473,9 +584,13 @@ class Model:
     def _ffn(self, il: int, x: np.ndarray):
         w = self.w
         p = f"blk.{il}."
-        gate = x @ w[p + "ffn_gate.weight"].T
-        up = x @ w[p + "ffn_up.weight"].T
-        act = gelu_tanh(gate) if self.hp.arch == "gemma3" else silu(gate)
+        if p + "ffn_gate.weight" in w:
+            gate = x @ w[p + "ffn_gate.weight"].T
+            up = x @ w[p + "ffn_up.weight"].T
+        else:  # phi3: ffn_up holds [gate; up]
+            gu = x @ w[p + "ffn_up.weight"].T
+            gate, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
+        act = gelu_tanh(gate) if self.hp.arch in ("gemma2", "gemma3") else silu(gate)
         return (act * up) @ w[p + "ffn_down.weight"].T
 
     # ---- full forward ------------------------------------------------------
@@ -501,11 +616,15 @@ class Model:
             a = self._attention(il, h, cache, pos0)
             if p + "post_attention_norm.weight" in w:
                 a = rms_norm(a, w[p + "post_attention_norm.weight"], hp.eps)
+            if hp.residual_scale != 1.0:
+                a = a * np.float32(hp.residual_scale)
             x = x + a
             h = rms_norm(x, w[p + "ffn_norm.weight"], hp.eps)
             f = self._ffn(il, h)
             if p + "post_ffw_norm.weight" in w:
                 f = rms_norm(f, w[p + "post_ffw_norm.weight"], hp.eps)
+            if hp.residual_scale != 1.0:
+                f = f * np.float32(hp.residual_scale)
             x = x + f
         cache.n = pos0 + len(tokens)
 
@@ -513,6 +632,8 @@ class Model:
             x = x[-1:]
         x = rms_norm(x, w["output_norm.weight"], hp.eps)
         logits = x @ self.out_w.T
+        if hp.logit_scale != 1.0:
+            logits = logits / np.float32(hp.logit_scale)
         if hp.final_softcap > 0:
             logits = hp.final_softcap * np.tanh(logits / hp.final_softcap)
         logits = logits.astype(np.float32)
