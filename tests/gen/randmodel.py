@@ -472,13 +472,17 @@ class Stats:
     top: np.ndarray        # (K,) token ids with bigram codes
     L: np.ndarray          # (K, r) bigram input codes
     R: np.ndarray          # (K, r) bigram output codes: R[v] . L[x] ~ log P(v|x) / P(v)
+    tri: list = field(default_factory=list)  # [(a, b, [(next, P(next|a b)), ...])], most frequent first
 
 
-def corpus_stats(ids: np.ndarray, n_vocab: int, K: int, r: int, kappa=5.0, alpha=0.01) -> Stats:
+def corpus_stats(ids: np.ndarray, n_vocab: int, K: int, r: int, kappa=5.0, alpha=0.01,
+                 top_logit=8.0) -> Stats:
+    """top_logit: the prior logit of the commonest token (the level only
+    matters under a final softcap)."""
     cnt = np.bincount(ids, minlength=n_vocab).astype(np.float64)[:n_vocab]
     pu = (cnt + alpha) / (cnt.sum() + alpha * n_vocab)
     prior = np.log(pu)
-    prior = prior - prior.max() + 8.0
+    prior = prior - prior.max() + top_logit
     K = int(min(K, (cnt >= 2).sum()))
     top = np.argsort(-cnt, kind="stable")[:K]
     idx = -np.ones(n_vocab, np.int64)
@@ -493,8 +497,20 @@ def corpus_stats(ids: np.ndarray, n_vocab: int, K: int, r: int, kappa=5.0, alpha
     U, S, Vt = np.linalg.svd(M, full_matrices=False)
     r = min(r, K)
     sq = np.sqrt(S[:r])
+    # two-token contexts seen at least twice, with their commonest continuations
+    trig = {}
+    for a_, b_, c_ in zip(ids[:-2].tolist(), ids[1:-1].tolist(), ids[2:].tolist()):
+        trig.setdefault((a_, b_), {}).setdefault(c_, 0)
+        trig[(a_, b_)][c_] += 1
+    tri = []
+    for (a_, b_), nxt in trig.items():
+        tot = sum(nxt.values())
+        if tot >= 2:
+            best = sorted(nxt.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+            tri.append((tot, a_, b_, [(c_, k / tot) for c_, k in best]))
+    tri.sort(key=lambda t: (-t[0], t[1], t[2]))
     return Stats(prior.astype(np.float32), top, (U[:, :r] * sq).astype(np.float32),
-                 (Vt[:r].T * sq).astype(np.float32))
+                 (Vt[:r].T * sq).astype(np.float32), [t[1:] for t in tri])
 
 
 # --------------------------------------------------------------------------
@@ -502,20 +518,40 @@ def corpus_stats(ids: np.ndarray, n_vocab: int, K: int, r: int, kappa=5.0, alpha
 # --------------------------------------------------------------------------
 
 class Layout:
-    """Named residual-stream subspaces."""
+    """Named residual-stream subspaces.  The large dims (the constant block,
+    the prior, the bias dims) sit together in their own 256-wide block (the
+    last one) when n_embd allows, so that blockwise activation quantization
+    (Q8_K/Q8_0 in llama.cpp, 8-bit activations in redline) keeps the small
+    code dims of the other blocks precise."""
 
-    def __init__(self, d):
+    def __init__(self, d, n_big):
         self.d, self.next, self.s = d, 0, {}
+        self.big0 = (d - 256) // 256 * 256 if d >= 512 else d - n_big
+        self.big = np.arange(self.big0, self.big0 + n_big)
+        self.nbig = 0
+
+    def take_big(self, name, n):
+        self.s[name] = self.big[self.nbig:self.nbig + n]
+        self.nbig += n
+        return self.s[name]
 
     def take(self, name, n):
-        if self.next + n > self.d:
-            raise ValueError(f"n_embd {self.d} too small for the layout ({name})")
+        lim = self.big0 if self.next <= self.big0 else self.d
+        if self.next + n > lim:
+            if lim == self.big0 and self.big0 + len(self.big) + n <= self.d:
+                self.next = self.big0 + len(self.big)
+            else:
+                raise ValueError(f"n_embd {self.d} too small for the layout ({name})")
         self.s[name] = np.arange(self.next, self.next + n)
         self.next += n
         return self.s[name]
 
     def free(self):
-        return np.arange(self.next, self.d)
+        used = np.zeros(self.d, bool)
+        for v in self.s.values():
+            used[v] = True
+        used[self.big] = True
+        return np.nonzero(~used)[0]
 
 
 class Builder:
@@ -532,13 +568,20 @@ class Builder:
         n_mid = spec.n_layer - 1
         self.chunk = int(min(hd - 1, math.ceil(r_b / n_mid)))
         self.r_b = min(r_b, self.chunk * n_mid)
-        lay = self.lay = Layout(d)
-        lay.take("C1", 32 if real else 4)
-        lay.take("C2", 1)
-        lay.take("BA", 1)
-        lay.take("BF", 1)
-        for nm, n in (("Sa", self.r_b), ("Sb", self.r_b), ("Sx", self.chunk), ("Sid", self.r_i),
-                      ("Spid", self.r_i), ("Sppid", self.r_i), ("Sind", self.r_i)):
+        nC = 32 if real else 4
+        lay = self.lay = Layout(d, nC + 3)
+        lay.take_big("C1", nC)
+        lay.take_big("C2", 1)
+        lay.take_big("BA", 1)
+        lay.take_big("BF", 1)
+        subs = [("Sa", self.r_b), ("Sb", self.r_b), ("Sx", self.chunk), ("Sid", self.r_i),
+                ("Spid", self.r_i), ("Sppid", self.r_i), ("Sind", self.r_i)]
+        # trigram memories in every FFN from layer 1 (written to S_tri, moved at
+        # the end) when there is room, else in the last FFN only
+        self.tri_all = real
+        if self.tri_all:
+            subs.append(("Stri", self.r_i))
+        for nm, n in subs:
             lay.take(nm, n)
         self.free = lay.free()
         self.sig_code = 0.35   # bigram codes are stored scaled by this
@@ -558,7 +601,10 @@ class Builder:
         self.gamma_id = float(os.environ.get("RM_GAMMA", 4.0))    # nats an exact induction match adds to the predicted token
         # induction score of a full match: high enough to find a true match among
         # a few hundred positions, low enough to stay diffuse (harmless) without one
-        self.alpha_ind = 16.0
+        # (real: longer codes, fewer false matches; gemma2 real: up where its cap bends)
+        self.alpha_ind = (40.0 if spec.attn_softcap else 24.0) if real else 16.0
+        self.gamma_tri = float(os.environ.get("RM_GAMMA_TRI", 5.0))  # nats for a sure trigram continuation
+        self.tri = list(stats.tri)
         self.G = 6.0           # gate pre-activation of the linear FFN channels
 
     # ---- embeddings -----------------------------------------------------
@@ -808,10 +854,33 @@ class Builder:
             for m in range(nch):
                 sx = lay.s["Sx"][m]
                 lin(unit(sx), [(lay.s["Sb"][c0 + m], 1.0), (sx, -1.0)])
-        if l == sp.n_layer - 1:
+        last = l == sp.n_layer - 1
+        if last:
             for m in range(self.r_i):
-                lin(unit(lay.s["Sind"][m]) / self.n_ind - unit(lay.s["Sid"][m]), [(lay.s["Sid"][m], 1.0)])
+                up = unit(lay.s["Sind"][m]) / self.n_ind - unit(lay.s["Sid"][m])
+                if self.tri_all:
+                    up = up + unit(lay.s["Stri"][m])
+                lin(up, [(lay.s["Sid"][m], 1.0)])
         lin(self.c1_read(self.b_f), [(lay.s["BF"][0], 1.0 if l % 2 == 0 else -1.0)])
+        if l >= 1 and (self.tri_all or last):
+            # trigram memories: channel open (gate ~5) only when S_pid, S_id hold the
+            # context (a, b); it writes the identity codes of a's-b's continuations
+            dst = lay.s["Sid"] if last else lay.s["Stri"]
+            share = len(self.tri) if last or not self.tri_all else \
+                math.ceil(len(self.tri) / max(1, sp.n_layer - 1 - l))
+            n_tri = min(share, int(0.75 * (F - ch[0])))
+            beta, tau = 20.0, 1.75
+            g_open = float(self.act(np.float64(beta * (2 - tau))))
+            for _ in range(n_tri):
+                a_, b_, conts = self.tri.pop(0)
+                c = ch[0]
+                Ag[c] = -beta * tau * self.c1_read(1.0)
+                Ag[c, lay.s["Spid"]] += beta * self.id_codes[a_] / self.sig_id ** 2
+                Ag[c, lay.s["Sid"]] += beta * self.id_codes[b_] / self.sig_id ** 2
+                Au[c] = self.c1_read(1.0)
+                for v_, pv in conts:
+                    D[dst, c] += self.gamma_tri * pv / self.gamma_id * self.id_codes[v_] / g_open
+                ch[0] += 1
         n_struct = ch[0]
         Ag[:n_struct] = self.jitter(Ag[:n_struct], 0.02)
         Au[:n_struct] = self.jitter(Au[:n_struct], 0.02)
@@ -977,7 +1046,9 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
     text = "".join(open(f, encoding="utf-8", errors="replace").read() + "\n" for f in files)
     ids = greedy_tokenize(text, toks, types, kv["tokenizer.ggml.model"][0])
     real = spec.n_embd >= 1024
-    stats = corpus_stats(ids, n_vocab, 4096 if real else 1024, 256 if real else 20)
+    # gemma2: logits high enough for the final softcap (30) to bend them
+    stats = corpus_stats(ids, n_vocab, 4096 if real else 1024, 256 if real else 20,
+                         top_logit=18.0 if spec.final_softcap else 8.0)
     extra = extra_tensors(spec)
     b = Builder(spec, stats, n_vocab, seed, noise)
     b.setup_rope(extra)

@@ -34,20 +34,38 @@ def build():
     return BUILD
 
 
+_LLAMACPP_ASSETS = []  # [path] or [skip reason]: scripts/fetch-llamacpp-assets runs once per session
+
+
 def llamacpp_assets_dir():
     """Directory of the test data llama.cpp ships (ggml-vocab-*.gguf with
     their .inp/.out test vectors, templates/*.jinja), extracted from the
     pinned llama-cpp-python sdist by scripts/fetch-llamacpp-assets (which
-    downloads it with pip on first use; later calls only print the path)."""
+    downloads it with pip on first use; later calls only print the path).
+    When the script cannot provide them (no network, no pip, bad hash) the
+    test is skipped with the script's reason, or fails when
+    REDLINE_REQUIRE_LLAMACPP_ASSETS=1 (a CI that must run these tests)."""
     import subprocess
 
-    script = ROOT / "scripts" / "fetch-llamacpp-assets"
-    p = subprocess.run([str(script)], capture_output=True, text=True, timeout=900)
-    if p.returncode != 0:
-        pytest.fail(f"{script} failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}")
-    d = pathlib.Path(p.stdout.strip().splitlines()[-1])
-    assert d.is_dir() and (d / "templates").is_dir(), d
-    return d
+    if not _LLAMACPP_ASSETS:
+        script = ROOT / "scripts" / "fetch-llamacpp-assets"
+        try:
+            p = subprocess.run([str(script)], capture_output=True, text=True, timeout=900)
+            ok = p.returncode == 0
+            why = f"exit {p.returncode}: {p.stderr.strip()[-1000:]}"
+        except (OSError, subprocess.TimeoutExpired) as e:
+            ok, why = False, str(e)
+        if ok:
+            d = pathlib.Path(p.stdout.strip().splitlines()[-1])
+            ok = d.is_dir() and (d / "templates").is_dir()
+            why = f"{d} has no templates/"
+        _LLAMACPP_ASSETS.append(d if ok else f"llama.cpp test assets unavailable ({script.name} {why})")
+    v = _LLAMACPP_ASSETS[0]
+    if isinstance(v, str):
+        if os.environ.get("REDLINE_REQUIRE_LLAMACPP_ASSETS") == "1":
+            pytest.fail(v)
+        pytest.skip(v)
+    return v
 
 
 @pytest.fixture(scope="session")

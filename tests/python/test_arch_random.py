@@ -5,8 +5,9 @@ tests/gen/randmodel.py writes each family's `tiny` file (real vocabulary,
 the family's structure: Llama 3 rope_freqs, Mistral head_dim, Qwen3 Q/K
 norms, YaRN, Phi-3 fused tensors + LongRoPE + sliding window, Gemma 2
 softcaps + alternating windows + post norms, Granite multipliers) into
-.cache/randmodels/ (reused while the generator, its corpus and the vocab
-files are unchanged).  Its weights make a peaked distribution, so a wrong
+.cache/randmodels/ (fitted on tests/gen/README.md and tests/reference/
+README.md; reused while the generator, the reference, that corpus and the
+vocab files are unchanged, stale files removed).  Its weights make a peaked distribution, so a wrong
 rope, norm, scale or window changes the logits and the argmax.
 
 Per file (build/tools/logits, as test_golden.py runs it, with -c N_CTX):
@@ -23,17 +24,16 @@ factors as llama.cpp does.  phi3-swa follows Hugging Face (the window
 applies to every layer; llama.cpp 0.3.16 ignores phi3 windows).
 """
 import hashlib
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
 
 from conftest import BUILD, ROOT, llamacpp_assets_dir
+from test_golden import cosine, run_logits  # build/tools/logits as the golden test runs it
 
+pytest.importorskip("gguf", reason="the gguf package (pip install gguf) writes the random-weight files")
 sys.path.insert(0, str(ROOT / "tests" / "reference"))
 sys.path.insert(0, str(ROOT / "tests" / "gen"))
 import refmodel  # noqa: E402
@@ -46,6 +46,8 @@ EXACT_COS = 0.9999
 FAST_COS = 0.99
 BATCH_BOUND = 1e-5
 TIE_GAP = 1e-3
+# the generator's fit text: files of this test's own area (not docs/, which other work edits)
+CORPUS = [ROOT / "tests" / "gen" / "README.md", ROOT / "tests" / "reference" / "README.md"]
 TEXT = ("The committee met on Tuesday to discuss the budget for the new library. "
         "Members agreed that the library should open in the spring, and that the "
         "budget should cover books, staff and a small garden. The chair asked each "
@@ -67,7 +69,7 @@ def tiny_model(family):
     assets = llamacpp_assets_dir()
     spec = randmodel.get_spec(family, "tiny")
     h = hashlib.sha256()
-    for f in [randmodel.__file__] + randmodel.default_corpus():
+    for f in [randmodel.__file__, refmodel.__file__] + CORPUS:
         h.update(open(f, "rb").read())
     h.update(open(os.path.join(assets, ".stamp"), "rb").read())
     gem = ROOT / "models" / "gemma3-270m.gguf"
@@ -75,8 +77,11 @@ def tiny_model(family):
     path = CACHE / f"{family}-tiny-{h.hexdigest()[:12]}.gguf"
     if not path.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
+        for old in CACHE.glob(f"{family}-tiny-*.gguf"):  # stale: another generator version
+            old.unlink(missing_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        randmodel.generate(spec, str(tmp), str(assets), log=lambda m: None, gemma_fallback=True)
+        randmodel.generate(spec, str(tmp), str(assets), [str(c) for c in CORPUS], log=lambda m: None,
+                           gemma_fallback=True)
         os.replace(tmp, path)
     return path
 
@@ -90,26 +95,6 @@ def prompt_ids(path, n):
     return ids[:n]
 
 
-def run_logits(model, ids, n_ctx, *extra):
-    with tempfile.NamedTemporaryFile(suffix=".npy", delete=False) as tf:
-        out = tf.name
-    try:
-        cmd = [str(LOGITS), "-m", str(model), "--tokens", ",".join(map(str, ids)), "--out", out,
-               "-t", "2", "-c", str(n_ctx), *extra]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, f"logits {model.name}: exit {p.returncode}: {p.stderr.strip()}"
-        res = json.loads(p.stdout)
-        res["logits"] = np.load(out)
-        return res
-    finally:
-        os.unlink(out)
-
-
-def cosine(a, b):
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(a.dot(b) / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_arch_random(case):
     name, family, n_ctx, n_prompt = case
@@ -118,8 +103,8 @@ def test_arch_random(case):
     path = tiny_model(family)
     ids = prompt_ids(path, n_prompt)
     ref = refmodel.Model(str(path), n_ctx=n_ctx, phi3_swa=True)
-    ex = run_logits(path, ids, n_ctx, "--exact", "--greedy", str(N_GREEDY))
-    fa = run_logits(path, ids, n_ctx, "--greedy", str(N_GREEDY), "--check-batch")
+    ex = run_logits(str(path), ids, "-c", str(n_ctx), "--exact", "--greedy", str(N_GREEDY))
+    fa = run_logits(str(path), ids, "-c", str(n_ctx), "--greedy", str(N_GREEDY), "--check-batch")
     full = ids + ex["greedy"][:-1]
     rl = ref.forward(full, ref.new_cache(), all_logits=True)
     last = rl[len(ids) - 1]

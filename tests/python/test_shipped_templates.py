@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, llamacpp_assets_dir
+from test_template import A, S, U  # message builders
 
 chat_utils = pytest.importorskip("transformers.utils.chat_template_utils")
 
@@ -74,18 +75,6 @@ CALL = {"role": "assistant", "content": None, "tool_calls": [{
     "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]}
 RESULT = {"role": "tool", "tool_call_id": "abcDEF123", "name": "get_weather",
           "content": "{\"temperature\": 21, \"sky\": \"clear\"}"}
-
-
-def U(c):
-    return {"role": "user", "content": c}
-
-
-def A(c):
-    return {"role": "assistant", "content": c}
-
-
-def S(c):
-    return {"role": "system", "content": c}
 
 
 CONVERSATIONS = [

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Validate the NumPy reference (tests/reference/refmodel.py) against llama.cpp
+on random-weight files of each family (tests/gen/randmodel.py).  A bench tool,
+not a CI test: it needs llama.cpp's llama-perplexity (bench/peer-llamacpp
+--build-only) and, at real shapes, tens of minutes per family on 2 cores.
+
+  tests/gen/validate_llamacpp.py [--preset tiny|real] [--family F ...]
+        [--text FILE] [--corpus FILE ...] [--ctx 512] [--chunks 4] [--q4km]
+        [--variants] [--dir /work/randmodels] [--json OUT.json]
+
+Per family: the file is generated (fitted on --corpus, default --text) unless
+DIR/FAMILY-PRESET.gguf exists; llama-perplexity runs on --text with -c CTX
+--chunks N -t 2 --kl-divergence-base DUMP, which stores the tokens and, per
+scored position (the second half of each chunk), every log-probability within
+16 nats of the top one (uint16, step <= 2.5e-4).  The reference runs the same
+tokens (BOS first when the file adds one, as llama-perplexity does) with
+n_ctx = CTX, and phi3 windows off (llama.cpp 0.3.16 ignores them).  Reported:
+  ppl_llama (llama-perplexity's estimate), ppl_ref (the reference on the same
+  scored tokens), top-1 agreement, max and mean |log p difference| over the
+  dumped entries, KL(llama || ref) over the dumped entries.
+--q4km also quantizes with llama-quantize and compares on the Q4_K_M file
+(the reference dequantizes with gguf.quants).  --variants writes copies of
+the F16 file with one hyperparameter deliberately wrong (same weights) and
+reports llama-perplexity's PPL on each: how visible such a mistake is.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+import randmodel  # noqa: E402
+import refmodel  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import gguf  # noqa: E402
+
+LCPP_BIN = os.environ.get("LLAMA_CPP_BIN") or os.path.join(ROOT, "bench", ".cache", "llama.cpp-build-0.3.16", "bin")
+
+# deliberately wrong metadata per family: (label, [(key, value)] to set, [keys/tensors] to drop)
+VARIANTS = {
+    "llama3": [("rope_freqs.weight dropped (no llama3 scaling)", [], ["rope_freqs.weight"]),
+               ("rope.freq_base 500000 -> 100000", [("rope.freq_base", "100000")], [])],
+    "mistral": [("rope.freq_base 1e6 -> 1e4", [("rope.freq_base", "10000")], []),
+                ("rms eps 1e-5 -> 1e-2", [("attention.layer_norm_rms_epsilon", "0.01")], [])],
+    "qwen3": [("rope.freq_base 1e6 -> 1e4", [("rope.freq_base", "10000")], []),
+              ("rms eps 1e-6 -> 1e-2 (also the q/k norms)", [("attention.layer_norm_rms_epsilon", "0.01")], [])],
+    "qwen3-yarn": [("YaRN dropped", [], ["rope.scaling.type", "rope.scaling.factor"])],
+    "phi3": [("LongRoPE attention factor dropped", [], ["rope.scaling.attn_factor"]),
+             ("long/short LongRoPE factors swapped", [("rope.scaling.original_context_length", "SWAPCTX")], [])],
+    "phi3-swa": [("rope.freq_base 1e4 -> 1e5", [("rope.freq_base", "100000")], [])],
+    "gemma2": [("final softcap 30 -> 1e4 (none)", [("final_logit_softcapping", "10000")], []),
+               ("attention softcap 50 -> 1e4 (none)", [("attn_logit_softcapping", "10000")], []),
+               ("sliding window off", [("attention.sliding_window", "1000000")], [])],
+    "granite": [("logit_scale 8 -> 1", [("logit_scale", "1.0")], []),
+                ("residual_scale 0.22 -> 1", [("residual_scale", "1.0")], []),
+                ("attention.scale 1/64 -> 1/8 (=1/sqrt(head_dim))", [("attention.scale", "0.125")], []),
+                ("embedding_scale 12 -> 1", [("embedding_scale", "1.0")], [])],
+}
+
+
+def run(cmd, timeout=7200):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])}: exit {p.returncode}: {p.stderr[-2000:]}")
+    return p.stdout + p.stderr
+
+
+def llama_ppl(model, text, ctx, chunks, dump=None):
+    cmd = [os.path.join(LCPP_BIN, "llama-perplexity"), "-m", model, "-f", text, "-c", str(ctx),
+           "--chunks", str(chunks), "-t", "2"]
+    if dump:
+        cmd += ["--kl-divergence-base", dump]
+    out = run(cmd)
+    m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out)
+    if not m:
+        raise RuntimeError(f"no PPL in llama-perplexity output:\n{out[-1500:]}")
+    return float(m.group(1)), float(m.group(2))
+
+
+def read_dump(path):
+    """(n_ctx, n_vocab, tokens (n_chunk, n_ctx), log-probs (n_chunk, n_scored, n_vocab), -inf
+    where llama.cpp stored nothing)."""
+    b = open(path, "rb").read()
+    if b[:8] != b"_logits_":
+        raise ValueError(f"{path}: not a llama-perplexity logits file")
+    n_ctx, n_vocab, n_chunk = (int(v) for v in np.frombuffer(b, np.int32, 3, 8))
+    off = 20
+    toks = np.frombuffer(b, np.int32, n_chunk * n_ctx, off).reshape(n_chunk, n_ctx)
+    off += 4 * n_chunk * n_ctx
+    nv = 2 * ((n_vocab + 1) // 2) + 4
+    n_sc = n_ctx - 1 - n_ctx // 2
+    rec = np.frombuffer(b, np.uint16, n_chunk * n_sc * nv, off).reshape(n_chunk, n_sc, nv)
+    hdr = np.ascontiguousarray(rec[..., :4]).view(np.float32)   # scale, min log-prob
+    q = rec[..., 4:4 + n_vocab].astype(np.float32)
+    lp = hdr[..., 1:2] + hdr[..., 0:1] * q
+    lp[q == 0] = -np.inf
+    return n_ctx, n_vocab, toks, lp
+
+
+def compare(model_path, dump, ctx, lazy):
+    n_ctx, n_vocab, toks, lp_l = read_dump(dump)
+    m = refmodel.Model(model_path, n_ctx=ctx, lazy=lazy, phi3_swa=False)
+    add_bos = bool(m.meta.get("tokenizer.ggml.add_bos_token", False))
+    bos = m.meta.get("tokenizer.ggml.bos_token_id")
+    first = n_ctx // 2
+    nll, agree, dmax, dsum, dn, kl, n = 0.0, 0, 0.0, 0.0, 0, 0.0, 0
+    for c in range(toks.shape[0]):
+        t = toks[c].astype(np.int64).copy()
+        if add_bos and bos is not None:
+            t[0] = bos
+        lg = m.forward(t, m.new_cache(), all_logits=True)[first:n_ctx - 1].astype(np.float64)
+        lr = lg - lg.max(1, keepdims=True)
+        lr -= np.log(np.exp(lr).sum(1, keepdims=True))
+        tgt = toks[c][first + 1:]
+        nll -= lr[np.arange(len(tgt)), tgt].sum()
+        ll = lp_l[c]
+        agree += int((np.argmax(ll, 1) == np.argmax(lr, 1)).sum())
+        ok = np.isfinite(ll)
+        d = np.abs(ll - lr)[ok]
+        dmax, dsum, dn = max(dmax, float(d.max())), dsum + float(d.sum()), dn + d.size
+        pl = np.where(ok, np.exp(np.where(ok, ll, 0)), 0.0)
+        kl += float((pl * np.where(ok, ll - lr, 0)).sum())
+        n += len(tgt)
+    return dict(ppl_ref=math.exp(nll / n), top1=agree / n, max_dlogp=dmax, mean_dlogp=dsum / dn,
+                kl=kl / n, n_scored=n)
+
+
+def patch_gguf(src, dst, sets, drops, swapctx=None):
+    """Copy of an F16/F32 GGUF with metadata keys changed/removed (same tensors)."""
+    f = refmodel.GGUFFile(src, keep_arrays=True)
+    arch = f.meta["general.architecture"]
+    w = gguf.GGUFWriter(dst, arch)
+    full = lambda k: k if k.split(".")[0] in ("general", "tokenizer", arch) or k.endswith(".weight") \
+        else f"{arch}.{k}"  # noqa: E731
+    dropped = {full(k) for k in drops}
+    setk = {full(k) for k, _ in sets}
+    for key, val in f.meta.items():
+        if key in ("general.architecture", "general.alignment") or key in dropped or key in setk:
+            continue
+        vt, et = f.types[key]
+        if isinstance(val, np.ndarray):
+            val = val.tolist()
+        w.add_key_value(key, val, gguf.GGUFValueType(vt), gguf.GGUFValueType(et) if et is not None else None)
+    for key, sval in sets:
+        key = full(key)
+        if sval == "SWAPCTX":
+            sval = str(swapctx)
+        vt = f.types[key][0] if key in f.types else gguf.GGUFValueType.FLOAT32
+        val = float(sval) if vt in (gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.FLOAT64) else int(float(sval))
+        w.add_key_value(key, val, gguf.GGUFValueType(vt))
+    names = [n for n in f.tensors if n not in dropped]
+    for name in names:
+        ti = f.tensors[name]
+        qt = gguf.GGMLQuantizationType(ti.ggml_type)
+        if qt not in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.F32):
+            raise ValueError(f"patch_gguf: {name} is {qt.name}; only F16/F32 files")
+        dt = np.float16 if qt == gguf.GGMLQuantizationType.F16 else np.float32
+        w.add_tensor_info(name, tuple(reversed(ti.ne)), np.dtype(dt), ti.nbytes)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for name in names:
+        ti = f.tensors[name]
+        dt = np.float16 if ti.ggml_type == gguf.GGMLQuantizationType.F16 else np.float32
+        w.write_tensor_data(np.frombuffer(f.mm, dtype=dt, count=ti.nbytes // np.dtype(dt).itemsize,
+                                          offset=ti.offset).reshape(tuple(reversed(ti.ne))))
+    w.close()
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="tiny", choices=("tiny", "real"))
+    ap.add_argument("--family", nargs="+", default=None)
+    ap.add_argument("--text", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--corpus", nargs="+", default=None, help="fit text (default: --text)")
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--q4km", action="store_true")
+    ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--no-compare", action="store_true", help="only llama.cpp PPL (no reference run)")
+    ap.add_argument("--dir", default="/work/randmodels")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    fams = a.family or [f for f in randmodel.FAMILIES if not (a.preset == "real" and f in randmodel.TINY_ONLY)]
+    os.makedirs(a.dir, exist_ok=True)
+    assets = randmodel.assets_dir()
+    results = {}
+    for fam in fams:
+        spec = randmodel.get_spec(fam, a.preset)
+        path = os.path.join(a.dir, f"{fam}-{a.preset}.gguf")
+        if not os.path.exists(path):
+            log(f"{fam}: generating {path}")
+            randmodel.generate(spec, path + ".tmp", assets, a.corpus or [a.text],
+                               log=lambda m: log(m) if "layer" not in m else None)
+            os.replace(path + ".tmp", path)
+        files = [("F16", path)]
+        if a.q4km:
+            q = path[:-5] + "-Q4_K_M.gguf"
+            if not os.path.exists(q):
+                log(f"{fam}: llama-quantize Q4_K_M")
+                randmodel.quantize_q4km(path, q)
+            files.append(("Q4_K_M", q))
+        res = results.setdefault(fam, {})
+        for tag, fpath in files:
+            dump = fpath + f".c{a.ctx}.kld"
+            log(f"{fam} {tag}: llama-perplexity")
+            ppl, err = llama_ppl(fpath, a.text, a.ctx, a.chunks, None if a.no_compare else dump)
+            r = dict(ppl_llama=ppl, ppl_llama_err=err)
+            if not a.no_compare:
+                log(f"{fam} {tag}: reference")
+                r.update(compare(fpath, dump, a.ctx, lazy=a.preset == "real"))
+                r["ppl_rel_diff"] = r["ppl_ref"] / ppl - 1
+                os.unlink(dump)
+            res[tag] = r
+            log(f"{fam} {tag}: {json.dumps(r)}")
+        if a.variants:
+            for label, sets, drops in VARIANTS.get(fam, []):
+                vpath = path[:-5] + "-variant.gguf"
+                orig = (spec.rope_scaling or {}).get("orig", 0)
+                swap = a.ctx * 4 if a.ctx > orig else max(1, a.ctx // 4)  # flips long <-> short
+                patch_gguf(path, vpath, sets, drops, swapctx=swap)
+                ppl, _ = llama_ppl(vpath, a.text, a.ctx, a.chunks)
+                os.unlink(vpath)
+                res.setdefault("variants", []).append((label, ppl))
+                log(f"{fam} variant {label}: PPL {ppl:.3f} (x{ppl / res['F16']['ppl_llama']:.3f})")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print(f"| family | file | PPL llama.cpp | PPL reference | diff | top-1 | max/mean abs dlogp | KL |")
+    print("|---|---|---|---|---|---|---|---|")
+    for fam, res in results.items():
+        for tag in ("F16", "Q4_K_M"):
+            r = res.get(tag)
+            if not r:
+                continue
+            if "ppl_ref" in r:
+                print(f"| {fam} | {tag} | {r['ppl_llama']:.3f} | {r['ppl_ref']:.3f} | {100 * r['ppl_rel_diff']:+.3f}% "
+                      f"| {100 * r['top1']:.2f}% | {r['max_dlogp']:.3f} / {r['mean_dlogp']:.4f} | {r['kl']:.2e} |")
+            else:
+                print(f"| {fam} | {tag} | {r['ppl_llama']:.3f} | | | | | |")
+    if a.variants:
+        print("\n| family | wrong variant | PPL | x correct |\n|---|---|---|---|")
+        for fam, res in results.items():
+            for label, ppl in res.get("variants", []):
+                print(f"| {fam} | {label} | {ppl:.3f} | {ppl / res['F16']['ppl_llama']:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
