@@ -33,10 +33,12 @@ typedef struct spec {
     const char *scaling;     /* rope.scaling.type, or NULL */
     bool rope_freqs;         /* write rope_freqs.weight [head_dim/2] */
     bool no_granite_keys;    /* leave out granite.logit_scale */
+    const char *fkey;        /* "<arch>.<fkey>" = fval (f32) instead of the default */
+    float fval;
 } spec;
 
 static spec base_spec(const char *arch) {
-    spec s = {arch, 2, 4, 2, 32, 64, 64, NULL, NULL, false, NULL, NULL, false, false};
+    spec s = {arch, 2, 4, 2, 32, 64, 64, NULL, NULL, false, NULL, NULL, false, false, NULL, 0.0f};
     return s;
 }
 
@@ -80,6 +82,7 @@ static void build(const spec *s, void **buf, size_t *size) {
         const char *keys[] = {"embedding_scale", "residual_scale", "attention.scale", "logit_scale"};
         const float vals[] = {12.0f, 0.22f, 0.125f, 4.0f};
         for (int i = 0; i < (s->no_granite_keys ? 3 : 4); i++) {
+            if (s->fkey && !strcmp(s->fkey, keys[i])) continue;
             snprintf(k, sizeof k, "%s.%s", s->arch, keys[i]);
             rl_gguf_writer_f32(w, k, vals[i]);
         }
@@ -88,11 +91,17 @@ static void build(const spec *s, void **buf, size_t *size) {
         snprintf(k, sizeof k, "%s.attention.sliding_window", s->arch);
         rl_gguf_writer_u32(w, k, 5);
     }
+    if (s->fkey) {
+        snprintf(k, sizeof k, "%s.%s", s->arch, s->fkey);
+        rl_gguf_writer_f32(w, k, s->fval);
+    }
     if (s->scaling) {
         snprintf(k, sizeof k, "%s.rope.scaling.type", s->arch);
         rl_gguf_writer_str(w, k, s->scaling, strlen(s->scaling));
-        snprintf(k, sizeof k, "%s.rope.scaling.factor", s->arch);
-        rl_gguf_writer_f32(w, k, 4.0f);
+        if (!s->fkey || strcmp(s->fkey, "rope.scaling.factor")) {
+            snprintf(k, sizeof k, "%s.rope.scaling.factor", s->arch);
+            rl_gguf_writer_f32(w, k, 4.0f);
+        }
         snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", s->arch);
         rl_gguf_writer_u32(w, k, 32);
     }
@@ -220,6 +229,28 @@ static void test_bad_hparams(void **state) {
     s = base_spec("granite");
     s.no_granite_keys = true;
     expect_error(&s, RL_ERR_FORMAT, "missing hyperparameter 'granite.logit_scale'");
+    /* the new keys out of range, named */
+    struct {
+        const char *arch, *scaling, *key;
+        float v;
+        const char *needle;
+    } bad[] = {
+        {"granite", NULL, "logit_scale", 0.0f, "hyperparameter 'granite.logit_scale' = 0 out of range"},
+        {"granite", NULL, "residual_scale", -1.0f, "'granite.residual_scale' = -1 out of range"},
+        {"llama", NULL, "rope.scaling.factor", -2.0f, "'llama.rope.scaling.factor' = -2 out of range"},
+        {"llama", "linear", "rope.scaling.factor", 1e-5f, "'llama.rope.scaling.factor' = 1e-05 out of range"},
+        {"qwen3", "yarn", "rope.scaling.factor", 0.5f, "qwen3.rope.scaling.factor = 0.5: YaRN needs a factor >= 1"},
+        {"phi3", "longrope", "rope.scaling.attn_factor", 0.0f, "'phi3.rope.scaling.attn_factor' = 0 out of range"},
+        {"gemma2", NULL, "attn_logit_softcapping", -3.0f, "'gemma2.attn_logit_softcapping' = -3 out of range"},
+        {"gemma2", NULL, "final_logit_softcapping", INFINITY, "'gemma2.final_logit_softcapping' = inf out of range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = base_spec(bad[i].arch);
+        s.scaling = bad[i].scaling;
+        s.fkey = bad[i].key;
+        s.fval = bad[i].v;
+        expect_error(&s, RL_ERR_FORMAT, bad[i].needle);
+    }
 }
 
 /* The newer metadata and tensors load: Llama 3.1 rope_freqs, YaRN and
