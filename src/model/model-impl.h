@@ -168,10 +168,6 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required,
                        const float **out, rl_err *err);
 /* Binds the tensors every pre-norm decoder layer has. */
 rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err);
-/* The attention and FFN parts of rl__bind_layer_common (phi3 binds its
- * fused matrices itself and uses the norms/output/down parts). */
-rl_status rl__bind_layer_attn(rl_model *m, int32_t il, rl_err *err);
-rl_status rl__bind_layer_ffn(rl_model *m, int32_t il, rl_err *err);
 /* Binds blk.il.<suffix> as a matrix / a vector (rl__bind_mat, rl__bind_vec). */
 rl_status rl__bind_layer_mat(rl_model *m, int32_t il, const char *suffix, int64_t n_rows,
                              int64_t n_cols, bool required, rl_mat *out, rl_err *err);
@@ -182,6 +178,9 @@ rl_status rl__bind_layer_vec(rl_model *m, int32_t il, const char *suffix, int64_
 rl_status rl__bind_layer_llama(rl_model *m, int32_t il, rl_err *err);
 /* Q/K/V biases (required: qwen2; optional: llama, granite, as llama.cpp). */
 rl_status rl__bind_qkv_bias(rl_model *m, int32_t il, bool required, rl_err *err);
+/* Per-head attn_q_norm / attn_k_norm [head_dim] of layer il (required:
+ * qwen3, gemma3). */
+rl_status rl__bind_qk_norm(rl_model *m, int32_t il, rl_err *err);
 /* Gemma's post_attention_norm and post_ffw_norm of layer il (required). */
 rl_status rl__bind_post_norms(rl_model *m, int32_t il, rl_err *err);
 /* Rows [r0, r0 + n) of w as a matrix of its own: a pointer offset (rows of

@@ -250,6 +250,14 @@ rl_status rl__bind_qkv_bias(rl_model *m, int32_t il, bool required, rl_err *err)
     return RL_OK;
 }
 
+rl_status rl__bind_qk_norm(rl_model *m, int32_t il, rl_err *err) {
+    rl_layer *L = &m->layers[il];
+    rl_status st = rl__bind_layer_vec(m, il, "attn_q_norm.weight", m->hp.head_dim, true, &L->q_norm,
+                                      err);
+    if (st) return st;
+    return rl__bind_layer_vec(m, il, "attn_k_norm.weight", m->hp.head_dim, true, &L->k_norm, err);
+}
+
 rl_status rl__bind_post_norms(rl_model *m, int32_t il, rl_err *err) {
     rl_layer *L = &m->layers[il];
     rl_status st = rl__bind_layer_vec(m, il, "post_attention_norm.weight", m->hp.n_embd, true,

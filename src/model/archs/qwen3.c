@@ -13,15 +13,8 @@ static rl_status qwen3_hparams(rl_model *m, rl_err *err) {
 }
 
 static rl_status qwen3_bind_layer(rl_model *m, int32_t il, rl_err *err) {
-    rl_layer *L = &m->layers[il];
-    rl_status st;
-    if ((st = rl__bind_layer_common(m, il, err)) ||
-        (st = rl__bind_layer_vec(m, il, "attn_q_norm.weight", m->hp.head_dim, true, &L->q_norm,
-                                 err)) ||
-        (st = rl__bind_layer_vec(m, il, "attn_k_norm.weight", m->hp.head_dim, true, &L->k_norm,
-                                 err)))
-        return st;
-    return RL_OK;
+    rl_status st = rl__bind_layer_common(m, il, err);
+    return st ? st : rl__bind_qk_norm(m, il, err);
 }
 
 const rl__arch rl__arch_qwen3 = {
