@@ -22,6 +22,11 @@ n_ctx = CTX, and phi3 windows off (llama.cpp 0.3.16 ignores them).  Reported:
 (the reference dequantizes with gguf.quants).  --variants writes copies of
 the F16 file with one hyperparameter deliberately wrong (same weights) and
 reports llama-perplexity's PPL on each: how visible such a mistake is.
+--ref-variants runs the reference instead on each variant and on the correct
+file, for the first 256 tokens of --text (greedy-tokenized, BOS first), and
+reports what the CI test (tests/python/test_arch_random.py) would see of the
+mistake: the minimum cosine of the logits over positions and the fraction of
+positions whose argmax is unchanged.
 """
 
 import argparse
@@ -177,6 +182,27 @@ def patch_gguf(src, dst, sets, drops, swapctx=None):
     w.close()
 
 
+def ref_variant_diff(path, vpath, text, ctx, n=256):
+    """(min cosine over positions, argmax agreement, max |logit difference|,
+    max |logit|) of the reference's logits on vpath vs path for the first n
+    tokens of text."""
+    f = refmodel.GGUFFile(path, keep_arrays=True)
+    mt = f.meta
+    ids = randmodel.greedy_tokenize(open(text, encoding="utf-8").read(), mt["tokenizer.ggml.tokens"],
+                                    mt["tokenizer.ggml.token_type"], mt["tokenizer.ggml.model"]).tolist()
+    if mt.get("tokenizer.ggml.add_bos_token") and mt.get("tokenizer.ggml.bos_token_id") is not None:
+        ids = [int(mt["tokenizer.ggml.bos_token_id"])] + ids
+    ids = ids[:n]
+    out = []
+    for p_ in (path, vpath):
+        m = refmodel.Model(p_, n_ctx=ctx, phi3_swa=False)
+        out.append(m.forward(ids, m.new_cache(), all_logits=True).astype(np.float64))
+    a, b = out
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return (float(cos.min()), float((a.argmax(1) == b.argmax(1)).mean()), float(np.abs(a - b).max()),
+            float(np.abs(a).max()))
+
+
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -191,6 +217,7 @@ def main(argv=None):
     ap.add_argument("--chunks", type=int, default=4)
     ap.add_argument("--q4km", action="store_true")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--ref-variants", action="store_true", help="reference logits on each variant (no llama.cpp)")
     ap.add_argument("--no-compare", action="store_true", help="only llama.cpp PPL (no reference run)")
     ap.add_argument("--dir", default="/work/randmodels")
     ap.add_argument("--json", default=None)
@@ -207,6 +234,17 @@ def main(argv=None):
             randmodel.generate(spec, path + ".tmp", assets, a.corpus or [a.text],
                                log=lambda m: log(m) if "layer" not in m else None)
             os.replace(path + ".tmp", path)
+        if a.ref_variants:
+            for label, sets, drops in VARIANTS.get(fam, []):
+                vpath = path[:-5] + "-variant.gguf"
+                orig = (spec.rope_scaling or {}).get("orig", 0)
+                patch_gguf(path, vpath, sets, drops, swapctx=a.ctx * 4 if a.ctx > orig else max(1, a.ctx // 4))
+                cmin, agree, dmax, lmax = ref_variant_diff(path, vpath, a.text, a.ctx)
+                os.unlink(vpath)
+                results.setdefault(fam, {}).setdefault("ref_variants", []).append((label, cmin, agree, dmax, lmax))
+                log(f"{fam} variant {label}: reference min cosine {cmin:.6f}, argmax unchanged "
+                    f"{100 * agree:.1f}%, max |dlogit| {dmax:.4f} (max |logit| {lmax:.2f})")
+            continue
         files = [("F16", path)]
         if a.q4km:
             q = path[:-5] + "-Q4_K_M.gguf"
@@ -252,6 +290,12 @@ def main(argv=None):
                       f"| {100 * r['top1']:.2f}% | {r['max_dlogp']:.3f} / {r['mean_dlogp']:.4f} | {r['kl']:.2e} |")
             else:
                 print(f"| {fam} | {tag} | {r['ppl_llama']:.3f} | | | | | |")
+    if a.ref_variants:
+        print("\n| family | wrong variant | min logit cosine | argmax unchanged | max abs dlogit (max abs logit) |"
+              "\n|---|---|---|---|---|")
+        for fam, res in results.items():
+            for label, cmin, agree, dmax, lmax in res.get("ref_variants", []):
+                print(f"| {fam} | {label} | {cmin:.6f} | {100 * agree:.1f}% | {dmax:.4f} ({lmax:.1f}) |")
     if a.variants:
         print("\n| family | wrong variant | PPL | x correct |\n|---|---|---|---|")
         for fam, res in results.items():
