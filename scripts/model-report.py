@@ -562,6 +562,7 @@ Generated from the GGUF headers by
 `.venv/bin/python scripts/model-report.py --all > docs/models.md`
 (after `scripts/fetch-model all` and `scripts/fetch-model --header-only deepseek-r1-qwen-7b`).
 
+{archs}
 ## Fetching
 
 ```sh
@@ -614,7 +615,9 @@ def main():
             missing.append(name)
 
     if args.all:
-        out.append(HEADER.format(default=default))
+        with open(os.path.join(ROOT, "docs", "architectures.md"), encoding="utf-8") as f:
+            archs = f.read()  # hand-written: the architectures src/model/archs/ supports
+        out.append(HEADER.format(default=default, archs=archs))
         out.append("| name | file | size | architecture | parameters | quantization | context | vocab | status |")
         out.append("|---|---|---:|---|---:|---|---:|---:|---|")
         for m in models:

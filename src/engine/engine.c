@@ -119,7 +119,9 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     pthread_cond_init(&e->ev_cond, NULL);
     e->next_id = 1;
 
-    rl_model_opts mo = {.max_batch = p->max_batch_tokens, .weights = (rl_model_weights)p->weights};
+    rl_model_opts mo = {.max_batch = p->max_batch_tokens,
+                        .n_ctx = p->n_ctx > 0 ? p->n_ctx : 0, /* same default as below */
+                        .weights = (rl_model_weights)p->weights};
     if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
     if ((s = rl_tokenizer_load(rl_model_gguf(e->model), &e->tok, err))) goto fail;
     e->n_vocab = rl_model_n_vocab(e->model);

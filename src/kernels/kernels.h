@@ -97,6 +97,39 @@ void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float b
 void rl_rope_qk(float *q, int n_head, float *k, int n_kv_head, int head_dim, int n_rot, int32_t pos,
                 float base, float freq_scale, rl_rope_mode mode);
 
+/* RoPE with the long-context adjustments, as llama.cpp's ggml_rope_ext
+ * applies them.  For pair i < n_rot/2 at position pos:
+ *   th_e = pos * base^(-2i/n_rot) / ff[i]   (ff = freq_factors; 1 if NULL)
+ *   th   = freq_scale * th_e                (linear interpolation)
+ *   YaRN (ext_factor != 0): mix = ext_factor * ramp(i), ramp 1 at or below
+ *     corr_dims[0], 0 at or above corr_dims[1], linear between;
+ *     th = th * (1 - mix) + th_e * mix
+ *   mscale = attn_factor * (1 + 0.1 ln(1/freq_scale) if ext_factor != 0)
+ *   the pair is rotated by th and multiplied by mscale (dims past n_rot are
+ *   left as they are).
+ * A plain configuration (freq_factors NULL, ext_factor 0, attn_factor 1)
+ * is computed exactly as rl_rope_qk (bit-identical). */
+typedef struct rl_rope_cfg {
+    int n_rot;                /* rotated dims per head, even, <= head_dim; 0 = no rope */
+    rl_rope_mode mode;
+    float base;               /* rope.freq_base */
+    float freq_scale;         /* 1 / scaling factor (linear, YaRN); 1 = none */
+    const float *freq_factors;/* [n_rot/2] divisors of the frequencies, or NULL; borrowed */
+    float ext_factor;         /* YaRN extrapolation mix; 0 = off */
+    float attn_factor;        /* magnitude multiplier on cos/sin; 1 = none */
+    float corr_dims[2];       /* YaRN ramp ends (rl_rope_yarn_corr_dims) */
+} rl_rope_cfg;
+/* {n_rot, mode, base, freq_scale}, no factors, no YaRN, attn_factor 1. */
+rl_rope_cfg rl_rope_cfg_plain(int n_rot, float base, float freq_scale, rl_rope_mode mode);
+/* rl_rope_qk under configuration c. */
+void rl_rope_qk_ext(float *q, int n_head, float *k, int n_kv_head, int head_dim, int32_t pos,
+                    const rl_rope_cfg *c);
+/* YaRN's ramp ends: the pair indices where a rotation makes beta_fast
+ * (resp. beta_slow) turns over n_ctx_orig positions, floored (ceiled) and
+ * clamped to [0, n_rot - 1]. */
+void rl_rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float base, float beta_fast,
+                            float beta_slow, float dims[2]);
+
 /* ---- KV pages (kvpage.c) and attention (attention.c) ----
  * K and V for one layer live in fixed-size blocks of `block_size` token
  * slots.  A block holds, for each KV head, block_size rows of head_dim

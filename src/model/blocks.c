@@ -1,7 +1,8 @@
 /* redline model: blocks shared by the architectures -- self-attention over
  * paged KV (projections, optional biases and per-head q/k RMSNorm, RoPE,
  * KV store, attention per sequence run, output projection), the gated FFN,
- * row-wise norms and residual adds, and the pre-norm decoder layer.
+ * row-wise norms and residual adds (optionally scaled), the pre-norm and
+ * the sandwich-norm decoder layers.
  *
  * Per-token work between matmuls (biases, norms, rope, KV stores,
  * activations) is split over the thread pool by token ranges; each token
@@ -59,8 +60,7 @@ static void attn_prep(void *ctx, int ith, int nth) {
             for (int32_t h = 0; h < hp->n_kv_head; h++)
                 rl_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->eps);
         int32_t pos = J->f->pos[j];
-        rl_rope_qk(q, hp->n_head, k, hp->n_kv_head, hd, hp->n_rot, pos, L->rope_base,
-                   L->rope_freq_scale, hp->rope_mode);
+        rl_rope_qk_ext(q, hp->n_head, k, hp->n_kv_head, hd, pos, &L->rope);
         rl_kv_store(J->kvl, J->f->bt[j], pos, k, v);
     }
 }
@@ -138,7 +138,7 @@ typedef struct resid_job {
     float *x, *y, *xn;
     const float *post_w, *norm_w;
     int64_t d;
-    float eps;
+    float eps, y_scale;
 } resid_job;
 
 static void resid_task(void *ctx, int ith, int nth) {
@@ -151,15 +151,18 @@ static void resid_task(void *ctx, int ith, int nth) {
         if (J->y) {
             float *y = J->y + i * d;
             if (J->post_w) rl_rmsnorm(y, y, J->post_w, d, J->eps);
-            for (int64_t c = 0; c < d; c++) x[c] += y[c];
+            if (J->y_scale != 1.0f)
+                for (int64_t c = 0; c < d; c++) x[c] += J->y_scale * y[c];
+            else
+                for (int64_t c = 0; c < d; c++) x[c] += y[c];
         }
         if (J->norm_w) rl_rmsnorm(J->xn + i * d, x, J->norm_w, d, J->eps);
     }
 }
 
-void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float *x, float *xn,
+void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float y_scale, float *x, float *xn,
                     const float *norm_w, int64_t d, float eps) {
-    resid_job J = {f, x, y, xn, post_w, norm_w, d, eps};
+    resid_job J = {f, x, y, xn, post_w, norm_w, d, eps, y_scale};
     if (f->n == 1)
         resid_task(&J, 0, 1);
     else
@@ -169,9 +172,21 @@ void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float *x, float *
 void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il) {
     const rl_hparams *hp = &m->hp;
     const rl_layer *L = &m->layers[il];
-    rl__resid_norm(f, NULL, NULL, m->x, m->xn, L->attn_norm, hp->n_embd, hp->eps);
+    const float s = hp->resid_scale;
+    rl__resid_norm(f, NULL, NULL, 1.0f, m->x, m->xn, L->attn_norm, hp->n_embd, hp->eps);
     rl__block_attn(m, f, il, m->xn, m->tmp);
-    rl__resid_norm(f, m->tmp, NULL, m->x, m->xn, L->ffn_norm, hp->n_embd, hp->eps);
+    rl__resid_norm(f, m->tmp, NULL, s, m->x, m->xn, L->ffn_norm, hp->n_embd, hp->eps);
     rl__block_ffn(m, f, il, m->xn, m->tmp);
-    rl__resid_norm(f, m->tmp, NULL, m->x, NULL, NULL, hp->n_embd, hp->eps);
+    rl__resid_norm(f, m->tmp, NULL, s, m->x, NULL, NULL, hp->n_embd, hp->eps);
+}
+
+void rl__layer_sandwich(rl_model *m, rl__fwd *f, int32_t il) {
+    const rl_hparams *hp = &m->hp;
+    const rl_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd;
+    rl__resid_norm(f, NULL, NULL, 1.0f, m->x, m->xn, L->attn_norm, E, hp->eps);
+    rl__block_attn(m, f, il, m->xn, m->tmp);
+    rl__resid_norm(f, m->tmp, L->post_attn_norm, 1.0f, m->x, m->xn, L->ffn_norm, E, hp->eps);
+    rl__block_ffn(m, f, il, m->xn, m->tmp);
+    rl__resid_norm(f, m->tmp, L->post_ffn_norm, 1.0f, m->x, NULL, NULL, E, hp->eps);
 }

@@ -16,52 +16,68 @@
 
 typedef enum rl__act { RL__ACT_SILU = 0, RL__ACT_GELU_TANH = 1 } rl__act;
 
+/* rope.scaling.type (llama.cpp's names; absent = linear, as llama.cpp reads it). */
+typedef enum rl__rope_scaling {
+    RL__ROPE_SCALING_NONE = 0,
+    RL__ROPE_SCALING_LINEAR = 1,
+    RL__ROPE_SCALING_YARN = 2,
+    RL__ROPE_SCALING_LONGROPE = 3,
+} rl__rope_scaling;
+
 typedef struct rl_hparams {
     int32_t n_vocab;      /* rows of token_embd */
     int32_t n_ctx_train;
+    int32_t n_ctx;        /* context per sequence the model runs with (opts.n_ctx resolved) */
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_head;
     int32_t n_kv_head;
     int32_t head_dim;     /* key_length == value_length */
     int32_t n_ff;
-    int32_t n_rot;        /* rope dims, <= head_dim, even */
+    int32_t n_rot;        /* rope dims, <= head_dim, even; 0 = no rope (granite, not finetuned) */
     float eps;
     float rope_base;      /* global layers */
     float rope_base_local;/* sliding-window layers */
-    float rope_freq_scale;/* 1/linear factor, global layers */
+    float rope_freq_scale;/* 1/factor (linear, YaRN), global layers */
+    float rope_freq_scale_local; /* sliding-window layers (gemma3: 1) */
     rl_rope_mode rope_mode;
+    rl__rope_scaling rope_scaling;
+    int32_t n_ctx_orig;   /* rope.scaling.original_context_length (YaRN ramp, LongRoPE choice) */
+    float rope_attn_factor; /* rope.scaling.attn_factor: magnitude of cos/sin (LongRoPE) */
     int32_t sliding_window; /* 0 = none */
-    int32_t swa_pattern;    /* layer il is local iff il % p < p - 1 */
+    int32_t swa_pattern;    /* with a window: 0 = every layer local, else layer il is
+                             * local iff il % p < p - 1 (llama.cpp's rule) */
     float attn_scale;     /* multiplier on q·k */
     float attn_softcap;   /* 0 = none */
     float final_softcap;  /* 0 = none */
     float embd_scale;     /* multiplier on token embeddings */
+    float resid_scale;    /* multiplier on each block's output before the residual add (granite) */
+    float logit_mul;      /* multiplier on the logits (granite: 1/logit_scale) */
     rl__act act;
 } rl_hparams;
 
 typedef struct rl_layer {
     const float *attn_norm;      /* [n_embd] */
-    rl_mat wq;                   /* [n_head*head_dim][n_embd] */
+    rl_mat wq;                   /* [n_head*head_dim][n_embd]; phi3: rows of attn_qkv */
     rl_mat wk;                   /* [n_kv_head*head_dim][n_embd] */
     rl_mat wv;                   /* [n_kv_head*head_dim][n_embd] */
     rl_mat wo;                   /* [n_embd][n_head*head_dim] */
     const float *bq;             /* [n_head*head_dim] or NULL (qwen2) */
     const float *bk;             /* [n_kv_head*head_dim] or NULL */
     const float *bv;             /* [n_kv_head*head_dim] or NULL */
-    const float *q_norm;         /* [head_dim] or NULL (gemma3) */
+    const float *q_norm;         /* [head_dim] or NULL (gemma3, qwen3) */
     const float *k_norm;         /* [head_dim] or NULL */
     const float *k_cal;          /* [n_kv_head*head_dim] mean post-RoPE key, or NULL
                                   * (rl_model_calibrate_k_shift) */
     const float *k_cal_scale;    /* [n_kv_head*head_dim] K channel scale, or NULL */
-    const float *post_attn_norm; /* [n_embd] or NULL (gemma3) */
+    const float *post_attn_norm; /* [n_embd] or NULL (gemma2, gemma3) */
     const float *ffn_norm;       /* [n_embd] */
-    rl_mat w_gate;               /* [n_ff][n_embd] */
-    rl_mat w_up;                 /* [n_ff][n_embd] */
+    rl_mat w_gate;               /* [n_ff][n_embd]; phi3: first half of ffn_up */
+    rl_mat w_up;                 /* [n_ff][n_embd]; phi3: second half of ffn_up */
     rl_mat w_down;               /* [n_embd][n_ff] */
-    const float *post_ffn_norm;  /* [n_embd] or NULL (gemma3) */
-    /* per-layer attention setup, filled by the arch */
-    float rope_base, rope_freq_scale;
+    const float *post_ffn_norm;  /* [n_embd] or NULL (gemma2, gemma3) */
+    /* per-layer attention setup, filled at load from the hyperparameters */
+    rl_rope_cfg rope;            /* base, scale and factors of this layer's RoPE */
     int32_t window; /* 0 = full causal */
 } rl_layer;
 
@@ -81,7 +97,11 @@ typedef struct rl__arch {
 
 extern const rl__arch rl__arch_llama;
 extern const rl__arch rl__arch_qwen2;
+extern const rl__arch rl__arch_qwen3;
+extern const rl__arch rl__arch_phi3;
+extern const rl__arch rl__arch_gemma2;
 extern const rl__arch rl__arch_gemma3;
+extern const rl__arch rl__arch_granite;
 
 struct rl_model {
     rl_gguf *gguf;               /* owned */
@@ -93,6 +113,10 @@ struct rl_model {
     const float *output_norm;    /* [n_embd] */
     rl_mat output;               /* [n_vocab][n_embd] (tok_embd when tied) */
     rl_layer *layers;            /* [n_layer] */
+    const float *rope_freqs;     /* [n_rot/2] rope_freqs.weight (Llama 3.1+) or NULL */
+    const float *rope_long;      /* [n_rot/2] rope_factors_long.weight (LongRoPE) or NULL */
+    const float *rope_short;     /* [n_rot/2] rope_factors_short.weight or NULL */
+    uint8_t *t_used;             /* [n_tensors] set when a tensor is bound (load only) */
     void **owned;                /* buffers converted at load (vectors, dequant) */
     int32_t n_owned, cap_owned;
     bool dequant;                /* opts.weights != STORED */
@@ -144,6 +168,37 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required,
                        const float **out, rl_err *err);
 /* Binds the tensors every pre-norm decoder layer has. */
 rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err);
+/* Binds blk.il.<suffix> as a matrix / a vector (rl__bind_mat, rl__bind_vec). */
+rl_status rl__bind_layer_mat(rl_model *m, int32_t il, const char *suffix, int64_t n_rows,
+                             int64_t n_cols, bool required, rl_mat *out, rl_err *err);
+rl_status rl__bind_layer_vec(rl_model *m, int32_t il, const char *suffix, int64_t n, bool required,
+                             const float **out, rl_err *err);
+/* The llama layer: rl__bind_layer_common plus optional Q/K/V biases
+ * (archs/llama.c; granite's too). */
+rl_status rl__bind_layer_llama(rl_model *m, int32_t il, rl_err *err);
+/* Q/K/V biases (required: qwen2; optional: llama, granite, as llama.cpp). */
+rl_status rl__bind_qkv_bias(rl_model *m, int32_t il, bool required, rl_err *err);
+/* Per-head attn_q_norm / attn_k_norm [head_dim] of layer il (required:
+ * qwen3, gemma3). */
+rl_status rl__bind_qk_norm(rl_model *m, int32_t il, rl_err *err);
+/* Gemma's post_attention_norm and post_ffw_norm of layer il (required). */
+rl_status rl__bind_post_norms(rl_model *m, int32_t il, rl_err *err);
+/* Rows [r0, r0 + n) of w as a matrix of its own: a pointer offset (rows of
+ * every supported type are whole blocks).  Caller checks r0 + n <= n_rows. */
+rl_mat rl__mat_rows(const rl_mat *w, int64_t r0, int64_t n);
+/* Per-dimension rope factors, optional, [n_rot/2]: rope_freqs.weight and,
+ * when longrope (phi3, or rope.scaling.type longrope), rope_factors_long /
+ * rope_factors_short.weight instead (m->rope_*). */
+rl_status rl__bind_rope_factors(rl_model *m, bool longrope, rl_err *err);
+/* Required "<arch>.<key>" float in [lo, hi]. */
+rl_status rl__hp_f32_req(rl_model *m, const char *key, double lo, double hi, float *out,
+                         rl_err *err);
+/* Gemma's query scale hp.attn_scale = 1/sqrt(query_pre_attn_scalar): the
+ * key when the file has it, else n_embd/n_head for the 27B model (the one
+ * with n_layer_27b layers), else head_dim -- llama.cpp's rule. */
+rl_status rl__hp_gemma_query_scale(rl_model *m, int32_t n_layer_27b, rl_err *err);
+/* Reads "<arch>.<key>" as a bool (default def). */
+rl_status rl__hp_bool(rl_model *m, const char *key, bool def, bool *out, rl_err *err);
 /* Reads "<arch>.<key>" as an int / float with range checks. */
 rl_status rl__hp_i32(rl_model *m, const char *key, bool required, int64_t def, int64_t lo,
                      int64_t hi, int32_t *out, rl_err *err);
@@ -159,14 +214,18 @@ void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *
 /* y[i] = rmsnorm(x[i]) * w for n rows of width d; y may alias x. */
 void rl__norm_rows(float *y, const float *x, const float *w, int32_t n, int64_t d, float eps);
 /* Per token row i of f's batch (width d), on the pool when f->n > 1:
- * with y: y[i] = rmsnorm(y[i]) * post_w when post_w, then x[i] += y[i];
+ * with y: y[i] = rmsnorm(y[i]) * post_w when post_w, then
+ * x[i] += y_scale * y[i] (y_scale 1: a plain add);
  * with norm_w: xn[i] = rmsnorm(x[i]) * norm_w.  The residual step between
  * blocks, fused so each row is touched once and no thread waits. */
-void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float *x, float *xn,
+void rl__resid_norm(rl__fwd *f, float *y, const float *post_w, float y_scale, float *x, float *xn,
                     const float *norm_w, int64_t d, float eps);
-/* The pre-norm decoder layer (llama, qwen2):
- *   x += attn(norm(x)); x += ffn(norm(x)). */
+/* The pre-norm decoder layer (llama, qwen2, qwen3, phi3, granite):
+ *   x += s * attn(norm(x)); x += s * ffn(norm(x)), s = hp.resid_scale. */
 void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il);
+/* The "sandwich" layer (gemma2, gemma3):
+ *   x += postnorm(attn(norm(x))); x += postnorm(ffn(norm(x))). */
+void rl__layer_sandwich(rl_model *m, rl__fwd *f, int32_t il);
 
 /* Allocates a buffer the model frees with itself; NULL on OOM (model.c). */
 void *rl__model_own_alloc(rl_model *m, size_t bytes);

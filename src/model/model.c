@@ -15,7 +15,10 @@
 
 #include "base/buf.h"
 
-static const rl__arch *const archs[] = {&rl__arch_llama, &rl__arch_qwen2, &rl__arch_gemma3};
+static const rl__arch *const archs[] = {&rl__arch_llama,  &rl__arch_qwen2,  &rl__arch_qwen3,
+                                        &rl__arch_phi3,   &rl__arch_gemma2, &rl__arch_gemma3,
+                                        &rl__arch_granite};
+#define N_ARCHS (sizeof archs / sizeof archs[0])
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -52,6 +55,38 @@ rl_status rl__hp_f32(rl_model *m, const char *key, double def, double lo, double
                           v, lo, hi);
     *out = (float)v;
     return RL_OK;
+}
+
+rl_status rl__hp_f32_req(rl_model *m, const char *key, double lo, double hi, float *out,
+                         rl_err *err) {
+    char k[128];
+    if (hp_key(m, key, k, sizeof k)) return rl_err_set(err, RL_ERR_INVALID, "key too long");
+    if (rl_gguf_find_key(m->gguf, k) < 0)
+        return rl_err_set(err, RL_ERR_FORMAT, "missing hyperparameter '%s'", k);
+    return rl__hp_f32(m, key, 0.0, lo, hi, out, err);
+}
+
+rl_status rl__hp_gemma_query_scale(rl_model *m, int32_t n_layer_27b, rl_err *err) {
+    rl_hparams *hp = &m->hp;
+    int32_t def = hp->n_layer == n_layer_27b ? hp->n_embd / hp->n_head : hp->head_dim, qpas;
+    rl_status st = rl__hp_i32(m, "attention.query_pre_attn_scalar", false, def, 1, 1 << 20, &qpas,
+                              err);
+    if (st) return st;
+    hp->attn_scale = 1.0f / sqrtf((float)qpas);
+    return RL_OK;
+}
+
+rl_status rl__hp_bool(rl_model *m, const char *key, bool def, bool *out, rl_err *err) {
+    char k[128];
+    if (hp_key(m, key, k, sizeof k)) return rl_err_set(err, RL_ERR_INVALID, "key too long");
+    return rl_gguf_get_bool(m->gguf, k, def, out, err);
+}
+
+/* Records that tensor t is used by the model (see check_all_used). */
+static void mark_used(rl_model *m, const rl_gguf_tensor *t) {
+    const rl_gguf_tensor *t0 = rl_gguf_tensor_at(m->gguf, 0);
+    int64_t i = t0 ? (int64_t)(t - t0) : -1;
+    if (m->t_used && rl_gguf_tensor_at(m->gguf, i) == t) m->t_used[i] = 1;
 }
 
 static void shape_str(const rl_gguf_tensor *t, char *buf, size_t cap) {
@@ -107,8 +142,10 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
     if (!t) {
         if (!required) return RL_OK;
-        return rl_err_set(err, RL_ERR_FORMAT, "missing tensor '%s'", name);
+        return rl_err_set(err, RL_ERR_FORMAT, "missing tensor '%s' (expected shape [%lld, %lld])",
+                          name, (long long)n_cols, (long long)n_rows);
     }
+    mark_used(m, t);
     if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
         char s[96];
         shape_str(t, s, sizeof s);
@@ -137,8 +174,10 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, 
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
     if (!t) {
         if (!required) return RL_OK;
-        return rl_err_set(err, RL_ERR_FORMAT, "missing tensor '%s'", name);
+        return rl_err_set(err, RL_ERR_FORMAT, "missing tensor '%s' (expected shape [%lld])", name,
+                          (long long)n);
     }
+    mark_used(m, t);
     if (t->n_elements != n || t->ne[0] != n) {
         char s[96];
         shape_str(t, s, sizeof s);
@@ -165,29 +204,125 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, 
     return RL_OK;
 }
 
+rl_status rl__bind_layer_mat(rl_model *m, int32_t il, const char *suffix, int64_t n_rows,
+                             int64_t n_cols, bool required, rl_mat *out, rl_err *err) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "blk.%d.%s", (int)il, suffix);
+    return rl__bind_mat(m, nm, n_rows, n_cols, required, out, err);
+}
+
+rl_status rl__bind_layer_vec(rl_model *m, int32_t il, const char *suffix, int64_t n, bool required,
+                             const float **out, rl_err *err) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "blk.%d.%s", (int)il, suffix);
+    return rl__bind_vec(m, nm, n, required, out, err);
+}
+
 rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
     const rl_hparams *hp = &m->hp;
     rl_layer *L = &m->layers[il];
     int64_t nq = (int64_t)hp->n_head * hp->head_dim, nkv = (int64_t)hp->n_kv_head * hp->head_dim;
-    char nm[96];
     rl_status st;
-#define BIND_MAT(field, suffix, rows, cols)                                                        \
-    snprintf(nm, sizeof nm, "blk.%d." suffix, (int)il);                                           \
-    if ((st = rl__bind_mat(m, nm, rows, cols, true, &L->field, err))) return st;
-#define BIND_VEC(field, suffix, n)                                                                 \
-    snprintf(nm, sizeof nm, "blk.%d." suffix, (int)il);                                           \
-    if ((st = rl__bind_vec(m, nm, n, true, &L->field, err))) return st;
-    BIND_VEC(attn_norm, "attn_norm.weight", hp->n_embd);
-    BIND_MAT(wq, "attn_q.weight", nq, hp->n_embd);
-    BIND_MAT(wk, "attn_k.weight", nkv, hp->n_embd);
-    BIND_MAT(wv, "attn_v.weight", nkv, hp->n_embd);
-    BIND_MAT(wo, "attn_output.weight", hp->n_embd, nq);
-    BIND_VEC(ffn_norm, "ffn_norm.weight", hp->n_embd);
-    BIND_MAT(w_gate, "ffn_gate.weight", hp->n_ff, hp->n_embd);
-    BIND_MAT(w_up, "ffn_up.weight", hp->n_ff, hp->n_embd);
-    BIND_MAT(w_down, "ffn_down.weight", hp->n_embd, hp->n_ff);
-#undef BIND_MAT
-#undef BIND_VEC
+    if ((st = rl__bind_layer_vec(m, il, "attn_norm.weight", hp->n_embd, true, &L->attn_norm, err)) ||
+        (st = rl__bind_layer_mat(m, il, "attn_q.weight", nq, hp->n_embd, true, &L->wq, err)) ||
+        (st = rl__bind_layer_mat(m, il, "attn_k.weight", nkv, hp->n_embd, true, &L->wk, err)) ||
+        (st = rl__bind_layer_mat(m, il, "attn_v.weight", nkv, hp->n_embd, true, &L->wv, err)) ||
+        (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)) ||
+        (st = rl__bind_layer_vec(m, il, "ffn_norm.weight", hp->n_embd, true, &L->ffn_norm, err)) ||
+        (st = rl__bind_layer_mat(m, il, "ffn_gate.weight", hp->n_ff, hp->n_embd, true, &L->w_gate,
+                                 err)) ||
+        (st = rl__bind_layer_mat(m, il, "ffn_up.weight", hp->n_ff, hp->n_embd, true, &L->w_up, err)) ||
+        (st = rl__bind_layer_mat(m, il, "ffn_down.weight", hp->n_embd, hp->n_ff, true, &L->w_down,
+                                 err)))
+        return st;
+    return RL_OK;
+}
+
+rl_status rl__bind_qkv_bias(rl_model *m, int32_t il, bool required, rl_err *err) {
+    rl_layer *L = &m->layers[il];
+    int64_t nq = (int64_t)m->hp.n_head * m->hp.head_dim;
+    int64_t nkv = (int64_t)m->hp.n_kv_head * m->hp.head_dim;
+    rl_status st;
+    if ((st = rl__bind_layer_vec(m, il, "attn_q.bias", nq, required, &L->bq, err)) ||
+        (st = rl__bind_layer_vec(m, il, "attn_k.bias", nkv, required, &L->bk, err)) ||
+        (st = rl__bind_layer_vec(m, il, "attn_v.bias", nkv, required, &L->bv, err)))
+        return st;
+    return RL_OK;
+}
+
+rl_status rl__bind_qk_norm(rl_model *m, int32_t il, rl_err *err) {
+    rl_layer *L = &m->layers[il];
+    rl_status st = rl__bind_layer_vec(m, il, "attn_q_norm.weight", m->hp.head_dim, true, &L->q_norm,
+                                      err);
+    if (st) return st;
+    return rl__bind_layer_vec(m, il, "attn_k_norm.weight", m->hp.head_dim, true, &L->k_norm, err);
+}
+
+rl_status rl__bind_post_norms(rl_model *m, int32_t il, rl_err *err) {
+    rl_layer *L = &m->layers[il];
+    rl_status st = rl__bind_layer_vec(m, il, "post_attention_norm.weight", m->hp.n_embd, true,
+                                      &L->post_attn_norm, err);
+    if (st) return st;
+    return rl__bind_layer_vec(m, il, "post_ffw_norm.weight", m->hp.n_embd, true, &L->post_ffn_norm,
+                              err);
+}
+
+rl_mat rl__mat_rows(const rl_mat *w, int64_t r0, int64_t n) {
+    RL_ASSERT(r0 >= 0 && n >= 0 && r0 + n <= w->n_rows);
+    rl_mat v = *w;
+    v.n_rows = n;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_size;
+    return v;
+}
+
+rl_status rl__bind_rope_factors(rl_model *m, bool longrope, rl_err *err) {
+    int64_t n = m->hp.n_rot / 2;
+    rl_status st;
+    if (!longrope) return rl__bind_vec(m, "rope_freqs.weight", n, false, &m->rope_freqs, err);
+    if ((st = rl__bind_vec(m, "rope_factors_long.weight", n, false, &m->rope_long, err)) ||
+        (st = rl__bind_vec(m, "rope_factors_short.weight", n, false, &m->rope_short, err)))
+        return st;
+    return RL_OK;
+}
+
+/* rope.scaling.* (llama.cpp's reading: an absent type is linear, the factor
+ * falls back to the old rope.scale_linear key, 0 means none). */
+static rl_status hparams_rope_scaling(rl_model *m, rl_err *err) {
+    static const char *const names[] = {"none", "linear", "yarn", "longrope"};
+    rl_hparams *hp = &m->hp;
+    char k[128];
+    rl_gguf_str stype;
+    rl_status st;
+    snprintf(k, sizeof k, "%s.rope.scaling.type", m->arch_name);
+    if ((st = rl_gguf_get_str(m->gguf, k, &stype, err))) return st;
+    hp->rope_scaling = RL__ROPE_SCALING_LINEAR;
+    if (stype.ptr) {
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (strlen(names[i]) == stype.len && !memcmp(names[i], stype.ptr, stype.len)) found = i;
+        if (found < 0)
+            return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                              "%s = '%.*s' not supported (none, linear, yarn, longrope)", k,
+                              (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
+        hp->rope_scaling = (rl__rope_scaling)found;
+    }
+    float factor;
+    snprintf(k, sizeof k, "%s.rope.scaling.factor", m->arch_name);
+    const char *fkey = rl_gguf_find_key(m->gguf, k) >= 0 ? "rope.scaling.factor" : "rope.scale_linear";
+    if ((st = rl__hp_f32(m, fkey, 0.0, 0.0, 1e6, &factor, err)) ||
+        (st = rl__hp_f32(m, "rope.scaling.attn_factor", 1.0, 1e-3, 1e3, &hp->rope_attn_factor,
+                         err)) ||
+        (st = rl__hp_i32(m, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1,
+                         1 << 24, &hp->n_ctx_orig, err)))
+        return st;
+    if (factor != 0.0f && factor < 1e-3f)
+        return rl_err_set(err, RL_ERR_FORMAT, "hyperparameter '%s.%s' = %g out of range [0.001, 1e6]",
+                          m->arch_name, fkey, factor);
+    hp->rope_freq_scale = factor == 0.0f || hp->rope_scaling == RL__ROPE_SCALING_NONE ? 1.0f : 1.0f / factor;
+    if (hp->rope_scaling == RL__ROPE_SCALING_YARN && hp->rope_freq_scale > 1.0f)
+        return rl_err_set(err, RL_ERR_FORMAT, "%s.rope.scaling.factor = %g: YaRN needs a factor >= 1",
+                          m->arch_name, factor);
+    hp->rope_freq_scale_local = hp->rope_freq_scale;
     return RL_OK;
 }
 
@@ -208,6 +343,9 @@ static rl_status hparams_common(rl_model *m, rl_err *err) {
         return rl_err_set(err, RL_ERR_FORMAT,
                           "%s.attention.head_count (%d) is not a multiple of head_count_kv (%d)",
                           m->arch_name, (int)hp->n_head, (int)hp->n_kv_head);
+    /* the context this model runs with: the caller's, else the engine's
+     * default (LongRoPE picks its factors by it) */
+    if (hp->n_ctx <= 0) hp->n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     char k[128];
     snprintf(k, sizeof k, "%s.attention.key_length", m->arch_name);
     if (rl_gguf_find_key(m->gguf, k) < 0 && hp->n_embd % hp->n_head != 0)
@@ -223,8 +361,12 @@ static rl_status hparams_common(rl_model *m, rl_err *err) {
         return rl_err_set(err, RL_ERR_UNSUPPORTED,
                           "%s.attention.value_length (%d) differs from key_length (%d)",
                           m->arch_name, (int)vdim, (int)hp->head_dim);
-    if ((st = rl__hp_i32(m, "rope.dimension_count", false, hp->head_dim, 2, hp->head_dim,
-                         &hp->n_rot, err)))
+    if ((int64_t)hp->n_head * hp->head_dim > RL_MODEL_MAX_DIM)
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "%s.attention.head_count (%d) x key_length (%d) exceeds %d", m->arch_name,
+                          (int)hp->n_head, (int)hp->head_dim, RL_MODEL_MAX_DIM);
+    if ((st = rl__hp_i32(m, "rope.dimension_count", false, hp->head_dim, 2,
+                         hp->head_dim < 1024 ? hp->head_dim : 1024, &hp->n_rot, err)))
         return st;
     if (hp->n_rot % 2)
         return rl_err_set(err, RL_ERR_FORMAT, "%s.rope.dimension_count (%d) must be even",
@@ -235,20 +377,11 @@ static rl_status hparams_common(rl_model *m, rl_err *err) {
         (st = rl__hp_f32(m, "final_logit_softcapping", 0.0, 0.0, 1e6, &hp->final_softcap, err)))
         return st;
     hp->rope_base_local = hp->rope_base;
-    hp->rope_freq_scale = 1.0f;
-    rl_gguf_str stype;
-    snprintf(k, sizeof k, "%s.rope.scaling.type", m->arch_name);
-    if ((st = rl_gguf_get_str(m->gguf, k, &stype, err))) return st;
-    if (stype.ptr && stype.len == 6 && !memcmp(stype.ptr, "linear", 6)) {
-        float factor;
-        if ((st = rl__hp_f32(m, "rope.scaling.factor", 1.0, 1e-3, 1e6, &factor, err))) return st;
-        hp->rope_freq_scale = 1.0f / factor;
-    } else if (stype.ptr && !(stype.len == 4 && !memcmp(stype.ptr, "none", 4))) {
-        rl_log(RL_LOG_WARN, "model: rope scaling '%.*s' not implemented; exact within %d tokens",
-               (int)(stype.len > 32 ? 32 : stype.len), stype.ptr, (int)hp->n_ctx_train);
-    }
+    if ((st = hparams_rope_scaling(m, err))) return st;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;
+    hp->resid_scale = 1.0f;
+    hp->logit_mul = 1.0f;
     hp->rope_mode = RL_ROPE_NORMAL;
     hp->act = RL__ACT_SILU;
     return RL_OK;
@@ -257,7 +390,10 @@ static rl_status hparams_common(rl_model *m, rl_err *err) {
 /* Global tensors: embeddings, final norm, output (tied if absent). */
 static rl_status bind_globals(rl_model *m, rl_err *err) {
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, "token_embd.weight");
-    if (!t) return rl_err_set(err, RL_ERR_FORMAT, "missing tensor 'token_embd.weight'");
+    if (!t)
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "missing tensor 'token_embd.weight' (expected shape [%d, n_vocab])",
+                          (int)m->hp.n_embd);
     if (t->n_dims != 2 || t->ne[0] != m->hp.n_embd || t->ne[1] < 1 || t->ne[1] > (1 << 24)) {
         char s[96];
         shape_str(t, s, sizeof s);
@@ -284,10 +420,39 @@ static rl_status bind_globals(rl_model *m, rl_err *err) {
     if ((st = rl__bind_mat(m, "output.weight", m->hp.n_vocab, m->hp.n_embd, false, &m->output, err)))
         return st;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
-    if (rl_gguf_find_tensor(m->gguf, "rope_freqs.weight"))
-        return rl_err_set(err, RL_ERR_UNSUPPORTED,
-                          "tensor 'rope_freqs.weight' (per-dimension rope factors) not supported");
     return RL_OK;
+}
+
+/* Every tensor of the file must be one the architecture uses (llama.cpp
+ * refuses such files too): an unknown tensor is a feature redline would
+ * silently skip, e.g. a bias the forward does not add. */
+static rl_status check_all_used(rl_model *m, rl_err *err) {
+    int64_t n = rl_gguf_n_tensors(m->gguf);
+    for (int64_t i = 0; i < n; i++)
+        if (!m->t_used[i])
+            return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                              "tensor '%s' is not used by the %s architecture (not supported)",
+                              rl_gguf_tensor_at(m->gguf, i)->name, m->arch_name);
+    return RL_OK;
+}
+
+/* RoPE of a layer (sliding-window layers use the local base and scale);
+ * LongRoPE's long factors when the context exceeds the original one, as
+ * llama.cpp picks them. */
+static rl_rope_cfg layer_rope(const rl_model *m, bool swa) {
+    const rl_hparams *hp = &m->hp;
+    rl_rope_cfg c = rl_rope_cfg_plain(hp->n_rot, swa ? hp->rope_base_local : hp->rope_base,
+                                      swa ? hp->rope_freq_scale_local : hp->rope_freq_scale,
+                                      hp->rope_mode);
+    c.freq_factors = m->rope_freqs ? m->rope_freqs
+                     : hp->n_ctx > hp->n_ctx_orig ? m->rope_long
+                                                  : m->rope_short;
+    c.attn_factor = hp->rope_attn_factor;
+    if (hp->rope_scaling == RL__ROPE_SCALING_YARN) {
+        c.ext_factor = 1.0f; /* beta_fast 32, beta_slow 1: llama.cpp's defaults */
+        rl_rope_yarn_corr_dims(hp->n_rot, hp->n_ctx_orig, c.base, 32.0f, 1.0f, c.corr_dims);
+    }
+    return c;
 }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -375,13 +540,17 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
         st = rl_err_set(err, RL_ERR_FORMAT, "missing key 'general.architecture'");
         goto fail;
     }
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+    for (size_t i = 0; i < N_ARCHS; i++)
         if (strlen(archs[i]->name) == s.len && !memcmp(archs[i]->name, s.ptr, s.len))
             m->arch = archs[i];
     if (!m->arch) {
+        char list[160];
+        size_t n = 0;
+        for (size_t i = 0; i < N_ARCHS; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, i ? ", %s" : "%s", archs[i]->name);
         st = rl_err_set(err, RL_ERR_UNSUPPORTED,
-                        "general.architecture '%.*s' not supported (llama, qwen2, gemma3)",
-                        (int)(s.len > 64 ? 64 : s.len), s.ptr);
+                        "general.architecture '%.*s' not supported (supported: %s)",
+                        (int)(s.len > 64 ? 64 : s.len), s.ptr, list);
         goto fail;
     }
     snprintf(m->arch_name, sizeof m->arch_name, "%s", m->arch->name);
@@ -389,6 +558,12 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
     if (s.ptr)
         snprintf(m->name, sizeof m->name, "%.*s", (int)(s.len > 127 ? 127 : s.len), s.ptr);
 
+    m->t_used = rl_calloc((size_t)rl_gguf_n_tensors(g) + 1, 1);
+    if (!m->t_used) {
+        st = rl_err_set(err, RL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    m->hp.n_ctx = o.n_ctx;
     if ((st = hparams_common(m, err)) || (st = m->arch->hparams(m, err))) goto fail;
     if ((st = bind_globals(m, err))) goto fail;
     m->layers = rl_calloc((size_t)m->hp.n_layer, sizeof *m->layers);
@@ -399,14 +574,18 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         if ((st = m->arch->bind_layer(m, il, err))) goto fail;
         rl_layer *L = &m->layers[il];
-        bool swa = m->hp.sliding_window > 0 && m->hp.swa_pattern > 1 &&
-                   il % m->hp.swa_pattern < m->hp.swa_pattern - 1;
+        /* llama.cpp's rule: pattern 0 = every layer local, else layer il
+         * is local iff il % p < p - 1 (pattern 1: none) */
+        bool swa = m->hp.sliding_window > 0 &&
+                   (m->hp.swa_pattern == 0 || il % m->hp.swa_pattern < m->hp.swa_pattern - 1);
         L->window = swa ? m->hp.sliding_window : 0;
-        L->rope_base = swa ? m->hp.rope_base_local : m->hp.rope_base;
-        L->rope_freq_scale = swa ? 1.0f : m->hp.rope_freq_scale;
+        L->rope = layer_rope(m, swa);
         if (o.progress) o.progress(0.2f * (float)(il + 1) / (float)m->hp.n_layer, "checking tensors",
                                    o.progress_ud);
     }
+    if ((st = check_all_used(m, err))) goto fail;
+    rl_free(m->t_used);
+    m->t_used = NULL;
     if ((st = alloc_scratch(m, err))) goto fail;
     if (o.prefault) prefault(m, &o);
     if (o.progress) o.progress(1.0f, "done", o.progress_ud);
@@ -431,6 +610,7 @@ void rl_model_free(rl_model *m) {
     for (int32_t i = 0; i < m->n_owned; i++) rl_free(m->owned[i]);
     rl_free(m->owned);
     rl_free(m->layers);
+    rl_free(m->t_used);
     float *bufs[] = {m->x, m->xn, m->tmp, m->q, m->k, m->v, m->att, m->gate, m->up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rl_free(bufs[i]);
     rl_free(m->mm_scratch);
@@ -591,6 +771,10 @@ rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv
     rl_mat out = m->output;
     if (b->n_vocab_out > 0) out.n_rows = b->n_vocab_out;
     rl_matmul(&out, m->xn, logits_out, n_out, m->mm_scratch, tp);
+    if (hp->logit_mul != 1.0f) {
+        size_t total = (size_t)n_out * (size_t)out.n_rows;
+        for (size_t i = 0; i < total; i++) logits_out[i] *= hp->logit_mul;
+    }
     if (hp->final_softcap > 0.0f) {
         float c = hp->final_softcap;
         size_t total = (size_t)n_out * (size_t)out.n_rows;

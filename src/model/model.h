@@ -3,7 +3,8 @@
  *
  * A model owns its GGUF reader (the mmap); weight matrices are rl_mat views
  * into the mapping and are never copied.  One architecture file per family
- * (archs/llama.c, archs/qwen2.c, archs/gemma3.c) plugs into a small vtable;
+ * (archs/llama.c, qwen2.c, qwen3.c, phi3.c, gemma2.c, gemma3.c, granite.c)
+ * plugs into a small vtable;
  * the shared blocks (attention, FFN, norms) live in blocks.c.
  *
  * Forward: rl_model_forward() runs a batch of tokens that may belong to
@@ -51,6 +52,10 @@ typedef enum rl_model_weights {
 
 typedef struct rl_model_opts {
     int32_t max_batch;                /* tokens per forward call; 0 = 512 */
+    int32_t n_ctx;                    /* tokens per sequence the model will run with; picks
+                                       * LongRoPE's long factors when above the original
+                                       * context, as llama.cpp's -c does; 0 = min(train
+                                       * context, 4096), the engine's default */
     bool prefault;                    /* touch every weight page at load */
     rl_model_weights weights;         /* see rl_model_weights */
     rl_model_progress_fn progress;    /* may be NULL */
@@ -68,7 +73,8 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
 void rl_model_free(rl_model *m);
 
 /* ---- accessors ---- */
-const char *rl_model_arch(const rl_model *m); /* "llama", "qwen2", "gemma3" */
+const char *rl_model_arch(const rl_model *m); /* "llama", "qwen2", "qwen3", "phi3", "gemma2",
+                                               * "gemma3", "granite" */
 const char *rl_model_name(const rl_model *m); /* general.name or "" */
 int32_t rl_model_n_vocab(const rl_model *m);
 int32_t rl_model_n_ctx_train(const rl_model *m);

@@ -487,6 +487,9 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
     }
     if (tok->eos >= 0) tok->attr[tok->eos] |= RL__TA_EOG;
     if (tok->eot >= 0) tok->attr[tok->eot] |= RL__TA_EOG;
+    int32_t eom; /* Llama 3.1+ <|eom_id|> (end of a tool-calling message) */
+    if ((st = get_id(g, "eom_token_id", tok->n_vocab, &eom, err))) goto fail;
+    if (eom >= 0) tok->attr[eom] |= RL__TA_EOG;
 
     if ((st = build_pieces(tok, err)) || (st = build_specials(tok, err))) goto fail;
     if (kind == RL_TOKENIZER_BPE) {

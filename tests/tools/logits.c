@@ -214,7 +214,10 @@ int main(int argc, char **argv) {
 
     rl_err err = {0};
     rl_model *m = NULL;
-    rl_model_opts mo = {.max_batch = max_batch, .weights = exact ? RL_MODEL_WEIGHTS_F32 : RL_MODEL_WEIGHTS_STORED};
+    /* -c is the context the model runs with (LongRoPE picks its factors by it) */
+    rl_model_opts mo = {.max_batch = max_batch,
+                        .n_ctx = ctx > 0 ? ctx : 0,
+                        .weights = exact ? RL_MODEL_WEIGHTS_F32 : RL_MODEL_WEIGHTS_STORED};
     if (exact) kvt = g_kv_v = RL_TYPE_F32;
     if (rl_model_load(model, &mo, &m, &err)) return die(err.msg);
     const int32_t V = rl_model_n_vocab(m);

@@ -4,7 +4,10 @@
  * tensors), batch validation in forward (token range, max batch, duplicate
  * positions, positions beyond the block table), allocation failure during
  * load, and the forward's batch invariance (one prefill = single steps =
- * two interleaved sequences) on a tiny random llama / qwen2 / gemma3. */
+ * two interleaved sequences) on a tiny random file of every architecture
+ * (llama, qwen2, qwen3, phi3, gemma2, gemma3, granite); the new metadata
+ * (rope.scaling.type, granite's multipliers) and tensors (rope_freqs,
+ * fused phi3 matrices) and a tensor no architecture uses. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,14 +29,22 @@ typedef struct spec {
     const char *skip;        /* tensor to leave out */
     const char *bad_shape;   /* tensor whose last dim gets +1 */
     bool no_head_count;
+    const char *extra;       /* an extra [n_embd] tensor of this name */
+    const char *scaling;     /* rope.scaling.type, or NULL */
+    bool rope_freqs;         /* write rope_freqs.weight [head_dim/2] */
+    bool no_granite_keys;    /* leave out granite.logit_scale */
+    const char *fkey;        /* "<arch>.<fkey>" = fval (f32) instead of the default */
+    float fval;
 } spec;
 
 static spec base_spec(const char *arch) {
-    spec s = {arch, 2, 4, 2, 32, 64, 64, NULL, NULL, false};
+    spec s = {arch, 2, 4, 2, 32, 64, 64, NULL, NULL, false, NULL, NULL, false, false, NULL, 0.0f};
     return s;
 }
 
-static float g_data[64 * 64];
+static bool is(const spec *s, const char *arch) { return !strcmp(s->arch, arch); }
+
+static float g_data[64 * 80]; /* the largest tensor: a mis-shaped phi3 ffn_up, 32 x 129 */
 
 static void add_t(rl_gguf_writer *w, const spec *s, const char *name, int64_t ne0, int64_t ne1) {
     if (s->skip && !strcmp(s->skip, name)) return;
@@ -67,10 +78,43 @@ static void build(const spec *s, void **buf, size_t *size) {
 #undef KV
     snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", s->arch);
     rl_gguf_writer_f32(w, k, 1e-5f);
+    if (is(s, "granite")) {
+        const char *keys[] = {"embedding_scale", "residual_scale", "attention.scale", "logit_scale"};
+        const float vals[] = {12.0f, 0.22f, 0.125f, 4.0f};
+        for (int i = 0; i < (s->no_granite_keys ? 3 : 4); i++) {
+            if (s->fkey && !strcmp(s->fkey, keys[i])) continue;
+            snprintf(k, sizeof k, "%s.%s", s->arch, keys[i]);
+            rl_gguf_writer_f32(w, k, vals[i]);
+        }
+    }
+    if (is(s, "phi3") || is(s, "gemma2")) {
+        snprintf(k, sizeof k, "%s.attention.sliding_window", s->arch);
+        rl_gguf_writer_u32(w, k, 5);
+    }
+    if (s->fkey) {
+        snprintf(k, sizeof k, "%s.%s", s->arch, s->fkey);
+        rl_gguf_writer_f32(w, k, s->fval);
+    }
+    if (s->scaling) {
+        snprintf(k, sizeof k, "%s.rope.scaling.type", s->arch);
+        rl_gguf_writer_str(w, k, s->scaling, strlen(s->scaling));
+        if (!s->fkey || strcmp(s->fkey, "rope.scaling.factor")) {
+            snprintf(k, sizeof k, "%s.rope.scaling.factor", s->arch);
+            rl_gguf_writer_f32(w, k, 4.0f);
+        }
+        snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", s->arch);
+        rl_gguf_writer_u32(w, k, 32);
+    }
     int64_t hd = s->n_head ? s->n_embd / s->n_head : 8;
     int64_t nq = s->n_head ? s->n_head * hd : s->n_embd, nkv = s->n_kv * hd;
     add_t(w, s, "token_embd.weight", s->n_embd, s->n_vocab);
     add_t(w, s, "output_norm.weight", s->n_embd, 1);
+    if (s->extra) add_t(w, s, s->extra, s->n_embd, 1);
+    if (s->rope_freqs) add_t(w, s, "rope_freqs.weight", hd / 2, 1);
+    if (is(s, "phi3")) {
+        add_t(w, s, "rope_factors_long.weight", hd / 2, 1);
+        add_t(w, s, "rope_factors_short.weight", hd / 2, 1);
+    }
     for (int64_t il = 0; il < s->n_layer && il < 4; il++) {
         char n[64];
 #define T(suffix, a, b)                                                                            \
@@ -79,22 +123,29 @@ static void build(const spec *s, void **buf, size_t *size) {
         add_t(w, s, n, a, b);                                                                      \
     } while (0)
         T("attn_norm.weight", s->n_embd, 1);
-        T("attn_q.weight", s->n_embd, nq);
-        T("attn_k.weight", s->n_embd, nkv);
-        T("attn_v.weight", s->n_embd, nkv);
+        if (is(s, "phi3")) { /* fused [q; k; v] and [gate; up] */
+            T("attn_qkv.weight", s->n_embd, nq + 2 * nkv);
+            T("ffn_up.weight", s->n_embd, 2 * s->n_ff);
+        } else {
+            T("attn_q.weight", s->n_embd, nq);
+            T("attn_k.weight", s->n_embd, nkv);
+            T("attn_v.weight", s->n_embd, nkv);
+            T("ffn_gate.weight", s->n_embd, s->n_ff);
+            T("ffn_up.weight", s->n_embd, s->n_ff);
+        }
         T("attn_output.weight", nq, s->n_embd);
         T("ffn_norm.weight", s->n_embd, 1);
-        T("ffn_gate.weight", s->n_embd, s->n_ff);
-        T("ffn_up.weight", s->n_embd, s->n_ff);
         T("ffn_down.weight", s->n_ff, s->n_embd);
-        if (!strcmp(s->arch, "qwen2")) {
+        if (is(s, "qwen2")) {
             T("attn_q.bias", nq, 1);
             T("attn_k.bias", nkv, 1);
             T("attn_v.bias", nkv, 1);
         }
-        if (!strcmp(s->arch, "gemma3")) {
+        if (is(s, "gemma3") || is(s, "qwen3")) {
             T("attn_q_norm.weight", hd, 1);
             T("attn_k_norm.weight", hd, 1);
+        }
+        if (is(s, "gemma3") || is(s, "gemma2")) {
             T("post_attention_norm.weight", s->n_embd, 1);
             T("post_ffw_norm.weight", s->n_embd, 1);
         }
@@ -128,8 +179,8 @@ static void expect_error(const spec *s, rl_status want, const char *needle) {
 
 static void test_load_ok(void **state) {
     (void)state;
-    const char *archs[] = {"llama", "qwen2", "gemma3"};
-    for (int a = 0; a < 3; a++) {
+    const char *archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "granite"};
+    for (int a = 0; a < 7; a++) {
         spec s = base_spec(archs[a]);
         rl_model *m = NULL;
         void *buf = NULL;
@@ -170,6 +221,64 @@ static void test_bad_hparams(void **state) {
     expect_error(&s, RL_ERR_FORMAT, "llama.block_count");
     s = base_spec("mamba");
     expect_error(&s, RL_ERR_UNSUPPORTED, "general.architecture 'mamba'");
+    expect_error(&s, RL_ERR_UNSUPPORTED,
+                 "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, granite)");
+    s = base_spec("llama");
+    s.scaling = "ntk-by-parts";
+    expect_error(&s, RL_ERR_UNSUPPORTED, "llama.rope.scaling.type = 'ntk-by-parts' not supported");
+    s = base_spec("granite");
+    s.no_granite_keys = true;
+    expect_error(&s, RL_ERR_FORMAT, "missing hyperparameter 'granite.logit_scale'");
+    /* the new keys out of range, named */
+    struct {
+        const char *arch, *scaling, *key;
+        float v;
+        const char *needle;
+    } bad[] = {
+        {"granite", NULL, "logit_scale", 0.0f, "hyperparameter 'granite.logit_scale' = 0 out of range"},
+        {"granite", NULL, "residual_scale", -1.0f, "'granite.residual_scale' = -1 out of range"},
+        {"llama", NULL, "rope.scaling.factor", -2.0f, "'llama.rope.scaling.factor' = -2 out of range"},
+        {"llama", "linear", "rope.scaling.factor", 1e-5f, "'llama.rope.scaling.factor' = 1e-05 out of range"},
+        {"qwen3", "yarn", "rope.scaling.factor", 0.5f, "qwen3.rope.scaling.factor = 0.5: YaRN needs a factor >= 1"},
+        {"phi3", "longrope", "rope.scaling.attn_factor", 0.0f, "'phi3.rope.scaling.attn_factor' = 0 out of range"},
+        {"gemma2", NULL, "attn_logit_softcapping", -3.0f, "'gemma2.attn_logit_softcapping' = -3 out of range"},
+        {"gemma2", NULL, "final_logit_softcapping", INFINITY, "'gemma2.final_logit_softcapping' = inf out of range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = base_spec(bad[i].arch);
+        s.scaling = bad[i].scaling;
+        s.fkey = bad[i].key;
+        s.fval = bad[i].v;
+        expect_error(&s, RL_ERR_FORMAT, bad[i].needle);
+    }
+}
+
+/* The newer metadata and tensors load: Llama 3.1 rope_freqs, YaRN and
+ * LongRoPE scaling types, linear scaling; a model runs with each. */
+static void test_rope_scaling_load(void **state) {
+    (void)state;
+    struct {
+        const char *arch, *scaling;
+        bool freqs;
+    } cases[] = {{"llama", NULL, true},      {"llama", "yarn", false}, {"qwen3", "yarn", false},
+                 {"llama", "linear", false}, {"llama", "none", false}, {"phi3", "longrope", false},
+                 {"granite", NULL, true}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        spec s = base_spec(cases[c].arch);
+        s.scaling = cases[c].scaling;
+        s.rope_freqs = cases[c].freqs;
+        rl_model *m = NULL;
+        void *buf = NULL;
+        rl_err err = {0};
+        if (load(&s, NULL, &m, &buf, &err)) fail_msg("%s/%s: %s", s.arch, s.scaling, err.msg);
+        rl_model_free(m);
+        rl_free(buf);
+    }
+    /* llama with longrope reads the long/short factors, not rope_freqs */
+    spec s = base_spec("llama");
+    s.scaling = "longrope";
+    s.rope_freqs = true;
+    expect_error(&s, RL_ERR_UNSUPPORTED, "tensor 'rope_freqs.weight' is not used");
 }
 
 static void test_bad_tensors(void **state) {
@@ -195,6 +304,33 @@ static void test_bad_tensors(void **state) {
     s = base_spec("llama");
     s.n_layer = 5; /* build() writes at most 4 layers */
     expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.4.attn_norm.weight'");
+    s = base_spec("llama");
+    s.skip = "blk.0.attn_q.weight";
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.0.attn_q.weight' (expected shape [32, 32])");
+    s = base_spec("qwen3");
+    s.skip = "blk.1.attn_q_norm.weight";
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.1.attn_q_norm.weight' (expected shape [8])");
+    s = base_spec("phi3");
+    s.bad_shape = "blk.0.attn_qkv.weight";
+    expect_error(&s, RL_ERR_FORMAT, "tensor 'blk.0.attn_qkv.weight' has shape [32, 65]");
+    s = base_spec("phi3");
+    s.bad_shape = "blk.1.ffn_up.weight";
+    expect_error(&s, RL_ERR_FORMAT, "tensor 'blk.1.ffn_up.weight' has shape [32, 129]");
+    s = base_spec("phi3");
+    s.bad_shape = "rope_factors_long.weight";
+    expect_error(&s, RL_ERR_FORMAT, "tensor 'rope_factors_long.weight' has shape [5]");
+    s = base_spec("gemma2");
+    s.skip = "blk.0.post_ffw_norm.weight";
+    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.0.post_ffw_norm.weight'");
+    s = base_spec("llama");
+    s.rope_freqs = true;
+    s.bad_shape = "rope_freqs.weight";
+    expect_error(&s, RL_ERR_FORMAT, "tensor 'rope_freqs.weight' has shape [5]");
+    /* a tensor the architecture would silently skip is refused, named */
+    s = base_spec("gemma2");
+    s.extra = "blk.0.attn_q_norm.weight";
+    expect_error(&s, RL_ERR_UNSUPPORTED,
+                 "tensor 'blk.0.attn_q_norm.weight' is not used by the gemma2 architecture");
 }
 
 static void test_alloc_failure(void **state) {
@@ -276,9 +412,8 @@ static void check_invariance(const char *arch) {
 
 static void test_invariance(void **state) {
     (void)state;
-    check_invariance("llama");
-    check_invariance("qwen2");
-    check_invariance("gemma3");
+    const char *archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "granite"};
+    for (int a = 0; a < 7; a++) check_invariance(archs[a]);
 }
 
 static void test_forward_errors(void **state) {
@@ -345,7 +480,7 @@ int main(void) {
         cmocka_unit_test(test_load_ok),       cmocka_unit_test(test_bad_hparams),
         cmocka_unit_test(test_bad_tensors),   cmocka_unit_test(test_alloc_failure),
         cmocka_unit_test(test_invariance),    cmocka_unit_test(test_forward_errors),
-        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_file_errors),   cmocka_unit_test(test_rope_scaling_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

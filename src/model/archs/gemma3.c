@@ -4,11 +4,13 @@
  *   - token embeddings scaled by sqrt(n_embd);
  *   - per-head RMSNorm of q and k (attn_q_norm / attn_k_norm, [head_dim]);
  *   - "sandwich" norms: post_attention_norm and post_ffw_norm on each
- *     block's output before the residual add;
+ *     block's output before the residual add (rl__layer_sandwich, shared
+ *     with gemma2);
  *   - GELU (tanh approximation) gated FFN; RoPE in the NEOX layout;
  *   - sliding-window attention on every layer but each swa_pattern-th
  *     (5 local : 1 global), local layers with rope base 10000
- *     (rope.freq_base_swa), global layers with rope.freq_base (default 1e6);
+ *     (rope.freq_base_swa) and no rope scaling, global layers with
+ *     rope.freq_base (default 1e6);
  *   - query scale 1/sqrt(query_pre_attn_scalar), which GGUF files usually
  *     omit: head_dim, or n_embd/n_head for the 62-layer 27B model.
  * Norm weights are used as stored (x * w): the GGUF converter has already
@@ -18,7 +20,6 @@
 #include "model/model-impl.h"
 
 #include <math.h>
-#include <stdio.h>
 
 static rl_status gemma3_hparams(rl_model *m, rl_err *err) {
     rl_hparams *hp = &m->hp;
@@ -26,50 +27,27 @@ static rl_status gemma3_hparams(rl_model *m, rl_err *err) {
     hp->rope_mode = RL_ROPE_NEOX;
     hp->act = RL__ACT_GELU_TANH;
     hp->embd_scale = sqrtf((float)hp->n_embd);
-    int32_t qpas_def = hp->n_layer == 62 ? hp->n_embd / hp->n_head : hp->head_dim, qpas;
+    hp->rope_freq_scale_local = 1.0f;
     if ((st = rl__hp_f32(m, "attention.layer_norm_rms_epsilon", 1e-6, 1e-12, 0.1, &hp->eps, err)) ||
         (st = rl__hp_f32(m, "rope.freq_base", 1e6, 1.0, 1e12, &hp->rope_base, err)) ||
         (st = rl__hp_f32(m, "rope.freq_base_swa", 10000.0, 1.0, 1e12, &hp->rope_base_local, err)) ||
         (st = rl__hp_i32(m, "attention.sliding_window", false, 0, 0, 1 << 24, &hp->sliding_window,
                          err)) ||
         (st = rl__hp_i32(m, "attention.sliding_window_pattern", false, 6, 1, 1024,
-                         &hp->swa_pattern, err)) ||
-        (st = rl__hp_i32(m, "attention.query_pre_attn_scalar", false, qpas_def, 1, 1 << 20, &qpas,
-                         err)))
+                         &hp->swa_pattern, err)))
         return st;
-    hp->attn_scale = 1.0f / sqrtf((float)qpas);
-    return RL_OK;
+    return rl__hp_gemma_query_scale(m, 62, err);
 }
 
 static rl_status gemma3_bind_layer(rl_model *m, int32_t il, rl_err *err) {
-    rl_status st = rl__bind_layer_common(m, il, err);
-    if (st) return st;
-    rl_layer *L = &m->layers[il];
-    char nm[64];
-    snprintf(nm, sizeof nm, "blk.%d.attn_q_norm.weight", (int)il);
-    if ((st = rl__bind_vec(m, nm, m->hp.head_dim, true, &L->q_norm, err))) return st;
-    snprintf(nm, sizeof nm, "blk.%d.attn_k_norm.weight", (int)il);
-    if ((st = rl__bind_vec(m, nm, m->hp.head_dim, true, &L->k_norm, err))) return st;
-    snprintf(nm, sizeof nm, "blk.%d.post_attention_norm.weight", (int)il);
-    if ((st = rl__bind_vec(m, nm, m->hp.n_embd, true, &L->post_attn_norm, err))) return st;
-    snprintf(nm, sizeof nm, "blk.%d.post_ffw_norm.weight", (int)il);
-    return rl__bind_vec(m, nm, m->hp.n_embd, true, &L->post_ffn_norm, err);
-}
-
-/* x += postnorm(attn(norm(x))); x += postnorm(ffn(norm(x))). */
-static void gemma3_layer(rl_model *m, rl__fwd *f, int32_t il) {
-    const rl_hparams *hp = &m->hp;
-    const rl_layer *L = &m->layers[il];
-    rl__resid_norm(f, NULL, NULL, m->x, m->xn, L->attn_norm, hp->n_embd, hp->eps);
-    rl__block_attn(m, f, il, m->xn, m->tmp);
-    rl__resid_norm(f, m->tmp, L->post_attn_norm, m->x, m->xn, L->ffn_norm, hp->n_embd, hp->eps);
-    rl__block_ffn(m, f, il, m->xn, m->tmp);
-    rl__resid_norm(f, m->tmp, L->post_ffn_norm, m->x, NULL, NULL, hp->n_embd, hp->eps);
+    rl_status st;
+    if ((st = rl__bind_layer_common(m, il, err)) || (st = rl__bind_qk_norm(m, il, err))) return st;
+    return rl__bind_post_norms(m, il, err);
 }
 
 const rl__arch rl__arch_gemma3 = {
     .name = "gemma3",
     .hparams = gemma3_hparams,
     .bind_layer = gemma3_bind_layer,
-    .layer = gemma3_layer,
+    .layer = rl__layer_sandwich,
 };

@@ -4,8 +4,6 @@
  * default. */
 #include "model/model-impl.h"
 
-#include <stdio.h>
-
 static rl_status qwen2_hparams(rl_model *m, rl_err *err) {
     m->hp.rope_mode = RL_ROPE_NEOX;
     m->hp.act = RL__ACT_SILU;
@@ -14,17 +12,7 @@ static rl_status qwen2_hparams(rl_model *m, rl_err *err) {
 
 static rl_status qwen2_bind_layer(rl_model *m, int32_t il, rl_err *err) {
     rl_status st = rl__bind_layer_common(m, il, err);
-    if (st) return st;
-    rl_layer *L = &m->layers[il];
-    int64_t nq = (int64_t)m->hp.n_head * m->hp.head_dim;
-    int64_t nkv = (int64_t)m->hp.n_kv_head * m->hp.head_dim;
-    char nm[64];
-    snprintf(nm, sizeof nm, "blk.%d.attn_q.bias", (int)il);
-    if ((st = rl__bind_vec(m, nm, nq, true, &L->bq, err))) return st;
-    snprintf(nm, sizeof nm, "blk.%d.attn_k.bias", (int)il);
-    if ((st = rl__bind_vec(m, nm, nkv, true, &L->bk, err))) return st;
-    snprintf(nm, sizeof nm, "blk.%d.attn_v.bias", (int)il);
-    return rl__bind_vec(m, nm, nkv, true, &L->bv, err);
+    return st ? st : rl__bind_qkv_bias(m, il, true, err);
 }
 
 const rl__arch rl__arch_qwen2 = {
