@@ -34,6 +34,8 @@
 #define RL_TMAX 4 /* largest token tile */
 /* the int8 multiply-add of the shared templates: vpmaddubsw + vpmaddwd */
 #define RL_DOT_MADD(u, s) rl__mul_sum_u8i8(u, s)
+/* and their int16 multiply-add: vpmaddwd + vpaddd */
+#define RL_DOT_MADDW(a, p, s) _mm256_add_epi32(a, _mm256_madd_epi16(p, s))
 #include "kernels/x86/dot-impl.h"
 
 /* ---------------- K-quants ---------------- */
@@ -159,7 +161,10 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
 RL_INST(q4_0)
 RL_INST(q4_1)
 RL_INST(q5_0)
+RL_INST(q5_1)
 RL_INST(q8_0)
+RL_INST(iq4_nl)
+RL_INST(mxfp4)
 RL_INST(q4_K)
 RL_INST(q6_K)
 
@@ -171,7 +176,10 @@ void rl__avx2_fill_dot4(rl__ktab *t) {
     RL_SET(q4_0, RL_TYPE_Q4_0)
     RL_SET(q4_1, RL_TYPE_Q4_1)
     RL_SET(q5_0, RL_TYPE_Q5_0)
+    RL_SET(q5_1, RL_TYPE_Q5_1)
     RL_SET(q8_0, RL_TYPE_Q8_0)
+    RL_SET(iq4_nl, RL_TYPE_IQ4_NL)
+    RL_SET(mxfp4, RL_TYPE_MXFP4)
     RL_SET(q4_K, RL_TYPE_Q4_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
 #undef RL_SET

@@ -1,11 +1,13 @@
 /* The quantized vec-dot code shared by the AVX2 table (avx2_dot4.c) and
  * the AVX512-VNNI table (vnni_dot.c): weight-block unpackers and scale
- * loads, and the templates of the 32-element block types (q4_0, q5_0,
- * q8_0 against q8_0; q4_1 against q8_1), which differ between the tiers
- * only in the int8 multiply-add (RL_DOT_MADD, below).  Each tier file
- * includes this once, compiled with its own flags (Makefile), so the
- * AVX-512 encodings stay in the VNNI objects; the K-quant templates (whose
- * data layout differs: ymm vs zmm) stay in the tier files. */
+ * loads, and the templates that differ between the tiers only in their
+ * integer multiply-adds (RL_DOT_MADD, RL_DOT_MADDW, below): the 32-element
+ * block types (q4_0, q5_0, q8_0, iq4_nl, mxfp4 against q8_0; q4_1, q5_1
+ * against q8_1) and the ymm K-quant templates (q2_K, q3_K, iq4_xs against
+ * q8_K).  Each tier file includes this once, compiled with its own flags
+ * (Makefile), so the AVX-512 encodings stay in the VNNI objects; the
+ * q4_K/q6_K templates, whose data layout differs between the tiers (ymm vs
+ * zmm), stay in the tier files. */
 #ifndef RL_KERNELS_X86_DOT_IMPL_H
 #define RL_KERNELS_X86_DOT_IMPL_H
 
@@ -49,8 +51,36 @@ RL_AI __m256i rl__w_q5_0(const rl_block_q5_0 *b) {
     return _mm256_or_si256(rl__nib32(b->qs), hi);
 }
 RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
+/* Codebook types: the nibbles index a 16-entry int8 table (vpshufb). */
+RL_AI __m256i rl__iq4nl_tbl(void) {
+    return _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113, -127, -104,
+                            -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+}
+RL_AI __m256i rl__w_iq4_nl(const rl_block_iq4_nl *b) { return _mm256_shuffle_epi8(rl__iq4nl_tbl(), rl__nib32(b->qs)); }
+RL_AI __m256i rl__w_mxfp4(const rl_block_mxfp4 *b) {
+    const __m256i tbl = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8,
+                                         12, 0, -1, -2, -3, -4, -6, -8, -12);
+    return _mm256_shuffle_epi8(tbl, rl__nib32(b->qs));
+}
+/* Unsigned weights of the affine types (q4_1: 0..15, q5_1: 0..31). */
+RL_AI __m256i rl__w_q4_1(const rl_block_q4_1 *b) { return rl__nib32(b->qs); }
+RL_AI __m256i rl__w_q5_1(const rl_block_q5_1 *b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    return _mm256_or_si256(rl__nib32(b->qs), _mm256_and_si256(rl__bits32(qh), _mm256_set1_epi8(0x10)));
+}
 
-/* ======================= 32-element block templates =======================
+/* Weight scales of the signed types as lane 0 of an __m128: the fp16 d
+ * (one vcvtph2ps, lanes 1-3 are whatever follows it), or mxfp4's e8m0
+ * exponent as 2^(e-128) (rl_e8m0_half_to_f32, bit for bit). */
+#define RL_WS_F16(b) rl__h4(&(b)->d)
+RL_AI __m128 rl__ws_e8m0(const rl_block_mxfp4 *b) {
+    const uint32_t e = b->e;
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
+    return _mm_castsi128_ps(_mm_cvtsi32_si128((int)bits));
+}
+
+/* ============================ templates ============================
  * Written once, compiled per tier: the includer defines, before including
  * this header,
  *   RL_TMAX            the largest token tile T of the rl__dotT_* templates;
@@ -60,22 +90,27 @@ RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((co
  *                      vpmaddubsw + vpmaddwd with ones, never saturating at
  *                      these ranges; AVX512-VNNI: vpdpbusd into zero; the
  *                      same exact integers);
+ *   RL_DOT_MADDW(a, p, s)  a + the int16 multiply-add of p x s (8 int32
+ *                      lanes, lane l = a_l + p_2l*s_2l + p_2l+1*s_2l+1;
+ *                      AVX2: vpmaddwd + vpaddd; VNNI: vpdpwssd; exact at
+ *                      the ranges used: |p| <= 32258, |s| <= 63);
  *   RL_RMAX (optional) the largest row count R of the rl__dotR_* (several
  *                      rows, one token) templates, generated only then.
  * Everything else a token sees (scale products, int->float conversions,
  * FMAs into the same accumulators, the horizontal sums) is this code in
  * both tiers, so the tiers agree bit for bit.  Reduction order: see
  * avx2_dot4.c. */
-#if !defined(RL_TMAX) || !defined(RL_DOT_MADD)
-#error "define RL_TMAX and RL_DOT_MADD before including kernels/x86/dot-impl.h"
+#if !defined(RL_TMAX) || !defined(RL_DOT_MADD) || !defined(RL_DOT_MADDW)
+#error "define RL_TMAX, RL_DOT_MADD and RL_DOT_MADDW before including kernels/x86/dot-impl.h"
 #endif
 
-/* Block i of a signed-weight type (q4_0, q5_0, q8_0) against q8_0
- * activations, fused into acc[k] for the T tokens. */
-#define RL_BLK_SIGNED(WTYPE, UNPACK, acc)                                                          \
+/* Block i of a signed-weight type (q4_0, q5_0, q8_0, iq4_nl, mxfp4)
+ * against q8_0 activations, fused into acc[k] for the T tokens; WSCALE(b)
+ * gives the weight scale in lane 0. */
+#define RL_BLK_SIGNED(WTYPE, UNPACK, WSCALE, acc)                                                  \
     do {                                                                                           \
         const WTYPE *b_ = &w[i_];                                                                  \
-        const __m128 dw = rl__h4(&b_->d);                                                          \
+        const __m128 dw = WSCALE(b_);                                                              \
         const __m256i qw = UNPACK(b_);                                                             \
         const __m256i aw = _mm256_sign_epi8(qw, qw);                                               \
         RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
@@ -87,7 +122,7 @@ RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((co
         }                                                                                          \
     } while (0)
 
-#define RL_DOT_SIGNED(NAME, WTYPE, UNPACK)                                                         \
+#define RL_DOT_SIGNED(NAME, WTYPE, UNPACK, WSCALE)                                                 \
     RL_AI void NAME(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,     \
                     const int T) {                                                                 \
         const WTYPE *w = vw;                                                                       \
@@ -97,26 +132,29 @@ RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((co
         int64_t i_ = 0;                                                                            \
         for (; i_ + 2 <= nb; i_ += 2) {                                                            \
             if (T == 1) RL_PF1(&w[i_]); /* see avx2-impl.h */                                      \
-            RL_BLK_SIGNED(WTYPE, UNPACK, acc0);                                                    \
+            RL_BLK_SIGNED(WTYPE, UNPACK, WSCALE, acc0);                                            \
             i_++;                                                                                  \
-            RL_BLK_SIGNED(WTYPE, UNPACK, acc1);                                                    \
+            RL_BLK_SIGNED(WTYPE, UNPACK, WSCALE, acc1);                                            \
             i_--;                                                                                  \
         }                                                                                          \
-        if (i_ < nb) RL_BLK_SIGNED(WTYPE, UNPACK, acc0);                                           \
+        if (i_ < nb) RL_BLK_SIGNED(WTYPE, UNPACK, WSCALE, acc0);                                   \
         RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])); \
     }
 
-RL_DOT_SIGNED(rl__dotT_q4_0, rl_block_q4_0, rl__w_q4_0)
-RL_DOT_SIGNED(rl__dotT_q5_0, rl_block_q5_0, rl__w_q5_0)
-RL_DOT_SIGNED(rl__dotT_q8_0, rl_block_q8_0, rl__w_q8_0)
+RL_DOT_SIGNED(rl__dotT_q4_0, rl_block_q4_0, rl__w_q4_0, RL_WS_F16)
+RL_DOT_SIGNED(rl__dotT_q5_0, rl_block_q5_0, rl__w_q5_0, RL_WS_F16)
+RL_DOT_SIGNED(rl__dotT_q8_0, rl_block_q8_0, rl__w_q8_0, RL_WS_F16)
+RL_DOT_SIGNED(rl__dotT_iq4_nl, rl_block_iq4_nl, rl__w_iq4_nl, RL_WS_F16)
+RL_DOT_SIGNED(rl__dotT_mxfp4, rl_block_mxfp4, rl__w_mxfp4, rl__ws_e8m0)
 
-/* Block i of q4_1 against q8_1: d*dx*sum(q*y) + m*s_x.  One multiply gives
- * both products: lanes 0 and 1 of (d, m) * (dx, s_x); the min terms are
- * summed in lane 1 of summ (lanes 0, 2, 3 are never read). */
-#define RL_BLK_Q4_1(acc, summ)                                                                     \
+/* Block i of an affine type (q4_1, q5_1) against q8_1: d*dx*sum(q*y) +
+ * m*s_x.  One multiply gives both products: lanes 0 and 1 of (d, m) *
+ * (dx, s_x); the min terms are summed in lane 1 of summ (lanes 0, 2, 3 are
+ * never read). */
+#define RL_BLK_AFFINE(UNPACK, acc, summ)                                                           \
     do {                                                                                           \
         const __m128 dmw = rl__h4(&w[i_].d);                                                       \
-        const __m256i qw = rl__nib32(w[i_].qs);                                                    \
+        const __m256i qw = UNPACK(&w[i_]);                                                         \
         RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
             const rl_block_q8_1 *x = &XB(rl_block_q8_1, k, i_);                                    \
             __m128 p = _mm_mul_ps(dmw, rl__h4(&x->d));                                             \
@@ -127,36 +165,40 @@ RL_DOT_SIGNED(rl__dotT_q8_0, rl_block_q8_0, rl__w_q8_0)
         }                                                                                          \
     } while (0)
 
-RL_AI void rl__dotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                         const int T) {
-    const rl_block_q4_1 *w = vw;
-    __m256 acc0[RL_TMAX], acc1[RL_TMAX];
-    __m128 summ0[RL_TMAX], summ1[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) {
-        acc0[k] = acc1[k] = _mm256_setzero_ps();
-        summ0[k] = summ1[k] = _mm_setzero_ps();
+#define RL_DOT_AFFINE(NAME, WTYPE, UNPACK)                                                         \
+    RL_AI void NAME(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,     \
+                    const int T) {                                                                 \
+        const WTYPE *w = vw;                                                                       \
+        __m256 acc0[RL_TMAX], acc1[RL_TMAX];                                                       \
+        __m128 summ0[RL_TMAX], summ1[RL_TMAX];                                                     \
+        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
+            acc0[k] = acc1[k] = _mm256_setzero_ps();                                               \
+            summ0[k] = summ1[k] = _mm_setzero_ps();                                                \
+        }                                                                                          \
+        const int64_t nb = n / 32;                                                                 \
+        int64_t i_ = 0;                                                                            \
+        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
+            if (T == 1) RL_PF1(&w[i_]);                                                            \
+            RL_BLK_AFFINE(UNPACK, acc0, summ0);                                                    \
+            i_++;                                                                                  \
+            RL_BLK_AFFINE(UNPACK, acc1, summ1);                                                    \
+            i_--;                                                                                  \
+        }                                                                                          \
+        if (i_ < nb) RL_BLK_AFFINE(UNPACK, acc0, summ0);                                           \
+        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
+            __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[k]), _mm_movehdup_ps(summ1[k]));          \
+            s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(sm);          \
+        }                                                                                          \
     }
-    const int64_t nb = n / 32;
-    int64_t i_ = 0;
-    for (; i_ + 2 <= nb; i_ += 2) {
-        if (T == 1) RL_PF1(&w[i_]);
-        RL_BLK_Q4_1(acc0, summ0);
-        i_++;
-        RL_BLK_Q4_1(acc1, summ1);
-        i_--;
-    }
-    if (i_ < nb) RL_BLK_Q4_1(acc0, summ0);
-    RL_UNROLL for (int k = 0; k < T; k++) {
-        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[k]), _mm_movehdup_ps(summ1[k]));
-        s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(sm);
-    }
-}
+
+RL_DOT_AFFINE(rl__dotT_q4_1, rl_block_q4_1, rl__w_q4_1)
+RL_DOT_AFFINE(rl__dotT_q5_1, rl_block_q5_1, rl__w_q5_1)
 
 #ifdef RL_RMAX
 
 /* R rows, one token (rl__vec_dot2r_fn at R = 2): RL_BLK_SIGNED at T = 1
  * for each row, the activation block loaded and its scale converted once. */
-#define RL_BLK_SIGNED_R(WTYPE, UNPACK, acc)                                                        \
+#define RL_BLK_SIGNED_R(WTYPE, UNPACK, WSCALE, acc)                                                \
     do {                                                                                           \
         const rl_block_q8_0 *x = &((const rl_block_q8_0 *)vx)[i_];                                 \
         const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
@@ -165,7 +207,7 @@ RL_AI void rl__dotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const v
             const WTYPE *b_ = &WR(WTYPE, r)[i_];                                                   \
             const __m256i qw = UNPACK(b_);                                                         \
             __m256i sum = RL_DOT_MADD(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));         \
-            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(rl__h4(&b_->d), dx));                      \
+            __m256 d = _mm256_broadcastss_ps(_mm_mul_ss(WSCALE(b_), dx));                          \
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);                          \
         }                                                                                          \
     } while (0)
@@ -173,7 +215,7 @@ RL_AI void rl__dotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const v
 /* Row r of the R-row templates (rows wrs bytes apart from vw). */
 #define WR(type, r) ((const type *)((const uint8_t *)vw + (size_t)(r) * wrs))
 
-#define RL_DOT_SIGNED_R(NAME, WTYPE, UNPACK)                                                       \
+#define RL_DOT_SIGNED_R(NAME, WTYPE, UNPACK, WSCALE)                                               \
     RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx, const int R) { \
         __m256 acc0[RL_RMAX], acc1[RL_RMAX];                                                       \
         RL_UNROLL for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();             \
@@ -181,58 +223,63 @@ RL_AI void rl__dotT_q4_1(int64_t n, float *s, size_t ss, const void *vw, const v
         int64_t i_ = 0;                                                                            \
         for (; i_ + 2 <= nb; i_ += 2) {                                                            \
             RL_UNROLL for (int r = 0; r < R; r++) RL_PF1(&WR(WTYPE, r)[i_]);                       \
-            RL_BLK_SIGNED_R(WTYPE, UNPACK, acc0);                                                  \
+            RL_BLK_SIGNED_R(WTYPE, UNPACK, WSCALE, acc0);                                          \
             i_++;                                                                                  \
-            RL_BLK_SIGNED_R(WTYPE, UNPACK, acc1);                                                  \
+            RL_BLK_SIGNED_R(WTYPE, UNPACK, WSCALE, acc1);                                          \
             i_--;                                                                                  \
         }                                                                                          \
-        if (i_ < nb) RL_BLK_SIGNED_R(WTYPE, UNPACK, acc0);                                         \
+        if (i_ < nb) RL_BLK_SIGNED_R(WTYPE, UNPACK, WSCALE, acc0);                                 \
         RL_UNROLL for (int r = 0; r < R; r++) s[r] = rl__hsum_ps(_mm256_add_ps(acc0[r], acc1[r])); \
     }
 
-RL_DOT_SIGNED_R(rl__dotR_q4_0, rl_block_q4_0, rl__w_q4_0)
-RL_DOT_SIGNED_R(rl__dotR_q5_0, rl_block_q5_0, rl__w_q5_0)
-RL_DOT_SIGNED_R(rl__dotR_q8_0, rl_block_q8_0, rl__w_q8_0)
+RL_DOT_SIGNED_R(rl__dotR_q4_0, rl_block_q4_0, rl__w_q4_0, RL_WS_F16)
+RL_DOT_SIGNED_R(rl__dotR_q5_0, rl_block_q5_0, rl__w_q5_0, RL_WS_F16)
+RL_DOT_SIGNED_R(rl__dotR_q8_0, rl_block_q8_0, rl__w_q8_0, RL_WS_F16)
+RL_DOT_SIGNED_R(rl__dotR_iq4_nl, rl_block_iq4_nl, rl__w_iq4_nl, RL_WS_F16)
+RL_DOT_SIGNED_R(rl__dotR_mxfp4, rl_block_mxfp4, rl__w_mxfp4, rl__ws_e8m0)
 
-/* R rows of q4_1, one token: RL_BLK_Q4_1 at T = 1 per row, the
- * activation block loaded and its scales converted once. */
-#define RL_BLK_Q4_1_R(acc, summ)                                                                   \
+/* R rows of an affine type, one token: RL_BLK_AFFINE at T = 1 per row,
+ * the activation block loaded and its scales converted once. */
+#define RL_BLK_AFFINE_R(WTYPE, UNPACK, acc, summ)                                                  \
     do {                                                                                           \
         const rl_block_q8_1 *x = &((const rl_block_q8_1 *)vx)[i_];                                 \
         const __m128 dx = rl__h4(&x->d);                                                           \
         const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                             \
         RL_UNROLL for (int r = 0; r < R; r++) {                                                    \
-            const rl_block_q4_1 *b_ = &WR(rl_block_q4_1, r)[i_];                                   \
+            const WTYPE *b_ = &WR(WTYPE, r)[i_];                                                   \
             __m128 p = _mm_mul_ps(rl__h4(&b_->d), dx);                                             \
             summ[r] = _mm_add_ps(summ[r], p);                                                      \
-            __m256i sum = RL_DOT_MADD(rl__nib32(b_->qs), qx);                                      \
+            __m256i sum = RL_DOT_MADD(UNPACK(b_), qx);                                             \
             acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(sum), acc[r]);   \
         }                                                                                          \
     } while (0)
 
-RL_AI void rl__dotR_q4_1(int64_t n, float *s, const void *vw, size_t wrs, const void *vx,
-                          const int R) {
-    __m256 acc0[RL_RMAX], acc1[RL_RMAX];
-    __m128 summ0[RL_RMAX], summ1[RL_RMAX];
-    RL_UNROLL for (int r = 0; r < R; r++) {
-        acc0[r] = acc1[r] = _mm256_setzero_ps();
-        summ0[r] = summ1[r] = _mm_setzero_ps();
+#define RL_DOT_AFFINE_R(NAME, WTYPE, UNPACK)                                                       \
+    RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx, const int R) { \
+        __m256 acc0[RL_RMAX], acc1[RL_RMAX];                                                       \
+        __m128 summ0[RL_RMAX], summ1[RL_RMAX];                                                     \
+        RL_UNROLL for (int r = 0; r < R; r++) {                                                    \
+            acc0[r] = acc1[r] = _mm256_setzero_ps();                                               \
+            summ0[r] = summ1[r] = _mm_setzero_ps();                                                \
+        }                                                                                          \
+        const int64_t nb = n / 32;                                                                 \
+        int64_t i_ = 0;                                                                            \
+        for (; i_ + 2 <= nb; i_ += 2) {                                                            \
+            RL_UNROLL for (int r = 0; r < R; r++) RL_PF1(&WR(WTYPE, r)[i_]);                       \
+            RL_BLK_AFFINE_R(WTYPE, UNPACK, acc0, summ0);                                           \
+            i_++;                                                                                  \
+            RL_BLK_AFFINE_R(WTYPE, UNPACK, acc1, summ1);                                           \
+            i_--;                                                                                  \
+        }                                                                                          \
+        if (i_ < nb) RL_BLK_AFFINE_R(WTYPE, UNPACK, acc0, summ0);                                  \
+        RL_UNROLL for (int r = 0; r < R; r++) {                                                    \
+            __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[r]), _mm_movehdup_ps(summ1[r]));          \
+            s[r] = rl__hsum_ps(_mm256_add_ps(acc0[r], acc1[r])) + _mm_cvtss_f32(sm);               \
+        }                                                                                          \
     }
-    const int64_t nb = n / 32;
-    int64_t i_ = 0;
-    for (; i_ + 2 <= nb; i_ += 2) {
-        RL_UNROLL for (int r = 0; r < R; r++) RL_PF1(&WR(rl_block_q4_1, r)[i_]);
-        RL_BLK_Q4_1_R(acc0, summ0);
-        i_++;
-        RL_BLK_Q4_1_R(acc1, summ1);
-        i_--;
-    }
-    if (i_ < nb) RL_BLK_Q4_1_R(acc0, summ0);
-    RL_UNROLL for (int r = 0; r < R; r++) {
-        __m128 sm = _mm_add_ss(_mm_movehdup_ps(summ0[r]), _mm_movehdup_ps(summ1[r]));
-        s[r] = rl__hsum_ps(_mm256_add_ps(acc0[r], acc1[r])) + _mm_cvtss_f32(sm);
-    }
-}
+
+RL_DOT_AFFINE_R(rl__dotR_q4_1, rl_block_q4_1, rl__w_q4_1)
+RL_DOT_AFFINE_R(rl__dotR_q5_1, rl_block_q5_1, rl__w_q5_1)
 
 #endif /* RL_RMAX */
 

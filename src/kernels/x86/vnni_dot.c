@@ -36,6 +36,8 @@
 #define RL_RMAX 2 /* rows of the one-token multi-row leaves (vec_dot2r) */
 /* the int8 multiply-add of the shared templates: vpdpbusd into zero */
 #define RL_DOT_MADD(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+/* and their int16 multiply-add: vpdpwssd */
+#define RL_DOT_MADDW(a, p, s) _mm256_dpwssd_epi32(a, p, s)
 #include "kernels/x86/dot-impl.h"
 
 /* ---------------- K-quants ---------------- */
@@ -169,7 +171,10 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
 RL_VINST2R(q4_0)
 RL_VINST2R(q4_1)
 RL_VINST2R(q5_0)
+RL_VINST2R(q5_1)
 RL_VINST2R(q8_0)
+RL_VINST2R(iq4_nl)
+RL_VINST2R(mxfp4)
 
 #define RL_VINST(TY)                                                                               \
     static void rl__dot_##TY##_vnni(int64_t n, float *s, const void *w, const void *x) {           \
@@ -187,7 +192,10 @@ RL_VINST2R(q8_0)
 RL_VINST(q4_0)
 RL_VINST(q4_1)
 RL_VINST(q5_0)
+RL_VINST(q5_1)
 RL_VINST(q8_0)
+RL_VINST(iq4_nl)
+RL_VINST(mxfp4)
 RL_VINST(q4_K)
 RL_VINST(q6_K)
 
@@ -199,7 +207,10 @@ void rl__vnni_fill(rl__ktab *t) {
     RL_SET(q4_0, RL_TYPE_Q4_0)
     RL_SET(q4_1, RL_TYPE_Q4_1)
     RL_SET(q5_0, RL_TYPE_Q5_0)
+    RL_SET(q5_1, RL_TYPE_Q5_1)
     RL_SET(q8_0, RL_TYPE_Q8_0)
+    RL_SET(iq4_nl, RL_TYPE_IQ4_NL)
+    RL_SET(mxfp4, RL_TYPE_MXFP4)
     RL_SET(q4_K, RL_TYPE_Q4_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
 #undef RL_SET
@@ -207,4 +218,7 @@ void rl__vnni_fill(rl__ktab *t) {
     t->vec_dot2r[RL_TYPE_Q4_1] = rl__dot2r_q4_1_vnni;
     t->vec_dot2r[RL_TYPE_Q5_0] = rl__dot2r_q5_0_vnni;
     t->vec_dot2r[RL_TYPE_Q8_0] = rl__dot2r_q8_0_vnni;
+    t->vec_dot2r[RL_TYPE_Q5_1] = rl__dot2r_q5_1_vnni;
+    t->vec_dot2r[RL_TYPE_IQ4_NL] = rl__dot2r_iq4_nl_vnni;
+    t->vec_dot2r[RL_TYPE_MXFP4] = rl__dot2r_mxfp4_vnni;
 }
