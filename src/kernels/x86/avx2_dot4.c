@@ -1,8 +1,9 @@
 /* AVX2 vec-dots on quantized weights, 1-token (decode) and 4-token
  * (prefill) variants generated from one always-inline template per type:
- * the 32-element types' templates are shared with the AVX512-VNNI table
- * (dot-impl.h; here their int8 multiply-add is vpmaddubsw + vpmaddwd),
- * the K-quant templates are this file's.
+ * the 32-element types' templates and the q2_K, q3_K, iq4_xs templates
+ * are shared with the AVX512-VNNI table (dot-impl.h; here their int8
+ * multiply-add is vpmaddubsw + vpmaddwd, their int16 one vpmaddwd +
+ * vpaddd), the q4_K and q6_K templates are this file's.
  *
  * A template computes one weight row against T activation rows: each
  * weight block is loaded and unpacked once and used for the T tokens.  The
@@ -14,7 +15,8 @@
  * are batch-invariant.
  *
  * Reduction orders (fixed for a given n):
- *   32-element blocks (q4_0, q4_1, q5_0, q8_0): block i's exact integer
+ *   32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4):
+ *     block i's exact integer
  *     dot, as 8 int32 lanes, is scaled by dw*dx and fused into accumulator
  *     i % 2 (two independent chains hide the FMA latency); the result is
  *     hsum(acc0 + acc1) (+ the q4_1 min terms, summed in block order, again
@@ -26,6 +28,9 @@
  *   q6_K: per super-block sum((q - 32) * y * scale) computed exactly as
  *     sum(q * y * scale) - 32 * sum(scale * bsum) in int32 lanes, fused
  *     with d*dx; result hsum(acc).
+ *   q2_K, q3_K, iq4_xs (dot-impl.h): per super-block the exact scaled sum
+ *     (q3_K's -4 offset and q2_K's minimums through the bsums), fused with
+ *     d*dx (q2_K: then the min terms with -dmin*dx); result hsum(acc).
  * The reference kernels sum in another (sequential) order; the difference
  * is float rounding only (test_kernels.c bounds it).
  */
@@ -165,8 +170,11 @@ RL_INST(q5_1)
 RL_INST(q8_0)
 RL_INST(iq4_nl)
 RL_INST(mxfp4)
+RL_INST(q2_K)
+RL_INST(q3_K)
 RL_INST(q4_K)
 RL_INST(q6_K)
+RL_INST(iq4_xs)
 
 void rl__avx2_fill_dot4(rl__ktab *t);
 void rl__avx2_fill_dot4(rl__ktab *t) {
@@ -180,7 +188,10 @@ void rl__avx2_fill_dot4(rl__ktab *t) {
     RL_SET(q8_0, RL_TYPE_Q8_0)
     RL_SET(iq4_nl, RL_TYPE_IQ4_NL)
     RL_SET(mxfp4, RL_TYPE_MXFP4)
+    RL_SET(q2_K, RL_TYPE_Q2_K)
+    RL_SET(q3_K, RL_TYPE_Q3_K)
     RL_SET(q4_K, RL_TYPE_Q4_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
+    RL_SET(iq4_xs, RL_TYPE_IQ4_XS)
 #undef RL_SET
 }

@@ -194,6 +194,158 @@ RL_DOT_SIGNED(rl__dotT_mxfp4, rl_block_mxfp4, rl__w_mxfp4, rl__ws_e8m0)
 RL_DOT_AFFINE(rl__dotT_q4_1, rl_block_q4_1, rl__w_q4_1)
 RL_DOT_AFFINE(rl__dotT_q5_1, rl_block_q5_1, rl__w_q5_1)
 
+/* ======================= ymm K-quant templates =======================
+ * One weight row against T q8_K activation rows, one 256-element
+ * super-block at a time: the block's exact integer sum, as 8 int32 lanes,
+ * is built with RL_DOT_MADDW (int16 pair products x int16 sub-block
+ * scales), converted once and fused with d*dx into acc[k]; result
+ * hsum(acc).  Offsets and minimums are folded in through the q8_K bsums
+ * (exact int32 lanes), so the weight codes stay unsigned for vpmaddubsw.
+ *
+ * The sub-block scales of 32 elements j = 0..3 of a 128-element half as
+ * int16: scb holds scales 8h..8h+7 in both 128-bit lanes; chunk j uses
+ * scale 8h+2j in lane 0 (its first 16 elements) and 8h+2j+1 in lane 1. */
+RL_AI __m256i rl__kscale_pair(__m256i scb, int j) {
+    return _mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))),
+                                                     _mm_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j)))));
+}
+/* Half h (scales 8h..8h+7) of 16 int16 scales, in both 128-bit lanes. */
+RL_AI __m256i rl__khalf(__m256i sc16, int h) {
+    return _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+}
+
+/* q2_K: w = d*sc*q - dmin*m per 16 elements (q 0..3, sc and m 0..15):
+ * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_g * bsum_g. */
+RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    const rl_block_q2_K *w = vw;
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
+        const __m128i sb = _mm_loadu_si128((const __m128i *)w[i].scales);
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm256_castsi256_si128(m4)));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(_mm_andnot_si128(_mm256_castsi256_si128(m4), sb), 4));
+        __m256i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
+        RL_UNROLL for (int h = 0; h < 2; h++) {
+            const __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * h));
+            const __m256i scb = rl__khalf(sc16, h);
+            RL_UNROLL for (int j = 0; j < 4; j++) {
+                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * j), m3);
+                const __m256i scv = rl__kscale_pair(scb, j);
+                RL_UNROLL for (int k = 0; k < T; k++) {
+                    const int8_t *y = XB(rl_block_q8_K, k, i).qs + 128 * h + 32 * j;
+                    __m256i yk = _mm256_loadu_si256((const __m256i *)y);
+                    sumi[k] = RL_DOT_MADDW(sumi[k], _mm256_maddubs_epi16(q, yk), scv);
+                }
+            }
+        }
+        const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
+            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+}
+
+/* The 16 6-bit scales of a q3_K super-block, minus 32, as int16 (scale j:
+ * low 4 bits from byte j%8, high nibble when j >= 8; high 2 bits from
+ * byte 8 + j%4, bits 2(j/4)..2(j/4)+1). */
+RL_AI __m256i rl__q3k_scales(const uint8_t *q) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    uint32_t s0 = (u[0] & m4) | (u[2] & m2) << 4;
+    uint32_t s1 = (u[1] & m4) | ((u[2] >> 2) & m2) << 4;
+    uint32_t s2 = ((u[0] >> 4) & m4) | ((u[2] >> 4) & m2) << 4;
+    uint32_t s3 = ((u[1] >> 4) & m4) | ((u[2] >> 6) & m2) << 4;
+    __m128i v = _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
+    return _mm256_cvtepi8_epi16(v);
+}
+
+/* q3_K: w = d*sc*(u - 4) per 16 elements, u = 2 low bits | hmask bit << 2
+ * (0..7; the stored bit set means no -4), sc = 6-bit scale - 32:
+ * sum_e w_e*y_e = d * (sum(sc*u*y) - 4 * sum_g sc_g * bsum_g). */
+RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    const rl_block_q3_K *w = vw;
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]);
+        const __m256i sc16 = rl__q3k_scales(w[i].scales);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)w[i].hmask);
+        __m256i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            __m256i b = _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums);
+            sumi[k] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(b, sc16), 2));
+        }
+        RL_UNROLL for (int h = 0; h < 2; h++) {
+            const __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * h));
+            const __m256i scb = rl__khalf(sc16, h);
+            RL_UNROLL for (int j = 0; j < 4; j++) {
+                /* element 128h + 32j + l: hmask[l] bit 4h + j, moved to bit 2 */
+                const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, 4 * h + j), 2), m4);
+                const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * j), m3), hi);
+                const __m256i scv = rl__kscale_pair(scb, j);
+                RL_UNROLL for (int k = 0; k < T; k++) {
+                    const int8_t *y = XB(rl_block_q8_K, k, i).qs + 128 * h + 32 * j;
+                    __m256i yk = _mm256_loadu_si256((const __m256i *)y);
+                    sumi[k] = RL_DOT_MADDW(sumi[k], _mm256_maddubs_epi16(q, yk), scv);
+                }
+            }
+        }
+        const float dw = rl__f16(w[i].d);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+}
+
+/* iq4_xs: w = d*(ls - 32)*v per 32 elements, v the iq4_nl codebook value
+ * (signed, -127..113: the sign trick of the 32-element types, |v| x
+ * sign(y, v) in vpmaddubsw, at most 2*127*127 per pair). */
+RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                           const int T) {
+    const rl_block_iq4_xs *w = vw;
+    const __m256i tbl = rl__iq4nl_tbl();
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]);
+        uint32_t sl;
+        memcpy(&sl, w[i].scales_l, 4);
+        const uint32_t sh = w[i].scales_h;
+        __m256i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
+        RL_UNROLL for (int ib = 0; ib < RL_QK_K / 32; ib++) {
+            const int ls = (int)(((sl >> (4 * ib)) & 0xF) | ((sh >> (2 * ib)) & 3) << 4) - 32;
+            const __m256i scv = _mm256_set1_epi16((short)ls);
+            const __m256i qw = _mm256_shuffle_epi8(tbl, rl__nib32(w[i].qs + 16 * ib));
+            const __m256i aw = _mm256_sign_epi8(qw, qw);
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const int8_t *y = XB(rl_block_q8_K, k, i).qs + 32 * ib;
+                __m256i yk = _mm256_loadu_si256((const __m256i *)y);
+                sumi[k] = RL_DOT_MADDW(sumi[k], _mm256_maddubs_epi16(aw, _mm256_sign_epi8(yk, qw)), scv);
+            }
+        }
+        const float dw = rl__f16(w[i].d);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+}
+
 #ifdef RL_RMAX
 
 /* R rows, one token (rl__vec_dot2r_fn at R = 2): RL_BLK_SIGNED at T = 1

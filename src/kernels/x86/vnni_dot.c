@@ -2,9 +2,10 @@
  * (and 2-row variants for the 32-element types) generated from one
  * always-inline template per type, for the "avx512vnni" table (the AVX2
  * table with these matmul leaves in place of avx2_dot4.c's).  The
- * 32-element types (q4_0, q4_1, q5_0, q8_0) use the templates the AVX2
- * table uses (dot-impl.h), with vpdpbusd as their int8 multiply-add; the
- * K-quant templates (q4_K, q6_K) are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw -mavx512vl
+ * 32-element types (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4) and
+ * q2_K, q3_K, iq4_xs use the templates the AVX2 table uses (dot-impl.h),
+ * with vpdpbusd as their int8 and vpdpwssd as their int16 multiply-add;
+ * the q4_K and q6_K templates are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni (Makefile), and reached only through that table, which
  * dispatch.c builds only when CPUID and XCR0 report the features.
  *
@@ -196,8 +197,11 @@ RL_VINST(q5_1)
 RL_VINST(q8_0)
 RL_VINST(iq4_nl)
 RL_VINST(mxfp4)
+RL_VINST(q2_K)
+RL_VINST(q3_K)
 RL_VINST(q4_K)
 RL_VINST(q6_K)
+RL_VINST(iq4_xs)
 
 void rl__vnni_fill(rl__ktab *t) {
 #define RL_SET(TY, E)                                                                              \
@@ -211,8 +215,11 @@ void rl__vnni_fill(rl__ktab *t) {
     RL_SET(q8_0, RL_TYPE_Q8_0)
     RL_SET(iq4_nl, RL_TYPE_IQ4_NL)
     RL_SET(mxfp4, RL_TYPE_MXFP4)
+    RL_SET(q2_K, RL_TYPE_Q2_K)
+    RL_SET(q3_K, RL_TYPE_Q3_K)
     RL_SET(q4_K, RL_TYPE_Q4_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
+    RL_SET(iq4_xs, RL_TYPE_IQ4_XS)
 #undef RL_SET
     t->vec_dot2r[RL_TYPE_Q4_0] = rl__dot2r_q4_0_vnni;
     t->vec_dot2r[RL_TYPE_Q4_1] = rl__dot2r_q4_1_vnni;
