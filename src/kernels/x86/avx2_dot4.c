@@ -1,6 +1,6 @@
 /* AVX2 vec-dots on quantized weights, 1-token (decode) and 4-token
  * (prefill) variants generated from one always-inline template per type:
- * the 32-element types' templates and the q2_K, q3_K, iq4_xs templates
+ * the 32-element types' templates and the q2_K, q3_K, q5_K, iq4_xs templates
  * are shared with the AVX512-VNNI table (dot-impl.h; here their int8
  * multiply-add is vpmaddubsw + vpmaddwd, their int16 one vpmaddwd +
  * vpaddd), the q4_K and q6_K templates are this file's.
@@ -28,9 +28,9 @@
  *   q6_K: per super-block sum((q - 32) * y * scale) computed exactly as
  *     sum(q * y * scale) - 32 * sum(scale * bsum) in int32 lanes, fused
  *     with d*dx; result hsum(acc).
- *   q2_K, q3_K, iq4_xs (dot-impl.h): per super-block the exact scaled sum
+ *   q2_K, q3_K, q5_K, iq4_xs (dot-impl.h): per super-block the exact scaled sum
  *     (q3_K's -4 offset and q2_K's minimums through the bsums), fused with
- *     d*dx (q2_K: then the min terms with -dmin*dx); result hsum(acc).
+ *     d*dx (q2_K, q5_K: then the min terms with -dmin*dx); result hsum(acc).
  * The reference kernels sum in another (sequential) order; the difference
  * is float rounding only (test_kernels.c bounds it).
  */
@@ -173,6 +173,7 @@ RL_INST(mxfp4)
 RL_INST(q2_K)
 RL_INST(q3_K)
 RL_INST(q4_K)
+RL_INST(q5_K)
 RL_INST(q6_K)
 RL_INST(iq4_xs)
 
@@ -191,6 +192,7 @@ void rl__avx2_fill_dot4(rl__ktab *t) {
     RL_SET(q2_K, RL_TYPE_Q2_K)
     RL_SET(q3_K, RL_TYPE_Q3_K)
     RL_SET(q4_K, RL_TYPE_Q4_K)
+    RL_SET(q5_K, RL_TYPE_Q5_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
     RL_SET(iq4_xs, RL_TYPE_IQ4_XS)
 #undef RL_SET

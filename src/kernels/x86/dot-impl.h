@@ -3,8 +3,8 @@
  * loads, and the templates that differ between the tiers only in their
  * integer multiply-adds (RL_DOT_MADD, RL_DOT_MADDW, below): the 32-element
  * block types (q4_0, q5_0, q8_0, iq4_nl, mxfp4 against q8_0; q4_1, q5_1
- * against q8_1) and the ymm K-quant templates (q2_K, q3_K, iq4_xs against
- * q8_K).  Each tier file includes this once, compiled with its own flags
+ * against q8_1) and the ymm K-quant templates (q2_K, q3_K, q5_K, iq4_xs
+ * against q8_K).  Each tier file includes this once, compiled with its own flags
  * (Makefile), so the AVX-512 encodings stay in the VNNI objects; the
  * q4_K/q6_K templates, whose data layout differs between the tiers (ymm vs
  * zmm), stay in the tier files. */
@@ -305,6 +305,53 @@ RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const v
         RL_UNROLL for (int k = 0; k < T; k++) {
             __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
             acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+}
+
+/* q5_K: w = d*sc*q - dmin*m per 32 elements (q 0..31: the nibble of
+ * q4_K's layout | bit e/32 of qh[e%32] << 4; sc, m 6-bit, rl_scale_min_k4):
+ * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_(g/2) * bsum_g. */
+RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    const rl_block_q5_K *w = vw;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
+    __m256 acc[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        if (T == 1) RL_PF3(&w[i]);
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) rl_scale_min_k4(w[i].scales, j, &sc[j], &mn[j]);
+        const __m256i mins = _mm256_setr_epi16((short)mn[0], (short)mn[0], (short)mn[1], (short)mn[1], (short)mn[2],
+                                               (short)mn[2], (short)mn[3], (short)mn[3], (short)mn[4], (short)mn[4],
+                                               (short)mn[5], (short)mn[5], (short)mn[6], (short)mn[6], (short)mn[7],
+                                               (short)mn[7]);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
+        __m256i sumi[RL_TMAX];
+        RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
+        RL_UNROLL for (int j = 0; j < 4; j++) {
+            /* sub-block 2j: low nibbles, qh bit 2j; 2j+1: high nibbles, bit 2j+1 (moved to bit 4) */
+            const __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j), 4), m16));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j + 1), 4), m16));
+            const __m256i s0 = _mm256_set1_epi16((short)sc[2 * j]), s1 = _mm256_set1_epi16((short)sc[2 * j + 1]);
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * j;
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
+                __m256i y1 = _mm256_loadu_si256((const __m256i *)(y + 32));
+                sumi[k] = RL_DOT_MADDW(sumi[k], _mm256_maddubs_epi16(lo, y0), s0);
+                sumi[k] = RL_DOT_MADDW(sumi[k], _mm256_maddubs_epi16(hi, y1), s1);
+            }
+        }
+        const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
+            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
         }
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);

@@ -3,7 +3,7 @@
  * always-inline template per type, for the "avx512vnni" table (the AVX2
  * table with these matmul leaves in place of avx2_dot4.c's).  The
  * 32-element types (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4) and
- * q2_K, q3_K, iq4_xs use the templates the AVX2 table uses (dot-impl.h),
+ * q2_K, q3_K, q5_K, iq4_xs use the templates the AVX2 table uses (dot-impl.h),
  * with vpdpbusd as their int8 and vpdpwssd as their int16 multiply-add;
  * the q4_K and q6_K templates are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni (Makefile), and reached only through that table, which
@@ -200,6 +200,7 @@ RL_VINST(mxfp4)
 RL_VINST(q2_K)
 RL_VINST(q3_K)
 RL_VINST(q4_K)
+RL_VINST(q5_K)
 RL_VINST(q6_K)
 RL_VINST(iq4_xs)
 
@@ -218,6 +219,7 @@ void rl__vnni_fill(rl__ktab *t) {
     RL_SET(q2_K, RL_TYPE_Q2_K)
     RL_SET(q3_K, RL_TYPE_Q3_K)
     RL_SET(q4_K, RL_TYPE_Q4_K)
+    RL_SET(q5_K, RL_TYPE_Q5_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
     RL_SET(iq4_xs, RL_TYPE_IQ4_XS)
 #undef RL_SET
