@@ -91,12 +91,8 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
                 sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p0, p1));
             }
         }
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
-            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }

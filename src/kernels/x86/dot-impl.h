@@ -214,6 +214,16 @@ RL_AI __m256i rl__khalf(__m256i sc16, int h) {
     return _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
 }
 
+/* acc + (dx*d) * sumi - (dx*dmin) * (bsums . mins): the end of a
+ * super-block with minimums (q2_K, q4_K, q5_K; mins pairs with the sixteen
+ * q8_K 16-element sums). */
+RL_AI __m256 rl__kfuse_min(__m256 acc, const rl_block_q8_K *x, __m256i sumi, __m256i mins, float dw,
+                           float dmw) {
+    __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi), acc);
+    return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc);
+}
+
 /* q2_K: w = d*sc*q - dmin*m per 16 elements (q 0..3, sc and m 0..15):
  * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_g * bsum_g. */
 RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
@@ -243,12 +253,8 @@ RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
-            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -333,10 +339,11 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
         RL_UNROLL for (int j = 0; j < 4; j++) {
             /* sub-block 2j: low nibbles, qh bit 2j; 2j+1: high nibbles, bit 2j+1 (moved to bit 4) */
             const __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j), 4), m16));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j + 1), 4), m16));
+            const __m256i h0 = _mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j), 4);
+            const __m256i h1 = _mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j + 1), 4);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4), _mm256_and_si256(h0, m16));
+            const __m256i hi =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), _mm256_and_si256(h1, m16));
             const __m256i s0 = _mm256_set1_epi16((short)sc[2 * j]), s1 = _mm256_set1_epi16((short)sc[2 * j + 1]);
             RL_UNROLL for (int k = 0; k < T; k++) {
                 const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * j;
@@ -347,12 +354,8 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
-            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
