@@ -214,6 +214,12 @@ RL_AI __m256i rl__khalf(__m256i sc16, int h) {
     return _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
 }
 
+/* acc + (dx*d) * sumi: the end of a super-block without minimums (q3_K,
+ * q6_K, iq4_xs). */
+RL_AI __m256 rl__kfuse(__m256 acc, const rl_block_q8_K *x, __m256i sumi, float dw) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi), acc);
+}
+
 /* acc + (dx*d) * sumi - (dx*dmin) * (bsums . mins): the end of a
  * super-block with minimums (q2_K, q4_K, q5_K; mins pairs with the sixteen
  * q8_K 16-element sums). */
@@ -308,10 +314,7 @@ RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -388,10 +391,7 @@ RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }

@@ -151,10 +151,8 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__fold(sumi[k])), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), rl__fold(sumi[k]), dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
