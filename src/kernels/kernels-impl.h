@@ -106,9 +106,10 @@ void rl__avx2_fill_kvq(rl__ktab *t); /* (x86/avx2_kvq.c) */
 void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);
 void rl__quant_q8_1_ref(const float *x, void *y, int64_t n);
 void rl__quant_q8_K_ref(const float *x, void *y, int64_t n);
-/* iq4_nl codebook, and the KV-page quantizer for iq4_nl (scale search;
- * ref/ref_kvq.c).  iq4_nl blocks have rl_block_q4_0's layout. */
-extern const int8_t rl__iq4nl_values[16];
+/* iq4_nl codebook (tensor.h's), and the KV-page quantizer for iq4_nl
+ * (the traits' scale search; ref/ref_kvq.c).  iq4_nl blocks have
+ * rl_block_q4_0's layout. */
+#define rl__iq4nl_values rl_iq4nl_values
 void rl__quant_iq4_nl_kv(const float *x, void *y, int64_t n);
 /* The iq4_nl page quantizers' shared ends: the element of largest
  * magnitude of a 32-block (its value in *mx; returns |mx|), and the store

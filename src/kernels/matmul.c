@@ -39,14 +39,17 @@ rl_type rl__act_type(rl_type t) {
     case RL_TYPE_BF16: return RL_TYPE_F32;
     case RL_TYPE_Q4_0:
     case RL_TYPE_Q5_0:
-    case RL_TYPE_Q8_0: return RL_TYPE_Q8_0;
+    case RL_TYPE_Q8_0:
+    case RL_TYPE_IQ4_NL:
+    case RL_TYPE_MXFP4: return RL_TYPE_Q8_0;
     case RL_TYPE_Q4_1:
     case RL_TYPE_Q5_1: return RL_TYPE_Q8_1;
     case RL_TYPE_Q2_K:
     case RL_TYPE_Q3_K:
     case RL_TYPE_Q4_K:
     case RL_TYPE_Q5_K:
-    case RL_TYPE_Q6_K: return RL_TYPE_Q8_K;
+    case RL_TYPE_Q6_K:
+    case RL_TYPE_IQ4_XS: return RL_TYPE_Q8_K;
     default: return RL_TYPE_COUNT;
     }
 }

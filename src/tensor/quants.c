@@ -1,9 +1,9 @@
 /* redline 32-element block quants: scalar reference dequantize (to_float)
- * and quantize (from_float) for q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, and
- * dequantize for iq4_nl.
+ * and quantize (from_float) for q4_0, q4_1, q5_0, q5_1, q8_0, q8_1 (the
+ * codebook formats iq4_nl, iq4_xs, mxfp4 are in quants_nl.c).
  *
  * Layouts (GGUF, little-endian; element j of a 32-element block):
- *   q4_0/q4_1/iq4_nl: j < 16 in the low nibble of qs[j], j >= 16 in the
+ *   q4_0/q4_1:        j < 16 in the low nibble of qs[j], j >= 16 in the
  *                     high nibble of qs[j-16];
  *   q5_0/q5_1:        the same four low bits, plus bit j of the 32-bit
  *                     little-endian qh as bit 4;
@@ -13,7 +13,7 @@
  * -std=c11 turns it off):
  *   q4_0: d * (q - 8)         q4_1: d * q + m
  *   q5_0: d * (q - 16)        q5_1: d * q + m
- *   q8_0, q8_1: d * q         iq4_nl: d * kvalues[q]
+ *   q8_0, q8_1: d * q
  *
  * Quantizers are "simple but correct": the stored fp16 scale is chosen
  * with directed rounding so the quantization grid always covers the
@@ -119,24 +119,6 @@ void rl__q8_1_to_float(const void *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n / RL_QK8_1; i++, y += RL_QK8_1) {
         const float d = FP16(b[i].d);
         for (int j = 0; j < RL_QK8_1; j++) y[j] = d * (float)b[i].qs[j];
-    }
-}
-
-/* iq4_nl: a fixed non-linear 16-entry codebook (part of the format). */
-static const int8_t k_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                          1,    13,   25,  38,  53,  69,  89,  113};
-
-void rl__iq4_nl_to_float(const void *x, float *y, int64_t n) {
-    RL_ASSERT(n % 32 == 0);
-    const uint8_t *p = x; /* 18-byte blocks: fp16 d, 16 bytes of nibbles */
-    for (int64_t i = 0; i < n / 32; i++, y += 32, p += 18) {
-        rl_fp16 dh;
-        memcpy(&dh, p, 2);
-        const float d = FP16(dh);
-        for (int j = 0; j < 16; j++) {
-            y[j] = d * (float)k_iq4nl_values[p[2 + j] & 0x0f];
-            y[j + 16] = d * (float)k_iq4nl_values[p[2 + j] >> 4];
-        }
     }
 }
 

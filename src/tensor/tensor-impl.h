@@ -36,7 +36,14 @@ void rl__q8_1_to_float(const void *x, float *y, int64_t n);
 void rl__q8_64_to_float(const void *x, float *y, int64_t n);
 void rl__q8_64_from_float(const float *x, void *y, int64_t n);
 void rl__q8_1_from_float(const float *x, void *y, int64_t n);
+
+/* codebook quants (quants_nl.c) */
 void rl__iq4_nl_to_float(const void *x, float *y, int64_t n);
+void rl__iq4_nl_from_float(const float *x, void *y, int64_t n);
+void rl__iq4_xs_to_float(const void *x, float *y, int64_t n);
+void rl__iq4_xs_from_float(const float *x, void *y, int64_t n);
+void rl__mxfp4_to_float(const void *x, float *y, int64_t n);
+void rl__mxfp4_from_float(const float *x, void *y, int64_t n);
 
 /* 256-element super-block K-quants (quants_k.c) */
 void rl__q2_K_to_float(const void *x, float *y, int64_t n);

@@ -32,12 +32,14 @@ typedef enum rl_type {
     RL_TYPE_Q6_K = 14,
     RL_TYPE_Q8_K = 15,
     RL_TYPE_IQ4_NL = 20,
+    RL_TYPE_IQ4_XS = 23,
     RL_TYPE_I8 = 24,
     RL_TYPE_I16 = 25,
     RL_TYPE_I32 = 26,
     RL_TYPE_I64 = 27,
     RL_TYPE_F64 = 28,
     RL_TYPE_BF16 = 30,
+    RL_TYPE_MXFP4 = 39, /* gpt-oss experts */
     RL_TYPE_GGUF_END = 40, /* GGUF type ids are below this */
     /* redline's own types, never read from or written to a file: */
     RL_TYPE_Q8_64 = 40, /* KV pages: q8 with one fp16 scale per 64 */
@@ -54,6 +56,8 @@ typedef uint16_t rl_bf16; /* bfloat16, stored bits */
 #define RL_QK8_0 32
 #define RL_QK8_1 32
 #define RL_QK8_64 64
+#define RL_QK4_NL 32
+#define RL_QK_MXFP4 32
 #define RL_QK_K 256
 #define RL_K_SCALE_SIZE 12
 
@@ -72,6 +76,15 @@ typedef struct { rl_fp16 d; int8_t qs[RL_QK8_0]; } rl_block_q8_0;
 typedef struct { rl_fp16 d; int8_t qs[RL_QK8_64]; } rl_block_q8_64;
 /* q8_0 plus s = d * sum(qs), used for activations against q4_1/q5_1. */
 typedef struct { rl_fp16 d, s; int8_t qs[RL_QK8_1]; } rl_block_q8_1;
+
+/* Non-linear codebook types (a fixed int8 table per format, below):
+ * iq4_nl: x = d * rl_iq4nl_values[q], same nibble order as q4_0. */
+typedef struct { rl_fp16 d; uint8_t qs[RL_QK4_NL / 2]; } rl_block_iq4_nl;
+/* mxfp4 (OCP microscaling FP4): 32 e2m1 codes and one e8m0 shared
+ * exponent; x = rl_mxfp4_values[q] * rl_e8m0_half_to_f32(e) (the table
+ * holds twice the e2m1 value, so the scale is 2^(e-128)); nibble order as
+ * q4_0. */
+typedef struct { uint8_t e; uint8_t qs[RL_QK_MXFP4 / 2]; } rl_block_mxfp4;
 
 /* K-quants: super-blocks of 256 elements. */
 typedef struct {
@@ -102,6 +115,16 @@ typedef struct {
     int8_t scales[RL_QK_K / 16]; /* 8-bit scales */
     rl_fp16 d;
 } rl_block_q6_K;
+/* iq4_xs: 8 sub-blocks of 32, each with a 6-bit scale ls (low 4 bits:
+ * nibble ib%2 of scales_l[ib/2]; high 2 bits: bits 2ib..2ib+1 of
+ * scales_h); x = (d * (ls - 32)) * rl_iq4nl_values[q]; sub-block ib's
+ * codes are qs[16ib..16ib+15] in q4_0's nibble order. */
+typedef struct {
+    rl_fp16 d;
+    uint16_t scales_h;
+    uint8_t scales_l[RL_QK_K / 64];
+    uint8_t qs[RL_QK_K / 2];
+} rl_block_iq4_xs;
 /* Activations for K-quant dot products. */
 typedef struct {
     float d;
@@ -122,6 +145,17 @@ _Static_assert(sizeof(rl_block_q4_K) == 144, "q4_K block size");
 _Static_assert(sizeof(rl_block_q5_K) == 176, "q5_K block size");
 _Static_assert(sizeof(rl_block_q6_K) == 210, "q6_K block size");
 _Static_assert(sizeof(rl_block_q8_K) == 292, "q8_K block size");
+_Static_assert(sizeof(rl_block_iq4_nl) == 18, "iq4_nl block size");
+_Static_assert(sizeof(rl_block_iq4_xs) == 136, "iq4_xs block size");
+_Static_assert(sizeof(rl_block_mxfp4) == 17, "mxfp4 block size");
+
+/* The codebooks (part of the formats): iq4_nl/iq4_xs, ascending; mxfp4,
+ * twice the e2m1 values (codes 0..7 positive, 8..15 their negatives). */
+extern const int8_t rl_iq4nl_values[16];
+extern const int8_t rl_mxfp4_values[16];
+/* Half the e8m0 scale e, i.e. 2^(e - 128) (e = 255, which the format
+ * reserves for NaN, decodes as 2^127 like the gguf package does). */
+float rl_e8m0_half_to_f32(uint8_t e);
 
 /* Scalar reference conversions: x has n elements (n a multiple of the
  * type's block size), y is the packed output. */

@@ -9,7 +9,8 @@ float32 formula in the same order (e.g. q4_K: (d*sc)*q - (dmin*m)) with no
 fused multiply-add, and fp16 -> f32 is exact.
 
   * test_synthetic_all_types: random bytes in every supported format
-    (only the fp16 scale fields are forced finite) written with GGUFWriter,
+    (only the fp16 scale fields are forced finite, and the mxfp4 e8m0
+    exponents kept off the reserved 255) written with GGUFWriter,
     dequantized by build/tools/dequant; covers layouts the models lack.
   * test_smollm2_all_tensors: every tensor of the default model (CI has it).
   * test_other_models: >= 10 tensors of each other model in models/, at
@@ -88,9 +89,14 @@ def check_list(tool, model, reader):
 FP16_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
-    T.IQ4_NL: [0],
+    T.IQ4_NL: [0], T.IQ4_XS: [0],
 }
-SYNTH_TYPES = [T.F32, T.F16, T.BF16] + list(FP16_FIELDS)
+# Offsets of e8m0 exponent bytes: drawn from the whole valid range (255 is
+# reserved for NaN), the subnormal-scale codes 0 and 1 and the largest
+# included, with most mass near 127 so the values stay moderate.
+E8M0_FIELDS = {T.MXFP4: [0]}
+E8M0_EDGES = np.array([0, 1, 2, 126, 127, 128, 253, 254], dtype=np.uint8)
+SYNTH_TYPES = [T.F32, T.F16, T.BF16] + list(FP16_FIELDS) + list(E8M0_FIELDS)
 
 
 def test_synthetic_all_types(tool, tmp_path):
@@ -109,6 +115,12 @@ def test_synthetic_all_types(tool, tmp_path):
                 mag = rng.choice([1e-4, 1e-2, 1.0, 300.0], size=blocks.shape[0])
                 vals = (rng.standard_normal(blocks.shape[0]) * mag).astype(np.float16)
                 blocks[:, off:off + 2] = vals.view(np.uint8).reshape(-1, 2)
+        if qt in E8M0_FIELDS:
+            blocks = raw.reshape(-1, tsize)
+            for off in E8M0_FIELDS[qt]:
+                e = rng.integers(100, 155, size=blocks.shape[0], dtype=np.uint8)
+                e[:E8M0_EDGES.size] = E8M0_EDGES
+                blocks[:, off] = rng.permutation(e)
         # f32/f16/bf16 keep fully random bits, NaN payloads and subnormals included
         name = f"t.{qt.name.lower()}"
         w.add_tensor(name, raw.reshape(rows, -1), raw_dtype=qt)

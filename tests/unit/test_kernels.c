@@ -35,7 +35,7 @@
 static const rl_type k_types[] = {RL_TYPE_F32,  RL_TYPE_F16,  RL_TYPE_BF16, RL_TYPE_Q4_0,
                                   RL_TYPE_Q4_1, RL_TYPE_Q5_0, RL_TYPE_Q5_1, RL_TYPE_Q8_0,
                                   RL_TYPE_Q2_K, RL_TYPE_Q3_K, RL_TYPE_Q4_K, RL_TYPE_Q5_K,
-                                  RL_TYPE_Q6_K};
+                                  RL_TYPE_Q6_K, RL_TYPE_IQ4_NL, RL_TYPE_IQ4_XS, RL_TYPE_MXFP4};
 #define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
 
 typedef struct test_mat {

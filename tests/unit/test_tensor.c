@@ -205,7 +205,9 @@ static void test_traits_table(void **state) {
         {RL_TYPE_Q5_K, "q5_K", 256, 176, true, true},
         {RL_TYPE_Q6_K, "q6_K", 256, 210, true, true},
         {RL_TYPE_Q8_K, "q8_K", 256, 292, true, true},
-        {RL_TYPE_IQ4_NL, "iq4_nl", 32, 18, true, false},
+        {RL_TYPE_IQ4_NL, "iq4_nl", 32, 18, true, true},
+        {RL_TYPE_IQ4_XS, "iq4_xs", 256, 136, true, true},
+        {RL_TYPE_MXFP4, "mxfp4", 32, 17, true, true},
         {RL_TYPE_Q8_64, "q8_64", 64, 66, true, true},
     };
     int n_known = 0;
@@ -231,7 +233,7 @@ static void test_traits_table(void **state) {
 
 static void test_unknown_types(void **state) {
     (void)state;
-    const uint32_t bad[] = {4, 5, 16, 19, 21, 23, 29, 31, 39, RL_TYPE_COUNT, 1000, UINT32_MAX};
+    const uint32_t bad[] = {4, 5, 16, 19, 21, 22, 29, 31, 38, RL_TYPE_COUNT, 1000, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_null(rl_type_get(bad[i]));
         assert_string_equal(rl_type_name(bad[i]), "?");
@@ -260,6 +262,8 @@ static void test_row_size(void **state) {
     assert_int_equal(rl_type_row_size(RL_TYPE_Q8_0, 32), 34);
     assert_int_equal(rl_type_row_size(RL_TYPE_Q4_K, 2048), 8 * 144);
     assert_int_equal(rl_type_row_size(RL_TYPE_Q6_K, 256), 210);
+    assert_int_equal(rl_type_row_size(RL_TYPE_IQ4_XS, 2816), 11 * 136);
+    assert_int_equal(rl_type_row_size(RL_TYPE_MXFP4, 2880), 90 * 17);
     assert_int_equal(rl_type_row_size(RL_TYPE_Q4_0, 33), 0); /* not a block multiple */
     assert_int_equal(rl_type_row_size(RL_TYPE_Q4_K, 128), 0);
     assert_int_equal(rl_type_row_size(RL_TYPE_Q4_0, -32), 0); /* negative */
@@ -297,6 +301,45 @@ static void test_block_layouts(void **state) {
     for (int e = 0; e < 256; e++) /* u = 0 everywhere else: q = -32 */
         if (e != 128 + 96 + 5) assert_true(y[e] == -32.0f);
     assert_true(y[128 + 96 + 5] == 3.0f);
+
+    /* iq4_xs: sub-block ib has scale (scales_l nibble ib%2 of byte ib/2 |
+     * scales_h bits 2ib..2ib+1 << 4) - 32 and codes qs[16ib..16ib+15] */
+    rl_block_iq4_xs bx;
+    memset(&bx, 0, sizeof bx);
+    bx.d = rl_f32_to_fp16(0.5f);
+    const int ls[8] = {0, 63, 32, 33, 31, 1, 48, 17}; /* biased 6-bit scales */
+    for (int ib = 0; ib < 8; ib++) {
+        bx.scales_l[ib / 2] |= (uint8_t)((ls[ib] & 15) << (4 * (ib % 2)));
+        bx.scales_h |= (uint16_t)((ls[ib] >> 4) << (2 * ib));
+        for (int j = 0; j < 16; j++) bx.qs[16 * ib + j] = (uint8_t)((j + ib) % 16 | ((15 - j) << 4));
+    }
+    rl_type_get(RL_TYPE_IQ4_XS)->to_float(&bx, y, 256);
+    for (int ib = 0; ib < 8; ib++)
+        for (int j = 0; j < 16; j++) {
+            const float dl = 0.5f * (float)(ls[ib] - 32);
+            assert_true(y[32 * ib + j] == dl * (float)rl_iq4nl_values[(j + ib) % 16]);
+            assert_true(y[32 * ib + 16 + j] == dl * (float)rl_iq4nl_values[15 - j]);
+        }
+    /* mxfp4: x = table[q] * 2^(e-128), the table twice the e2m1 values */
+    static const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int k = 0; k < 8; k++) {
+        assert_true((float)rl_mxfp4_values[k] == 2.0f * e2m1[k]);
+        assert_true((float)rl_mxfp4_values[k + 8] == -2.0f * e2m1[k]);
+    }
+    assert_true(rl_e8m0_half_to_f32(0) == ldexpf(1.0f, -128)); /* subnormal */
+    assert_true(rl_e8m0_half_to_f32(1) == ldexpf(1.0f, -127));
+    assert_true(rl_e8m0_half_to_f32(2) == ldexpf(1.0f, -126));
+    assert_true(rl_e8m0_half_to_f32(128) == 1.0f);
+    assert_true(rl_e8m0_half_to_f32(254) == ldexpf(1.0f, 126));
+    assert_true(rl_e8m0_half_to_f32(255) == ldexpf(1.0f, 127));
+    rl_block_mxfp4 bm[2] = {{.e = 129}, {.e = 0}};
+    for (int j = 0; j < 16; j++) bm[0].qs[j] = bm[1].qs[j] = (uint8_t)(j | (15 - j) << 4);
+    rl_type_get(RL_TYPE_MXFP4)->to_float(bm, y, 64);
+    for (int j = 0; j < 16; j++) {
+        assert_true(y[j] == 2.0f * (float)rl_mxfp4_values[j]);
+        assert_true(y[j + 16] == 2.0f * (float)rl_mxfp4_values[15 - j]);
+        assert_true(y[32 + j] == ldexpf((float)rl_mxfp4_values[j], -128));
+    }
 }
 
 /* ---------------- quantize -> dequantize bounds ---------------- */
@@ -397,6 +440,27 @@ static float bound_for(rl_type t, const void *blk, const float *xb, int e) {
         float d = rl_fp16_to_f32(t == RL_TYPE_Q3_K ? ((const rl_block_q3_K *)blk)->d
                                                    : ((const rl_block_q6_K *)blk)->d);
         return (amax_of(xb + (e / 16) * 16, 16) / qmax + d) * 0.5f * 1.0001f + slop;
+    }
+    case RL_TYPE_IQ4_NL: {
+        /* the chosen candidate's least-squares d does no worse on the block
+         * than 1/id, whose nearest codes are within 12/|id| <= 12*amax/106
+         * of each element: |err| <= sqrt(32) * 12 * amax / 106 */
+        return 0.641f * amax_of(xb, 32) * 1.001f + slop;
+    }
+    case RL_TYPE_IQ4_XS: {
+        /* codes are the nearest entries for the stored dl: within half the
+         * largest gap (12 |dl|) inside the codebook, |x| - 113|dl| beyond */
+        const rl_block_iq4_xs *b = blk;
+        const int ib = e / 32;
+        const int u = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | ((b->scales_h >> (2 * ib)) & 3) << 4;
+        const float dl = fabsf(rl_fp16_to_f32(b->d) * (float)(u - 32));
+        return fmaxf(12.0f * dl, fabsf(xb[e]) - 113.0f * dl) * 1.0001f + slop;
+    }
+    case RL_TYPE_MXFP4: {
+        /* nearest codes for the stored power of two d: half the largest gap
+         * (8 -> 12) is 2d; beyond 12d, |x| - 12d */
+        const float d = rl_e8m0_half_to_f32(((const rl_block_mxfp4 *)blk)->e);
+        return fmaxf(2.0f * d, fabsf(xb[e]) - 12.0f * d) * 1.0001f + slop;
     }
     case RL_TYPE_F16:
         return fabsf(xb[e]) * 0x1p-11f + 0x1p-25f; /* half an ulp */
@@ -526,6 +590,18 @@ static void test_q6_K(void **s) {
     (void)s;
     check_roundtrip(RL_TYPE_Q6_K, 0.04f);
 }
+static void test_iq4_nl(void **s) {
+    (void)s;
+    check_roundtrip(RL_TYPE_IQ4_NL, 0.08f);
+}
+static void test_iq4_xs(void **s) {
+    (void)s;
+    check_roundtrip(RL_TYPE_IQ4_XS, 0.08f);
+}
+static void test_mxfp4(void **s) {
+    (void)s;
+    check_roundtrip(RL_TYPE_MXFP4, 0.12f);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -551,6 +627,9 @@ int main(void) {
         cmocka_unit_test(test_q4_K),
         cmocka_unit_test(test_q5_K),
         cmocka_unit_test(test_q6_K),
+        cmocka_unit_test(test_iq4_nl),
+        cmocka_unit_test(test_iq4_xs),
+        cmocka_unit_test(test_mxfp4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

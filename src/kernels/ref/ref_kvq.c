@@ -183,25 +183,8 @@ static void rl__kqf_q4_0_ref(const void *vq, const void *k, size_t stride, int n
 /* ---- iq4_nl pages: the GGUF iq4_nl block (fp16 d + 32 4-bit indices into
  * a fixed non-linear codebook, x = d * kvalues[code]; the same 18-byte
  * layout and nibble order as q4_0, so rl_block_q4_0 describes it). ---- */
-const int8_t rl__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                     1,    13,   25,  38,  53,  69,  89,  113};
-
-static inline int rl__iq4nl_best(float x) { /* nearest codebook entry to x */
-    const int8_t *v = rl__iq4nl_values;
-    if (x <= v[0]) return 0;
-    if (x >= v[15]) return 15;
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (x < v[mid])
-            hi = mid;
-        else
-            lo = mid;
-    }
-    return x - v[lo] < v[hi] - x ? lo : hi;
-}
-
-/* KV-page quantizer for iq4_nl (n a multiple of 32): per block, the
+/* KV-page quantizer for iq4_nl (n a multiple of 32): the weight quantizer
+ * of src/tensor (rl_type_get(RL_TYPE_IQ4_NL)->from_float): per block, the
  * largest-magnitude value mx is mapped near either end of the codebook
  * (mx*id = -134..-119 or 106..120: 31 scales tried); for each, codes are the
  * nearest entries and d the least-squares scale for those codes
@@ -210,39 +193,7 @@ static inline int rl__iq4nl_best(float x) { /* nearest codebook entry to x */
  * writes the same bytes, so pages do not depend on the active table. */
 void rl__quant_iq4_nl_kv(const float *x, void *vy, int64_t n) {
     RL_ASSERT(n % 32 == 0);
-    rl_block_q4_0 *y = vy;
-    const int8_t *v = rl__iq4nl_values;
-    for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        float mx, amax = rl__iq4nl_absmax(x, &mx);
-        uint8_t best_q[32] = {0};
-        float best_d = 0.0f;
-        if (amax > 0.0f) {
-            float best_err = INFINITY;
-            for (int it = -15; it <= 15; it++) {
-                float id = rl__iq4nl_cand(it) / mx;
-                uint8_t q[32];
-                float sxv = 0.0f, svv = 0.0f;
-                for (int j = 0; j < 32; j++) {
-                    q[j] = (uint8_t)rl__iq4nl_best(x[j] * id);
-                    sxv += x[j] * (float)v[q[j]];
-                    svv += (float)v[q[j]] * (float)v[q[j]];
-                }
-                float d = svv > 0.0f ? sxv / svv : 0.0f;
-                d = rl_fp16_to_f32(rl_f32_to_fp16(d)); /* the stored scale */
-                float err = 0.0f;
-                for (int j = 0; j < 32; j++) {
-                    float e = x[j] - d * (float)v[q[j]];
-                    err += e * e;
-                }
-                if (err < best_err) {
-                    best_err = err;
-                    best_d = d;
-                    memcpy(best_q, q, sizeof q);
-                }
-            }
-        }
-        rl__iq4nl_store(&y[b], best_d, best_q);
-    }
+    rl_type_get(RL_TYPE_IQ4_NL)->from_float(x, vy, n);
 }
 
 static void rl__kq_iq4_nl_ref(const void *q, const void *k, size_t stride, int n, int hd,

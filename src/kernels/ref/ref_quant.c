@@ -1,6 +1,7 @@
 /* Scalar reference kernels for matmul: the activation quantizers (q8_0,
  * q8_1, q8_K) and one vec-dot per weight type against its paired
- * activation type.  These are the oracles the AVX2 kernels are tested
+ * activation type (matmul.c's rl__act_type: q8_0 for q4_0, q5_0, q8_0,
+ * iq4_nl, mxfp4; q8_1 for q4_1, q5_1; q8_K for the K-quants and iq4_xs).  These are the oracles the AVX2 kernels are tested
  * against, so they are written for clarity, not speed.
  *
  * Conventions (fixed, because SIMD twins reproduce them):
@@ -181,6 +182,35 @@ static void rl__dot_q8_0_ref(int64_t n, float *s, const void *vw, const void *vx
     *s = sum;
 }
 
+/* Codebook types against q8_0: the integer dot of the codebook values
+ * (iq4_nl: rl_iq4nl_values; mxfp4: rl_mxfp4_values, twice the e2m1
+ * values) with the activation codes, scaled by the weight scale (fp16 d;
+ * mxfp4: 2^(e-128)) times the activation scale. */
+static int rl__dot_nib_tbl(const int8_t *tbl, const uint8_t *qs, const int8_t *y) {
+    int sumi = 0;
+    for (int j = 0; j < 16; j++) sumi += tbl[qs[j] & 0xF] * y[j] + tbl[qs[j] >> 4] * y[j + 16];
+    return sumi;
+}
+
+static void rl__dot_iq4_nl_ref(int64_t n, float *s, const void *vw, const void *vx) {
+    const rl_block_iq4_nl *w = vw;
+    const rl_block_q8_0 *x = vx;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / RL_QK8_0; i++)
+        sum += (float)rl__dot_nib_tbl(rl_iq4nl_values, w[i].qs, x[i].qs) * (F16(w[i].d) * F16(x[i].d));
+    *s = sum;
+}
+
+static void rl__dot_mxfp4_ref(int64_t n, float *s, const void *vw, const void *vx) {
+    const rl_block_mxfp4 *w = vw;
+    const rl_block_q8_0 *x = vx;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / RL_QK8_0; i++)
+        sum += (float)rl__dot_nib_tbl(rl_mxfp4_values, w[i].qs, x[i].qs) *
+               (rl_e8m0_half_to_f32(w[i].e) * F16(x[i].d));
+    *s = sum;
+}
+
 /* ---------------- K-quants (x is q8_K) ----------------
  * Element e (0..255) of a super-block:
  *   q2_K: 2 bits at qs[(e/128)*32 + e%32] >> 2*((e%128)/32); scale/min byte e/16.
@@ -302,6 +332,23 @@ static void rl__dot_q6_K_ref(int64_t n, float *s, const void *vw, const void *vx
     *s = sum;
 }
 
+/* iq4_xs against q8_K: per super-block the exact sum over sub-blocks of
+ * (6-bit scale - 32) * (codebook values . activation codes). */
+static void rl__dot_iq4_xs_ref(int64_t n, float *s, const void *vw, const void *vx) {
+    const rl_block_iq4_xs *w = vw;
+    const rl_block_q8_K *x = vx;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        int sumi = 0;
+        for (int ib = 0; ib < RL_QK_K / 32; ib++) {
+            int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | ((w[i].scales_h >> (2 * ib)) & 3) << 4;
+            sumi += (ls - 32) * rl__dot_nib_tbl(rl_iq4nl_values, w[i].qs + 16 * ib, x[i].qs + 32 * ib);
+        }
+        sum += x[i].d * F16(w[i].d) * (float)sumi;
+    }
+    *s = sum;
+}
+
 void rl__ref_fill_quant(rl__ktab *t);
 void rl__ref_fill_quant(rl__ktab *t) {
     t->vec_dot[RL_TYPE_F32] = rl__dot_f32_ref;
@@ -317,6 +364,9 @@ void rl__ref_fill_quant(rl__ktab *t) {
     t->vec_dot[RL_TYPE_Q4_K] = rl__dot_q4_K_ref;
     t->vec_dot[RL_TYPE_Q5_K] = rl__dot_q5_K_ref;
     t->vec_dot[RL_TYPE_Q6_K] = rl__dot_q6_K_ref;
+    t->vec_dot[RL_TYPE_IQ4_NL] = rl__dot_iq4_nl_ref;
+    t->vec_dot[RL_TYPE_IQ4_XS] = rl__dot_iq4_xs_ref;
+    t->vec_dot[RL_TYPE_MXFP4] = rl__dot_mxfp4_ref;
     t->quant_q8_0 = rl__quant_q8_0_ref;
     t->quant_q8_1 = rl__quant_q8_1_ref;
     t->quant_q8_K = rl__quant_q8_K_ref;

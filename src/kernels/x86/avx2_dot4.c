@@ -1,8 +1,9 @@
 /* AVX2 vec-dots on quantized weights, 1-token (decode) and 4-token
  * (prefill) variants generated from one always-inline template per type:
- * the 32-element types' templates are shared with the AVX512-VNNI table
- * (dot-impl.h; here their int8 multiply-add is vpmaddubsw + vpmaddwd),
- * the K-quant templates are this file's.
+ * the 32-element types' templates and the q2_K, q3_K, q5_K, iq4_xs templates
+ * are shared with the AVX512-VNNI table (dot-impl.h; here their int8
+ * multiply-add is vpmaddubsw + vpmaddwd, their int16 one vpmaddwd +
+ * vpaddd), the q4_K and q6_K templates are this file's.
  *
  * A template computes one weight row against T activation rows: each
  * weight block is loaded and unpacked once and used for the T tokens.  The
@@ -14,7 +15,8 @@
  * are batch-invariant.
  *
  * Reduction orders (fixed for a given n):
- *   32-element blocks (q4_0, q4_1, q5_0, q8_0): block i's exact integer
+ *   32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4):
+ *     block i's exact integer
  *     dot, as 8 int32 lanes, is scaled by dw*dx and fused into accumulator
  *     i % 2 (two independent chains hide the FMA latency); the result is
  *     hsum(acc0 + acc1) (+ the q4_1 min terms, summed in block order, again
@@ -26,6 +28,9 @@
  *   q6_K: per super-block sum((q - 32) * y * scale) computed exactly as
  *     sum(q * y * scale) - 32 * sum(scale * bsum) in int32 lanes, fused
  *     with d*dx; result hsum(acc).
+ *   q2_K, q3_K, q5_K, iq4_xs (dot-impl.h): per super-block the exact scaled sum
+ *     (q3_K's -4 offset and q2_K's minimums through the bsums), fused with
+ *     d*dx (q2_K, q5_K: then the min terms with -dmin*dx); result hsum(acc).
  * The reference kernels sum in another (sequential) order; the difference
  * is float rounding only (test_kernels.c bounds it).
  */
@@ -34,6 +39,8 @@
 #define RL_TMAX 4 /* largest token tile */
 /* the int8 multiply-add of the shared templates: vpmaddubsw + vpmaddwd */
 #define RL_DOT_MADD(u, s) rl__mul_sum_u8i8(u, s)
+/* and their int16 multiply-add: vpmaddwd + vpaddd */
+#define RL_DOT_MADDW(a, p, s) _mm256_add_epi32(a, _mm256_madd_epi16(p, s))
 #include "kernels/x86/dot-impl.h"
 
 /* ---------------- K-quants ---------------- */
@@ -84,12 +91,8 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
                 sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p0, p1));
             }
         }
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
-            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -137,10 +140,7 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -159,9 +159,16 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
 RL_INST(q4_0)
 RL_INST(q4_1)
 RL_INST(q5_0)
+RL_INST(q5_1)
 RL_INST(q8_0)
+RL_INST(iq4_nl)
+RL_INST(mxfp4)
+RL_INST(q2_K)
+RL_INST(q3_K)
 RL_INST(q4_K)
+RL_INST(q5_K)
 RL_INST(q6_K)
+RL_INST(iq4_xs)
 
 void rl__avx2_fill_dot4(rl__ktab *t);
 void rl__avx2_fill_dot4(rl__ktab *t) {
@@ -171,8 +178,15 @@ void rl__avx2_fill_dot4(rl__ktab *t) {
     RL_SET(q4_0, RL_TYPE_Q4_0)
     RL_SET(q4_1, RL_TYPE_Q4_1)
     RL_SET(q5_0, RL_TYPE_Q5_0)
+    RL_SET(q5_1, RL_TYPE_Q5_1)
     RL_SET(q8_0, RL_TYPE_Q8_0)
+    RL_SET(iq4_nl, RL_TYPE_IQ4_NL)
+    RL_SET(mxfp4, RL_TYPE_MXFP4)
+    RL_SET(q2_K, RL_TYPE_Q2_K)
+    RL_SET(q3_K, RL_TYPE_Q3_K)
     RL_SET(q4_K, RL_TYPE_Q4_K)
+    RL_SET(q5_K, RL_TYPE_Q5_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
+    RL_SET(iq4_xs, RL_TYPE_IQ4_XS)
 #undef RL_SET
 }

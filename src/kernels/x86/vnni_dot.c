@@ -2,9 +2,10 @@
  * (and 2-row variants for the 32-element types) generated from one
  * always-inline template per type, for the "avx512vnni" table (the AVX2
  * table with these matmul leaves in place of avx2_dot4.c's).  The
- * 32-element types (q4_0, q4_1, q5_0, q8_0) use the templates the AVX2
- * table uses (dot-impl.h), with vpdpbusd as their int8 multiply-add; the
- * K-quant templates (q4_K, q6_K) are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw -mavx512vl
+ * 32-element types (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4) and
+ * q2_K, q3_K, q5_K, iq4_xs use the templates the AVX2 table uses (dot-impl.h),
+ * with vpdpbusd as their int8 and vpdpwssd as their int16 multiply-add;
+ * the q4_K and q6_K templates are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni (Makefile), and reached only through that table, which
  * dispatch.c builds only when CPUID and XCR0 report the features.
  *
@@ -36,6 +37,8 @@
 #define RL_RMAX 2 /* rows of the one-token multi-row leaves (vec_dot2r) */
 /* the int8 multiply-add of the shared templates: vpdpbusd into zero */
 #define RL_DOT_MADD(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+/* and their int16 multiply-add: vpdpwssd */
+#define RL_DOT_MADDW(a, p, s) _mm256_dpwssd_epi32(a, p, s)
 #include "kernels/x86/dot-impl.h"
 
 /* ---------------- K-quants ---------------- */
@@ -95,12 +98,8 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
                 sumi[k] = _mm512_dpwssd_epi32(sumi[k], _mm512_maddubs_epi16(q, yk), scj);
             }
         }
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *x = &XB(rl_block_q8_K, k, i);
-            __m256i mk = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), mins);
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(rl__fold(sumi[k])), acc[k]);
-            acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), rl__fold(sumi[k]), mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -152,10 +151,8 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            __m256 d = _mm256_set1_ps(XB(rl_block_q8_K, k, i).d * dw);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(rl__fold(sumi[k])), acc[k]);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), rl__fold(sumi[k]), dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -169,7 +166,10 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
 RL_VINST2R(q4_0)
 RL_VINST2R(q4_1)
 RL_VINST2R(q5_0)
+RL_VINST2R(q5_1)
 RL_VINST2R(q8_0)
+RL_VINST2R(iq4_nl)
+RL_VINST2R(mxfp4)
 
 #define RL_VINST(TY)                                                                               \
     static void rl__dot_##TY##_vnni(int64_t n, float *s, const void *w, const void *x) {           \
@@ -187,9 +187,16 @@ RL_VINST2R(q8_0)
 RL_VINST(q4_0)
 RL_VINST(q4_1)
 RL_VINST(q5_0)
+RL_VINST(q5_1)
 RL_VINST(q8_0)
+RL_VINST(iq4_nl)
+RL_VINST(mxfp4)
+RL_VINST(q2_K)
+RL_VINST(q3_K)
 RL_VINST(q4_K)
+RL_VINST(q5_K)
 RL_VINST(q6_K)
+RL_VINST(iq4_xs)
 
 void rl__vnni_fill(rl__ktab *t) {
 #define RL_SET(TY, E)                                                                              \
@@ -199,12 +206,22 @@ void rl__vnni_fill(rl__ktab *t) {
     RL_SET(q4_0, RL_TYPE_Q4_0)
     RL_SET(q4_1, RL_TYPE_Q4_1)
     RL_SET(q5_0, RL_TYPE_Q5_0)
+    RL_SET(q5_1, RL_TYPE_Q5_1)
     RL_SET(q8_0, RL_TYPE_Q8_0)
+    RL_SET(iq4_nl, RL_TYPE_IQ4_NL)
+    RL_SET(mxfp4, RL_TYPE_MXFP4)
+    RL_SET(q2_K, RL_TYPE_Q2_K)
+    RL_SET(q3_K, RL_TYPE_Q3_K)
     RL_SET(q4_K, RL_TYPE_Q4_K)
+    RL_SET(q5_K, RL_TYPE_Q5_K)
     RL_SET(q6_K, RL_TYPE_Q6_K)
+    RL_SET(iq4_xs, RL_TYPE_IQ4_XS)
 #undef RL_SET
     t->vec_dot2r[RL_TYPE_Q4_0] = rl__dot2r_q4_0_vnni;
     t->vec_dot2r[RL_TYPE_Q4_1] = rl__dot2r_q4_1_vnni;
     t->vec_dot2r[RL_TYPE_Q5_0] = rl__dot2r_q5_0_vnni;
     t->vec_dot2r[RL_TYPE_Q8_0] = rl__dot2r_q8_0_vnni;
+    t->vec_dot2r[RL_TYPE_Q5_1] = rl__dot2r_q5_1_vnni;
+    t->vec_dot2r[RL_TYPE_IQ4_NL] = rl__dot2r_iq4_nl_vnni;
+    t->vec_dot2r[RL_TYPE_MXFP4] = rl__dot2r_mxfp4_vnni;
 }
