@@ -5,25 +5,30 @@
  * trim_blocks=True, lstrip_blocks=True, the loopcontrols extension
  * ({% break %}, {% continue %}), one trailing newline of the source dropped,
  * raise_exception(msg), namespace(), dict(), range(), strftime_now(), and a
- * `tojson` filter that is json.dumps(ensure_ascii=False, sort_keys=False).
+ * `tojson` filter that is json.dumps(x, ensure_ascii=False, indent=None,
+ * separators=None, sort_keys=False) with those keywords.
  *
  * Supported: {{ }}, {% %}, {# #}, whitespace control (-, +), raw blocks;
  * if/elif/else, for (tuple targets, `if` filter, else, loop.*), set (names,
- * ns.attr, block set), generation blocks (rendered inline), break/continue;
- * literals (str, int, float, bool, none, list, tuple, dict), arithmetic,
- * ~ concatenation, comparisons (chained), and/or/not, in/not in, conditional
- * expressions, `is` tests, attribute/subscript access, slicing, filters and
- * the common str/dict methods.  Not supported (clear error): macros, call
- * blocks, filter blocks, include/extends/import.
+ * ns.attr, block set, filtered block set), macro (defaults, varargs, kwargs,
+ * caller, recursion), call blocks, filter blocks, generation blocks
+ * (rendered inline), break/continue; literals (str, int, float, bool, none,
+ * list, tuple, dict), arithmetic, % and str.format formatting, ~
+ * concatenation, comparisons (chained), and/or/not, in/not in, conditional
+ * expressions, `is` tests, jinja2's getattr/getitem (methods before keys),
+ * slicing, jinja2's filters and the str/dict/list methods templates use,
+ * Markup (|safe) and generators (|map, |select ...) as Python has them.
+ * Not supported (clear error): include/extends/import, recursive for.
  *
  * Templates are untrusted: lexing, parsing and evaluation are bounded by the
- * limits below (steps, output bytes, interpreter memory, nesting depth).  Any
- * violation or template error returns an rl_status and an rl_err message of
- * the form "chat template L:C: what" (line and column, 1-based).  The
- * renderer never aborts on bad input.
+ * limits below (steps, output bytes, interpreter memory, nesting depth; macro
+ * calls in progress count as nesting, and run-time recursion is capped at
+ * ten times max_depth).  Any violation or template error returns an
+ * rl_status and an rl_err message of the form "chat template L:C: what"
+ * (line and column, 1-based).  The renderer never aborts on bad input.
  *
  * Strings are treated as UTF-8; length, indexing and slicing count code
- * points as Python does.  upper/lower/title/capitalize map ASCII letters only.
+ * points as Python does; case mapping is Unicode's (C.UTF-8 ctype tables).
  */
 #ifndef RL_CHAT_H
 #define RL_CHAT_H

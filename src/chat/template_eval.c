@@ -2,11 +2,14 @@
  *
  * Scoping follows jinja2: the template body is one frame; every iteration of
  * a for loop pushes a fresh frame (so `set` inside a loop is invisible after
- * it, which is why templates use namespace()); if blocks do not open frames.
+ * it, which is why templates use namespace()); if blocks do not open frames;
+ * a macro call pushes a frame whose lookups continue in the frames where the
+ * macro was defined (template_macro.c), not the caller's.
  *
  * Every statement and expression node visited costs one step; steps, output
- * bytes, arena bytes and nesting depth are capped by rl_template_limits.
- * Errors longjmp to the entry point with c->err filled (rl__tp_fail).
+ * bytes, arena bytes, nesting depth and run-time recursion (RL__TP_RDEPTH)
+ * are capped by rl_template_limits.  Errors longjmp to the entry point with
+ * c->err filled (rl__tp_fail).
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +29,7 @@ static tp_val cat(tp_ctx *c, const char *a, size_t an, const char *b, size_t bn,
     return tp_str(p, n);
 }
 
-static void emit(tp_ctx *c, const char *p, size_t n, size_t off) {
+void rl__tp_emit(tp_ctx *c, const char *p, size_t n, size_t off) {
     if (!n) return;
     if (n > c->lim.max_output || c->out.n > c->lim.max_output - n)
         rl__tp_fail(c, RL_ERR_LIMIT, off, "output larger than %zu bytes", c->lim.max_output);
@@ -37,7 +40,9 @@ static void emit(tp_ctx *c, const char *p, size_t n, size_t off) {
 
 void rl__tp_push_frame(tp_ctx *c, size_t off) {
     c->frames = rl__tp_grow(c, c->frames, c->n_frames, &c->cap_frames, sizeof *c->frames, 8, off);
-    memset(&c->frames[c->n_frames++], 0, sizeof(tp_frame));
+    tp_frame *f = &c->frames[c->n_frames];
+    f->n = 0; /* a popped frame's arrays (k, v, cap) are reused: loops and calls do not grow the arena */
+    f->up = c->n_frames++;
 }
 
 void rl__tp_set_var(tp_ctx *c, const char *name, tp_val v, size_t off) {
@@ -56,10 +61,11 @@ void rl__tp_set_var(tp_ctx *c, const char *name, tp_val v, size_t off) {
 }
 
 static tp_val get_var(tp_ctx *c, const char *name) {
-    for (size_t i = c->n_frames; i-- > 0;) {
-        tp_frame *f = &c->frames[i];
+    for (size_t i = c->n_frames; i > 0;) {
+        tp_frame *f = &c->frames[i - 1];
         for (size_t j = f->n; j-- > 0;)
             if (strcmp(f->k[j], name) == 0) return f->v[j];
+        i = f->up < i ? f->up : i - 1; /* always moves down */
     }
     static const struct {
         const char *name;
@@ -77,101 +83,7 @@ static tp_val get_var(tp_ctx *c, const char *name) {
 
 /* -------------------------------------------------------------- evaluator */
 
-static tp_val eval(tp_ctx *c, tp_node *n);
-
-_Noreturn void rl__tp_undefined(tp_ctx *c, tp_val v, size_t off) {
-    if (v.u.s.p) rl__tp_fail(c, RL_ERR_FORMAT, off, "'%s' is undefined", v.u.s.p);
-    rl__tp_fail(c, RL_ERR_FORMAT, off, "use of an undefined value");
-}
-
-/* Python-style index normalization; returns false when out of range. */
-static bool norm_index(int64_t i, size_t n, size_t *out) {
-    if (i < 0) i += (int64_t)n;
-    if (i < 0 || (uint64_t)i >= n) return false;
-    *out = (size_t)i;
-    return true;
-}
-
-static tp_val str_char(tp_ctx *c, tp_val s, size_t cp, size_t off) {
-    size_t a = rl_utf8_offset(s.u.s.p, s.u.s.n, cp);
-    size_t b = rl_utf8_offset(s.u.s.p + a, s.u.s.n - a, 1) + a;
-    (void)c;
-    (void)off;
-    return tp_str(s.u.s.p + a, b - a);
-}
-
-tp_val rl__tp_get_item(tp_ctx *c, tp_val obj, tp_val key, size_t off) {
-    size_t idx;
-    switch (obj.t) {
-    case V_UNDEF: rl__tp_undefined(c, obj, off);
-    case V_DICT:
-    case V_NS: {
-        tp_val *v = rl__tp_dict_get(c, obj.u.d, key, off);
-        return v ? *v : mk_undef(NULL);
-    }
-    case V_LIST:
-        if ((key.t == V_INT || key.t == V_BOOL) &&
-            norm_index(key.t == V_INT ? key.u.i : key.u.b, obj.u.l->n, &idx))
-            return obj.u.l->v[idx];
-        return mk_undef(NULL);
-    case V_STR:
-        if (key.t == V_INT && norm_index(key.u.i, rl_utf8_count(obj.u.s.p, obj.u.s.n), &idx))
-            return str_char(c, obj, idx, off);
-        return mk_undef(NULL);
-    default: return mk_undef(NULL);
-    }
-}
-
-tp_val rl__tp_get_attr(tp_ctx *c, tp_val obj, const char *name, size_t off) {
-    if (obj.t == V_UNDEF) rl__tp_undefined(c, obj, off);
-    if (obj.t == V_DICT || obj.t == V_NS) {
-        tp_val *v = rl__tp_dict_get_str(obj.u.d, name, strlen(name));
-        return v ? *v : mk_undef(NULL);
-    }
-    if (obj.t == V_LOOP) {
-        tp_loop *l = obj.u.loop;
-        if (!strcmp(name, "index")) return mk_int(l->index0 + 1);
-        if (!strcmp(name, "index0")) return mk_int(l->index0);
-        if (!strcmp(name, "revindex")) return mk_int(l->length - l->index0);
-        if (!strcmp(name, "revindex0")) return mk_int(l->length - l->index0 - 1);
-        if (!strcmp(name, "first")) return mk_bool(l->index0 == 0);
-        if (!strcmp(name, "last")) return mk_bool(l->index0 == l->length - 1);
-        if (!strcmp(name, "length")) return mk_int(l->length);
-        if (!strcmp(name, "depth")) return mk_int(1);
-        if (!strcmp(name, "depth0")) return mk_int(0);
-        if (!strcmp(name, "previtem"))
-            return l->index0 > 0 ? l->items->v[l->index0 - 1] : mk_undef("previtem");
-        if (!strcmp(name, "nextitem"))
-            return l->index0 + 1 < l->length ? l->items->v[l->index0 + 1] : mk_undef("nextitem");
-    }
-    return mk_undef(NULL);
-}
-
-/* Materializes something iterable as a list (dict -> keys, str -> chars). */
-tp_list *rl__tp_iterate(tp_ctx *c, tp_val v, size_t off) {
-    switch (v.t) {
-    case V_UNDEF: return mk_list(c, 0, false, off).u.l;
-    case V_LIST: return v.u.l;
-    case V_DICT: {
-        tp_val l = mk_list(c, v.u.d->n, false, off);
-        for (size_t i = 0; i < v.u.d->n; i++) l.u.l->v[i] = v.u.d->k[i];
-        return l.u.l;
-    }
-    case V_STR: {
-        size_t n = rl_utf8_count(v.u.s.p, v.u.s.n);
-        tp_val l = mk_list(c, n, false, off);
-        size_t pos = 0;
-        for (size_t i = 0; i < n; i++) {
-            size_t w = rl_utf8_offset(v.u.s.p + pos, v.u.s.n - pos, 1);
-            l.u.l->v[i] = tp_str(v.u.s.p + pos, w);
-            pos += w;
-        }
-        return l.u.l;
-    }
-    default: rl__tp_fail(c, RL_ERR_FORMAT, off, "'%s' object is not iterable", rl__tp_type_name(v));
-    }
-}
-
+#define eval rl__tp_eval
 
 static const char *op_name(int op) {
     static const char *const names[] = {"?", "+", "-", "*", "/", "//", "%", "**", "~",
@@ -194,23 +106,47 @@ tp_val rl__tp_repeat(tp_ctx *c, tp_val s, int64_t k, size_t off) {
     return tp_str(p, n);
 }
 
-static tp_val arith(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
+tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
     if (a.t == V_UNDEF && op != TP_OP_CONCAT) rl__tp_undefined(c, a, off);
     if (b.t == V_UNDEF && op != TP_OP_CONCAT) rl__tp_undefined(c, b, off);
     if (op == TP_OP_CONCAT) {
         tp_val x = rl__tp_to_str(c, a, off), y = rl__tp_to_str(c, b, off);
         return cat(c, x.u.s.p, x.u.s.n, y.u.s.p, y.u.s.n, off);
     }
-    if (op == TP_OP_ADD && a.t == V_STR && b.t == V_STR)
-        return cat(c, a.u.s.p, a.u.s.n, b.u.s.p, b.u.s.n, off);
-    if (op == TP_OP_ADD && a.t == V_LIST && b.t == V_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (op == TP_OP_ADD && a.t == V_STR && b.t == V_STR) {
+        if (a.safe != b.safe) { /* Markup + str escapes the str */
+            a = rl__tp_escape(c, a, off);
+            b = rl__tp_escape(c, b, off);
+        }
+        tp_val r = cat(c, a.u.s.p, a.u.s.n, b.u.s.p, b.u.s.n, off);
+        r.safe = a.safe;
+        return r;
+    }
+    if (op == TP_OP_ADD && is_seq(a) && is_seq(b) && a.u.l->tuple == b.u.l->tuple) {
         tp_val l = mk_list(c, a.u.l->n + b.u.l->n, a.u.l->tuple, off);
         if (a.u.l->n) memcpy(l.u.l->v, a.u.l->v, a.u.l->n * sizeof(tp_val));
         if (b.u.l->n) memcpy(l.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(tp_val));
         return l;
     }
-    if (op == TP_OP_MUL && a.t == V_STR && (b.t == V_INT || b.t == V_BOOL)) return rl__tp_repeat(c, a, num_i(b), off);
-    if (op == TP_OP_MUL && b.t == V_STR && (a.t == V_INT || a.t == V_BOOL)) return rl__tp_repeat(c, b, num_i(a), off);
+    if (op == TP_OP_MOD && a.t == V_STR) return rl__tp_percent_format(c, a, b, off);
+    if (op == TP_OP_MUL && ((is_seq(a) && (b.t == V_INT || b.t == V_BOOL)) || (is_seq(b) && (a.t == V_INT || a.t == V_BOOL)))) {
+        tp_val l = is_seq(a) ? a : b;
+        int64_t k = num_i(is_seq(a) ? b : a);
+        size_t n = k > 0 ? (size_t)k : 0, tot;
+        if (!rl_mul_size(n, l.u.l->n, &tot) || tot > c->lim.max_memory / sizeof(tp_val))
+            rl__tp_fail(c, RL_ERR_LIMIT, off, "list repetition too large");
+        tp_val r = mk_list(c, tot, l.u.l->tuple, off);
+        for (size_t i = 0; tot && i < n; i++) /* [] * 10**18 is [] at once */
+            memcpy(r.u.l->v + i * l.u.l->n, l.u.l->v, l.u.l->n * sizeof(tp_val));
+        return r;
+    }
+    if (op == TP_OP_MUL && ((a.t == V_STR && (b.t == V_INT || b.t == V_BOOL)) ||
+                            (b.t == V_STR && (a.t == V_INT || a.t == V_BOOL)))) {
+        tp_val s = a.t == V_STR ? a : b;
+        tp_val r = rl__tp_repeat(c, s, num_i(a.t == V_STR ? b : a), off);
+        r.safe = s.safe;
+        return r;
+    }
     if (!is_num(a) || !is_num(b)) type_error(c, op, a, b, off);
     bool ints = a.t != V_FLOAT && b.t != V_FLOAT;
     if (ints) {
@@ -286,11 +222,13 @@ int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_
     }
     if (a.t == V_STR && b.t == V_STR) {
         size_t n = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+        rl__tp_charge(c, n, off);
         int r = n ? memcmp(a.u.s.p, b.u.s.p, n) : 0;
         if (r) return r < 0 ? -1 : 1;
         return a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n;
     }
-    if (a.t == V_LIST && b.t == V_LIST) {
+    if (is_seq(a) && is_seq(b)) {
+        rl__tp_charge(c, (a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n) * 16, off);
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             if (rl__tp_equal(c, a.u.l->v[i], b.u.l->v[i], depth + 1, off)) continue;
             return rl__tp_compare_order(c, a.u.l->v[i], b.u.l->v[i], op, depth + 1, off);
@@ -311,13 +249,15 @@ bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off) {
             rl__tp_fail(c, RL_ERR_FORMAT, off, "'in <string>' requires string as left operand, not %s", rl__tp_type_name(needle));
         if (needle.u.s.n == 0) return true;
         if (needle.u.s.n > hay.u.s.n) return false;
-        for (size_t i = 0; i + needle.u.s.n <= hay.u.s.n; i++)
-            if (memcmp(hay.u.s.p + i, needle.u.s.p, needle.u.s.n) == 0) return true;
+        rl__tp_charge(c, hay.u.s.n, off);
+        return memmem(hay.u.s.p, hay.u.s.n, needle.u.s.p, needle.u.s.n) != NULL;
+    case V_LIST: {
+        tp_list *l = rl__tp_iterate(c, hay, off);
+        if (l->n >= 16) step_n(c, l->n >> 4, off);
+        for (size_t i = 0; i < l->n; i++)
+            if (rl__tp_equal(c, l->v[i], needle, 0, off)) return true;
         return false;
-    case V_LIST:
-        for (size_t i = 0; i < hay.u.l->n; i++)
-            if (rl__tp_equal(c, hay.u.l->v[i], needle, 0, off)) return true;
-        return false;
+    }
     case V_DICT:
     case V_NS: return rl__tp_dict_get(c, hay.u.d, needle, off) != NULL;
     default: rl__tp_fail(c, RL_ERR_FORMAT, off, "argument of type '%s' is not iterable", rl__tp_type_name(hay));
@@ -338,7 +278,7 @@ bool rl__tp_compare(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
     return false;
 }
 
-static targs eval_args(tp_ctx *c, tp_node *n) {
+targs rl__tp_eval_args(tp_ctx *c, tp_node *n) {
     targs a = {0};
     a.n_pos = n->n_body;
     a.n_kw = n->n_body2;
@@ -365,14 +305,21 @@ int64_t rl__tp_want_int(tp_ctx *c, tp_val *v, const char *what, size_t off) {
 
 static tp_val eval_call(tp_ctx *c, tp_node *n) {
     tp_node *fn = n->a;
-    if (fn->kind == E_ATTR) {
+    tp_val f;
+    if (fn->kind == E_ATTR) { /* obj.name(...): a method call without a bound-method value */
         tp_val obj = eval(c, fn->a);
-        targs a = eval_args(c, n);
-        return rl__tp_method(c, obj, fn->s, &a, n->off);
+        if (obj.t != V_UNDEF && rl__tp_method_kind(obj, fn->s) == 1) {
+            targs a = rl__tp_eval_args(c, n);
+            return rl__tp_method(c, obj, fn->s, &a, n->off);
+        }
+        f = rl__tp_get_attr(c, obj, fn->s, n->off);
+    } else {
+        f = eval(c, fn);
     }
-    tp_val f = eval(c, fn);
-    targs a = eval_args(c, n);
+    targs a = rl__tp_eval_args(c, n);
     if (f.t == V_UNDEF) rl__tp_undefined(c, f, n->off);
+    if (f.t == V_MACRO) return rl__tp_call_macro(c, f.u.mac, &a, NULL, n->off);
+    if (f.t == V_METHOD) return rl__tp_method(c, f.u.bm->obj, f.u.bm->name, &a, n->off);
     if (f.t != V_FUNC) rl__tp_fail(c, RL_ERR_FORMAT, n->off, "'%s' object is not callable", rl__tp_type_name(f));
     return rl__tp_global(c, f.u.fn, &a, n->off);
 }
@@ -393,7 +340,7 @@ static tp_val eval_slice(tp_ctx *c, tp_node *n) {
     int64_t stp = has[2] ? v[2] : 1;
     if (stp == 0) rl__tp_fail(c, RL_ERR_FORMAT, n->off, "slice step cannot be zero");
     if (obj.t == V_UNDEF) rl__tp_undefined(c, obj, n->off);
-    if (obj.t != V_LIST && obj.t != V_STR)
+    if (!is_seq(obj) && obj.t != V_STR)
         rl__tp_fail(c, RL_ERR_FORMAT, n->off, "'%s' object is not subscriptable with a slice", rl__tp_type_name(obj));
     int64_t len = obj.t == V_LIST ? (int64_t)obj.u.l->n : (int64_t)rl_utf8_count(obj.u.s.p, obj.u.s.n);
     /* Python's slice.indices() */
@@ -427,7 +374,9 @@ static tp_val eval_slice(tp_ctx *c, tp_node *n) {
     if (stp == 1) {
         size_t a = rl_utf8_offset(obj.u.s.p, obj.u.s.n, (size_t)st);
         size_t b = rl_utf8_offset(obj.u.s.p, obj.u.s.n, (size_t)st + cnt);
-        return tp_str(obj.u.s.p + a, b - a);
+        tp_val r = tp_str(obj.u.s.p + a, b - a);
+        r.safe = obj.safe;
+        return r;
     }
     tp_list *chars = rl__tp_iterate(c, obj, n->off);
     char *buf = NULL;
@@ -437,10 +386,27 @@ static tp_val eval_slice(tp_ctx *c, tp_node *n) {
         tp_val ch = chars->v[st + (int64_t)i * stp];
         rl__tp_buf_put(c, &buf, &bl, &bc, ch.u.s.p, ch.u.s.n, n->off);
     }
-    return tp_str(buf, bl);
+    tp_val r = tp_str(buf, bl);
+    r.safe = obj.safe;
+    return r;
 }
 
-static tp_val eval(tp_ctx *c, tp_node *n) {
+void rl__tp_rdepth_enter(tp_ctx *c, size_t off) {
+    if (++c->rdepth > RL__TP_RDEPTH(c->lim))
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "evaluation nested deeper than %d (deep operator chains or macro recursion)",
+                    RL__TP_RDEPTH(c->lim));
+}
+
+static tp_val eval_node(tp_ctx *c, tp_node *n);
+
+tp_val rl__tp_eval(tp_ctx *c, tp_node *n) {
+    rl__tp_rdepth_enter(c, n->off);
+    tp_val v = eval_node(c, n);
+    c->rdepth--;
+    return v;
+}
+
+static tp_val eval_node(tp_ctx *c, tp_node *n) {
     step(c, n->off);
     switch (n->kind) {
     case E_LIT: return n->lit;
@@ -449,24 +415,18 @@ static tp_val eval(tp_ctx *c, tp_node *n) {
     case E_ITEM: {
         tp_val obj = eval(c, n->a);
         tp_val key = eval(c, n->b);
-        tp_val r = rl__tp_get_item(c, obj, key, n->off);
-        /* jinja2: subscript falls back to attribute for string keys */
-        if (r.t == V_UNDEF && key.t == V_STR && obj.t == V_LOOP) {
-            char *k = rl__tp_strdup(c, key.u.s.p, key.u.s.n, n->off);
-            r = rl__tp_get_attr(c, obj, k, n->off);
-        }
-        return r;
+        return rl__tp_get_item(c, obj, key, n->off);
     }
     case E_SLICE: return eval_slice(c, n);
     case E_CALL: return eval_call(c, n);
     case E_FILTER: {
         tp_val v = eval(c, n->a);
-        targs a = eval_args(c, n);
+        targs a = rl__tp_eval_args(c, n);
         return rl__tp_filter(c, n->s, v, &a, n->off);
     }
     case E_TEST: {
         tp_val v = eval(c, n->a);
-        targs a = eval_args(c, n);
+        targs a = rl__tp_eval_args(c, n);
         bool r = rl__tp_test(c, n->s, v, &a, n->off);
         return mk_bool(n->op ? !r : r);
     }
@@ -492,7 +452,7 @@ static tp_val eval(tp_ctx *c, tp_node *n) {
     case E_BIN: {
         tp_val a = eval(c, n->a);
         tp_val b = eval(c, n->b);
-        return arith(c, n->op, a, b, n->off);
+        return rl__tp_binop(c, n->op, a, b, n->off);
     }
     case E_COMPARE: {
         tp_val a = eval(c, n->a);
@@ -576,15 +536,24 @@ static int exec_for(tp_ctx *c, tp_node *n) {
     return FLOW_NORMAL;
 }
 
+static int exec_body(tp_ctx *c, tp_node **body, size_t nb);
+
 int rl__tp_exec_body(tp_ctx *c, tp_node **body, size_t nb) {
+    rl__tp_rdepth_enter(c, nb ? body[0]->off : 0);
+    int fl = exec_body(c, body, nb);
+    c->rdepth--;
+    return fl;
+}
+
+static int exec_body(tp_ctx *c, tp_node **body, size_t nb) {
     for (size_t i = 0; i < nb; i++) {
         tp_node *n = body[i];
         step(c, n->off);
         switch (n->kind) {
-        case N_TEXT: emit(c, n->s, n->sn, n->off); break;
+        case N_TEXT: rl__tp_emit(c, n->s, n->sn, n->off); break;
         case N_OUTPUT: {
             tp_val v = rl__tp_to_str(c, eval(c, n->a), n->off);
-            emit(c, v.u.s.p, v.u.s.n, n->off);
+            rl__tp_emit(c, v.u.s.p, v.u.s.n, n->off);
             break;
         }
         case N_IF: {
@@ -600,22 +569,32 @@ int rl__tp_exec_body(tp_ctx *c, tp_node **body, size_t nb) {
                 tp_val ns = get_var(c, n->names[0]);
                 if (ns.t != V_NS)
                     rl__tp_fail(c, RL_ERR_FORMAT, n->off, "cannot assign attribute on '%s' (a %s, not a namespace)", n->names[0], rl__tp_type_name(ns));
-                const char *k = n->names[1];
-                rl__tp_dict_set(c, ns.u.d, tp_str(k, strlen(k)), v, n->off);
+                tp_val k = tp_str(n->names[1], strlen(n->names[1]));
+                rl__tp_ns_check_name(c, k, n->off);
+                rl__tp_dict_set(c, ns.u.d, k, v, n->off);
             } else {
                 bind_targets(c, n, v);
             }
             break;
         }
-        case N_SETBLOCK: {
-            /* render the body into a separate buffer */
-            rl_buf saved = c->out;
-            c->out = (rl_buf){0};
+        case N_SETBLOCK:
+        case N_FILTERBLOCK: {
+            size_t mark = rl__tp_capture_begin(c);
             int fl = rl__tp_exec_body(c, n->body, n->n_body);
-            tp_val v = tp_str(rl__tp_strdup(c, c->out.p ? c->out.p : "", c->out.n, n->off), c->out.n);
-            rl_buf_free(&c->out);
-            c->out = saved;
-            rl__tp_set_var(c, n->names[0], v, n->off);
+            tp_val v = rl__tp_capture_end(c, mark, n->off);
+            if (n->a) v = rl__tp_apply_filters(c, n->a, v);
+            if (n->kind == N_SETBLOCK) {
+                rl__tp_set_var(c, n->names[0], v, n->off);
+            } else {
+                v = rl__tp_to_str(c, v, n->off);
+                rl__tp_emit(c, v.u.s.p, v.u.s.n, n->off);
+            }
+            if (fl) return fl;
+            break;
+        }
+        case N_MACRO: rl__tp_define_macro(c, n); break;
+        case N_CALLBLOCK: {
+            int fl = rl__tp_exec_callblock(c, n);
             if (fl) return fl;
             break;
         }

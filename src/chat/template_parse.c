@@ -2,9 +2,10 @@
  *
  * Recursive descent over jinja2's expression grammar (or, and, not,
  * comparisons, ~, + -, * / // %, **, unary, filters, postfix) and its
- * statements (if/elif/else, for, set, block set, generation, break,
- * continue; raw blocks are the lexer's).  Any other statement (macro,
- * call, filter, include, extends, import, ...) is an error naming it.
+ * statements (if/elif/else, for, set, block set (optionally filtered),
+ * macro, call, filter, generation, break, continue; raw blocks are the
+ * lexer's).  Any other statement (include, extends, import, block, ...) is
+ * an error naming it.
  *
  * Invariants: every node carries the byte offset of its token, so errors
  * name line:col; recursion (nested blocks and expressions) is bounded by
@@ -201,21 +202,27 @@ static tp_node *parse_postfix(tp_ctx *c, tp_node *n) {
     }
 }
 
+/* One filter after its '|' (or first in a filter block): name[(args)],
+ * applied to n (NULL in a filter block's chain). */
+static tp_node *parse_one_filter(tp_ctx *c, tp_node *n, size_t off) {
+    tp_tok *name = expect_name(c);
+    tp_node *x = mk(c, E_FILTER, off);
+    x->a = n;
+    x->s = tok_cstr(c, name);
+    x->sn = name->n;
+    if (skip_op(c, "(")) {
+        enter(c, off);
+        parse_call_args(c, x);
+        leave(c);
+    }
+    return x;
+}
+
 static tp_node *parse_filters(tp_ctx *c, tp_node *n) {
     for (;;) {
         tp_tok *t = cur(c);
         if (skip_op(c, "|")) {
-            tp_tok *name = expect_name(c);
-            tp_node *x = mk(c, E_FILTER, t->off);
-            x->a = n;
-            x->s = tok_cstr(c, name);
-            x->sn = name->n;
-            if (skip_op(c, "(")) {
-                enter(c, t->off);
-                parse_call_args(c, x);
-                leave(c);
-            }
-            n = x;
+            n = parse_one_filter(c, n, t->off);
         } else if (skip_name(c, "is")) {
             tp_node *x = mk(c, E_TEST, t->off);
             x->op = skip_name(c, "not");
@@ -560,6 +567,68 @@ static void parse_targets(tp_ctx *c, tp_node *n) {
     n->n_names = cnt;
 }
 
+/* Macro and call-block signatures: '(' [name ['=' expr] (',' ...)*] ')'
+ * into n->names (parameters) and n->body2 (defaults, NULL where none). */
+static void parse_signature(tp_ctx *c, tp_node *n) {
+    expect_op(c, "(");
+    const char **names = NULL;
+    size_t cnt = 0, cap = 0;
+    nvec defs = {0};
+    while (!skip_op(c, ")")) {
+        if (cnt) expect_op(c, ",");
+        if (skip_op(c, ")")) break;
+        tp_tok *t = expect_name(c);
+        names = rl__tp_grow(c, names, cnt, &cap, sizeof *names, 4, t->off);
+        names[cnt] = tok_cstr(c, t);
+        for (size_t i = 0; i < cnt; i++)
+            if (strcmp(names[i], names[cnt]) == 0)
+                rl__tp_fail(c, RL_ERR_FORMAT, t->off, "duplicate parameter '%s'", names[cnt]);
+        cnt++;
+        if (skip_op(c, "=")) nvec_push(c, &defs, parse_expr(c));
+        else if (defs.n && defs.v[defs.n - 1]) rl__tp_fail(c, RL_ERR_FORMAT, t->off, "non-default argument follows default argument");
+        else nvec_push(c, &defs, NULL);
+    }
+    n->names = names;
+    n->n_names = cnt;
+    n->body2 = defs.v;
+    n->n_body2 = defs.n;
+}
+
+/* MAC_* bits for the special names (varargs, kwargs, caller) that the
+ * subtree reads, as jinja2 decides whether a macro takes them. */
+static int special_names(tp_node *n) {
+    if (!n) return 0;
+    int f = 0;
+    if (n->kind == E_NAME) {
+        if (!strcmp(n->s, "varargs")) f |= MAC_VARARGS;
+        if (!strcmp(n->s, "kwargs")) f |= MAC_KWARGS;
+        if (!strcmp(n->s, "caller")) f |= MAC_CALLER;
+    }
+    f |= special_names(n->a) | special_names(n->b) | special_names(n->c) | special_names(n->d);
+    for (size_t i = 0; i < n->n_body; i++) f |= special_names(n->body[i]);
+    for (size_t i = 0; i < n->n_body2; i++) f |= special_names(n->body2[i]);
+    return f;
+}
+
+/* Filters of a filter block or filtered block set: name[(args)] ('|' ...)*,
+ * as E_FILTER nodes, the first-applied innermost (its a is NULL). */
+static tp_node *parse_filter_chain(tp_ctx *c) {
+    tp_node *n = NULL;
+    do n = parse_one_filter(c, n, cur(c)->off);
+    while (skip_op(c, "|"));
+    return n;
+}
+
+/* Parses a block body up to {% end %} (one name) and consumes that tag. */
+static void parse_block_body(tp_ctx *c, tp_node *n, const char *end) {
+    const char *ends[] = {end, NULL};
+    nvec body = parse_body(c, ends);
+    n->body = body.v;
+    n->n_body = body.n;
+    c->pos += 2;
+    expect_block_end(c);
+}
+
 static tp_node *parse_stmt(tp_ctx *c) {
     tp_tok *begin = next_tok(c); /* TK_BLOCK_BEGIN */
     tp_tok *kw = expect_name(c);
@@ -650,25 +719,36 @@ static tp_node *parse_stmt(tp_ctx *c) {
         } else {
             if (n->a_attr || n->n_names != 1) unexpected(c, "'='");
             n->kind = N_SETBLOCK;
-            if (at_op(c, "|"))
-                rl__tp_fail(c, RL_ERR_UNSUPPORTED, cur(c)->off, "filtered block set is not supported");
+            if (skip_op(c, "|")) n->a = parse_filter_chain(c);
             expect_block_end(c);
-            static const char *const ends[] = {"endset", NULL};
-            nvec body = parse_body(c, ends);
-            n->body = body.v;
-            n->n_body = body.n;
-            c->pos += 2;
-            expect_block_end(c);
+            parse_block_body(c, n, "endset");
         }
+    } else if (tok_is(kw, TK_NAME, "macro")) {
+        n = mk(c, N_MACRO, off);
+        tp_tok *name = expect_name(c);
+        n->s = tok_cstr(c, name);
+        n->sn = name->n;
+        parse_signature(c, n);
+        expect_block_end(c);
+        parse_block_body(c, n, "endmacro");
+        for (size_t i = 0; i < n->n_body; i++) n->op |= special_names(n->body[i]);
+    } else if (tok_is(kw, TK_NAME, "call")) {
+        n = mk(c, N_CALLBLOCK, off);
+        if (at_op(c, "(")) parse_signature(c, n);
+        n->a = parse_expr(c);
+        if (n->a->kind != E_CALL) rl__tp_fail(c, RL_ERR_FORMAT, n->a->off, "call block: expected a macro call");
+        expect_block_end(c);
+        parse_block_body(c, n, "endcall");
+        for (size_t i = 0; i < n->n_body; i++) n->op |= special_names(n->body[i]);
+    } else if (tok_is(kw, TK_NAME, "filter")) {
+        n = mk(c, N_FILTERBLOCK, off);
+        n->a = parse_filter_chain(c);
+        expect_block_end(c);
+        parse_block_body(c, n, "endfilter");
     } else if (tok_is(kw, TK_NAME, "generation")) {
         n = mk(c, N_BLOCK, off);
         expect_block_end(c);
-        static const char *const ends[] = {"endgeneration", NULL};
-        nvec body = parse_body(c, ends);
-        n->body = body.v;
-        n->n_body = body.n;
-        c->pos += 2;
-        expect_block_end(c);
+        parse_block_body(c, n, "endgeneration");
     } else if (tok_is(kw, TK_NAME, "break") || tok_is(kw, TK_NAME, "continue")) {
         n = mk(c, tok_is(kw, TK_NAME, "break") ? N_BREAK : N_CONTINUE, off);
         expect_block_end(c);
@@ -714,7 +794,8 @@ static nvec parse_body(tp_ctx *c, const char *const *ends) {
             if (kw->kind == TK_NAME) {
                 for (size_t i = 0; ends && ends[i]; i++)
                     if (tok_is(kw, TK_NAME, ends[i])) return body;
-                static const char *const closers[] = {"elif", "else", "endif", "endfor", "endset", "endgeneration", NULL};
+                static const char *const closers[] = {"elif",    "else",    "endif",     "endfor",       "endset",
+                                                     "endmacro", "endcall", "endfilter", "endgeneration", NULL};
                 for (size_t i = 0; closers[i]; i++)
                     if (tok_is(kw, TK_NAME, closers[i]))
                         rl__tp_fail(c, RL_ERR_FORMAT, kw->off, "unexpected '%s'%s", closers[i],

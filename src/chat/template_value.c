@@ -45,11 +45,13 @@ const char *rl__tp_type_name(tp_val v) {
     case V_INT: return "int";
     case V_FLOAT: return "float";
     case V_STR: return "str";
-    case V_LIST: return v.u.l->tuple ? "tuple" : "list";
+    case V_LIST: return v.u.l->tname ? v.u.l->tname : v.u.l->tuple ? "tuple" : "list";
     case V_DICT: return "dict";
     case V_NS: return "Namespace";
     case V_LOOP: return "LoopContext";
     case V_FUNC: return "function";
+    case V_MACRO: return "Macro";
+    case V_METHOD: return "builtin_function_or_method";
     }
     return "?";
 }
@@ -62,7 +64,7 @@ bool rl__tp_truthy(tp_val v) {
     case V_INT: return v.u.i != 0;
     case V_FLOAT: return v.u.f != 0.0;
     case V_STR: return v.u.s.n != 0;
-    case V_LIST: return v.u.l->n != 0;
+    case V_LIST: return v.u.l->kind == LK_ITER || v.u.l->n != 0; /* a generator is always true */
     case V_DICT: return v.u.d->n != 0;
     default: return true;
     }
@@ -153,6 +155,22 @@ void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int 
     switch (v.t) {
     case V_STR: put_pystr(c, v.u.s.p, v.u.s.n, buf, len, cap, off); return;
     case V_LIST:
+        if (v.u.l->kind == LK_ITER) { /* Python adds an address: never reproducible */
+            PUTS("<");
+            PUTS(v.u.l->tname);
+            PUTS(" object>");
+            return;
+        }
+        if (v.u.l->kind == LK_VIEW) {
+            PUTS(v.u.l->tname);
+            PUTS("([");
+            for (size_t i = 0; i < v.u.l->n; i++) {
+                if (i) PUTS(", ");
+                rl__tp_repr(c, v.u.l->v[i], buf, len, cap, depth + 1, off);
+            }
+            PUTS("])");
+            return;
+        }
         PUTS(v.u.l->tuple ? "(" : "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) PUTS(", ");
@@ -172,6 +190,7 @@ void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int 
         }
         PUTS(v.t == V_NS ? "}>" : "}");
         return;
+    case V_UNDEF: PUTS("Undefined"); return; /* jinja2's Undefined.__repr__ */
     default: {
         tp_val s = rl__tp_to_str(c, v, off);
         rl__tp_buf_put(c, buf, len, cap, s.u.s.p, s.u.s.n, off);
@@ -192,6 +211,20 @@ tp_val rl__tp_to_str(tp_ctx *c, tp_val v, size_t off) {
     case V_FLOAT: rl__tp_fmt_float(v.u.f, num, sizeof num); break;
     case V_LOOP: return tp_str("<LoopContext>", 13);
     case V_FUNC: return tp_str("<function>", 10);
+    case V_METHOD: { /* Python adds an address: never reproducible */
+        size_t n = strlen(v.u.bm->name) + 48;
+        char *p = rl__tp_alloc(c, n, off);
+        snprintf(p, n, "<built-in method %s of %s object>", v.u.bm->name, rl__tp_type_name(v.u.bm->obj));
+        return tp_str(p, strlen(p));
+    }
+    case V_MACRO: {
+        const tp_node *d = v.u.mac->def;
+        const char *name = d->kind == N_MACRO ? d->s : "caller";
+        size_t n = strlen(name) + 10;
+        char *p = rl__tp_alloc(c, n + 1, off);
+        snprintf(p, n + 1, "<Macro '%s'>", name);
+        return tp_str(p, n);
+    }
     default: {
         char *buf = NULL;
         size_t len = 0, cap = 0;
@@ -203,14 +236,15 @@ tp_val rl__tp_to_str(tp_ctx *c, tp_val v, size_t off) {
     return tp_str(rl__tp_strdup(c, num, n, off), n);
 }
 
-static void put_json_str(tp_ctx *c, const char *s, size_t n, char **buf, size_t *len, size_t *cap,
-                         size_t off) {
+static void put_json_str(tp_ctx *c, const char *s, size_t n, bool ascii, char **buf, size_t *len,
+                         size_t *cap, size_t off) {
     PUTS("\"");
     size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         unsigned char ch = (unsigned char)s[i];
         const char *esc = NULL;
-        char e[8];
+        char e[16];
+        size_t w = 1;
         switch (ch) {
         case '"': esc = "\\\""; break;
         case '\\': esc = "\\\\"; break;
@@ -223,26 +257,76 @@ static void put_json_str(tp_ctx *c, const char *s, size_t n, char **buf, size_t 
             if (ch < 0x20) {
                 snprintf(e, sizeof e, "\\u%04x", ch);
                 esc = e;
+            } else if (ascii && ch >= 0x80) { /* \uXXXX, surrogate pairs above the BMP */
+                uint32_t cp;
+                size_t k = rl_utf8_decode(s + i, n - i, &cp);
+                if (!k) cp = 0xFFFD, k = 1;
+                w = k;
+                if (cp >= 0x10000)
+                    snprintf(e, sizeof e, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                             0xDC00 + ((cp - 0x10000) & 0x3FF));
+                else
+                    snprintf(e, sizeof e, "\\u%04x", cp);
+                esc = e;
             }
         }
         if (esc) {
             rl__tp_buf_put(c, buf, len, cap, s + run, i - run, off);
             PUTS(esc);
-            run = i + 1;
+            run = i + w;
         }
+        i += w;
     }
     rl__tp_buf_put(c, buf, len, cap, s + run, n - run, off);
     PUTS("\"");
 }
 
-static void json_nl(tp_ctx *c, char **buf, size_t *len, size_t *cap, int indent, int level,
+static void json_nl(tp_ctx *c, char **buf, size_t *len, size_t *cap, const tp_jsonopt *o, int level,
                     size_t off) {
     PUTS("\n");
-    for (long i = 0; i < (long)indent * level; i++) PUTS(" ");
+    for (int i = 0; i < level; i++) rl__tp_buf_put(c, buf, len, cap, o->indent, o->indent_n, off);
 }
 
-/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None)). */
-void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int indent, int level,
+static void json_key(tp_ctx *c, tp_val k, const tp_jsonopt *o, char **buf, size_t *len, size_t *cap,
+                     size_t off) {
+    char num[64];
+    switch (k.t) {
+    case V_STR: put_json_str(c, k.u.s.p, k.u.s.n, o->ensure_ascii, buf, len, cap, off); return;
+    case V_NONE: PUTS("\"null\""); return;
+    case V_BOOL: PUTS(k.u.b ? "\"true\"" : "\"false\""); return;
+    case V_INT: snprintf(num, sizeof num, "\"%lld\"", (long long)k.u.i); PUTS(num); return;
+    case V_FLOAT: {
+        if (isnan(k.u.f)) snprintf(num, sizeof num, "NaN");
+        else if (isinf(k.u.f)) snprintf(num, sizeof num, k.u.f < 0 ? "-Infinity" : "Infinity");
+        else rl__tp_fmt_float(k.u.f, num, sizeof num);
+        PUTS("\"");
+        PUTS(num);
+        PUTS("\"");
+        return;
+    }
+    default:
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: keys must be str, int, float, bool or None, not %s",
+                    rl__tp_type_name(k));
+    }
+}
+
+/* Stable insertion sort of dict entry indices by key (sort_keys=True);
+ * the comparison may fail (mixed key types) by longjmp. */
+static size_t *sorted_keys(tp_ctx *c, const tp_dict *d, size_t off) {
+    size_t *ix = rl__tp_alloc_array(c, d->n, sizeof *ix, off);
+    for (size_t i = 0; i < d->n; i++) {
+        size_t j = i;
+        while (j > 0 && rl__tp_compare_order(c, d->k[i], d->k[ix[j - 1]], TP_OP_LT, 0, off) < 0) {
+            step(c, off);
+            ix[j] = ix[j - 1];
+            j--;
+        }
+        ix[j] = i;
+    }
+    return ix;
+}
+
+void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, const tp_jsonopt *o, int level,
                  size_t off) {
     if (level > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     char num[64];
@@ -258,51 +342,44 @@ void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int 
             PUTS(num);
         }
         return;
-    case V_STR: put_json_str(c, v.u.s.p, v.u.s.n, buf, len, cap, off); return;
+    case V_STR: put_json_str(c, v.u.s.p, v.u.s.n, o->ensure_ascii, buf, len, cap, off); return;
     case V_LIST:
+        if (v.u.l->kind != LK_SEQ)
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: Object of type %s is not JSON serializable", v.u.l->tname);
         if (!v.u.l->n) {
             PUTS("[]");
             return;
         }
         PUTS("[");
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) PUTS(indent >= 0 ? "," : ", ");
-            if (indent >= 0) json_nl(c, buf, len, cap, indent, level + 1, off);
-            rl__tp_json(c, v.u.l->v[i], buf, len, cap, indent, level + 1, off);
+            if (i) rl__tp_buf_put(c, buf, len, cap, o->item_sep, o->item_sep_n, off);
+            if (o->pretty) json_nl(c, buf, len, cap, o, level + 1, off);
+            rl__tp_json(c, v.u.l->v[i], buf, len, cap, o, level + 1, off);
         }
-        if (indent >= 0) json_nl(c, buf, len, cap, indent, level, off);
+        if (o->pretty) json_nl(c, buf, len, cap, o, level, off);
         PUTS("]");
         return;
-    case V_DICT:
+    case V_DICT: {
         if (!v.u.d->n) {
             PUTS("{}");
             return;
         }
+        size_t *ix = o->sort_keys ? sorted_keys(c, v.u.d, off) : NULL;
         PUTS("{");
-        for (size_t i = 0; i < v.u.d->n; i++) {
-            if (i) PUTS(indent >= 0 ? "," : ", ");
-            if (indent >= 0) json_nl(c, buf, len, cap, indent, level + 1, off);
-            tp_val k = v.u.d->k[i];
-            if (k.t == V_STR) {
-                put_json_str(c, k.u.s.p, k.u.s.n, buf, len, cap, off);
-            } else if (k.t == V_NONE || k.t == V_BOOL || k.t == V_INT || k.t == V_FLOAT) {
-                PUTS("\"");
-                char *kb = NULL;
-                size_t kl = 0, kc = 0;
-                rl__tp_json(c, k, &kb, &kl, &kc, -1, level + 1, off);
-                PUTS(kb);
-                PUTS("\"");
-            } else {
-                rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: keys must be str, int, float, bool or None, not %s", rl__tp_type_name(k));
-            }
-            PUTS(": ");
-            rl__tp_json(c, v.u.d->v[i], buf, len, cap, indent, level + 1, off);
+        for (size_t j = 0; j < v.u.d->n; j++) {
+            size_t i = ix ? ix[j] : j;
+            if (j) rl__tp_buf_put(c, buf, len, cap, o->item_sep, o->item_sep_n, off);
+            if (o->pretty) json_nl(c, buf, len, cap, o, level + 1, off);
+            json_key(c, v.u.d->k[i], o, buf, len, cap, off);
+            rl__tp_buf_put(c, buf, len, cap, o->key_sep, o->key_sep_n, off);
+            rl__tp_json(c, v.u.d->v[i], buf, len, cap, o, level + 1, off);
         }
-        if (indent >= 0) json_nl(c, buf, len, cap, indent, level, off);
+        if (o->pretty) json_nl(c, buf, len, cap, o, level, off);
         PUTS("}");
         return;
+    }
     default:
-        rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: object of type %s is not JSON serializable", rl__tp_type_name(v));
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: Object of type %s is not JSON serializable", rl__tp_type_name(v));
     }
 }
 
@@ -319,14 +396,20 @@ bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
     switch (a.t) {
     case V_UNDEF:
     case V_NONE: return true;
-    case V_STR: return a.u.s.n == b.u.s.n && memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
+    case V_STR:
+        if (a.u.s.n != b.u.s.n) return false;
+        rl__tp_charge(c, a.u.s.n, off);
+        return memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
     case V_LIST:
+        if (a.u.l->kind != LK_SEQ || b.u.l->kind != LK_SEQ) return a.u.l == b.u.l;
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
+        if (a.u.l->n >= 16) step_n(c, a.u.l->n >> 4, off);
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!rl__tp_equal(c, a.u.l->v[i], b.u.l->v[i], depth + 1, off)) return false;
         return true;
     case V_DICT:
         if (a.u.d->n != b.u.d->n) return false;
+        if (a.u.d->n >= 16) step_n(c, a.u.d->n >> 4, off);
         for (size_t i = 0; i < a.u.d->n; i++) {
             tp_val *o = rl__tp_dict_get(c, b.u.d, a.u.d->k[i], off);
             if (!o || !rl__tp_equal(c, a.u.d->v[i], *o, depth + 1, off)) return false;
@@ -335,8 +418,37 @@ bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
     case V_NS: return a.u.d == b.u.d;
     case V_LOOP: return a.u.loop == b.u.loop;
     case V_FUNC: return a.u.fn == b.u.fn;
+    case V_MACRO: return a.u.mac == b.u.mac;
     default: return false;
     }
+}
+
+/* markupsafe.escape: & < > " ' as HTML entities; the result is markup.
+ * Markup is returned as it is. */
+tp_val rl__tp_escape(tp_ctx *c, tp_val v, size_t off) {
+    if (v.t == V_STR && v.safe) return v;
+    v = rl__tp_to_str(c, v, off);
+    char *o = NULL;
+    size_t n = 0, cap = 0, run = 0;
+    rl__tp_buf_put(c, &o, &n, &cap, "", 0, off);
+    for (size_t i = 0; i < v.u.s.n; i++) {
+        const char *e = NULL;
+        switch (v.u.s.p[i]) {
+        case '&': e = "&amp;"; break;
+        case '<': e = "&lt;"; break;
+        case '>': e = "&gt;"; break;
+        case '"': e = "&#34;"; break;
+        case '\'': e = "&#39;"; break;
+        default: continue;
+        }
+        rl__tp_buf_put(c, &o, &n, &cap, v.u.s.p + run, i - run, off);
+        rl__tp_buf_put(c, &o, &n, &cap, e, strlen(e), off);
+        run = i + 1;
+    }
+    rl__tp_buf_put(c, &o, &n, &cap, v.u.s.p + run, v.u.s.n - run, off);
+    tp_val r = tp_str(o, n);
+    r.safe = true;
+    return r;
 }
 
 /* ---- Python whitespace (str.isspace) over UTF-8 ---- */
@@ -373,7 +485,8 @@ bool rl__tp_is_space_before(const char *p, size_t i, size_t *w) {
     return cp_is_space(cp);
 }
 
-/* ---- dict (insertion-ordered, linear lookup: template dicts are small) ---- */
+/* ---- dict (insertion-ordered, linear lookup: template dicts are small;
+ * lookups in big ones are charged steps by size) ---- */
 
 tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off) {
     tp_dict *d = rl__tp_alloc(c, sizeof *d, off);
@@ -386,12 +499,14 @@ tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off) {
 }
 
 tp_val *rl__tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off) {
+    if (d->n >= 16) step_n(c, d->n >> 4, off); /* a linear scan: big dicts pay for it */
     for (size_t i = 0; i < d->n; i++)
         if (rl__tp_equal(c, d->k[i], k, 0, off)) return &d->v[i];
     return NULL;
 }
 
-tp_val *rl__tp_dict_get_str(tp_dict *d, const char *k, size_t n) {
+tp_val *rl__tp_dict_get_str(tp_ctx *c, tp_dict *d, const char *k, size_t n, size_t off) {
+    if (d->n >= 16) step_n(c, d->n >> 4, off);
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].t == V_STR && d->k[i].u.s.n == n && memcmp(d->k[i].u.s.p, k, n) == 0)
             return &d->v[i];
