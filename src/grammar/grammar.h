@@ -78,6 +78,19 @@ rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err);
  * every output of an accepted schema validates; see docs/STRUCTURED.md. */
 rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **out,
                                     size_t *out_len, rl_err *err);
+/* How rl_json_schema_to_grammar_framed wraps the value: with item ::=
+ * item_open VALUE item_close, the root is `open item close`, or with
+ * `many` `open item (sep item)* close` (e.g. tool calls: item_open
+ * "<tool_call>\n", item_close "\n</tool_call>", sep "\n").  NULL strings
+ * are "".  The strings are written as GBNF literals (any bytes but NUL). */
+typedef struct rl_grammar_frame {
+    const char *open, *item_open, *item_close, *sep, *close;
+    bool many;
+} rl_grammar_frame;
+/* rl_json_schema_to_grammar with the value framed as f says (f NULL: the
+ * plain grammar); rules `item` and `root` are the frame's. */
+rl_status rl_json_schema_to_grammar_framed(const char *schema_json, size_t len, const rl_grammar_frame *f,
+                                           char **out, size_t *out_len, rl_err *err);
 /* Both steps at once (errors as above, then rl_grammar_compile's).  NULL
  * on error. */
 rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_err *err);
