@@ -33,7 +33,8 @@ typedef struct choice {
     char err[160];
     int32_t n_gen, n_prompt, n_cached;
     double t_last_tok;
-    rl_buf text; /* non-streaming: accumulated text */
+    rl_buf text; /* non-streaming, or read for tools/reasoning: accumulated text */
+    rl_srv_stream ss; /* streaming tools/reasoning: what was sent */
     json_t *lp; /* non-streaming logprobs (chat: array; completion: object) */
 } choice;
 
@@ -47,6 +48,7 @@ typedef struct gen_job {
     size_t prompt_text_len;
     char id[64];
     int64_t created;
+    rl_srv_tools tools; /* chat: how the output is read */
     choice ch[RL_OAI_MAX_N];
     int32_t n_left; /* choices without a DONE event yet */
     int rr;         /* round-robin start for n > 1 */
@@ -57,6 +59,9 @@ typedef struct gen_job {
     size_t out_off; /* bytes of out already handed */
     bool ended; /* "data: [DONE]" queued */
 } gen_job;
+
+/* The seed of choice i's tool-call ids. */
+static uint64_t call_seed(const gen_job *j, int i) { return rl_hash_bytes(j->id, strlen(j->id)) + (uint64_t)i; }
 
 static const char *finish_str(rl_finish_reason f) {
     switch (f) {
@@ -100,8 +105,13 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
     if (r->kind == RL_OAI_CHAT) {
         char *txt = NULL;
         size_t len = 0;
-        if (!render_chat(s, r, true, &txt, &len, e)) return false;
-        bool ok = encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
+        rl_srv_tools_init(s, r, &j->tools);
+        if (rl_srv_chat_needs_ctx(r) ? !rl_srv_render_ctx(s, r, &j->tools.fmt, true, &txt, &len, e)
+                                     : !render_chat(s, r, true, &txt, &len, e))
+            return false;
+        rl_srv_tools_prompt(&j->tools, txt, len);
+        bool ok = rl_srv_tool_grammar(s, r, &j->tools, e) &&
+                  encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
         rl_free(txt);
         if (!ok) return false;
     } else if (r->prompt_ids) {
@@ -344,7 +354,15 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             return;
         }
         if (ev->text_len == 0 && !lp) return;
-        json_t *txt = rl_srv_json_text(ev->text, (size_t)ev->text_len);
+        json_t *delta = NULL;
+        if (chat && j->tools.active) {
+            bool calls;
+            if (ev->text_len > 0 && rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
+            delta = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, false, &calls);
+            if (!delta && !lp) return;
+            if (!delta) delta = json_object();
+        }
+        json_t *txt = delta ? NULL : rl_srv_json_text(ev->text, (size_t)ev->text_len);
         json_t *lpo = NULL;
         if (lp) {
             if (chat) lpo = json_pack("{s:[o]}", "content", chat_lp_item(s, ev, j->req.top_logprobs));
@@ -353,7 +371,7 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
                 compl_lp_add(s, lpo, ev, j->req.top_logprobs, 0);
             }
         }
-        out_event(j, chunk(j, i, chat ? json_pack("{s:o}", "content", txt) : txt, lpo, NULL));
+        out_event(j, chunk(j, i, delta ? delta : chat ? json_pack("{s:o}", "content", txt) : txt, lpo, NULL));
         return;
     }
     /* DONE */
@@ -382,8 +400,15 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     } else if (ev->finish == RL_FINISH_CANCELLED) {
         stream_error(j, "the request was cancelled (the server is shutting down)", 503);
     } else {
+        const char *fin = finish_str(ev->finish);
+        if (chat && j->tools.active) {
+            bool calls;
+            json_t *d = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, true, &calls);
+            if (d) out_event(j, chunk(j, i, d, NULL, NULL));
+            if (calls && ev->finish == RL_FINISH_STOP) fin = "tool_calls";
+        }
         json_t *empty = chat ? json_object() : json_string("");
-        out_event(j, chunk(j, i, empty, NULL, finish_str(ev->finish)));
+        out_event(j, chunk(j, i, empty, NULL, fin));
     }
 }
 
@@ -467,8 +492,17 @@ static enum MHD_Result run_blocking(gen_job *j) {
             text = rl_srv_json_text(c->text.p ? c->text.p : "", c->text.n);
         }
         json_t *lp = c->lp ? (chat ? json_pack("{s:O}", "content", c->lp) : json_incref(c->lp)) : json_null();
+        json_t *msg = NULL;
+        const char *fin = finish_str(c->fin);
+        if (chat && j->tools.active) {
+            bool calls;
+            msg = rl_srv_tools_message(&j->tools, call_seed(j, i), c->text.p, c->text.n, &calls);
+            if (calls && c->fin == RL_FINISH_STOP) fin = "tool_calls";
+        }
         json_t *item =
-            chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
+            msg  ? (json_decref(text), json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp,
+                                                 "finish_reason", fin))
+            : chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
                              "content", text, "logprobs", lp, "finish_reason", finish_str(c->fin))
                  : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
                              finish_str(c->fin));

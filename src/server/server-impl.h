@@ -13,6 +13,7 @@
 
 #include "base/base.h"
 #include "base/buf.h"
+#include "chat/chat.h"
 #include "server/oai_parse.h"
 #include "server/server.h"
 
@@ -102,6 +103,48 @@ json_t *rl_srv_json_text(const char *s, size_t n);
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind);
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq);
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq);
+
+/* ---- tool calls and reasoning (oai_tools.c) ---- */
+#define RL_SRV_MAX_CALLS 64 /* calls of one choice that are streamed */
+
+/* How a chat job's output is read. */
+typedef struct rl_srv_tools {
+    rl_chat_format fmt; /* the template's */
+    rl_chat_syntax syn; /* what rl_chat_parse looks for in this request's output */
+    bool active;        /* the output goes through rl_chat_parse (tools or reasoning) */
+    char prefix[32];    /* put in front of the output before parsing (a control-token tag
+                           a required-call grammar cannot write), "" when none */
+} rl_srv_tools;
+
+/* What one streaming choice has sent so far. */
+typedef struct rl_srv_stream {
+    size_t sent_content, sent_reasoning;
+    int32_t n_calls;
+    size_t sent_args[RL_SRV_MAX_CALLS];
+} rl_srv_stream;
+
+/* The template's format and the request's syntax (before rendering). */
+void rl_srv_tools_init(rl_srv *s, const rl_oai_req *r, rl_srv_tools *t);
+/* After rendering: notes whether the prompt left a think block open. */
+void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len);
+/* The request needs the full template context (tools, tool calls or
+ * results, chat_template_kwargs) rather than {role, content} messages. */
+bool rl_srv_chat_needs_ctx(const rl_oai_req *r);
+/* Renders r through the template with that context; *out as rl_chat_render. */
+bool rl_srv_render_ctx(rl_srv *s, const rl_oai_req *r, const rl_chat_format *f, bool add_gen, char **out,
+                       size_t *len, rl_oai_err *e);
+/* Compiles r's tool-call grammar into r->gp.grammar (nothing for no tools,
+ * tool_choice none, or auto beside a response_format); t->prefix is set
+ * when the output must be read behind a tag. */
+bool rl_srv_tool_grammar(rl_srv *s, rl_oai_req *r, rl_srv_tools *t, rl_oai_err *e);
+/* The final message of a choice's text: {role, content, reasoning_content?,
+ * tool_calls?}; *has_calls when it holds calls.  NULL out of memory.
+ * `seed` makes the call ids. */
+json_t *rl_srv_tools_message(const rl_srv_tools *t, uint64_t seed, const char *p, size_t n, bool *has_calls);
+/* The delta of a streaming choice whose text is now p[0..n) (`final` at the
+ * end), NULL when nothing new can be sent; st records what was sent. */
+json_t *rl_srv_tools_delta(const rl_srv_tools *t, rl_srv_stream *st, uint64_t seed, const char *p, size_t n,
+                           bool final, bool *has_calls);
 
 /* ---- the web page (webpage.c) ---- */
 extern const char rl_srv_webpage[];
