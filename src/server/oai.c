@@ -621,7 +621,13 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
         ok = rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, RL_OAI_CHAT, &lim, &r, &e);
         char *txt = NULL;
         size_t len = 0;
-        if (ok) ok = render_chat(s, &r, !agp || json_is_true(agp), &txt, &len, &e);
+        if (ok) {
+            rl_srv_tools t;
+            rl_srv_tools_init(s, &r, &t);
+            bool add_gen = !agp || json_is_true(agp);
+            ok = rl_srv_chat_needs_ctx(&r) ? rl_srv_render_ctx(s, &r, &t.fmt, add_gen, &txt, &len, &e)
+                                           : render_chat(s, &r, add_gen, &txt, &len, &e);
+        }
         if (ok) ok = encode_text(s, txt, len, true, &ids, &n, "messages", &e);
         rl_free(txt);
         rl_oai_req_free(&r); /* zeroed already when parsing failed */
