@@ -448,8 +448,8 @@ fail:
     return false;
 }
 
-/* tools, tool_choice, parallel_tool_calls, chat_template_kwargs,
- * max_reasoning_tokens (chat only). */
+/* tools, tool_choice, parallel_tool_calls, chat_template_kwargs (chat
+ * only). */
 static bool parse_tools(json_t *root, rl_oai_req *r, rl_oai_err *e) {
     r->parallel_tool_calls = true;
     if (!get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) return false;
@@ -457,10 +457,6 @@ static bool parse_tools(json_t *root, rl_oai_req *r, rl_oai_err *e) {
     if (kw && !json_is_object(kw))
         return rl_oai_fail(e, 400, "chat_template_kwargs", "invalid_type", "chat_template_kwargs: must be an object");
     r->tmpl_kwargs = kw;
-    int64_t x;
-    bool given;
-    if (!get_int(root, "max_reasoning_tokens", 0, 1 << 30, &x, &given, e)) return false;
-    if (given) r->max_reasoning_tokens = (int32_t)x;
     json_t *t = field(root, "tools");
     if (t) {
         if (!json_is_array(t)) return rl_oai_fail(e, 400, "tools", "invalid_type", "tools: must be an array");
