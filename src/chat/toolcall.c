@@ -13,6 +13,11 @@
  * JSON turns out malformed becomes content; that is the one place the
  * invariant can break (a grammar-constrained call never is malformed).
  *
+ * Hermes output that is nothing but a bare call object (optionally in a
+ * ``` fence) is that call too: Qwen2.5-Coder answers so.  While such text
+ * is still growing it is held back (a JSON answer that turns out not to
+ * be a call is content at the end).
+ *
  * Pure text functions: no tokenizer, no model.  jansson decodes JSON
  * strings (names, arguments written as a string).
  */
@@ -504,6 +509,38 @@ static void parse_tagged(pout *o, const char *p, size_t n, bool partial, const c
     }
 }
 
+/* Hermes-format models (Qwen2.5-Coder among them) also answer with the
+ * bare call object, alone or in a ``` / ```json fence.  When the whole
+ * output is one such object it is the call; true when handled that way
+ * (or, while partial, when the text may still become one: held back).
+ * false leaves the text to the tagged parser, with nothing recorded. */
+static bool parse_bare(pout *o, const char *p, size_t n, bool partial) {
+    static const char FENCE[] = "```";
+    size_t k = skip_ws(p, n, 0);
+    bool fenced = starts(p + k, n - k, FENCE);
+    if (!fenced && partial && k < n && is_prefix_of(p + k, n - k, FENCE)) return true;
+    if (fenced) {
+        k += 3;
+        if (partial && is_prefix_of(p + k, n - k, "json")) return true;
+        if (starts(p + k, n - k, "json")) k += 4;
+        k = skip_ws(p, n, k);
+        if (partial && k >= n) return true;
+    }
+    if (k >= n || p[k] != '{') return false;
+    int32_t first = o->n_calls;
+    bool bad = false;
+    scan_res r = one_call(o, p, n, &k, partial, &bad);
+    if (!bad && r == SCAN_STOP) return partial || o->n_calls > first; /* in progress, or cut short */
+    if (!bad) {
+        k = skip_ws(p, n, k);
+        if (fenced && starts(p + k, n - k, FENCE)) k = skip_ws(p, n, k + 3);
+        else if (fenced && partial && is_prefix_of(p + k, n - k, FENCE)) k = n;
+        if (k >= n) return true;
+    }
+    drop_calls(o, first);
+    return false;
+}
+
 /* Llama 3.x: the whole output is the call: {"name": .., "parameters": ..}
  * objects separated by ';', or <|python_tag|> and then a call object or
  * code (the built-in python tool: {"code": ..}). */
@@ -600,7 +637,10 @@ rl_status rl_chat_parse(const rl_chat_syntax *syn, const char *text, size_t len,
         const char *p = text + i;
         size_t n = len - i;
         switch (syn->tools) {
-        case RL_TOOLS_HERMES: parse_tagged(&o, p, n, partial, "<tool_call>", "</tool_call>", syn->tools); break;
+        case RL_TOOLS_HERMES:
+            if (!parse_bare(&o, p, n, partial))
+                parse_tagged(&o, p, n, partial, "<tool_call>", "</tool_call>", syn->tools);
+            break;
         case RL_TOOLS_GRANITE: parse_tagged(&o, p, n, partial, "<|tool_call|>", NULL, syn->tools); break;
         case RL_TOOLS_MISTRAL: parse_tagged(&o, p, n, partial, "[TOOL_CALLS]", NULL, syn->tools); break;
         case RL_TOOLS_LLAMA3: parse_llama3(&o, p, n, partial); break;

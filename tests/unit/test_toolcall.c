@@ -109,6 +109,48 @@ static void test_hermes(void **state) {
     rl_chat_output_free(&o);
 }
 
+static void test_hermes_bare(void **state) {
+    (void)state;
+    const char *ts[] = {
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+        "```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\"city\": \"Paris\"}\n}\n```",
+        "  ```\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}```\n",
+    };
+    for (int i = 0; i < 3; i++) {
+        rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, ts[i], false);
+        assert_int_equal(o.n_calls, 1);
+        assert_string_equal(o.calls[0].name, "get_weather");
+        assert_true(o.calls[0].complete);
+        assert_non_null(strstr(o.calls[0].arguments, "\"Paris\""));
+        assert_string_equal(o.content, "");
+        rl_chat_output_free(&o);
+        check_streaming(RL_TOOLS_HERMES, false, false, ts[i]);
+    }
+    /* not a call: JSON without a name, text after the object, a fence
+     * around something else -- all content */
+    const char *no[] = {
+        "{\"city\": \"Paris\"}",
+        "{\"name\": \"f\", \"arguments\": {}} and then some",
+        "```python\nprint(1)\n```",
+        "{\"name\": 3}",
+    };
+    for (int i = 0; i < 4; i++) {
+        rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, no[i], false);
+        assert_int_equal(o.n_calls, 0);
+        assert_string_equal(o.content, no[i]);
+        rl_chat_output_free(&o);
+    }
+    /* cut short by the length limit: an unfinished call */
+    rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, "{\"name\": \"f\", \"arguments\": {\"a\": 1", false);
+    assert_int_equal(o.n_calls, 1);
+    assert_false(o.calls[0].complete);
+    rl_chat_output_free(&o);
+    /* other formats do not look for bare objects */
+    o = parse(RL_TOOLS_MISTRAL, false, false, ts[0], false);
+    assert_int_equal(o.n_calls, 0);
+    rl_chat_output_free(&o);
+}
+
 static void test_hermes_streaming_holdback(void **state) {
     (void)state;
     /* a tag prefix at the end is held back while streaming, not at the end */
@@ -379,6 +421,7 @@ static void test_detect(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hermes),
+        cmocka_unit_test(test_hermes_bare),
         cmocka_unit_test(test_hermes_streaming_holdback),
         cmocka_unit_test(test_malformed_and_truncated),
         cmocka_unit_test(test_llama3),
