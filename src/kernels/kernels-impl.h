@@ -130,15 +130,4 @@ static inline void rl__iq4nl_store(rl_block_q4_0 *y, float d, const uint8_t q[32
     for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
 }
 
-/* Unpack the 6-bit scale j and min of a q4_K/q5_K super-block. */
-static inline void rl__get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 #endif

@@ -11,7 +11,7 @@
  *         high 2 bits at scales[8 + i % 4] >> 2*(i / 4); x = (d*(s-32))*q.
  *   q4_K: sub-block s = 0..7 (32 elements): element l of sub-block s is
  *         nibble (s & 1) of qs[32*(s/2) + l]; 8 six-bit scales and mins in
- *         12 bytes (see unpack_scale_min_k4); x = (d*sc)*q - (dmin*m).
+ *         12 bytes (see rl_scale_min_k4 in tensor.h); x = (d*sc)*q - (dmin*m).
  *   q5_K: as q4_K plus bit s of qh[l] as bit 4.
  *   q6_K: e = 128*n + 32*k + l: low nibble (k >> 1) of ql[64n + 32*(k&1)
  *         + l], high 2 bits at qh[32n + l] >> 2k; q = u - 32; int8 scale
@@ -75,20 +75,6 @@ void rl__q3_K_to_float(const void *x, float *y, int64_t n) {
     }
 }
 
-/* q4_K/q5_K 6-bit scale and min of sub-block j (0..7):
- *   j < 4:  sc = s[j] & 63,  m = s[j+4] & 63
- *   j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
- *           m  = (s[j+4] >> 4) | (s[j]   >> 6) << 4 */
-static inline void unpack_scale_min_k4(const uint8_t s[12], int j, int *sc, int *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4;
-        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
-}
-
 static void pack_scale_min_k4(const int sc[8], const int m[8], uint8_t s[12]) {
     for (int j = 0; j < 4; j++) {
         s[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
@@ -104,7 +90,7 @@ void rl__q4_K_to_float(const void *x, float *y, int64_t n) {
         const float d = FP16(b[i].d), dmin = FP16(b[i].dmin);
         for (int s = 0; s < 8; s++) {
             int sc, m;
-            unpack_scale_min_k4(b[i].scales, s, &sc, &m);
+            rl_scale_min_k4(b[i].scales, s, &sc, &m);
             const float d1 = d * (float)sc, m1 = dmin * (float)m;
             const uint8_t *q = b[i].qs + 32 * (s / 2);
             const int sh = 4 * (s & 1);
@@ -120,7 +106,7 @@ void rl__q5_K_to_float(const void *x, float *y, int64_t n) {
         const float d = FP16(b[i].d), dmin = FP16(b[i].dmin);
         for (int s = 0; s < 8; s++) {
             int sc, m;
-            unpack_scale_min_k4(b[i].scales, s, &sc, &m);
+            rl_scale_min_k4(b[i].scales, s, &sc, &m);
             const float d1 = d * (float)sc, m1 = dmin * (float)m;
             const uint8_t *q = b[i].qs + 32 * (s / 2);
             const int sh = 4 * (s & 1);

@@ -152,4 +152,20 @@ rl_fp16 rl_f32_to_fp16(float f);
 float rl_bf16_to_f32(rl_bf16 h);
 rl_bf16 rl_f32_to_bf16(float f);
 
+/* q4_K/q5_K 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes s:
+ *   j < 4:  sc = s[j] & 63,  m = s[j+4] & 63
+ *   j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
+ *           m  = (s[j+4] >> 4) | (s[j]   >> 6) << 4
+ * The one decoder of this layout: the dequantizers and the reference dot products use it. */
+static inline void rl_scale_min_k4(const uint8_t s[12], int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+
 #endif

@@ -240,8 +240,8 @@ static void rl__dot_q4_K_ref(int64_t n, float *s, const void *vw, const void *vx
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         int sumi = 0, summ = 0;
         for (int sb = 0; sb < 8; sb++) {
-            uint8_t sc, m;
-            rl__get_scale_min_k4(sb, w[i].scales, &sc, &m);
+            int sc, m;
+            rl_scale_min_k4(w[i].scales, sb, &sc, &m);
             int sq = 0;
             for (int e = sb * 32; e < sb * 32 + 32; e++) {
                 uint8_t b = w[i].qs[(e / 64) * 32 + e % 32];
@@ -263,8 +263,8 @@ static void rl__dot_q5_K_ref(int64_t n, float *s, const void *vw, const void *vx
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         int sumi = 0, summ = 0;
         for (int sb = 0; sb < 8; sb++) {
-            uint8_t sc, m;
-            rl__get_scale_min_k4(sb, w[i].scales, &sc, &m);
+            int sc, m;
+            rl_scale_min_k4(w[i].scales, sb, &sc, &m);
             int sq = 0;
             for (int e = sb * 32; e < sb * 32 + 32; e++) {
                 uint8_t b = w[i].qs[(e / 64) * 32 + e % 32];

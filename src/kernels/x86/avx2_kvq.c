@@ -129,65 +129,46 @@ static inline __attribute__((always_inline)) void rl__fma_codes32(__m256 wd, __m
     *a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), *a3);
 }
 
-static void rl__v_f32_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
-    int i = 0;
-    for (; i + 32 <= hd; i += 32) {
-        __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
-        __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
-        for (int r = 0; r < n; r++) {
-            const float *x = (const float *)ROW(v, r, stride) + i;
-            __m256 wr = _mm256_set1_ps(w[r]);
-            a0 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x), a0);
-            a1 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 8), a1);
-            a2 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 16), a2);
-            a3 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 24), a3);
-        }
-        _mm256_storeu_ps(acc + i, a0);
-        _mm256_storeu_ps(acc + i + 8, a1);
-        _mm256_storeu_ps(acc + i + 16, a2);
-        _mm256_storeu_ps(acc + i + 24, a3);
-    }
-    for (; i + 8 <= hd; i += 8) {
-        __m256 a0 = _mm256_loadu_ps(acc + i);
-        for (int r = 0; r < n; r++)
-            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps((const float *)ROW(v, r, stride) + i), a0);
-        _mm256_storeu_ps(acc + i, a0);
-    }
-    for (; i < hd; i++)
-        for (int r = 0; r < n; r++) acc[i] += w[r] * ((const float *)ROW(v, r, stride))[i];
-}
-
+static inline __m256 rl__ld_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline __m256 rl__ld_f16(const rl_fp16 *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
+static inline float rl__f32_at(const float *p) { return *p; }
+static inline float rl__f16_at(const rl_fp16 *p) { return _cvtsh_ss(*p); }
 
-static void rl__v_f16_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
-    int i = 0;
-    for (; i + 32 <= hd; i += 32) {
-        __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
-        __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
-        for (int r = 0; r < n; r++) {
-            const rl_fp16 *x = (const rl_fp16 *)ROW(v, r, stride) + i;
-            __m256 wr = _mm256_set1_ps(w[r]);
-            a0 = _mm256_fmadd_ps(wr, rl__ld_f16(x), a0);
-            a1 = _mm256_fmadd_ps(wr, rl__ld_f16(x + 8), a1);
-            a2 = _mm256_fmadd_ps(wr, rl__ld_f16(x + 16), a2);
-            a3 = _mm256_fmadd_ps(wr, rl__ld_f16(x + 24), a3);
-        }
-        _mm256_storeu_ps(acc + i, a0);
-        _mm256_storeu_ps(acc + i + 8, a1);
-        _mm256_storeu_ps(acc + i + 16, a2);
-        _mm256_storeu_ps(acc + i + 24, a3);
+/* acc[0..hd) += sum_r w[r] * V[r][0..hd) for float rows of type T, loaded 8 at a time by LD and
+ * one at a time (the tail) by AT: 32 columns in four registers over all rows, then 8, then 1. */
+#define RL_V_FLOAT_AVX2(NAME, T, LD, AT)                                                          \
+    static void NAME(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {   \
+        int i = 0;                                                                                \
+        for (; i + 32 <= hd; i += 32) {                                                           \
+            __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);              \
+            __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);        \
+            for (int r = 0; r < n; r++) {                                                         \
+                const T *x = (const T *)ROW(v, r, stride) + i;                                    \
+                __m256 wr = _mm256_set1_ps(w[r]);                                                 \
+                a0 = _mm256_fmadd_ps(wr, LD(x), a0);                                              \
+                a1 = _mm256_fmadd_ps(wr, LD(x + 8), a1);                                          \
+                a2 = _mm256_fmadd_ps(wr, LD(x + 16), a2);                                         \
+                a3 = _mm256_fmadd_ps(wr, LD(x + 24), a3);                                         \
+            }                                                                                     \
+            _mm256_storeu_ps(acc + i, a0);                                                        \
+            _mm256_storeu_ps(acc + i + 8, a1);                                                    \
+            _mm256_storeu_ps(acc + i + 16, a2);                                                   \
+            _mm256_storeu_ps(acc + i + 24, a3);                                                   \
+        }                                                                                         \
+        for (; i + 8 <= hd; i += 8) {                                                             \
+            __m256 a0 = _mm256_loadu_ps(acc + i);                                                 \
+            for (int r = 0; r < n; r++)                                                           \
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), LD((const T *)ROW(v, r, stride) + i), a0); \
+            _mm256_storeu_ps(acc + i, a0);                                                        \
+        }                                                                                         \
+        for (; i < hd; i++)                                                                       \
+            for (int r = 0; r < n; r++) acc[i] += w[r] * AT((const T *)ROW(v, r, stride) + i);    \
     }
-    for (; i + 8 <= hd; i += 8) {
-        __m256 a0 = _mm256_loadu_ps(acc + i);
-        for (int r = 0; r < n; r++)
-            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), rl__ld_f16((const rl_fp16 *)ROW(v, r, stride) + i), a0);
-        _mm256_storeu_ps(acc + i, a0);
-    }
-    for (; i < hd; i++)
-        for (int r = 0; r < n; r++) acc[i] += w[r] * _cvtsh_ss(((const rl_fp16 *)ROW(v, r, stride))[i]);
-}
+
+RL_V_FLOAT_AVX2(rl__v_f32_avx2, float, rl__ld_f32, rl__f32_at)
+RL_V_FLOAT_AVX2(rl__v_f16_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
 
 /* Per page block: qk/8 accumulators in registers over all rows; each row's
  * w[r] * d once for the block. */
