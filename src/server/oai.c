@@ -49,6 +49,8 @@ typedef struct gen_job {
     char id[64];
     int64_t created;
     rl_srv_tools tools; /* chat: how the output is read */
+    bool anth;          /* /v1/messages: Anthropic's shapes in and out */
+    rl_srv_anth as;     /* its streaming state */
     choice ch[RL_OAI_MAX_N];
     int32_t n_left; /* choices without a DONE event yet */
     int rr;         /* round-robin start for n > 1 */
@@ -359,6 +361,11 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             bool calls;
             if (ev->text_len > 0 && rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
             delta = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, false, &calls);
+            if (j->anth) {
+                if (delta) rl_srv_anth_events(&j->as, delta, &j->out);
+                json_decref(delta);
+                return;
+            }
             if (!delta && !lp) return;
             if (!delta) delta = json_object();
         }
@@ -404,8 +411,14 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
         if (chat && j->tools.active) {
             bool calls;
             json_t *d = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, true, &calls);
-            if (d) out_event(j, chunk(j, i, d, NULL, NULL));
             if (calls && ev->finish == RL_FINISH_STOP) fin = "tool_calls";
+            if (j->anth) {
+                if (d) rl_srv_anth_events(&j->as, d, &j->out);
+                json_decref(d);
+                rl_srv_anth_finish(&j->as, fin, ev->n_generated, &j->out);
+                return;
+            }
+            if (d) out_event(j, chunk(j, i, d, NULL, NULL));
         }
         json_t *empty = chat ? json_object() : json_string("");
         out_event(j, chunk(j, i, empty, NULL, fin));
@@ -427,6 +440,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         j->out_off = 0;
         rl_buf_clear(&j->out);
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (j->n_left == 0 && j->anth) {
+            j->ended = true;
+            continue;
+        }
         if (j->n_left == 0) {
             if (j->req.include_usage) {
                 bool chat = j->req.kind == RL_OAI_CHAT;
@@ -477,6 +494,18 @@ static enum MHD_Result run_blocking(gen_job *j) {
             job_free(j);
             return rl_srv_reply_error(rq, &e);
         }
+    }
+    if (j->anth) {
+        choice *c = &j->ch[0];
+        bool calls;
+        json_t *msg = rl_srv_tools_message(&j->tools, call_seed(j, 0), c->text.p, c->text.n, &calls);
+        json_t *o = msg ? rl_srv_anth_message(j->id, j->srv->model_id, msg,
+                                              calls && c->fin == RL_FINISH_STOP ? "tool_calls" : finish_str(c->fin),
+                                              j->n_prompt, c->n_gen)
+                        : NULL;
+        json_decref(msg);
+        job_free(j);
+        return rl_srv_reply_json(rq, 200, o);
     }
     json_t *choices = json_array();
     for (int i = 0; i < j->req.n; i++) {
@@ -533,7 +562,9 @@ static void submit_error(const rl_err *err, const gen_job *j, rl_oai_err *e) {
     }
 }
 
-enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
+/* One generation request; `body` is the OpenAI-shaped body (for
+ * /v1/messages the translated one, anth set). */
+static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len, bool anth) {
     rl_srv *s = rq->srv;
     rl_oai_limits lim;
     rl_oai_limits_default(&lim, s->n_vocab, s->n_ctx);
@@ -544,11 +575,15 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     j->srv = s;
     j->t_start = rq->t0;
     j->created = (int64_t)time(NULL);
+    j->anth = anth;
+    j->as.open_call = -1;
     rl_oai_err e;
-    if (!rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
+    if (!rl_oai_parse(body, body_len, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
+        if (anth) rl_srv_anth_fix_param(&e);
         job_free(j);
         return rl_srv_reply_error(rq, &e);
     }
+    if (anth) j->tools.active = true;
     atomic_store(&rq->n_prompt, j->n_prompt);
     rl_engine_stats st = rl_engine_get_stats(s->eng);
     if (st.n_waiting >= s->cfg.max_queue) {
@@ -559,7 +594,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     }
     uint64_t seq = atomic_fetch_add(&s->seq, 1);
     uint64_t r1 = rl_mix64(rl_time_ns() ^ (seq << 20)), r2 = rl_mix64(r1 ^ (uint64_t)(uintptr_t)j);
-    snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", kind == RL_OAI_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(j->id, sizeof j->id, "%s%016llx%08llx", anth ? "msg_" : kind == RL_OAI_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)r1, (unsigned long long)(r2 & 0xffffffffu));
     /* from here on the job is counted and owns a reference to rq */
     atomic_fetch_add(&s->n_active, 1);
@@ -579,7 +614,8 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     }
     if (!j->req.stream) return run_blocking(j);
 
-    if (kind == RL_OAI_CHAT)
+    if (anth) rl_srv_anth_start(j->id, s->model_id, j->n_prompt, &j->out);
+    else if (kind == RL_OAI_CHAT)
         for (int i = 0; i < j->req.n; i++)
             out_event(j, chunk(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
     else if (j->prompt_text)
@@ -598,6 +634,19 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     enum MHD_Result ret = MHD_queue_response(rq->conn, 200, r);
     MHD_destroy_response(r); /* the job is freed with the response (stream_free) */
     return ret;
+}
+
+enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
+    return generate(rq, kind, rq->body.p ? rq->body.p : "", rq->body.n, false);
+}
+
+enum MHD_Result rl_srv_messages(rl_srv_req *rq) {
+    char *body = NULL;
+    rl_oai_err e;
+    if (!rl_srv_anth_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e)) return rl_srv_reply_error(rq, &e);
+    enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), true);
+    free(body);
+    return r;
 }
 
 /* ---- /tokenize and /detokenize ---- */

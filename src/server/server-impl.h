@@ -101,6 +101,7 @@ json_t *rl_srv_json_text(const char *s, size_t n);
 
 /* ---- endpoints (oai.c) ---- */
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind);
+enum MHD_Result rl_srv_messages(rl_srv_req *rq); /* POST /v1/messages */
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq);
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq);
 
@@ -145,6 +146,31 @@ json_t *rl_srv_tools_message(const rl_srv_tools *t, uint64_t seed, const char *p
  * end), NULL when nothing new can be sent; st records what was sent. */
 json_t *rl_srv_tools_delta(const rl_srv_tools *t, rl_srv_stream *st, uint64_t seed, const char *p, size_t n,
                            bool final, bool *has_calls);
+
+/* ---- Anthropic Messages API (anthropic.c) ---- */
+/* What a streaming /v1/messages response has opened. */
+typedef struct rl_srv_anth {
+    int32_t n_blocks; /* content blocks started */
+    char open_kind;   /* the open block: 'r' thinking, 't' text, 'c' tool_use; 0 = none */
+    int32_t open_call; /* the call index of the open tool_use block (-1 before any) */
+} rl_srv_anth;
+
+/* rq is on /v1/messages: its errors take Anthropic's shape. */
+bool rl_srv_is_anthropic(const rl_srv_req *rq);
+/* {"type":"error","error":{...}} for e (caller frees with free()). */
+char *rl_srv_anth_err_json(const rl_oai_err *e);
+/* A /v1/messages body -> the equivalent OpenAI chat body (*out: malloc'd
+ * JSON text, caller frees with free()); false with *e naming the field. */
+bool rl_srv_anth_to_oai(const char *body, size_t len, char **out, rl_oai_err *e);
+/* Renames the shared parser's field names to Anthropic's in e->param. */
+void rl_srv_anth_fix_param(rl_oai_err *e);
+/* The response message from the OpenAI-shaped message `msg` (borrowed). */
+json_t *rl_srv_anth_message(const char *id, const char *model, json_t *msg, const char *finish, int n_in, int n_out);
+/* Streaming: message_start; the events of one OpenAI-shaped delta; the
+ * closing events.  All append SSE text to out. */
+void rl_srv_anth_start(const char *id, const char *model, int n_in, rl_buf *out);
+void rl_srv_anth_events(rl_srv_anth *st, json_t *delta, rl_buf *out);
+void rl_srv_anth_finish(rl_srv_anth *st, const char *finish, int n_out, rl_buf *out);
 
 /* ---- the web page (webpage.c) ---- */
 extern const char rl_srv_webpage[];
