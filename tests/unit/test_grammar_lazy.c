@@ -3,7 +3,8 @@
  * word starting the grammar at the word (also when split across tokens or
  * in the middle of one), trigger tokens, refused occurrences passed over,
  * EOG while waiting, clone/restore of the waiting state, long byte runs,
- * bad trigger lists, and allocation-failure injection. */
+ * bad trigger lists, the framed JSON-schema grammar tool calls use, and
+ * allocation-failure injection. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -295,6 +296,53 @@ static void test_bad_triggers(void **st) {
     assert_true(err.code != RL_OK);
 }
 
+/* rl_json_schema_to_grammar_framed: the value between the frame's strings,
+ * one or several items, special characters in the strings escaped. */
+static void test_framed_schema(void **st) {
+    (void)st;
+    static const char schema[] = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
+                                 "\"required\":[\"n\"],\"additionalProperties\":false}";
+    rl_grammar_frame f = {.item_open = "<c>\n\"", .item_close = "\"\\</c>", .sep = "\n", .many = true};
+    char *txt = NULL;
+    size_t n = 0;
+    rl_err err;
+    assert_int_equal(rl_json_schema_to_grammar_framed(schema, sizeof schema - 1, &f, &txt, &n, &err), RL_OK);
+    rl_grammar *g = rl_grammar_compile(txt, n, &err);
+    if (!g) fail_msg("framed grammar: %s\n%s", err.msg, txt);
+    rl_vocab_trie *t = trie();
+    const char *yes[] = {"<c>\n\"{\"n\": 1}\"\\</c>", "<c>\n\"{\"n\":2}\"\\</c>\n<c>\n\"{\"n\": 3}\"\\</c>"};
+    const char *no[] = {"{\"n\": 1}", "<c>\n\"{\"n\": \"x\"}\"\\</c>", "<c>\n\"{\"n\": 1}\"\\</c><c>"};
+    for (int i = 0; i < 2; i++) {
+        rl_gmatch *m = rl_gmatch_new(g, t, &err);
+        assert_int_equal(rl_gmatch_accept_bytes(m, yes[i], strlen(yes[i]), &err), RL_OK);
+        assert_true(rl_gmatch_is_accepting(m));
+        rl_gmatch_free(m);
+    }
+    for (int i = 0; i < 3; i++) {
+        rl_gmatch *m = rl_gmatch_new(g, t, &err);
+        bool ok = rl_gmatch_accept_bytes(m, no[i], strlen(no[i]), &err) == RL_OK && rl_gmatch_is_accepting(m);
+        assert_false(ok);
+        rl_gmatch_free(m);
+    }
+    rl_grammar_free(g);
+    rl_free(txt);
+    /* one item only, with an outer frame */
+    rl_grammar_frame f2 = {.open = "[", .close = "]", .sep = ",", .many = false};
+    assert_int_equal(rl_json_schema_to_grammar_framed(schema, sizeof schema - 1, &f2, &txt, &n, &err), RL_OK);
+    g = rl_grammar_compile(txt, n, &err);
+    assert_non_null(g);
+    rl_gmatch *m = rl_gmatch_new(g, t, &err);
+    assert_int_equal(rl_gmatch_accept_bytes(m, "[{\"n\":5}]", 9, &err), RL_OK);
+    assert_true(rl_gmatch_is_done(m));
+    rl_gmatch_free(m);
+    m = rl_gmatch_new(g, t, &err);
+    assert_int_equal(rl_gmatch_accept_bytes(m, "[{\"n\":5},", 9, &err), RL_ERR_INVALID);
+    rl_gmatch_free(m);
+    rl_grammar_free(g);
+    rl_free(txt);
+    rl_vocab_trie_free(t);
+}
+
 static void test_alloc_failure(void **st) {
     (void)st;
     rl_vocab_trie *t = trie();
@@ -325,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_trigger_token_and_words),
         cmocka_unit_test(test_clone_restore),
         cmocka_unit_test(test_bad_triggers),
+        cmocka_unit_test(test_framed_schema),
         cmocka_unit_test(test_alloc_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
