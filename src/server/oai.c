@@ -51,6 +51,8 @@ typedef struct gen_job {
     rl_srv_tools tools; /* chat: how the output is read */
     bool anth;          /* /v1/messages: Anthropic's shapes in and out */
     rl_srv_anth as;     /* its streaming state */
+    bool resp;          /* /v1/responses: the Responses API's shapes */
+    rl_srv_resp rs;     /* its streaming state */
     choice ch[RL_OAI_MAX_N];
     int32_t n_left; /* choices without a DONE event yet */
     int rr;         /* round-robin start for n > 1 */
@@ -185,6 +187,7 @@ static void job_free(gen_job *j) {
     rl_free(j->prompt_text);
     rl_oai_req_free(&j->req);
     rl_buf_free(&j->out);
+    rl_buf_free(&j->rs.acc);
     if (j->rq) {
         atomic_fetch_sub(&j->srv->n_active, 1);
         rl_srv_req_unref(j->rq);
@@ -361,8 +364,9 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             bool calls;
             if (ev->text_len > 0 && rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
             delta = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, false, &calls);
-            if (j->anth) {
-                if (delta) rl_srv_anth_events(&j->as, delta, &j->out);
+            if (j->anth || j->resp) {
+                if (delta && j->anth) rl_srv_anth_events(&j->as, delta, &j->out);
+                if (delta && j->resp) rl_srv_resp_events(&j->rs, j->id, delta, &j->out);
                 json_decref(delta);
                 return;
             }
@@ -418,6 +422,18 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
                 rl_srv_anth_finish(&j->as, fin, ev->n_generated, &j->out);
                 return;
             }
+            if (j->resp) {
+                if (d) rl_srv_resp_events(&j->rs, j->id, d, &j->out);
+                json_decref(d);
+                json_t *msg = rl_srv_tools_message(&j->tools, call_seed(j, i), c->text.p, c->text.n, &calls);
+                if (msg)
+                    rl_srv_resp_finish(&j->rs, j->id,
+                                       rl_srv_resp_object(j->id, j->created, s->model_id, msg, fin, j->n_prompt,
+                                                          ev->n_generated, NULL),
+                                       &j->out);
+                json_decref(msg);
+                return;
+            }
             if (d) out_event(j, chunk(j, i, d, NULL, NULL));
         }
         json_t *empty = chat ? json_object() : json_string("");
@@ -440,7 +456,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         j->out_off = 0;
         rl_buf_clear(&j->out);
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (j->n_left == 0 && j->anth) {
+        if (j->n_left == 0 && (j->anth || j->resp)) {
             j->ended = true;
             continue;
         }
@@ -495,14 +511,14 @@ static enum MHD_Result run_blocking(gen_job *j) {
             return rl_srv_reply_error(rq, &e);
         }
     }
-    if (j->anth) {
+    if (j->anth || j->resp) {
         choice *c = &j->ch[0];
         bool calls;
         json_t *msg = rl_srv_tools_message(&j->tools, call_seed(j, 0), c->text.p, c->text.n, &calls);
-        json_t *o = msg ? rl_srv_anth_message(j->id, j->srv->model_id, msg,
-                                              calls && c->fin == RL_FINISH_STOP ? "tool_calls" : finish_str(c->fin),
-                                              j->n_prompt, c->n_gen)
-                        : NULL;
+        const char *fin = calls && c->fin == RL_FINISH_STOP ? "tool_calls" : finish_str(c->fin);
+        json_t *o = !msg     ? NULL
+                    : j->anth ? rl_srv_anth_message(j->id, j->srv->model_id, msg, fin, j->n_prompt, c->n_gen)
+                              : rl_srv_resp_object(j->id, j->created, j->srv->model_id, msg, fin, j->n_prompt, c->n_gen, NULL);
         json_decref(msg);
         job_free(j);
         return rl_srv_reply_json(rq, 200, o);
@@ -564,7 +580,10 @@ static void submit_error(const rl_err *err, const gen_job *j, rl_oai_err *e) {
 
 /* One generation request; `body` is the OpenAI-shaped body (for
  * /v1/messages the translated one, anth set). */
-static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len, bool anth) {
+typedef enum api { API_OPENAI, API_ANTHROPIC, API_RESPONSES } api;
+
+static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len, api which) {
+    bool anth = which == API_ANTHROPIC, resp = which == API_RESPONSES;
     rl_srv *s = rq->srv;
     rl_oai_limits lim;
     rl_oai_limits_default(&lim, s->n_vocab, s->n_ctx);
@@ -577,13 +596,15 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     j->created = (int64_t)time(NULL);
     j->anth = anth;
     j->as.open_call = -1;
+    j->resp = resp;
     rl_oai_err e;
     if (!rl_oai_parse(body, body_len, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
         if (anth) rl_srv_anth_fix_param(&e);
+        if (resp) rl_srv_resp_fix_param(&e);
         job_free(j);
         return rl_srv_reply_error(rq, &e);
     }
-    if (anth) j->tools.active = true;
+    if (anth || resp) j->tools.active = true;
     atomic_store(&rq->n_prompt, j->n_prompt);
     rl_engine_stats st = rl_engine_get_stats(s->eng);
     if (st.n_waiting >= s->cfg.max_queue) {
@@ -594,7 +615,7 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     }
     uint64_t seq = atomic_fetch_add(&s->seq, 1);
     uint64_t r1 = rl_mix64(rl_time_ns() ^ (seq << 20)), r2 = rl_mix64(r1 ^ (uint64_t)(uintptr_t)j);
-    snprintf(j->id, sizeof j->id, "%s%016llx%08llx", anth ? "msg_" : kind == RL_OAI_CHAT ? "chatcmpl-" : "cmpl-",
+    snprintf(j->id, sizeof j->id, "%s%016llx%08llx", anth ? "msg_" : resp ? "resp_" : kind == RL_OAI_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)r1, (unsigned long long)(r2 & 0xffffffffu));
     /* from here on the job is counted and owns a reference to rq */
     atomic_fetch_add(&s->n_active, 1);
@@ -615,6 +636,7 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     if (!j->req.stream) return run_blocking(j);
 
     if (anth) rl_srv_anth_start(j->id, s->model_id, j->n_prompt, &j->out);
+    else if (resp) rl_srv_resp_start(&j->rs, j->id, j->created, s->model_id, &j->out);
     else if (kind == RL_OAI_CHAT)
         for (int i = 0; i < j->req.n; i++)
             out_event(j, chunk(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
@@ -637,14 +659,23 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
 }
 
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
-    return generate(rq, kind, rq->body.p ? rq->body.p : "", rq->body.n, false);
+    return generate(rq, kind, rq->body.p ? rq->body.p : "", rq->body.n, API_OPENAI);
 }
 
 enum MHD_Result rl_srv_messages(rl_srv_req *rq) {
     char *body = NULL;
     rl_oai_err e;
     if (!rl_srv_anth_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e)) return rl_srv_reply_error(rq, &e);
-    enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), true);
+    enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), API_ANTHROPIC);
+    free(body);
+    return r;
+}
+
+enum MHD_Result rl_srv_responses(rl_srv_req *rq) {
+    char *body = NULL;
+    rl_oai_err e;
+    if (!rl_srv_resp_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e)) return rl_srv_reply_error(rq, &e);
+    enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), API_RESPONSES);
     free(body);
     return r;
 }

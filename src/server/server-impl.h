@@ -101,7 +101,8 @@ json_t *rl_srv_json_text(const char *s, size_t n);
 
 /* ---- endpoints (oai.c) ---- */
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind);
-enum MHD_Result rl_srv_messages(rl_srv_req *rq); /* POST /v1/messages */
+enum MHD_Result rl_srv_messages(rl_srv_req *rq);  /* POST /v1/messages */
+enum MHD_Result rl_srv_responses(rl_srv_req *rq); /* POST /v1/responses */
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq);
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq);
 
@@ -171,6 +172,30 @@ json_t *rl_srv_anth_message(const char *id, const char *model, json_t *msg, cons
 void rl_srv_anth_start(const char *id, const char *model, int n_in, rl_buf *out);
 void rl_srv_anth_events(rl_srv_anth *st, json_t *delta, rl_buf *out);
 void rl_srv_anth_finish(rl_srv_anth *st, const char *finish, int n_out, rl_buf *out);
+
+/* ---- OpenAI Responses API (responses.c) ---- */
+/* What a streaming /v1/responses response has opened. */
+typedef struct rl_srv_resp {
+    int64_t seq;       /* sequence_number of the next event */
+    int32_t n_items;   /* output items added */
+    char open_kind;    /* the open item: 't' message, 'c' function_call; 0 = none */
+    rl_buf acc;        /* the open item's text or arguments so far */
+    char call_id[64], call_name[80];
+} rl_srv_resp;
+
+/* A /v1/responses body -> the equivalent chat body (as rl_srv_anth_to_oai). */
+bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e);
+/* The Responses API's field names in e. */
+void rl_srv_resp_fix_param(rl_oai_err *e);
+/* The response object from the OpenAI-shaped message msg (borrowed);
+ * status NULL = from finish ("completed", or "incomplete" for length). */
+json_t *rl_srv_resp_object(const char *id, int64_t created, const char *model, json_t *msg, const char *finish,
+                           int n_in, int n_out, const char *status);
+/* Streaming: response.created; the events of one chat delta; the closing
+ * events and response.completed with final_resp (stolen).  SSE to out. */
+void rl_srv_resp_start(rl_srv_resp *st, const char *id, int64_t created, const char *model, rl_buf *out);
+void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *delta, rl_buf *out);
+void rl_srv_resp_finish(rl_srv_resp *st, const char *id, json_t *final_resp, rl_buf *out);
 
 /* ---- the web page (webpage.c) ---- */
 extern const char rl_srv_webpage[];

@@ -240,7 +240,7 @@ static enum MHD_Result route_options(rl_srv_req *rq) {
 
 /* ---- routing ---- */
 typedef enum route_id {
-    R_NONE, R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL_ONE, R_CHAT, R_COMPL, R_TOKENIZE, R_DETOKENIZE, R_MESSAGES,
+    R_NONE, R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL_ONE, R_CHAT, R_COMPL, R_TOKENIZE, R_DETOKENIZE, R_MESSAGES, R_RESPONSES,
 } route_id;
 
 static route_id find_route(const char *p, const char **arg) {
@@ -256,13 +256,14 @@ static route_id find_route(const char *p, const char **arg) {
     if (!strcmp(p, "/v1/chat/completions") || !strcmp(p, "/chat/completions")) return R_CHAT;
     if (!strcmp(p, "/v1/completions") || !strcmp(p, "/completions")) return R_COMPL;
     if (!strcmp(p, "/v1/messages") || !strcmp(p, "/messages")) return R_MESSAGES;
+    if (!strcmp(p, "/v1/responses") || !strcmp(p, "/responses")) return R_RESPONSES;
     if (!strcmp(p, "/tokenize") || !strcmp(p, "/v1/tokenize")) return R_TOKENIZE;
     if (!strcmp(p, "/detokenize") || !strcmp(p, "/v1/detokenize")) return R_DETOKENIZE;
     return R_NONE;
 }
 
 static bool route_is_post(route_id r) {
-    return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_MESSAGES;
+    return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_MESSAGES || r == R_RESPONSES;
 }
 
 static enum MHD_Result dispatch(rl_srv_req *rq) {
@@ -307,6 +308,7 @@ static enum MHD_Result dispatch(rl_srv_req *rq) {
     case R_CHAT: return rl_srv_generate(rq, RL_OAI_CHAT);
     case R_COMPL: return rl_srv_generate(rq, RL_OAI_COMPLETION);
     case R_MESSAGES: return rl_srv_messages(rq);
+    case R_RESPONSES: return rl_srv_responses(rq);
     case R_TOKENIZE: return rl_srv_tokenize(rq);
     case R_DETOKENIZE: return rl_srv_detokenize(rq);
     default: return reply_err(rq, 500, NULL, NULL, "internal routing error");

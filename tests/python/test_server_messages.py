@@ -80,7 +80,7 @@ def test_tools_forced(client, choice):
 
 
 def test_tools_streamed(client):
-    kw = dict(model="m", max_tokens=150, extra_body={"temperature": 0.7}, tools=TOOLS, tool_choice={"type": "any"}, messages=ASK)
+    kw = dict(model="m", max_tokens=150, extra_body={"temperature": 0.0}, tools=TOOLS, tool_choice={"type": "any"}, messages=ASK)
     whole = client.messages.create(**kw)
     with client.messages.stream(**kw) as st:
         final = st.get_final_message()
