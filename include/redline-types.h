@@ -88,4 +88,45 @@ typedef struct rl_chat_msg {
     const char *content;
 } rl_chat_msg;
 
+/* ---- tool calls and reasoning in model output (parsed by src/chat/) ---- */
+
+/* How a chat template's model writes tool calls.  Append-only, fixed values. */
+typedef enum rl_tool_format {
+    RL_TOOLS_NONE = 0,    /* no tool calls are looked for */
+    RL_TOOLS_HERMES = 1,  /* <tool_call>{"name": .., "arguments": {..}}</tool_call> (Hermes 2 Pro,
+                             Qwen2.5, Qwen3, and redline's generic format) */
+    RL_TOOLS_LLAMA3 = 2,  /* a bare {"name": .., "parameters": {..}} object, or <|python_tag|> */
+    RL_TOOLS_MISTRAL = 3, /* [TOOL_CALLS][{"name": .., "arguments": {..}}, ..] or
+                             [TOOL_CALLS]name[ARGS]{..} */
+    RL_TOOLS_GRANITE = 4, /* <|tool_call|>[{"name": .., "arguments": {..}}, ..] */
+} rl_tool_format;
+
+/* What to look for in a model's output. */
+typedef struct rl_chat_syntax {
+    rl_tool_format tools; /* tool-call format; NONE when the request has no tools */
+    bool reasoning;       /* split a leading <think>..</think> block off as reasoning */
+    bool think_open;      /* the prompt already opened the block: the output starts inside it */
+} rl_chat_syntax;
+
+/* One tool call found in the output.  Strings are owned by the
+ * rl_chat_output and NUL-terminated. */
+typedef struct rl_chat_call {
+    char *name;      /* the function name */
+    char *arguments; /* JSON text of the arguments object as the model wrote it ("{}" when it
+                        wrote none); for an unfinished call the text so far */
+    char *id;        /* the call id the model wrote (Mistral), else NULL */
+    bool complete;   /* the call's text is closed (false: cut short, or still being written) */
+} rl_chat_call;
+
+/* A parsed output: the answer text, the reasoning text and the tool calls.
+ * Free with rl_chat_output_free. */
+typedef struct rl_chat_output {
+    char *content;   /* NUL-terminated, never NULL after a successful parse */
+    size_t content_len;
+    char *reasoning; /* NUL-terminated, never NULL after a successful parse */
+    size_t reasoning_len;
+    rl_chat_call *calls;
+    int32_t n_calls;
+} rl_chat_output;
+
 #endif

@@ -291,4 +291,15 @@ void rl_detokenizer_free(rl_detokenizer *d); /* NULL is a no-op */
 rl_status rl_chat_render(const rl_vocab *v, const rl_chat_msg *msgs, size_t n_msgs,
                          bool add_generation_prompt, char **out, size_t *out_len, rl_err *err);
 
+/* The chat template's source (see rl_vocab above), *len bytes; borrowed
+ * until rl_vocab_free. */
+const char *rl_vocab_chat_template(const rl_vocab *v, size_t *len);
+/* Renders the chat template over a whole context: every key of the JSON
+ * object ctx_json[0..len) is a template variable ({"messages": [...],
+ * "tools": [...], "add_generation_prompt": true, "enable_thinking": false,
+ * ...}), so messages may carry tool_calls; bos_token and eos_token are the
+ * model's unless given.  Output and errors as rl_chat_render. */
+rl_status rl_chat_render_json(const rl_vocab *v, const char *ctx_json, size_t len, char **out, size_t *out_len,
+                              rl_err *err);
+
 #endif

@@ -78,4 +78,36 @@ const char *rl_template_builtin(const char *name);
  * template source; *name_out (may be NULL) gets its name. */
 const char *rl_template_fallback(const char *arch, const char **name_out);
 
+/* ---- tool calls and reasoning (toolcall.c) ----
+ * The rl_chat_syntax / rl_chat_output / rl_chat_call types are public
+ * (include/redline-types.h); rl_chat_parse and rl_chat_output_free are
+ * public functions too (include/redline.h). */
+
+#define RL_THINK_OPEN "<think>"
+#define RL_THINK_CLOSE "</think>"
+
+/* What a chat template says about its model's output. */
+typedef struct rl_chat_format {
+    rl_tool_format tools; /* the family's tool-call format; HERMES (redline's generic
+                             format) for a template that knows none */
+    bool native_tools;    /* the template renders `tools` and tool messages itself */
+    bool reasoning;       /* the template knows <think> blocks (DeepSeek-R1, Qwen3, QwQ) */
+} rl_chat_format;
+
+/* From the template source (substring tests: [TOOL_CALLS] -> Mistral,
+ * <|tool_call|> -> Granite, <|python_tag|> or a Llama 3 header with the
+ * ipython role -> Llama 3, else Hermes; </think> -> reasoning). */
+void rl_chat_format_detect(const char *tmpl, size_t len, rl_chat_format *out);
+/* "none", "hermes", "llama3", "mistral", "granite"; static storage. */
+const char *rl_tool_format_name(rl_tool_format f);
+
+/* Splits model output text[0..len) into answer, reasoning and tool calls
+ * as syn says; `partial` while the text is still growing (see toolcall.c
+ * for what is held back).  *out is filled on success (free with
+ * rl_chat_output_free); RL_ERR_NOMEM otherwise.  Never fails on malformed
+ * text: what is not a well-formed call is content. */
+rl_status rl_chat_parse(const rl_chat_syntax *syn, const char *text, size_t len, bool partial,
+                        rl_chat_output *out, rl_err *err);
+void rl_chat_output_free(rl_chat_output *o); /* NULL is a no-op */
+
 #endif

@@ -19,7 +19,10 @@
 #include "redline.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "chat/chat.h"
 #include "engine/engine.h"
@@ -239,6 +242,29 @@ void rl_detokenizer_free(rl_detokenizer *d) {
     if (!d) return;
     rl_detok_free(&d->d);
     rl_free(d);
+}
+
+const char *rl_vocab_chat_template(const rl_vocab *v, size_t *len) {
+    if (len) *len = v->tmpl_len;
+    return v->tmpl;
+}
+
+rl_status rl_chat_render_json(const rl_vocab *v, const char *ctx_json, size_t len, char **out, size_t *out_len,
+                              rl_err *err) {
+    *out = NULL;
+    json_t *ctx = json_loadb(ctx_json, len, 0, NULL);
+    if (!json_is_object(ctx)) {
+        json_decref(ctx);
+        return rl_err_set(err, RL_ERR_INVALID, "chat context: not a JSON object");
+    }
+    if (!json_object_get(ctx, "bos_token")) json_object_set_new(ctx, "bos_token", json_string(v->bos_str));
+    if (!json_object_get(ctx, "eos_token")) json_object_set_new(ctx, "eos_token", json_string(v->eos_str));
+    char *s = json_dumps(ctx, JSON_COMPACT);
+    json_decref(ctx);
+    if (!s) return rl_err_set(err, RL_ERR_NOMEM, "chat context: out of memory");
+    rl_status st = rl_template_render_json(v->tmpl, v->tmpl_len, s, strlen(s), NULL, out, out_len, err);
+    free(s);
+    return st;
 }
 
 rl_status rl_chat_render(const rl_vocab *v, const rl_chat_msg *msgs, size_t n_msgs,

@@ -40,8 +40,18 @@ static inline bool rl_bset_has(const rl_bset *s, unsigned b) {
     return (s->w[b >> 6] >> (b & 63)) & 1u;
 }
 
+/* The triggers of a lazy grammar (grammar_lazy.c). */
+typedef struct rl_glazy {
+    int32_t n_words, n_tokens;
+    int32_t max_word;                                         /* longest word, bytes */
+    uint16_t word_len[RL_GRAMMAR_MAX_TRIGGERS];
+    char words[RL_GRAMMAR_MAX_TRIGGERS][RL_GRAMMAR_MAX_TRIGGER_LEN];
+    int32_t tokens[RL_GRAMMAR_MAX_TRIGGERS];
+} rl_glazy;
+
 struct rl_grammar {
     atomic_int refs;
+    rl_glazy *lazy;      /* NULL = constrains from the first byte */
     int32_t n_rules, n_elems, n_alts, n_sets;
     int32_t root;
     uint32_t *el;        /* [n_elems] */
@@ -162,6 +172,12 @@ static inline int32_t rl__gctx_step(rl_gctx *c, int32_t s, unsigned b) {
     int32_t v = c->next[S->next_off + idx];
     return v != RL_GT_UNKNOWN ? v : rl__gctx_compute(c, s, b);
 }
+
+/* grammar_lazy.c: the earliest occurrence of a trigger word in
+ * p[0..n) that ends at or after byte `from` and starts at or after
+ * `min_start` (-1 when none). */
+int64_t rl__glazy_find(const rl_glazy *lz, const char *p, size_t n, size_t from, size_t min_start);
+bool rl__glazy_is_token(const rl_glazy *lz, int32_t id);
 
 /* grammar_match.c: the vocabulary trie of m's family (borrowed). */
 const rl_vocab_trie *rl__gmatch_trie(const rl_gmatch *m);

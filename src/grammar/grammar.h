@@ -50,6 +50,9 @@
 #define RL_GRAMMAR_OP_STEPS     500000    /* parse-stack expansion steps in one
                                              mask or accept; past it that call
                                              fails (a grammar too ambiguous) */
+#define RL_GRAMMAR_MAX_TRIGGERS 16        /* trigger words and tokens of a
+                                             lazy grammar, each */
+#define RL_GRAMMAR_MAX_TRIGGER_LEN 64     /* bytes of one trigger word */
 #define RL_SCHEMA_MAX_DEPTH     32        /* nested subschemas */
 #define RL_SCHEMA_MAX_NODES     10000     /* subschemas visited */
 
@@ -75,9 +78,39 @@ rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err);
  * every output of an accepted schema validates; see docs/STRUCTURED.md. */
 rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **out,
                                     size_t *out_len, rl_err *err);
+/* How rl_json_schema_to_grammar_framed wraps the value: with item ::=
+ * item_open VALUE item_close, the root is `open item close`, or with
+ * `many` `open item (sep item)* close` (e.g. tool calls: item_open
+ * "<tool_call>\n", item_close "\n</tool_call>", sep "\n").  NULL strings
+ * are "".  The strings are written as GBNF literals (any bytes but NUL). */
+typedef struct rl_grammar_frame {
+    const char *open, *item_open, *item_close, *sep, *close;
+    bool many;
+} rl_grammar_frame;
+/* rl_json_schema_to_grammar with the value framed as f says (f NULL: the
+ * plain grammar); rules `item` and `root` are the frame's. */
+rl_status rl_json_schema_to_grammar_framed(const char *schema_json, size_t len, const rl_grammar_frame *f,
+                                           char **out, size_t *out_len, rl_err *err);
 /* Both steps at once (errors as above, then rl_grammar_compile's).  NULL
  * on error. */
 rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_err *err);
+
+/* A lazy grammar: a sequence using it is unconstrained until its output
+ * contains one of the trigger words (the grammar then matches the output
+ * from the start of that word on) or one of the trigger tokens is
+ * generated (the grammar matches what follows the token).  While it
+ * waits, masks ban nothing, jump-forward forces nothing, the output
+ * counts as complete (an end-of-generation token ends it), and accepting a
+ * token costs a copy of its bytes and a search for the words in the last
+ * few bytes.  A trigger occurrence whose bytes the grammar refuses (a
+ * token that runs on past the word into text the grammar does not allow)
+ * is passed over.  Words are 1..RL_GRAMMAR_MAX_TRIGGER_LEN bytes; at most
+ * RL_GRAMMAR_MAX_TRIGGERS words and as many tokens; at least one of
+ * either.  Errors as rl_grammar_compile, plus RL_ERR_INVALID for a bad
+ * trigger list. */
+rl_grammar *rl_grammar_compile_lazy(const char *text, size_t len, const char *const *words, int32_t n_words,
+                                    const int32_t *tokens, int32_t n_tokens, rl_err *err);
+bool rl_grammar_is_lazy(const rl_grammar *g);
 
 rl_grammar *rl_grammar_retain(rl_grammar *g); /* returns g; thread-safe */
 void rl_grammar_free(rl_grammar *g);          /* drops one reference; NULL ok */
@@ -130,6 +163,10 @@ int32_t rl_gmatch_allowed(rl_gmatch *m, uint64_t *bits, rl_err *err);
 rl_status rl_gmatch_accept_token(rl_gmatch *m, int32_t id, rl_err *err);
 /* Advances by raw bytes (all or nothing). */
 rl_status rl_gmatch_accept_bytes(rl_gmatch *m, const char *p, size_t n, rl_err *err);
+
+/* A lazy grammar's matcher that has not seen a trigger yet (false for any
+ * other). */
+bool rl_gmatch_is_waiting(const rl_gmatch *m);
 
 /* The bytes so far form a complete sentence (an EOG token is allowed). */
 bool rl_gmatch_is_accepting(rl_gmatch *m);

@@ -55,6 +55,11 @@ struct rl_gmatch {
     uint32_t blob_len;
     size_t blob_cap;
     bool done; /* an EOG token was accepted */
+    /* lazy grammars: no trigger seen yet; the output's last bytes, searched
+     * for the trigger words (at most max_word - 1 kept between tokens) */
+    bool waiting;
+    char *tail;
+    uint32_t tail_len, tail_cap;
 };
 
 /* Scratch arrays grow with rl_grow (base/buf.h); code holds offsets into
@@ -410,6 +415,19 @@ static bool sync(rl_gmatch *m) {
     return true;
 }
 
+/* dst takes src's lazy state (same family: same tail capacity). */
+static bool copy_lazy(rl_gmatch *dst, const rl_gmatch *src) {
+    dst->waiting = src->waiting;
+    if (!src->tail) return true;
+    if (!dst->tail) {
+        if (!(dst->tail = rl_malloc(src->tail_cap))) return false;
+        dst->tail_cap = src->tail_cap;
+    }
+    memcpy(dst->tail, src->tail, src->tail_len);
+    dst->tail_len = src->tail_len;
+    return true;
+}
+
 static bool move_to(rl_gmatch *m, int32_t id) {
     const rl_gstate *S = &m->c->st[id];
     if (!set_blob(m, m->c->blobs + S->blob_off, S->blob_len)) return false;
@@ -482,12 +500,18 @@ rl_gmatch *rl_gmatch_new(const rl_grammar *g, const rl_vocab_trie *t, rl_err *er
     int32_t id = intern(c, c->cand, len);
     if (id < 0 || !move_to(m, id)) goto nomem;
     m->gen = c->gen;
+    if (g->lazy) {
+        m->waiting = true;
+        m->tail_cap = (uint32_t)g->lazy->max_word + 1024 + 8; /* kept bytes + one token */
+        if (!(m->tail = rl_malloc(m->tail_cap))) goto nomem;
+    }
     return m;
 nomem:
     if (c) op_fail(c, err, "grammar matcher");
     else rl_err_set(err, RL_ERR_NOMEM, "grammar matcher: out of memory");
     if (m) {
         rl_free(m->blob);
+        rl_free(m->tail);
         rl_free(m);
     }
     if (c && !c->g) rl_free(c);
@@ -508,6 +532,11 @@ rl_gmatch *rl_gmatch_clone(const rl_gmatch *src, rl_err *err) {
     m->sid = src->sid;
     m->gen = src->gen;
     m->done = src->done;
+    if (!copy_lazy(m, src)) {
+        rl_gmatch_free(m);
+        rl_err_set(err, RL_ERR_NOMEM, "grammar matcher clone: out of memory");
+        return NULL;
+    }
     return m;
 }
 
@@ -519,6 +548,7 @@ rl_status rl_gmatch_restore(rl_gmatch *dst, const rl_gmatch *src, rl_err *err) {
     dst->sid = src->sid;
     dst->gen = src->gen;
     dst->done = src->done;
+    if (!copy_lazy(dst, src)) return rl_err_set(err, RL_ERR_NOMEM, "rl_gmatch_restore: out of memory");
     return RL_OK;
 }
 
@@ -528,6 +558,7 @@ void rl_gmatch_free(rl_gmatch *m) {
     if (!m) return;
     ctx_free(m->c);
     rl_free(m->blob);
+    rl_free(m->tail);
     rl_free(m);
 }
 
@@ -537,13 +568,10 @@ void rl_gmatch_set_mask_cache(rl_gmatch *m, int n_entries) {
 
 rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m) { return m->c->stats; }
 
-/* Advances a copy of the state through bytes; on success commits. */
-static rl_status advance_bytes(rl_gmatch *m, const uint8_t *p, size_t n, rl_err *err,
-                               const char *what, int32_t id) {
-    if (m->done) return rl_err_set(err, RL_ERR_INVALID, "grammar: %s after end of generation", what);
-    op_begin(m->c);
-    if (!sync(m)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
-    int32_t s = m->sid;
+/* Walks state *ps through bytes p[0..n) without committing (*ps is the
+ * state reached; a cache flush on the way re-interns it). */
+static rl_status walk(rl_gmatch *m, int32_t *ps, const uint8_t *p, size_t n, rl_err *err, int32_t id) {
+    int32_t s = *ps;
     for (size_t i = 0; i < n; i++) {
         int32_t nx = rl__gctx_step(m->c, s, p[i]);
         if (nx == RL_GT_DEAD) {
@@ -569,12 +597,83 @@ static rl_status advance_bytes(rl_gmatch *m, const uint8_t *p, size_t n, rl_err 
         if (nx < 0) return op_fail(m->c, err, "grammar");
         s = nx;
     }
+    *ps = s;
+    return RL_OK;
+}
+
+/* Advances a copy of the state through bytes; on success commits. */
+static rl_status advance_bytes(rl_gmatch *m, const uint8_t *p, size_t n, rl_err *err,
+                               const char *what, int32_t id) {
+    if (m->done) return rl_err_set(err, RL_ERR_INVALID, "grammar: %s after end of generation", what);
+    op_begin(m->c);
+    if (!sync(m)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
+    int32_t s = m->sid;
+    rl_status st = walk(m, &s, p, n, err, id);
+    if (st != RL_OK) return st;
     if (!move_to(m, s)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
     return RL_OK;
 }
 
+/* The grammar's start state (where a waiting matcher still is) through
+ * a[0..na) then b[0..nb), committed only when both are accepted. */
+static rl_status start_with(rl_gmatch *m, const char *a, size_t na, const char *b, size_t nb, rl_err *err) {
+    op_begin(m->c);
+    if (!sync(m)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
+    int32_t s = m->sid;
+    rl_status st = walk(m, &s, (const uint8_t *)a, na, err, -1);
+    if (st == RL_OK) st = walk(m, &s, (const uint8_t *)b, nb, err, -1);
+    if (st != RL_OK) return st;
+    if (!move_to(m, s)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
+    return RL_OK;
+}
+
+/* A waiting lazy matcher takes output bytes p[0..n) (a control token's
+ * none, `id` its id or -1): a trigger token starts the grammar after it; a
+ * trigger word in the tail starts it at the word, fed the bytes from there
+ * on (refused bytes: that occurrence is passed over). */
+static rl_status lazy_feed(rl_gmatch *m, const char *p, size_t n, int32_t id, rl_err *err) {
+    const rl_glazy *lz = m->c->g->lazy;
+    if (id >= 0 && rl__glazy_is_token(lz, id)) {
+        m->waiting = false;
+        return RL_OK;
+    }
+    if (!p) { /* a control token without bytes breaks any word in progress */
+        m->tail_len = 0;
+        return RL_OK;
+    }
+    while (n > 0) {
+        size_t room = m->tail_cap - m->tail_len, k = n < room ? n : room;
+        uint32_t old = m->tail_len;
+        memcpy(m->tail + old, p, k);
+        m->tail_len += (uint32_t)k;
+        p += k;
+        n -= k;
+        int64_t at;
+        size_t min_start = 0;
+        while ((at = rl__glazy_find(lz, m->tail, m->tail_len, old, min_start)) >= 0) {
+            rl_err e2;
+            rl_status st = start_with(m, m->tail + at, m->tail_len - (size_t)at, p, n, &e2);
+            if (st == RL_OK) {
+                m->waiting = false;
+                m->tail_len = 0;
+                return RL_OK;
+            }
+            if (st != RL_ERR_INVALID) return rl_err_set(err, st, "%s", e2.msg);
+            min_start = (size_t)at + 1; /* refused: look past this occurrence */
+        }
+        /* keep the bytes a word still in progress may need */
+        uint32_t keep = (uint32_t)lz->max_word - 1 < m->tail_len ? (uint32_t)lz->max_word - 1 : m->tail_len;
+        memmove(m->tail, m->tail + m->tail_len - keep, keep);
+        m->tail_len = keep;
+    }
+    return RL_OK;
+}
+
+bool rl_gmatch_is_waiting(const rl_gmatch *m) { return m->waiting; }
+
 rl_status rl_gmatch_accept_bytes(rl_gmatch *m, const char *p, size_t n, rl_err *err) {
     rl_err_clear(err);
+    if (m->waiting && !m->done) return lazy_feed(m, p, n, -1, err);
     return advance_bytes(m, (const uint8_t *)p, n, err, "bytes", -1);
 }
 
@@ -583,8 +682,15 @@ rl_status rl_gmatch_accept_token(rl_gmatch *m, int32_t id, rl_err *err) {
     const rl_vocab_trie *t = m->c->t;
     if (id < 0 || id >= t->n_vocab)
         return rl_err_set(err, RL_ERR_RANGE, "grammar: token id %d out of range [0, %d)", (int)id, (int)t->n_vocab);
+    if (m->waiting && !m->done && t->kind[id] != RL_VOCAB_EOG) {
+        if (t->kind[id] != RL_VOCAB_NORMAL) return lazy_feed(m, NULL, 0, id, err);
+        return lazy_feed(m, t->bytes + t->off[id], t->off[id + 1] - t->off[id], id, err);
+    }
     if (t->kind[id] == RL_VOCAB_EOG) {
-        if (m->done) return RL_OK;
+        if (m->done || m->waiting) {
+            m->done = true;
+            return RL_OK;
+        }
         if (!rl_gmatch_is_accepting(m))
             return rl_err_set(err, RL_ERR_INVALID, "grammar: end-of-generation token %d before the output is complete", (int)id);
         m->done = true;
@@ -597,7 +703,7 @@ rl_status rl_gmatch_accept_token(rl_gmatch *m, int32_t id, rl_err *err) {
 }
 
 bool rl_gmatch_is_accepting(rl_gmatch *m) {
-    if (m->done) return true;
+    if (m->done || m->waiting) return true;
     /* the blob says it without the automaton: look for an empty stack */
     int32_t ns = m->blob[0];
     size_t i = 1;
@@ -610,13 +716,14 @@ bool rl_gmatch_is_accepting(rl_gmatch *m) {
 
 bool rl_gmatch_is_done(rl_gmatch *m) {
     if (m->done) return true;
+    if (m->waiting) return false;
     int32_t ns = m->blob[0];
     /* accepting and nothing can follow: exactly one stack, empty */
     return ns == 1 && m->blob[1] == 0;
 }
 
 int64_t rl_gmatch_min_remaining(rl_gmatch *m) {
-    if (m->done) return 0;
+    if (m->done || m->waiting) return 0;
     const rl_grammar *g = m->c->g;
     int64_t best = -1;
     int32_t ns = m->blob[0];
@@ -635,7 +742,7 @@ int64_t rl_gmatch_min_remaining(rl_gmatch *m) {
 /* jump-forward */
 
 int rl_gmatch_forced(rl_gmatch *m, int32_t *out, int max) {
-    if (max <= 0 || m->done || !sync(m)) return 0;
+    if (max <= 0 || m->done || m->waiting || !sync(m)) return 0;
     rl_gctx *c = m->c;
     op_begin(c);
     uint8_t buf[256];
@@ -693,6 +800,11 @@ static const uint64_t *allowed_bits(rl_gmatch *m) {
     rl_gctx *c = m->c;
     const rl_vocab_trie *t = c->t;
     c->stats.n_masks++;
+    if (m->waiting) { /* unconstrained until a trigger */
+        memset(c->tmp_bits, 0xff, sizeof(uint64_t) * (size_t)c->n_words);
+        if (t->n_vocab % 64) c->tmp_bits[c->n_words - 1] = (1ull << (t->n_vocab % 64)) - 1;
+        return c->tmp_bits;
+    }
     if (m->done) {
         memset(c->tmp_bits, 0, sizeof(uint64_t) * (size_t)c->n_words);
         for (int32_t k = 0; k < t->n_eog; k++) c->tmp_bits[t->eog[k] >> 6] |= 1ull << (t->eog[k] & 63);
@@ -738,6 +850,7 @@ int32_t rl_gmatch_allowed(rl_gmatch *m, uint64_t *bits, rl_err *err) {
 
 rl_status rl_gmatch_mask(rl_gmatch *m, float *logits, int32_t n_logits, rl_err *err) {
     rl_err_clear(err);
+    if (m->waiting) return RL_OK; /* unconstrained until a trigger: no per-token work */
     const uint64_t *b = allowed_bits(m);
     if (!b) return op_fail(m->c, err, "grammar mask");
     int32_t nv = m->c->t->n_vocab;

@@ -914,6 +914,7 @@ void rl_grammar_free(rl_grammar *g) {
     rl_free(g->rule_alt);
     rl_free(g->alt_start);
     rl_free(g->sets);
+    rl_free(g->lazy);
     rl_free(g);
 }
 

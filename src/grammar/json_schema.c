@@ -624,15 +624,43 @@ fail:
     return -1;
 }
 
+/* A GBNF string literal of s (quotes included). */
+static bool put_literal(conv *c, const char *s) {
+    bool ok = rl__js_put(c, &c->out, "\"", 1);
+    for (; ok && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') ok = rl__js_printf(c, &c->out, "\\%c", ch);
+        else if (ch == '\n') ok = rl__js_put(c, &c->out, "\\n", 2);
+        else if (ch == '\t') ok = rl__js_put(c, &c->out, "\\t", 2);
+        else if (ch == '\r') ok = rl__js_put(c, &c->out, "\\r", 2);
+        else ok = rl__js_put(c, &c->out, (const char *)&ch, 1);
+    }
+    return ok && rl__js_put(c, &c->out, "\"", 1);
+}
+
+/* The root rule around value rule r<top>: plain, or as `f` frames it. */
+static bool put_root(conv *c, int top, const rl_grammar_frame *f) {
+    if (!f) return rl__js_printf(c, &c->out, "root ::= r%d\n", top);
+    bool ok = rl__js_printf(c, &c->out, "item ::= ") && put_literal(c, f->item_open ? f->item_open : "") &&
+              rl__js_printf(c, &c->out, " r%d ", top) && put_literal(c, f->item_close ? f->item_close : "") &&
+              rl__js_printf(c, &c->out, "\nroot ::= ") && put_literal(c, f->open ? f->open : "") &&
+              rl__js_printf(c, &c->out, " item ");
+    if (ok && f->many)
+        ok = rl__js_printf(c, &c->out, "(") && put_literal(c, f->sep ? f->sep : "") &&
+             rl__js_printf(c, &c->out, " item)* ");
+    return ok && put_literal(c, f->close ? f->close : "") && rl__js_printf(c, &c->out, "\n");
+}
+
 /* The parsed schema -> grammar text; *out is set only on success. */
-static rl_status convert(const json_t *schema, char **out, size_t *out_len, rl_err *err) {
+static rl_status convert(const json_t *schema, const rl_grammar_frame *f, char **out, size_t *out_len,
+                         rl_err *err) {
     conv c = {.root = schema, .err = err};
     if (!rl__js_put(&c, &c.out, COMMON, sizeof COMMON - 1)) {
         rl_buf_free(&c.out);
         return err ? err->code : RL_ERR_NOMEM;
     }
     int top = gen(&c, schema, 0, "#");
-    if (top < 0 || c.failed || !rl__js_printf(&c, &c.out, "root ::= r%d\n", top)) {
+    if (top < 0 || c.failed || !put_root(&c, top, f)) {
         rl_buf_free(&c.out);
         return err && err->code ? err->code : RL_ERR_NOMEM;
     }
@@ -642,6 +670,11 @@ static rl_status convert(const json_t *schema, char **out, size_t *out_len, rl_e
 
 rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **out, size_t *out_len,
                                     rl_err *err) {
+    return rl_json_schema_to_grammar_framed(schema_json, len, NULL, out, out_len, err);
+}
+
+rl_status rl_json_schema_to_grammar_framed(const char *schema_json, size_t len, const rl_grammar_frame *f,
+                                           char **out, size_t *out_len, rl_err *err) {
     rl_err_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;
@@ -650,7 +683,7 @@ rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **
     if (!s)
         return rl_err_set(err, RL_ERR_FORMAT, "json schema: invalid JSON at line %d column %d: %s",
                           je.line, je.column, je.text);
-    rl_status st = convert(s, out, out_len, err);
+    rl_status st = convert(s, f, out, out_len, err);
     json_decref(s);
     return st;
 }

@@ -33,7 +33,8 @@ typedef struct choice {
     char err[160];
     int32_t n_gen, n_prompt, n_cached;
     double t_last_tok;
-    rl_buf text; /* non-streaming: accumulated text */
+    rl_buf text; /* non-streaming, or read for tools/reasoning: accumulated text */
+    rl_srv_stream ss; /* streaming tools/reasoning: what was sent */
     json_t *lp; /* non-streaming logprobs (chat: array; completion: object) */
 } choice;
 
@@ -47,6 +48,11 @@ typedef struct gen_job {
     size_t prompt_text_len;
     char id[64];
     int64_t created;
+    rl_srv_tools tools; /* chat: how the output is read */
+    bool anth;          /* /v1/messages: Anthropic's shapes in and out */
+    rl_srv_anth as;     /* its streaming state */
+    bool resp;          /* /v1/responses: the Responses API's shapes */
+    rl_srv_resp rs;     /* its streaming state */
     choice ch[RL_OAI_MAX_N];
     int32_t n_left; /* choices without a DONE event yet */
     int rr;         /* round-robin start for n > 1 */
@@ -57,6 +63,9 @@ typedef struct gen_job {
     size_t out_off; /* bytes of out already handed */
     bool ended; /* "data: [DONE]" queued */
 } gen_job;
+
+/* The seed of choice i's tool-call ids. */
+static uint64_t call_seed(const gen_job *j, int i) { return rl_hash_bytes(j->id, strlen(j->id)) + (uint64_t)i; }
 
 static const char *finish_str(rl_finish_reason f) {
     switch (f) {
@@ -104,8 +113,13 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
     if (r->kind == RL_OAI_CHAT) {
         char *txt = NULL;
         size_t len = 0;
-        if (!render_chat(s, r, true, &txt, &len, e)) return false;
-        bool ok = encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
+        rl_srv_tools_init(s, r, &j->tools);
+        if (rl_srv_chat_needs_ctx(r) ? !rl_srv_render_ctx(s, r, &j->tools.fmt, true, &txt, &len, e)
+                                     : !render_chat(s, r, true, &txt, &len, e))
+            return false;
+        rl_srv_tools_prompt(&j->tools, txt, len);
+        bool ok = rl_srv_tool_grammar(s, r, &j->tools, e) &&
+                  encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
         rl_free(txt);
         if (!ok) return false;
     } else if (r->prompt_ids) {
@@ -177,6 +191,7 @@ static void job_free(gen_job *j) {
     rl_free(j->prompt_text);
     rl_oai_req_free(&j->req);
     rl_buf_free(&j->out);
+    rl_buf_free(&j->rs.acc);
     if (j->rq) {
         atomic_fetch_sub(&j->srv->n_active, 1);
         rl_srv_req_unref(j->rq);
@@ -348,7 +363,21 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             return;
         }
         if (ev->text_len == 0 && !lp) return;
-        json_t *txt = rl_srv_json_text(ev->text, (size_t)ev->text_len);
+        json_t *delta = NULL;
+        if (chat && j->tools.active) {
+            bool calls;
+            if (ev->text_len > 0 && rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
+            delta = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, false, &calls);
+            if (j->anth || j->resp) {
+                if (delta && j->anth) rl_srv_anth_events(&j->as, delta, &j->out);
+                if (delta && j->resp) rl_srv_resp_events(&j->rs, j->id, delta, &j->out);
+                json_decref(delta);
+                return;
+            }
+            if (!delta && !lp) return;
+            if (!delta) delta = json_object();
+        }
+        json_t *txt = delta ? NULL : rl_srv_json_text(ev->text, (size_t)ev->text_len);
         json_t *lpo = NULL;
         if (lp) {
             if (chat) lpo = json_pack("{s:[o]}", "content", chat_lp_item(s, ev, j->req.top_logprobs));
@@ -357,7 +386,7 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
                 compl_lp_add(s, lpo, ev, j->req.top_logprobs, 0);
             }
         }
-        out_event(j, chunk(j, i, chat ? json_pack("{s:o}", "content", txt) : txt, lpo, NULL));
+        out_event(j, chunk(j, i, delta ? delta : chat ? json_pack("{s:o}", "content", txt) : txt, lpo, NULL));
         return;
     }
     /* DONE */
@@ -386,8 +415,33 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     } else if (ev->finish == RL_FINISH_CANCELLED) {
         stream_error(j, "the request was cancelled (the server is shutting down)", 503);
     } else {
+        const char *fin = finish_str(ev->finish);
+        if (chat && j->tools.active) {
+            bool calls;
+            json_t *d = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, true, &calls);
+            if (calls && ev->finish == RL_FINISH_STOP) fin = "tool_calls";
+            if (j->anth) {
+                if (d) rl_srv_anth_events(&j->as, d, &j->out);
+                json_decref(d);
+                rl_srv_anth_finish(&j->as, fin, ev->n_generated, &j->out);
+                return;
+            }
+            if (j->resp) {
+                if (d) rl_srv_resp_events(&j->rs, j->id, d, &j->out);
+                json_decref(d);
+                json_t *msg = rl_srv_tools_message(&j->tools, call_seed(j, i), c->text.p, c->text.n, &calls);
+                if (msg)
+                    rl_srv_resp_finish(&j->rs, j->id,
+                                       rl_srv_resp_object(j->id, j->created, s->model_id, msg, fin, j->n_prompt,
+                                                          ev->n_generated, NULL),
+                                       &j->out);
+                json_decref(msg);
+                return;
+            }
+            if (d) out_event(j, chunk(j, i, d, NULL, NULL));
+        }
         json_t *empty = chat ? json_object() : json_string("");
-        out_event(j, chunk(j, i, empty, NULL, finish_str(ev->finish)));
+        out_event(j, chunk(j, i, empty, NULL, fin));
     }
 }
 
@@ -406,6 +460,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         j->out_off = 0;
         rl_buf_clear(&j->out);
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (j->n_left == 0 && (j->anth || j->resp)) {
+            j->ended = true;
+            continue;
+        }
         if (j->n_left == 0) {
             if (j->req.include_usage) {
                 bool chat = j->req.kind == RL_OAI_CHAT;
@@ -457,6 +515,18 @@ static enum MHD_Result run_blocking(gen_job *j) {
             return rl_srv_reply_error(rq, &e);
         }
     }
+    if (j->anth || j->resp) {
+        choice *c = &j->ch[0];
+        bool calls;
+        json_t *msg = rl_srv_tools_message(&j->tools, call_seed(j, 0), c->text.p, c->text.n, &calls);
+        const char *fin = calls && c->fin == RL_FINISH_STOP ? "tool_calls" : finish_str(c->fin);
+        json_t *o = !msg     ? NULL
+                    : j->anth ? rl_srv_anth_message(j->id, j->srv->model_id, msg, fin, j->n_prompt, c->n_gen)
+                              : rl_srv_resp_object(j->id, j->created, j->srv->model_id, msg, fin, j->n_prompt, c->n_gen, NULL);
+        json_decref(msg);
+        job_free(j);
+        return rl_srv_reply_json(rq, 200, o);
+    }
     json_t *choices = json_array();
     for (int i = 0; i < j->req.n; i++) {
         choice *c = &j->ch[i];
@@ -471,8 +541,17 @@ static enum MHD_Result run_blocking(gen_job *j) {
             text = rl_srv_json_text(c->text.p ? c->text.p : "", c->text.n);
         }
         json_t *lp = c->lp ? (chat ? json_pack("{s:O}", "content", c->lp) : json_incref(c->lp)) : json_null();
+        json_t *msg = NULL;
+        const char *fin = finish_str(c->fin);
+        if (chat && j->tools.active) {
+            bool calls;
+            msg = rl_srv_tools_message(&j->tools, call_seed(j, i), c->text.p, c->text.n, &calls);
+            if (calls && c->fin == RL_FINISH_STOP) fin = "tool_calls";
+        }
         json_t *item =
-            chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
+            msg  ? (json_decref(text), json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp,
+                                                 "finish_reason", fin))
+            : chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
                              "content", text, "logprobs", lp, "finish_reason", finish_str(c->fin))
                  : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
                              finish_str(c->fin));
@@ -503,7 +582,12 @@ static void submit_error(const rl_err *err, const gen_job *j, rl_oai_err *e) {
     }
 }
 
-enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
+/* One generation request; `body` is the OpenAI-shaped body (for
+ * /v1/messages the translated one, anth set). */
+typedef enum api { API_OPENAI, API_ANTHROPIC, API_RESPONSES } api;
+
+static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len, api which) {
+    bool anth = which == API_ANTHROPIC, resp = which == API_RESPONSES;
     rl_srv *s = rq->srv;
     rl_oai_limits lim;
     rl_oai_limits_default(&lim, s->n_vocab, s->n_ctx);
@@ -514,11 +598,17 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     j->srv = s;
     j->t_start = rq->t0;
     j->created = (int64_t)time(NULL);
+    j->anth = anth;
+    j->as.open_call = -1;
+    j->resp = resp;
     rl_oai_err e;
-    if (!rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
+    if (!rl_oai_parse(body, body_len, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
+        if (anth) rl_srv_anth_fix_param(&e);
+        if (resp) rl_srv_resp_fix_param(&e);
         job_free(j);
         return rl_srv_reply_error(rq, &e);
     }
+    if (anth || resp) j->tools.active = true;
     atomic_store(&rq->n_prompt, j->n_prompt);
     rl_engine_stats st = rl_engine_get_stats(s->eng);
     if (st.n_waiting >= s->cfg.max_queue) {
@@ -529,7 +619,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     }
     uint64_t seq = atomic_fetch_add(&s->seq, 1);
     uint64_t r1 = rl_mix64(rl_time_ns() ^ (seq << 20)), r2 = rl_mix64(r1 ^ (uint64_t)(uintptr_t)j);
-    snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", kind == RL_OAI_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(j->id, sizeof j->id, "%s%016llx%08llx", anth ? "msg_" : resp ? "resp_" : kind == RL_OAI_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)r1, (unsigned long long)(r2 & 0xffffffffu));
     /* from here on the job is counted and owns a reference to rq */
     atomic_fetch_add(&s->n_active, 1);
@@ -549,7 +639,9 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     }
     if (!j->req.stream) return run_blocking(j);
 
-    if (kind == RL_OAI_CHAT)
+    if (anth) rl_srv_anth_start(j->id, s->model_id, j->n_prompt, &j->out);
+    else if (resp) rl_srv_resp_start(&j->rs, j->id, j->created, s->model_id, &j->out);
+    else if (kind == RL_OAI_CHAT)
         for (int i = 0; i < j->req.n; i++)
             out_event(j, chunk(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
     else if (j->prompt_text)
@@ -568,6 +660,28 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     enum MHD_Result ret = MHD_queue_response(rq->conn, 200, r);
     MHD_destroy_response(r); /* the job is freed with the response (stream_free) */
     return ret;
+}
+
+enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
+    return generate(rq, kind, rq->body.p ? rq->body.p : "", rq->body.n, API_OPENAI);
+}
+
+enum MHD_Result rl_srv_messages(rl_srv_req *rq) {
+    char *body = NULL;
+    rl_oai_err e;
+    if (!rl_srv_anth_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e)) return rl_srv_reply_error(rq, &e);
+    enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), API_ANTHROPIC);
+    free(body);
+    return r;
+}
+
+enum MHD_Result rl_srv_responses(rl_srv_req *rq) {
+    char *body = NULL;
+    rl_oai_err e;
+    if (!rl_srv_resp_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e)) return rl_srv_reply_error(rq, &e);
+    enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), API_RESPONSES);
+    free(body);
+    return r;
 }
 
 /* ---- /tokenize and /detokenize ---- */
@@ -591,7 +705,13 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
         ok = rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, RL_OAI_CHAT, &lim, &r, &e);
         char *txt = NULL;
         size_t len = 0;
-        if (ok) ok = render_chat(s, &r, !agp || json_is_true(agp), &txt, &len, &e);
+        if (ok) {
+            rl_srv_tools t;
+            rl_srv_tools_init(s, &r, &t);
+            bool add_gen = !agp || json_is_true(agp);
+            ok = rl_srv_chat_needs_ctx(&r) ? rl_srv_render_ctx(s, &r, &t.fmt, add_gen, &txt, &len, &e)
+                                           : render_chat(s, &r, add_gen, &txt, &len, &e);
+        }
         if (ok) ok = encode_text(s, txt, len, true, &ids, &n, "messages", &e);
         rl_free(txt);
         rl_oai_req_free(&r); /* zeroed already when parsing failed */

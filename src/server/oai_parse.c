@@ -350,6 +350,42 @@ static bool parse_content(json_t *c, size_t i, bool null_ok, char **out, rl_oai_
     return true;
 }
 
+/* A function name as OpenAI allows it: [A-Za-z0-9_-]{1,64}. */
+static bool good_name(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* An assistant message's tool_calls: each {"id", "type":"function",
+ * "function":{"name","arguments": a string}}; ids go into `ids` (a JSON
+ * object used as a set). */
+static bool parse_msg_calls(json_t *m, size_t i, json_t *ids, rl_oai_err *e) {
+    json_t *tc = field(m, "tool_calls");
+    if (!tc) return true;
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+    if (!json_is_array(tc)) return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be an array", param);
+    for (size_t k = 0; k < json_array_size(tc); k++) {
+        json_t *c = json_array_get(tc, k), *f = json_object_get(c, "function");
+        const char *id = json_string_value(json_object_get(c, "id"));
+        const char *ty = json_string_value(json_object_get(c, "type"));
+        json_t *args = json_object_get(f, "arguments");
+        if (!json_is_object(c) || !id || !id[0] || (ty && strcmp(ty, "function")) || !json_is_object(f) ||
+            !good_name(json_string_value(json_object_get(f, "name"))) || (args && !json_is_string(args)))
+            return rl_oai_fail(e, 400, param, "invalid_value",
+                               "%s[%zu]: must be {\"id\": a string, \"type\": \"function\", \"function\": "
+                               "{\"name\": [A-Za-z0-9_-]{1,64}, \"arguments\": a JSON string}}",
+                               param, k);
+        json_object_set_new(ids, id, json_true());
+    }
+    return true;
+}
+
 static bool parse_messages(json_t *root, const rl_oai_limits *lim, rl_oai_req *r, rl_oai_err *e) {
     json_t *v = field(root, "messages");
     if (!v) return rl_oai_fail(e, 400, "messages", "missing_field", "messages: is required");
@@ -361,25 +397,133 @@ static bool parse_messages(json_t *root, const rl_oai_limits *lim, rl_oai_req *r
         return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: at most %d messages, got %zu",
                            lim->max_messages, cnt);
     r->msgs = rl_calloc(cnt, sizeof *r->msgs);
-    if (!r->msgs) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+    json_t *ids = json_object(); /* ids of the calls so far */
+    if (!r->msgs || !ids) {
+        json_decref(ids);
+        return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+    }
     static const char *roles[] = {"system", "developer", "user", "assistant", "tool"};
     for (size_t i = 0; i < cnt; i++) {
         json_t *m = json_array_get(v, i);
-        if (!json_is_object(m))
-            return rl_oai_fail(e, 400, "messages", "invalid_type", "messages[%zu]: must be an object", i);
+        if (!json_is_object(m)) {
+            rl_oai_fail(e, 400, "messages", "invalid_type", "messages[%zu]: must be an object", i);
+            goto fail;
+        }
         const char *role = json_string_value(json_object_get(m, "role"));
         bool known = false;
         for (size_t k = 0; role && k < sizeof roles / sizeof roles[0]; k++) known |= !strcmp(role, roles[k]);
-        if (!known)
-            return rl_oai_fail(e, 400, "messages", "invalid_value",
-                               "messages[%zu].role: must be one of system, developer, user, assistant, tool",
-                               i);
+        if (!known) {
+            rl_oai_fail(e, 400, "messages", "invalid_value",
+                        "messages[%zu].role: must be one of system, developer, user, assistant, tool", i);
+            goto fail;
+        }
         char *content;
-        if (!parse_content(field(m, "content"), i, !strcmp(role, "assistant"), &content, e)) return false;
+        if (!parse_content(field(m, "content"), i, !strcmp(role, "assistant"), &content, e)) goto fail;
         r->msgs[i].role = role;
         r->msgs[i].content = content;
         r->n_msgs = i + 1;
+        if (!strcmp(role, "assistant") && field(m, "tool_calls")) {
+            r->tool_msgs = true;
+            if (!parse_msg_calls(m, i, ids, e)) goto fail;
+        }
+        if (!strcmp(role, "tool")) {
+            r->tool_msgs = true;
+            char param[64];
+            snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+            const char *tid = json_string_value(field(m, "tool_call_id"));
+            if (!tid) {
+                rl_oai_fail(e, 400, param, "missing_field", "%s: a tool message needs the id of the call it answers", param);
+                goto fail;
+            }
+            if (!json_object_get(ids, tid)) {
+                rl_oai_fail(e, 400, param, "invalid_value", "%s: '%.100s' is the id of no earlier tool call", param, tid);
+                goto fail;
+            }
+        }
     }
+    json_decref(ids);
+    return true;
+fail:
+    json_decref(ids);
+    return false;
+}
+
+/* tools, tool_choice, parallel_tool_calls, chat_template_kwargs (chat
+ * only). */
+static bool parse_tools(json_t *root, rl_oai_req *r, rl_oai_err *e) {
+    r->parallel_tool_calls = true;
+    if (!get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) return false;
+    json_t *kw = field(root, "chat_template_kwargs");
+    if (kw && !json_is_object(kw))
+        return rl_oai_fail(e, 400, "chat_template_kwargs", "invalid_type", "chat_template_kwargs: must be an object");
+    r->tmpl_kwargs = kw;
+    json_t *t = field(root, "tools");
+    if (t) {
+        if (!json_is_array(t)) return rl_oai_fail(e, 400, "tools", "invalid_type", "tools: must be an array");
+        if (json_array_size(t) > RL_OAI_MAX_TOOLS)
+            return rl_oai_fail(e, 400, "tools", "invalid_value", "tools: at most %d tools", RL_OAI_MAX_TOOLS);
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            json_t *tool = json_array_get(t, i), *f = json_object_get(tool, "function");
+            const char *ty = json_string_value(json_object_get(tool, "type"));
+            char param[64];
+            snprintf(param, sizeof param, "tools[%zu]", i);
+            if (!json_is_object(tool) || !ty || strcmp(ty, "function") || !json_is_object(f))
+                return rl_oai_fail(e, 400, param, "invalid_value",
+                                   "%s: must be {\"type\": \"function\", \"function\": {...}}", param);
+            const char *name = json_string_value(json_object_get(f, "name"));
+            snprintf(param, sizeof param, "tools[%zu].function.name", i);
+            if (!good_name(name))
+                return rl_oai_fail(e, 400, param, "invalid_value", "%s: must match [A-Za-z0-9_-]{1,64}", param);
+            for (size_t k = 0; k < i; k++)
+                if (!strcmp(name, json_string_value(json_object_get(json_object_get(json_array_get(t, k), "function"), "name"))))
+                    return rl_oai_fail(e, 400, param, "invalid_value", "%s: '%s' is also the name of tools[%zu]",
+                                       param, name, k);
+            json_t *ps = json_object_get(f, "parameters");
+            snprintf(param, sizeof param, "tools[%zu].function.parameters", i);
+            if (ps && !json_is_null(ps)) {
+                if (!json_is_object(ps))
+                    return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be a JSON Schema object", param);
+                char *txt = json_dumps(ps, JSON_COMPACT);
+                if (!txt) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+                rl_err err = {0};
+                rl_grammar *g = rl_gen_grammar_new(RL_GRAMMAR_JSON_SCHEMA, txt, strlen(txt), &err);
+                free(txt);
+                if (!g) return rl_oai_fail(e, 400, param, "invalid_value", "%s: %s", param, err.msg);
+                rl_gen_grammar_free(g);
+            }
+        }
+        r->tools = json_array_size(t) ? t : NULL;
+        r->n_tools = (int32_t)json_array_size(t);
+    }
+    r->tool_choice = r->tools ? RL_OAI_TOOLS_AUTO : RL_OAI_TOOLS_NONE;
+    json_t *tc = field(root, "tool_choice");
+    if (!tc) return true;
+    const char *s = json_string_value(tc);
+    if (s && !strcmp(s, "none")) r->tool_choice = RL_OAI_TOOLS_NONE;
+    else if (s && !strcmp(s, "auto")) r->tool_choice = r->tools ? RL_OAI_TOOLS_AUTO : RL_OAI_TOOLS_NONE;
+    else if (s && !strcmp(s, "required")) r->tool_choice = RL_OAI_TOOLS_REQUIRED;
+    else if (json_is_object(tc)) {
+        const char *ty = json_string_value(json_object_get(tc, "type"));
+        const char *name = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+        if (!ty || strcmp(ty, "function") || !name)
+            return rl_oai_fail(e, 400, "tool_choice", "invalid_value",
+                               "tool_choice: must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        r->tool_choice = RL_OAI_TOOLS_NAMED;
+        r->tool_named = -1;
+        for (int32_t i = 0; i < r->n_tools; i++)
+            if (!strcmp(name, json_string_value(json_object_get(json_object_get(json_array_get(r->tools, (size_t)i), "function"), "name"))))
+                r->tool_named = i;
+        if (r->tool_named < 0)
+            return rl_oai_fail(e, 400, "tool_choice", "invalid_value", "tool_choice: no tool is named '%.64s'", name);
+    } else {
+        return rl_oai_fail(e, 400, "tool_choice", "invalid_value",
+                           "tool_choice: must be none, auto, required or {\"type\": \"function\", ...}");
+    }
+    if (r->tool_choice >= RL_OAI_TOOLS_REQUIRED && !r->tools)
+        return rl_oai_fail(e, 400, "tool_choice", "invalid_value", "tool_choice: '%s' needs tools", s ? s : "function");
+    if (r->tool_choice >= RL_OAI_TOOLS_REQUIRED && r->gp.grammar)
+        return rl_oai_fail(e, 400, "tool_choice", "invalid_value",
+                           "tool_choice: a required tool call cannot be combined with response_format or grammar");
     return true;
 }
 
@@ -502,7 +646,9 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
     if (!parse_stop(root, &r->gp, e) || !parse_logit_bias(root, lim, r, e) ||
         !parse_response_format(root, r, e))
         goto fail;
-    if (kind == RL_OAI_CHAT ? !parse_messages(root, lim, r, e) : !parse_prompt(root, lim, r, e)) goto fail;
+    if (kind == RL_OAI_CHAT ? !parse_messages(root, lim, r, e) || !parse_tools(root, r, e)
+                            : !parse_prompt(root, lim, r, e))
+        goto fail;
 
     /* The engine's own check, so whatever passes here is submittable. */
     rl_err err = {0};

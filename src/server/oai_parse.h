@@ -12,7 +12,12 @@
  *   - every stop string is 1..RL_MAX_STOP_LEN bytes of valid UTF-8;
  *   - chat: 1..lim->max_messages messages, each with a known role and a
  *     NUL-free UTF-8 content (NULL only for an assistant message);
- *   - completion: either a string prompt or 1..n_ctx-1 token ids in range.
+ *   - completion: either a string prompt or 1..n_ctx-1 token ids in range;
+ *   - tools: at most RL_OAI_MAX_TOOLS, each {"type":"function","function":
+ *     {"name": [A-Za-z0-9_-]{1,64}, unique, "parameters": a schema the
+ *     grammar compiler accepts (optional)}}; a named tool_choice names
+ *     one of them; every tool message's tool_call_id is the id of a call
+ *     of an earlier assistant message.
  */
 #ifndef RL_SERVER_OAI_PARSE_H
 #define RL_SERVER_OAI_PARSE_H
@@ -48,6 +53,14 @@ typedef struct rl_oai_limits {
 } rl_oai_limits;
 
 #define RL_OAI_MAX_N 8
+#define RL_OAI_MAX_TOOLS 128
+
+typedef enum rl_oai_tool_choice {
+    RL_OAI_TOOLS_NONE = 0,     /* no tools, or tool_choice "none" */
+    RL_OAI_TOOLS_AUTO = 1,     /* the model decides (a lazy grammar keeps a begun call valid) */
+    RL_OAI_TOOLS_REQUIRED = 2, /* at least one call, constrained by the tools' schemas */
+    RL_OAI_TOOLS_NAMED = 3,    /* a call of tools[tool_named] */
+} rl_oai_tool_choice;
 
 typedef struct rl_oai_req {
     rl_oai_kind kind;
@@ -70,6 +83,15 @@ typedef struct rl_oai_req {
     size_t prompt_len;
     int32_t *prompt_ids; /* owned (token-id prompt), else NULL */
     int32_t n_prompt_ids;
+    /* tools (chat): validated; the tool-call grammar is built later, by
+     * the chat template's format (oai_tools.c) */
+    json_t *tools;             /* borrowed from root: the `tools` array, or NULL */
+    int32_t n_tools;
+    rl_oai_tool_choice tool_choice; /* AUTO when tools are given, else NONE */
+    int32_t tool_named;        /* NAMED: the index in tools */
+    bool parallel_tool_calls;  /* default true */
+    bool tool_msgs;            /* a message carries tool_calls or is a tool result */
+    json_t *tmpl_kwargs;       /* borrowed: chat_template_kwargs (an object), or NULL */
     /* structured output (the compiled grammar is gp.grammar) */
     char response_format[16]; /* "", "text", "json_object", "json_schema" */
     char *json_schema;        /* owned serialized schema object, or NULL */

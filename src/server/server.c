@@ -94,7 +94,7 @@ void rl_srv_add_cors(struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers",
-                            "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, "
+                            "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, x-api-key, anthropic-version, "
                             "X-Stainless-Arch, X-Stainless-Lang, X-Stainless-OS, X-Stainless-Package-Version, "
                             "X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, "
                             "X-Stainless-Async, X-Stainless-Timeout, X-Stainless-Read-Timeout");
@@ -129,7 +129,7 @@ enum MHD_Result rl_srv_reply_json(rl_srv_req *rq, int status, json_t *body) {
 }
 
 enum MHD_Result rl_srv_reply_error(rl_srv_req *rq, const rl_oai_err *e) {
-    char *s = rl_oai_err_json(e);
+    char *s = rl_srv_is_anthropic(rq) ? rl_srv_anth_err_json(e) : rl_oai_err_json(e);
     if (!s) return MHD_NO;
     return rl_srv_reply_text(rq, e->status, "application/json", s, strlen(s));
 }
@@ -147,13 +147,16 @@ void rl_srv_req_unref(rl_srv_req *rq) {
     free(rq);
 }
 
-/* Constant-time check of "Authorization: Bearer <key>": both sides are
+/* Constant-time check of "Authorization: Bearer <key>" (or "x-api-key:
+ * <key>", as Anthropic's clients send it): both sides are
  * hashed first so the comparison time depends on neither length. */
 static bool auth_ok(const rl_srv *s, struct MHD_Connection *c) {
     if (!s->cfg.api_key || !s->cfg.api_key[0]) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     const char *given = "";
     if (h && !strncasecmp(h, "Bearer ", 7)) given = h + 7;
+    const char *xk = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"); /* Anthropic's header */
+    if (!given[0] && xk) given = xk;
     uint8_t a[SHA256_DIGEST_SIZE], b[SHA256_DIGEST_SIZE];
     struct sha256_ctx ctx;
     sha256_init(&ctx);
@@ -237,7 +240,7 @@ static enum MHD_Result route_options(rl_srv_req *rq) {
 
 /* ---- routing ---- */
 typedef enum route_id {
-    R_NONE, R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL_ONE, R_CHAT, R_COMPL, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE, R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL_ONE, R_CHAT, R_COMPL, R_TOKENIZE, R_DETOKENIZE, R_MESSAGES, R_RESPONSES,
 } route_id;
 
 static route_id find_route(const char *p, const char **arg) {
@@ -252,13 +255,15 @@ static route_id find_route(const char *p, const char **arg) {
     }
     if (!strcmp(p, "/v1/chat/completions") || !strcmp(p, "/chat/completions")) return R_CHAT;
     if (!strcmp(p, "/v1/completions") || !strcmp(p, "/completions")) return R_COMPL;
+    if (!strcmp(p, "/v1/messages") || !strcmp(p, "/messages")) return R_MESSAGES;
+    if (!strcmp(p, "/v1/responses") || !strcmp(p, "/responses")) return R_RESPONSES;
     if (!strcmp(p, "/tokenize") || !strcmp(p, "/v1/tokenize")) return R_TOKENIZE;
     if (!strcmp(p, "/detokenize") || !strcmp(p, "/v1/detokenize")) return R_DETOKENIZE;
     return R_NONE;
 }
 
 static bool route_is_post(route_id r) {
-    return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE;
+    return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_MESSAGES || r == R_RESPONSES;
 }
 
 static enum MHD_Result dispatch(rl_srv_req *rq) {
@@ -302,6 +307,8 @@ static enum MHD_Result dispatch(rl_srv_req *rq) {
     switch (r) {
     case R_CHAT: return rl_srv_generate(rq, RL_OAI_CHAT);
     case R_COMPL: return rl_srv_generate(rq, RL_OAI_COMPLETION);
+    case R_MESSAGES: return rl_srv_messages(rq);
+    case R_RESPONSES: return rl_srv_responses(rq);
     case R_TOKENIZE: return rl_srv_tokenize(rq);
     case R_DETOKENIZE: return rl_srv_detokenize(rq);
     default: return reply_err(rq, 500, NULL, NULL, "internal routing error");

@@ -119,6 +119,63 @@ static void test_errors_name_field(void **state) {
     }
 }
 
+#define U "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+#define T(name, params) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"parameters\":" params "}}"
+
+static void test_tools(void **state) {
+    (void)state;
+    rl_oai_req r;
+    rl_oai_err e;
+    /* valid: the choice, the named index, parallel */
+    assert_true(parse(U ",\"tools\":[" T("a", "{\"type\":\"object\"}") "," T("b", "null") "]}", RL_OAI_CHAT, &r, &e));
+    assert_int_equal(r.n_tools, 2);
+    assert_int_equal(r.tool_choice, RL_OAI_TOOLS_AUTO);
+    assert_true(r.parallel_tool_calls);
+    rl_oai_req_free(&r);
+    assert_true(parse(U ",\"tools\":[" T("a", "{}") "," T("b", "{}") "],\"parallel_tool_calls\":false,"
+                      "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b\"}}}", RL_OAI_CHAT, &r, &e));
+    assert_int_equal(r.tool_choice, RL_OAI_TOOLS_NAMED);
+    assert_int_equal(r.tool_named, 1);
+    assert_false(r.parallel_tool_calls);
+    rl_oai_req_free(&r);
+    assert_true(parse(U ",\"tools\":[" T("a", "{}") "],\"tool_choice\":\"none\"}", RL_OAI_CHAT, &r, &e));
+    assert_int_equal(r.tool_choice, RL_OAI_TOOLS_NONE);
+    rl_oai_req_free(&r);
+    /* a call and its result round trip; the id must match */
+    assert_true(parse("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+                      "\"type\":\"function\",\"function\":{\"name\":\"a\",\"arguments\":\"{}\"}}]},"
+                      "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}]}", RL_OAI_CHAT, &r, &e));
+    assert_true(r.tool_msgs);
+    rl_oai_req_free(&r);
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {U ",\"tools\":{}}", "tools"},
+        {U ",\"tools\":[{\"type\":\"code\"}]}", "tools[0]"},
+        {U ",\"tools\":[" T("a b", "{}") "]}", "tools[0].function.name"},
+        {U ",\"tools\":[" T("a", "{}") "," T("a", "{}") "]}", "tools[1].function.name"},
+        {U ",\"tools\":[" T("a", "3") "]}", "tools[0].function.parameters"},
+        {U ",\"tools\":[" T("a", "{\"type\":\"object\",\"patternProperties\":{}}") "]}", "tools[0].function.parameters"},
+        {U ",\"tool_choice\":\"required\"}", "tool_choice"},
+        {U ",\"tools\":[" T("a", "{}") "],\"tool_choice\":\"sometimes\"}", "tool_choice"},
+        {U ",\"tools\":[" T("a", "{}") "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"z\"}}}", "tool_choice"},
+        {U ",\"tools\":[" T("a", "{}") "],\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}", "tool_choice"},
+        {U ",\"parallel_tool_calls\":1}", "parallel_tool_calls"},
+        {U ",\"chat_template_kwargs\":[]}", "chat_template_kwargs"},
+        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].tool_call_id"},
+        {"{\"messages\":[{\"role\":\"tool\",\"tool_call_id\":\"q\",\"content\":\"x\"}]}", "messages[0].tool_call_id"},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"\",\"function\":{\"name\":\"a\"}}]}]}", "messages[0].tool_calls"},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"a\",\"arguments\":{}}}]}]}", "messages[0].tool_calls"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        assert_false(parse(bad[i].body, RL_OAI_CHAT, &r, &e));
+        assert_int_equal(e.status, 400);
+        if (strcmp(e.param, bad[i].param) != 0) fail_msg("case %zu: param '%s', want '%s' (%s)", i, e.param, bad[i].param, e.message);
+        assert_null(r.root);
+    }
+}
+
 static void test_bad_json(void **state) {
     (void)state;
     const char *bodies[] = {"", "{", "[]", "null", "{\"a\":NaN}", "{\"a\":1e999}", "{\"a\":1,\"a\":2}"};
@@ -207,7 +264,7 @@ int main(void) {
         cmocka_unit_test(test_chat_full),       cmocka_unit_test(test_completion_forms),
         cmocka_unit_test(test_errors_name_field), cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_normalize_path),  cmocka_unit_test(test_json_text_lossy),
-        cmocka_unit_test(test_metrics_render),
+        cmocka_unit_test(test_metrics_render),  cmocka_unit_test(test_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
