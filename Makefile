@@ -65,7 +65,7 @@ EX_CFLAGS = -std=c11 -Wall -Wextra -Werror -Iinclude -pthread $(OPT) $(SANFLAGS)
 
 GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-.PHONY: all test-bins examples check-header fuzz clean format
+.PHONY: all test-bins examples check-header fuzz clean format format-check
 all: $(BUILD)/redline
 
 # (the more specific pattern wins for vnni*.c)
@@ -131,8 +131,14 @@ fuzz:
 	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -O1 -g -fsanitize=fuzzer,address,undefined \
 	    -o $(FUZZ_BUILD)/$$n $$f $(FUZZ_BUILD)/lib/librl.a $(LIBS) || exit 1; done
 
+FORMAT_FILES = $$(git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h' 'examples/*.c' 'bench/*.c' 'bench/*.h')
+
 format:
-	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h')
+	clang-format -i $(FORMAT_FILES)
+
+# Fails (naming the file and line) when a committed C file differs from .clang-format's layout.
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf build build-* 
