@@ -41,7 +41,8 @@ int main(int argc, char **argv) {
     }
     rl_model_info mi;
     rl_vocab_model_info(v, &mi);
-    fprintf(stderr, "embed: %s (%s): %d layers, vocabulary %d, %d end-of-generation tokens, %s template\n",
+    fprintf(stderr,
+            "embed: %s (%s): %d layers, vocabulary %d, %d end-of-generation tokens, %s template\n",
             mi.name[0] ? mi.name : model, mi.arch, (int)mi.n_layer, (int)mi.n_vocab, (int)mi.n_eog,
             mi.chat_template);
 
@@ -55,7 +56,8 @@ int main(int argc, char **argv) {
         fail("chat template", &err);
         goto out;
     }
-    if (rl_tokenize(v, text, text_len, RL_TOKENIZE_ADD_BOS | RL_TOKENIZE_PARSE_SPECIAL, &ids, &n_ids, &err)) {
+    if (rl_tokenize(v, text, text_len, RL_TOKENIZE_ADD_BOS | RL_TOKENIZE_PARSE_SPECIAL, &ids,
+                    &n_ids, &err)) {
         fail("tokenize", &err);
         goto out;
     }
@@ -118,7 +120,8 @@ int main(int argc, char **argv) {
     }
     rl_detokenizer_free(d);
     bool same = n_again == n_streamed && !memcmp(again, streamed, n_streamed);
-    fprintf(stderr, "embed: streaming detokenizer %s the events' text\n", same ? "reproduces" : "DIFFERS from");
+    fprintf(stderr, "embed: streaming detokenizer %s the events' text\n",
+            same ? "reproduces" : "DIFFERS from");
     rc = same ? 0 : 1;
 out:
     rl_free(ids);

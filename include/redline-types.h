@@ -121,7 +121,7 @@ typedef struct rl_chat_call {
 /* A parsed output: the answer text, the reasoning text and the tool calls.
  * Free with rl_chat_output_free. */
 typedef struct rl_chat_output {
-    char *content;   /* NUL-terminated, never NULL after a successful parse */
+    char *content; /* NUL-terminated, never NULL after a successful parse */
     size_t content_len;
     char *reasoning; /* NUL-terminated, never NULL after a successful parse */
     size_t reasoning_len;

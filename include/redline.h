@@ -61,23 +61,23 @@ typedef struct rl_engine_params {
     const char *cache_type_v; /* V cache pages: the same six types */
     /* speculative decoding */
     const char *draft_model_path; /* same-vocabulary draft model (NULL = none) */
-    int32_t draft_max;        /* most draft tokens per sequence per step (5) */
-    int32_t draft_n_vocab;    /* draft head restricted to token ids [0, N) (32768;
-                                 0 = all) */
-    int32_t spec_max_batch;   /* speculate only while at most this many sequences
-                                 decode at once (4); within it a cost model of
-                                 measured step times picks the draft length */
-    bool draft_fixed;         /* always draft draft_max tokens (no cost model; for
-                                 benchmarks) */
+    int32_t draft_max;            /* most draft tokens per sequence per step (5) */
+    int32_t draft_n_vocab;        /* draft head restricted to token ids [0, N) (32768;
+                                     0 = all) */
+    int32_t spec_max_batch;       /* speculate only while at most this many sequences
+                                     decode at once (4); within it a cost model of
+                                     measured step times picks the draft length */
+    bool draft_fixed;             /* always draft draft_max tokens (no cost model; for
+                                     benchmarks) */
     int32_t ngram_min, ngram_max; /* n-gram lookup lengths (1, 3) */
     /* baselines for the technique table (bench/ablation) */
-    int32_t weights;          /* rl_model_weights: 0 = as stored (default), 1 = f32, 2 = f16 dequantized */
-    bool static_batches;      /* admit new sequences only when none runs (naive implies it) */
+    int32_t weights; /* rl_model_weights: 0 = as stored (default), 1 = f32, 2 = f16 dequantized */
+    bool static_batches; /* admit new sequences only when none runs (naive implies it) */
 } rl_engine_params;
 
 void rl_engine_params_default(rl_engine_params *p);
 
-#define RL_MAX_STOP 4
+#define RL_MAX_STOP     4
 #define RL_MAX_STOP_LEN 64
 
 typedef enum rl_spec_mode {
@@ -88,11 +88,11 @@ typedef enum rl_spec_mode {
 
 typedef struct rl_gen_params {
     rl_sample_params sample;
-    rl_spec_mode spec;        /* speculative decoding for this request (NONE) */
-    int32_t max_tokens;       /* new tokens at most; <= 0 = until the context is full */
-    int32_t priority;         /* higher is scheduled first (0) */
-    uint64_t cache_salt;      /* per-tenant prefix-cache salt (0 = shared) */
-    bool ignore_eos;          /* keep going past end-of-generation tokens */
+    rl_spec_mode spec;   /* speculative decoding for this request (NONE) */
+    int32_t max_tokens;  /* new tokens at most; <= 0 = until the context is full */
+    int32_t priority;    /* higher is scheduled first (0) */
+    uint64_t cache_salt; /* per-tenant prefix-cache salt (0 = shared) */
+    bool ignore_eos;     /* keep going past end-of-generation tokens */
     int32_t n_stop;
     char stop[RL_MAX_STOP][RL_MAX_STOP_LEN + 1]; /* stop strings (not included in output) */
     /* Structured output: a compiled grammar (rl_gen_grammar_new, e.g. from
@@ -110,30 +110,30 @@ typedef enum rl_event_kind {
 
 typedef enum rl_finish_reason {
     RL_FINISH_NONE = 0,
-    RL_FINISH_STOP = 1,      /* end-of-generation token or stop string */
-    RL_FINISH_LENGTH = 2,    /* max_tokens or the context limit */
+    RL_FINISH_STOP = 1,   /* end-of-generation token or stop string */
+    RL_FINISH_LENGTH = 2, /* max_tokens or the context limit */
     RL_FINISH_CANCELLED = 3,
     RL_FINISH_ERROR = 4,
 } rl_finish_reason;
 
 #define RL_EV_TEXT_MAX 256
-#define RL_EV_MAX_TOP 20
+#define RL_EV_MAX_TOP  20
 
 typedef struct rl_event {
     rl_event_kind kind;
-    int32_t token;                /* -1 when the event carries only text */
+    int32_t token; /* -1 when the event carries only text */
     float logprob;
     int32_t n_top;
     int32_t top_id[RL_EV_MAX_TOP];
     float top_logprob[RL_EV_MAX_TOP];
     int32_t text_len;
-    char text[RL_EV_TEXT_MAX];    /* UTF-8, not NUL-terminated past text_len */
+    char text[RL_EV_TEXT_MAX]; /* UTF-8, not NUL-terminated past text_len */
     /* DONE only: */
     rl_finish_reason finish;
     int32_t n_prompt, n_cached, n_generated;
     double t_first_token_s, t_total_s; /* since submit */
-    rl_status error_code;         /* ERROR: RL_ERR_LIMIT = the request's own grammar
-                                     or parameters exceed a bound (a client error) */
+    rl_status error_code;              /* ERROR: RL_ERR_LIMIT = the request's own grammar
+                                          or parameters exceed a bound (a client error) */
     char error[160];
 } rl_event;
 
@@ -169,13 +169,13 @@ typedef struct rl_engine_stats {
     int32_t kv_blocks_total, kv_blocks_used, kv_blocks_cached;
     int32_t block_size;
     size_t kv_bytes_per_token;
-    uint64_t live_tokens;          /* tokens with K/V stored, over running requests */
+    uint64_t live_tokens; /* tokens with K/V stored, over running requests */
     uint64_t prompt_tokens, generation_tokens, cached_prompt_tokens;
     uint64_t prefix_queries, prefix_hits; /* blocks */
     uint64_t preemptions, steps, requests_finished;
     uint64_t spec_proposed, spec_accepted, spec_verifies; /* draft tokens, per verification */
-    uint64_t grammar_forced;       /* tokens proposed by grammar jump-forward */
-    double busy_s;                 /* time spent in steps */
+    uint64_t grammar_forced; /* tokens proposed by grammar jump-forward */
+    double busy_s;           /* time spent in steps */
 } rl_engine_stats;
 
 rl_engine_stats rl_engine_get_stats(rl_engine *e);
@@ -186,7 +186,7 @@ int32_t rl_engine_n_ctx(const rl_engine *e);
 /* ---- structured output ---- */
 
 typedef enum rl_grammar_syntax {
-    RL_GRAMMAR_GBNF = 1,        /* a GBNF-like grammar whose start rule is `root` (docs/STRUCTURED.md) */
+    RL_GRAMMAR_GBNF = 1, /* a GBNF-like grammar whose start rule is `root` (docs/STRUCTURED.md) */
     RL_GRAMMAR_JSON_SCHEMA = 2, /* a JSON Schema object (the subset docs/STRUCTURED.md lists) */
 } rl_grammar_syntax;
 
@@ -222,7 +222,7 @@ rl_status rl_vocab_load(const char *model_path, rl_vocab **out, rl_err *err);
 rl_status rl_engine_vocab(rl_engine *e, rl_vocab **out, rl_err *err);
 void rl_vocab_free(rl_vocab *v); /* NULL is a no-op */
 
-#define RL_MAX_EOG 16
+#define RL_MAX_EOG        16
 #define RL_MODEL_NAME_MAX 128
 
 /* What a model file says about itself. */
@@ -233,29 +233,31 @@ typedef struct rl_model_info {
     int32_t n_ctx_train;          /* trained context length */
     int32_t n_layer, n_embd, n_head, n_kv_head, head_dim;
     int32_t bos, eos, eot, pad, unk; /* special token ids; -1 = none */
-    bool add_bos, add_eos;        /* the tokenizer's metadata asks for BOS / EOS */
-    int32_t n_eog;                /* end-of-generation tokens (eos, eot, <|im_end|>, ...) */
-    int32_t eog[RL_MAX_EOG];      /* the first min(n_eog, RL_MAX_EOG) of them, ascending */
-    bool has_chat_template;       /* the file carries tokenizer.chat_template */
-    char chat_template[16];       /* the template rl_chat_render uses: "model" (the
-                                     file's), or the built-in "chatml" / "gemma" */
+    bool add_bos, add_eos;           /* the tokenizer's metadata asks for BOS / EOS */
+    int32_t n_eog;                   /* end-of-generation tokens (eos, eot, <|im_end|>, ...) */
+    int32_t eog[RL_MAX_EOG];         /* the first min(n_eog, RL_MAX_EOG) of them, ascending */
+    bool has_chat_template;          /* the file carries tokenizer.chat_template */
+    char chat_template[16];          /* the template rl_chat_render uses: "model" (the
+                                        file's), or the built-in "chatml" / "gemma" */
 } rl_model_info;
 
 void rl_vocab_model_info(const rl_vocab *v, rl_model_info *out);
 
 /* rl_tokenize flags */
-#define RL_TOKENIZE_ADD_BOS 1u       /* prepend BOS when the model adds one and the text
-                                        does not already start with it */
-#define RL_TOKENIZE_PARSE_SPECIAL 2u /* text that spells a control token ("<|im_start|>")
-                                        becomes that token (templates write them) */
+#define RL_TOKENIZE_ADD_BOS                                                                        \
+    1u /* prepend BOS when the model adds one and the text                                         \
+          does not already start with it */
+#define RL_TOKENIZE_PARSE_SPECIAL                                                                  \
+    2u /* text that spells a control token ("<|im_start|>")                                        \
+          becomes that token (templates write them) */
 /* rl_detokenize / rl_detokenizer_new flags */
 #define RL_DETOKENIZE_SKIP_SPECIAL 1u /* render control tokens as nothing */
 
 /* Text (any bytes; invalid UTF-8 is encoded byte-wise) -> token ids.  *ids
  * is allocated (rl_free; NULL when *n == 0).  RL_ERR_LIMIT when the text
  * would need more than INT32_MAX / 2 tokens. */
-rl_status rl_tokenize(const rl_vocab *v, const char *text, size_t len, unsigned flags, int32_t **ids,
-                      int32_t *n, rl_err *err);
+rl_status rl_tokenize(const rl_vocab *v, const char *text, size_t len, unsigned flags,
+                      int32_t **ids, int32_t *n, rl_err *err);
 /* Token ids -> NUL-terminated valid UTF-8 (bytes that never form a valid
  * sequence become U+FFFD).  *out allocated (rl_free).  RL_ERR_RANGE naming
  * the position when an id is outside [0, n_vocab). */
@@ -299,7 +301,7 @@ const char *rl_vocab_chat_template(const rl_vocab *v, size_t *len);
  * "tools": [...], "add_generation_prompt": true, "enable_thinking": false,
  * ...}), so messages may carry tool_calls; bos_token and eos_token are the
  * model's unless given.  Output and errors as rl_chat_render. */
-rl_status rl_chat_render_json(const rl_vocab *v, const char *ctx_json, size_t len, char **out, size_t *out_len,
-                              rl_err *err);
+rl_status rl_chat_render_json(const rl_vocab *v, const char *ctx_json, size_t len, char **out,
+                              size_t *out_len, rl_err *err);
 
 #endif

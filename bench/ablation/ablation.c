@@ -28,9 +28,9 @@
  * real text encoded with the model's tokenizer (--text prose, --code C
  * source; by default the fixed files bench/ablation/prose.txt and
  * code.txt, which belong to the benchmark so that editing the project's
- * docs or code never moves its figures) at a seeded offset: L/2 tokens for chat and JSON, L for code, 2L
- * for summarization, each times a uniform factor in [0.75, 1.25]; output
- * O tokens (O/2 for summarization), times the same kind of factor.
+ * docs or code never moves its figures) at a seeded offset: L/2 tokens for chat and JSON, L for
+ * code, 2L for summarization, each times a uniform factor in [0.75, 1.25]; output O tokens (O/2 for
+ * summarization), times the same kind of factor.
  *
  * Quality: perplexity over T tokens of --quality-text (default
  * bench/ablation/prose.txt), KL divergence and
@@ -64,32 +64,36 @@
 #include "tokenizer/tokenizer.h"
 
 #define AB_CMD "bench/ablation"
-#define AB_TEXT_PROSE "bench/ablation/prose.txt" /* a snapshot of docs/ARCHITECTURE.md (commit 269aa58) */
-#define AB_TEXT_CODE "bench/ablation/code.txt"   /* a snapshot of src/sched/sched.c (commit 269aa58) */
+#define AB_TEXT_PROSE                                                                              \
+    "bench/ablation/prose.txt" /* a snapshot of docs/ARCHITECTURE.md (commit 269aa58) */
+#define AB_TEXT_CODE                                                                               \
+    "bench/ablation/code.txt" /* a snapshot of src/sched/sched.c (commit 269aa58) */
 
 #define N_CFG 10
 static ab_cfg cfgs[N_CFG] = {
     {"naive", "f32 weights, f16 KV reserved for n_ctx per request, static batches, no prefix reuse",
      RL_MODEL_WEIGHTS_F32, true, true, false, false, false, false, "f16", "f16", -1},
-    {"+ weight quant", "naive with the file's quantized weights", RL_MODEL_WEIGHTS_STORED, true, true,
-     false, false, false, false, "f16", "f16", 0},
+    {"+ weight quant", "naive with the file's quantized weights", RL_MODEL_WEIGHTS_STORED, true,
+     true, false, false, false, false, "f16", "f16", 0},
     {"+ paged KV", "KV blocks allocated on demand; still static batches, whole-prompt prefill",
      RL_MODEL_WEIGHTS_STORED, false, true, false, false, false, false, "f16", "f16", 1},
     {"+ continuous batching", "requests join running batches; chunked prefill (-b tokens/step)",
      RL_MODEL_WEIGHTS_STORED, false, false, true, false, false, false, "f16", "f16", 2},
-    {"+ prefix caching", "cached prompt prefixes reused", RL_MODEL_WEIGHTS_STORED, false, false, true,
-     true, false, false, "f16", "f16", 3},
-    {"+ KV q8_0", "prefix-caching row with q8_0 K and V pages", RL_MODEL_WEIGHTS_STORED, false, false,
-     true, true, false, false, "q8_0", "q8_0", 4},
-    {"+ KV q4_0", "prefix-caching row with q4_0 K and V pages", RL_MODEL_WEIGHTS_STORED, false, false,
-     true, true, false, false, "q4_0", "q4_0", 4},
-    {"+ speculative", "prefix-caching row, speculative decoding (draft model with -md, else n-gram)",
+    {"+ prefix caching", "cached prompt prefixes reused", RL_MODEL_WEIGHTS_STORED, false, false,
+     true, true, false, false, "f16", "f16", 3},
+    {"+ KV q8_0", "prefix-caching row with q8_0 K and V pages", RL_MODEL_WEIGHTS_STORED, false,
+     false, true, true, false, false, "q8_0", "q8_0", 4},
+    {"+ KV q4_0", "prefix-caching row with q4_0 K and V pages", RL_MODEL_WEIGHTS_STORED, false,
+     false, true, true, false, false, "q4_0", "q4_0", 4},
+    {"+ speculative",
+     "prefix-caching row, speculative decoding (draft model with -md, else n-gram)",
      RL_MODEL_WEIGHTS_STORED, false, false, true, true, true, false, "f16", "f16", 4},
     {"+ structured output", "prefix-caching row, JSON requests under their JSON schema",
      RL_MODEL_WEIGHTS_STORED, false, false, true, true, false, true, "f16", "f16", 4},
-    {"everything", "quantized weights, paged, continuous, chunked, prefix, KV --all-kv, speculative, "
-                   "structured", RL_MODEL_WEIGHTS_STORED, false, false, true, true, true, true, "q8_0",
-     "q8_0", 4},
+    {"everything",
+     "quantized weights, paged, continuous, chunked, prefix, KV --all-kv, speculative, "
+     "structured",
+     RL_MODEL_WEIGHTS_STORED, false, false, true, true, true, true, "q8_0", "q8_0", 4},
 };
 
 static const char *k_schema =
@@ -107,45 +111,48 @@ static const char *k_instr[4][2] = {
     {"\nUser: Explain what this C code does.\n```c\n", "\n```\nAssistant:"},
     {"\nUser: Summarize the following text in three sentences.\n", "\nAssistant:"},
     {"\nUser: Describe the following passage as a JSON object with a title, a topic and a score "
-     "from 1 to 10.\n", "\nAssistant:"},
+     "from 1 to 10.\n",
+     "\nAssistant:"},
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: build/bench/ablation [-m MODEL] [options]\n"
-            "\n"
-            "The technique table: one fixed workload under naive -> + weight quant -> + paged KV\n"
-            "-> + continuous batching -> + prefix caching, then + KV q8_0 / q4_0, + speculative,\n"
-            "+ structured output, and everything; each row in a fresh process, compared with naive.\n"
-            "\n"
-            "workload:\n"
-            "  -m, --model FILE        GGUF model (default $REDLINE_MODEL or " RL_DEFAULT_MODEL ")\n"
-            "  -md, --model-draft F    draft model for the speculative rows (default: n-gram lookup)\n"
-            "  --requests N            requests (32)\n"
-            "  --concurrency C         clients in the closed loop = engine sequences (8)\n"
-            "  --prompt-len L          mean own prompt tokens (128; chat/json L/2, code L, summary 2L)\n"
-            "  --output-len O          mean output tokens (64; summary O/2)\n"
-            "  --shared-prefix K       shared system-prompt tokens per prompt (64)\n"
-            "  --text FILE             prose for prompts (" AB_TEXT_PROSE ")\n"
-            "  --code FILE             C source for code prompts (" AB_TEXT_CODE ")\n"
-            "  --seed S                workload seed (1)\n"
-            "engine:\n"
-            "  -c, --ctx-size N        n_ctx: what naive reserves per request (1024)\n"
-            "  -b, --batch-size N      tokens per step with chunked prefill (256)\n"
-            "  -t, --threads N         threads (one per core)\n"
-            "  --all-kv TYPE           KV type of the `everything` row (q8_0)\n"
-            "measurement:\n"
-            "  --runs R                repetitions per row, interleaved; medians reported (3)\n"
-            "  --quality-text FILE     text for perplexity/KL (" AB_TEXT_PROSE ")\n"
-            "  --quality-tokens T      scored tokens (512)\n"
-            "  --quality-ctx W         window length of the quality pass (256); windows\n"
-            "                          start W/2 apart and score their second half\n"
-            "  --json                  JSON instead of the Markdown table\n"
-            "  --tiny                  a seconds-long workload for CI (4 requests, C 2, L 16, O 6,\n"
-            "                          K 16, -c 192, 1 run, 32 quality tokens, window 48)\n"
-            "  --rows LIST             only these rows, comma-separated indices 0-9 (all)\n"
-            "  --break-quality         test hook: N(0,1) noise on every row's quality-pass logits\n"
-            "  -h, --help              this text\n");
+    fprintf(
+        f,
+        "usage: build/bench/ablation [-m MODEL] [options]\n"
+        "\n"
+        "The technique table: one fixed workload under naive -> + weight quant -> + paged KV\n"
+        "-> + continuous batching -> + prefix caching, then + KV q8_0 / q4_0, + speculative,\n"
+        "+ structured output, and everything; each row in a fresh process, compared with naive.\n"
+        "\n"
+        "workload:\n"
+        "  -m, --model FILE        GGUF model (default $REDLINE_MODEL or " RL_DEFAULT_MODEL ")\n"
+        "  -md, --model-draft F    draft model for the speculative rows (default: n-gram lookup)\n"
+        "  --requests N            requests (32)\n"
+        "  --concurrency C         clients in the closed loop = engine sequences (8)\n"
+        "  --prompt-len L          mean own prompt tokens (128; chat/json L/2, code L, summary "
+        "2L)\n"
+        "  --output-len O          mean output tokens (64; summary O/2)\n"
+        "  --shared-prefix K       shared system-prompt tokens per prompt (64)\n"
+        "  --text FILE             prose for prompts (" AB_TEXT_PROSE ")\n"
+        "  --code FILE             C source for code prompts (" AB_TEXT_CODE ")\n"
+        "  --seed S                workload seed (1)\n"
+        "engine:\n"
+        "  -c, --ctx-size N        n_ctx: what naive reserves per request (1024)\n"
+        "  -b, --batch-size N      tokens per step with chunked prefill (256)\n"
+        "  -t, --threads N         threads (one per core)\n"
+        "  --all-kv TYPE           KV type of the `everything` row (q8_0)\n"
+        "measurement:\n"
+        "  --runs R                repetitions per row, interleaved; medians reported (3)\n"
+        "  --quality-text FILE     text for perplexity/KL (" AB_TEXT_PROSE ")\n"
+        "  --quality-tokens T      scored tokens (512)\n"
+        "  --quality-ctx W         window length of the quality pass (256); windows\n"
+        "                          start W/2 apart and score their second half\n"
+        "  --json                  JSON instead of the Markdown table\n"
+        "  --tiny                  a seconds-long workload for CI (4 requests, C 2, L 16, O 6,\n"
+        "                          K 16, -c 192, 1 run, 32 quality tokens, window 48)\n"
+        "  --rows LIST             only these rows, comma-separated indices 0-9 (all)\n"
+        "  --break-quality         test hook: N(0,1) noise on every row's quality-pass logits\n"
+        "  -h, --help              this text\n");
 }
 
 static int encode_file(const rl_tokenizer *tok, const char *path, int32_t **ids, size_t *n) {
@@ -157,7 +164,8 @@ static int encode_file(const rl_tokenizer *tok, const char *path, int32_t **ids,
         return -1;
     }
     int rc = rl_tokenizer_encode(tok, t, len, 0, ids, n, &err) ? -1 : 0;
-    if (rc) fprintf(stderr, AB_CMD ": %s: %s\n", path, err.msg);
+    if (rc)
+        fprintf(stderr, AB_CMD ": %s: %s\n", path, err.msg);
     else if (*n < 16) {
         fprintf(stderr, AB_CMD ": '%s' has only %zu tokens\n", path, *n);
         rc = -1;
@@ -198,10 +206,11 @@ static int build_workload(const ab_opts *o, const rl_tokenizer *tok, ab_req *req
         const int32_t *src = q->kind == AB_CODE ? code : prose;
         size_t n_src = q->kind == AB_CODE ? n_code : n_prose;
         size_t off = (size_t)rl_rng_below(&g, n_src);
-        int32_t n = (bos >= 0) + o->shared + (int32_t)n_ins[q->kind][0] + own + (int32_t)n_ins[q->kind][1];
+        int32_t n =
+            (bos >= 0) + o->shared + (int32_t)n_ins[q->kind][0] + own + (int32_t)n_ins[q->kind][1];
         if (n + q->out_len > o->n_ctx) {
-            fprintf(stderr, AB_CMD ": request %d needs %d + %d tokens, over -c %d\n",
-                    (int)r, (int)n, (int)q->out_len, (int)o->n_ctx);
+            fprintf(stderr, AB_CMD ": request %d needs %d + %d tokens, over -c %d\n", (int)r,
+                    (int)n, (int)q->out_len, (int)o->n_ctx);
             goto done;
         }
         if (!(q->prompt = malloc((size_t)n * sizeof(int32_t)))) goto done;
@@ -272,8 +281,8 @@ typedef struct ctx_all {
 
 static void child_ref(void *arg) {
     ctx_all *c = arg;
-    *c->ref_ok = rl__ab_reference(c->o, c->qids, c->n_qids, c->ref, c->n_ref, c->ref_ppl, c->ref_msg,
-                                  200) == 0;
+    *c->ref_ok = rl__ab_reference(c->o, c->qids, c->n_qids, c->ref, c->n_ref, c->ref_ppl,
+                                  c->ref_msg, 200) == 0;
 }
 
 static void child_row(void *arg) {
@@ -338,7 +347,8 @@ static void summarize(const ab_res *runs, int R, ab_sum *s) {
 
 /* Greedy agreement of row a with row b (run-0 tokens). */
 static double greedy_agree(const ab_opts *o, const ab_req *reqs, int32_t out_max, const int32_t *ta,
-                           const int32_t *na, const int32_t *tb, const int32_t *nb, bool skip_json) {
+                           const int32_t *na, const int32_t *tb, const int32_t *nb,
+                           bool skip_json) {
     int64_t match = 0, total = 0;
     for (int32_t r = 0; r < o->n_req; r++) {
         if (skip_json && reqs[r].kind == AB_JSON) continue;
@@ -389,21 +399,39 @@ static void cpu_model(char *out, size_t len) {
 }
 
 /* o[k] = v, null when v is not finite */
-static void num(json_t *o, const char *k, double v) { json_object_set_new(o, k, rl_report_real(v)); }
+static void num(json_t *o, const char *k, double v) {
+    json_object_set_new(o, k, rl_report_real(v));
+}
 
-static double pct_cut(double naive, double x) { return naive > 0 ? 100.0 * (1.0 - x / naive) : NAN; }
+static double pct_cut(double naive, double x) {
+    return naive > 0 ? 100.0 * (1.0 - x / naive) : NAN;
+}
 
 /* "12.3" or "-" for NaN */
 static const char *fmt(char *b, size_t n, const char *f, double v) {
-    if (!isfinite(v)) snprintf(b, n, "-");
-    else snprintf(b, n, f, v);
+    if (!isfinite(v))
+        snprintf(b, n, "-");
+    else
+        snprintf(b, n, f, v);
     return b;
 }
 
 int main(int argc, char **argv) {
-    ab_opts o = {.text = AB_TEXT_PROSE, .code = AB_TEXT_CODE, .qtext = AB_TEXT_PROSE, .all_kv = "q8_0",
-                 .n_req = 32, .conc = 8, .prompt_len = 128, .output_len = 64, .shared = 64, .runs = 3, .qtokens = 512,
-                 .qctx = 256, .n_ctx = 1024, .batch = 256, .seed = 1};
+    ab_opts o = {.text = AB_TEXT_PROSE,
+                 .code = AB_TEXT_CODE,
+                 .qtext = AB_TEXT_PROSE,
+                 .all_kv = "q8_0",
+                 .n_req = 32,
+                 .conc = 8,
+                 .prompt_len = 128,
+                 .output_len = 64,
+                 .shared = 64,
+                 .runs = 3,
+                 .qtokens = 512,
+                 .qctx = 256,
+                 .n_ctx = 1024,
+                 .batch = 256,
+                 .seed = 1};
     for (int c = 0; c < N_CFG; c++) o.rows[c] = true;
     for (int i = 1; i < argc; i++) /* --tiny sets defaults the other flags may override */
         if (!strcmp(argv[i], "--tiny")) {
@@ -418,9 +446,12 @@ int main(int argc, char **argv) {
         if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if (rl_args_is(&A, "--tiny")) continue;
-        else if (rl_args_is(&A, "--json")) o.json = true;
-        else if (rl_args_is(&A, "--break-quality")) o.break_quality = true;
+        } else if (rl_args_is(&A, "--tiny"))
+            continue;
+        else if (rl_args_is(&A, "--json"))
+            o.json = true;
+        else if (rl_args_is(&A, "--break-quality"))
+            o.break_quality = true;
         else if (rl_args_is(&A, "--rows")) {
             int32_t rows[N_CFG];
             int n = 0;
@@ -428,25 +459,44 @@ int main(int argc, char **argv) {
                 memset(o.rows, 0, sizeof o.rows);
                 for (int k = 0; k < n; k++) o.rows[rows[k]] = true;
             }
-        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &o.model);
-        else if (rl_args_is(&A, "-md|--model-draft")) ok = rl_args_str(&A, &o.draft);
-        else if (rl_args_is(&A, "--text")) ok = rl_args_str(&A, &o.text);
-        else if (rl_args_is(&A, "--code")) ok = rl_args_str(&A, &o.code);
-        else if (rl_args_is(&A, "--quality-text")) ok = rl_args_str(&A, &o.qtext);
-        else if (rl_args_is(&A, "--all-kv")) ok = rl_args_str(&A, &o.all_kv);
-        else if (rl_args_is(&A, "--requests")) ok = rl_args_i32(&A, 1, 100000, &o.n_req);
-        else if (rl_args_is(&A, "--concurrency")) ok = rl_args_i32(&A, 1, 1024, &o.conc);
-        else if (rl_args_is(&A, "--prompt-len")) ok = rl_args_i32(&A, 1, 65536, &o.prompt_len);
-        else if (rl_args_is(&A, "--output-len")) ok = rl_args_i32(&A, 1, 65536, &o.output_len);
-        else if (rl_args_is(&A, "--shared-prefix")) ok = rl_args_i32(&A, 0, 65536, &o.shared);
-        else if (rl_args_is(&A, "--runs")) ok = rl_args_i32(&A, 1, 64, &o.runs);
-        else if (rl_args_is(&A, "--quality-tokens")) ok = rl_args_i32(&A, 1, 1 << 20, &o.qtokens);
-        else if (rl_args_is(&A, "--quality-ctx")) ok = rl_args_i32(&A, 2, 65536, &o.qctx);
-        else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 16, 1 << 20, &o.n_ctx);
-        else if (rl_args_is(&A, "-b|--batch-size")) ok = rl_args_i32(&A, 1, 65536, &o.batch);
-        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 1, 256, &o.threads);
-        else if (rl_args_is(&A, "--seed")) ok = rl_args_u64(&A, &o.seed);
-        else ok = rl_args_unknown(&A);
+        } else if (rl_args_is(&A, "-m|--model"))
+            ok = rl_args_str(&A, &o.model);
+        else if (rl_args_is(&A, "-md|--model-draft"))
+            ok = rl_args_str(&A, &o.draft);
+        else if (rl_args_is(&A, "--text"))
+            ok = rl_args_str(&A, &o.text);
+        else if (rl_args_is(&A, "--code"))
+            ok = rl_args_str(&A, &o.code);
+        else if (rl_args_is(&A, "--quality-text"))
+            ok = rl_args_str(&A, &o.qtext);
+        else if (rl_args_is(&A, "--all-kv"))
+            ok = rl_args_str(&A, &o.all_kv);
+        else if (rl_args_is(&A, "--requests"))
+            ok = rl_args_i32(&A, 1, 100000, &o.n_req);
+        else if (rl_args_is(&A, "--concurrency"))
+            ok = rl_args_i32(&A, 1, 1024, &o.conc);
+        else if (rl_args_is(&A, "--prompt-len"))
+            ok = rl_args_i32(&A, 1, 65536, &o.prompt_len);
+        else if (rl_args_is(&A, "--output-len"))
+            ok = rl_args_i32(&A, 1, 65536, &o.output_len);
+        else if (rl_args_is(&A, "--shared-prefix"))
+            ok = rl_args_i32(&A, 0, 65536, &o.shared);
+        else if (rl_args_is(&A, "--runs"))
+            ok = rl_args_i32(&A, 1, 64, &o.runs);
+        else if (rl_args_is(&A, "--quality-tokens"))
+            ok = rl_args_i32(&A, 1, 1 << 20, &o.qtokens);
+        else if (rl_args_is(&A, "--quality-ctx"))
+            ok = rl_args_i32(&A, 2, 65536, &o.qctx);
+        else if (rl_args_is(&A, "-c|--ctx-size"))
+            ok = rl_args_i32(&A, 16, 1 << 20, &o.n_ctx);
+        else if (rl_args_is(&A, "-b|--batch-size"))
+            ok = rl_args_i32(&A, 1, 65536, &o.batch);
+        else if (rl_args_is(&A, "-t|--threads"))
+            ok = rl_args_i32(&A, 1, 256, &o.threads);
+        else if (rl_args_is(&A, "--seed"))
+            ok = rl_args_u64(&A, &o.seed);
+        else
+            ok = rl_args_unknown(&A);
         if (!ok) return 2;
     }
     o.model = rl_cli_model_path(o.model);
@@ -500,15 +550,22 @@ int main(int argc, char **argv) {
         goto out;
     }
     char *ref_tail = (char *)(ref + n_ref);
-    ctx_all cx = {.o = &o, .reqs = reqs, .qids = qids, .n_qids = (int32_t)n_qids, .n_ref = n_ref,
-                  .ref = ref, .ref_ppl = (double *)ref_tail, .ref_ok = (int *)(ref_tail + 8),
+    ctx_all cx = {.o = &o,
+                  .reqs = reqs,
+                  .qids = qids,
+                  .n_qids = (int32_t)n_qids,
+                  .n_ref = n_ref,
+                  .ref = ref,
+                  .ref_ppl = (double *)ref_tail,
+                  .ref_ok = (int *)(ref_tail + 8),
                   .ref_msg = ref_tail + 16};
     cx.slot.res = (ab_res *)slot_mem;
     cx.slot.toks = (int32_t *)(slot_mem + sizeof(ab_res));
     cx.slot.n_tok = cx.slot.toks + (size_t)o.n_req * out_max;
     cx.slot.out_max = out_max;
     char msg[240];
-    fprintf(stderr, "ablation: reference quality pass (f32 weights, f32 KV, %d tokens)\n", (int)n_ref);
+    fprintf(stderr, "ablation: reference quality pass (f32 weights, f32 KV, %d tokens)\n",
+            (int)n_ref);
     if (in_child(child_ref, &cx, msg, sizeof msg) || !*cx.ref_ok) {
         fprintf(stderr, AB_CMD ": reference: %s\n", *cx.ref_ok ? msg : cx.ref_msg);
         goto out;
@@ -519,8 +576,10 @@ int main(int argc, char **argv) {
         for (int c = 0; c < N_CFG; c++) {
             ab_res *dst = &all[(size_t)c * o.runs + run];
             if (dead[c] || !o.rows[c]) {
-                if (!o.rows[c]) snprintf(dst->err, sizeof dst->err, "not selected (--rows)");
-                else *dst = all[(size_t)c * o.runs];
+                if (!o.rows[c])
+                    snprintf(dst->err, sizeof dst->err, "not selected (--rows)");
+                else
+                    *dst = all[(size_t)c * o.runs];
                 continue;
             }
             memset(slot_mem, 0, slot_bytes);
@@ -534,13 +593,16 @@ int main(int argc, char **argv) {
             if (run == 0) {
                 memcpy(toks + (size_t)c * o.n_req * out_max, cx.slot.toks,
                        (size_t)o.n_req * out_max * sizeof(int32_t));
-                memcpy(ntok + (size_t)c * o.n_req, cx.slot.n_tok, (size_t)o.n_req * sizeof(int32_t));
+                memcpy(ntok + (size_t)c * o.n_req, cx.slot.n_tok,
+                       (size_t)o.n_req * sizeof(int32_t));
                 if (!dst->ok) dead[c] = true;
             }
             if (dst->ok)
-                fprintf(stderr, "ablation: run %d/%d %-22s %8.2f tok/s, TTFT p50 %.3f s, TPOT p50 %.4f s%s\n",
-                        run + 1, o.runs, cfgs[c].name, dst->tok_s, dst->ttft_p50, dst->tpot_p50,
-                        run == 0 && !dst->q_ok ? " (quality pass failed)" : "");
+                fprintf(
+                    stderr,
+                    "ablation: run %d/%d %-22s %8.2f tok/s, TTFT p50 %.3f s, TPOT p50 %.4f s%s\n",
+                    run + 1, o.runs, cfgs[c].name, dst->tok_s, dst->ttft_p50, dst->tpot_p50,
+                    run == 0 && !dst->q_ok ? " (quality pass failed)" : "");
             else
                 fprintf(stderr, "ablation: run %d/%d %-22s unavailable: %s\n", run + 1, o.runs,
                         cfgs[c].name, dst->err);
@@ -555,11 +617,12 @@ int main(int argc, char **argv) {
         if (!sum[c].avail) continue;
         summarize(runs, o.runs, &sum[c]);
         int b = cfgs[c].base;
-        sum[c].greedy = b >= 0 && sum[b].avail
-                            ? greedy_agree(&o, reqs, out_max, toks + (size_t)c * o.n_req * out_max,
-                                           ntok + (size_t)c * o.n_req, toks + (size_t)b * o.n_req * out_max,
-                                           ntok + (size_t)b * o.n_req, cfgs[c].grammar || cfgs[b].grammar)
-                            : NAN;
+        sum[c].greedy =
+            b >= 0 && sum[b].avail
+                ? greedy_agree(&o, reqs, out_max, toks + (size_t)c * o.n_req * out_max,
+                               ntok + (size_t)c * o.n_req, toks + (size_t)b * o.n_req * out_max,
+                               ntok + (size_t)b * o.n_req, cfgs[c].grammar || cfgs[b].grammar)
+                : NAN;
     }
     /* machine, measured after every child has finished */
     char cpu[256];
@@ -577,8 +640,9 @@ int main(int argc, char **argv) {
             const ab_sum *s = &sum[c];
             char kv[64];
             snprintf(kv, sizeof kv, "%s/%s", cfgs[c].kt, cfgs[c].vt);
-            json_t *r = json_pack("{s:s, s:s, s:s, s:i, s:b}", "name", cfgs[c].name, "definition", cfgs[c].what,
-                                  "kv_type", kv, "base", cfgs[c].base, "available", (int)s->avail);
+            json_t *r = json_pack("{s:s, s:s, s:s, s:i, s:b}", "name", cfgs[c].name, "definition",
+                                  cfgs[c].what, "kv_type", kv, "base", cfgs[c].base, "available",
+                                  (int)s->avail);
             if (!r) break;
             json_array_append_new(rows, r);
             if (!s->avail) {
@@ -627,40 +691,49 @@ int main(int argc, char **argv) {
         json_t *machine = json_pack("{s:s, s:I}", "cpu", cpu, "cores", (json_int_t)cores);
         if (machine) num(machine, "mem_bandwidth_gbs", bw);
         json_t *workload = json_pack(
-            "{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:I, s:I, s:{s:i, s:i, s:i, s:i}, s:i, s:i, "
+            "{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:I, s:I, s:{s:i, s:i, s:i, "
+            "s:i}, s:i, s:i, "
             "s:b}",
-            "requests", (int)o.n_req, "concurrency", (int)o.conc, "prompt_len", (int)o.prompt_len, "output_len",
-            (int)o.output_len, "shared_prefix", (int)o.shared, "n_ctx", (int)o.n_ctx, "batch_tokens",
-            (int)o.batch, "threads", (int)o.threads, "runs", (int)o.runs, "seed", (json_int_t)o.seed, "tiny",
-            (int)o.tiny, "prompt_tokens", (json_int_t)prompt_sum, "output_tokens", (json_int_t)out_sum, "kinds",
-            "chat", n_kind[0], "code", n_kind[1], "summarization", n_kind[2], "json", n_kind[3],
-            "quality_tokens", (int)n_ref, "quality_ctx", (int)o.qctx, "break_quality", (int)o.break_quality);
-        json_t *root = json_pack("{s:o, s:s, s:o, s:o, s:{s:o}, s:o}", "machine", machine, "model", o.model,
-                                 "draft", o.draft ? json_string(o.draft) : json_null(), "workload", workload,
-                                 "reference", "ppl", rl_report_real(ref_ppl), "rows", rows);
+            "requests", (int)o.n_req, "concurrency", (int)o.conc, "prompt_len", (int)o.prompt_len,
+            "output_len", (int)o.output_len, "shared_prefix", (int)o.shared, "n_ctx", (int)o.n_ctx,
+            "batch_tokens", (int)o.batch, "threads", (int)o.threads, "runs", (int)o.runs, "seed",
+            (json_int_t)o.seed, "tiny", (int)o.tiny, "prompt_tokens", (json_int_t)prompt_sum,
+            "output_tokens", (json_int_t)out_sum, "kinds", "chat", n_kind[0], "code", n_kind[1],
+            "summarization", n_kind[2], "json", n_kind[3], "quality_tokens", (int)n_ref,
+            "quality_ctx", (int)o.qctx, "break_quality", (int)o.break_quality);
+        json_t *root =
+            json_pack("{s:o, s:s, s:o, s:o, s:{s:o}, s:o}", "machine", machine, "model", o.model,
+                      "draft", o.draft ? json_string(o.draft) : json_null(), "workload", workload,
+                      "reference", "ppl", rl_report_real(ref_ppl), "rows", rows);
         if (rl_report_json_write(f, root, false, AB_CMD)) goto out;
     } else {
         char b[16][48];
         fprintf(f, "## bench/ablation\n\n");
-        fprintf(f, "- machine: %s, %ld cores, memory bandwidth %.1f GB/s (memcpy, read+write)\n", cpu,
-                cores, bw);
+        fprintf(f, "- machine: %s, %ld cores, memory bandwidth %.1f GB/s (memcpy, read+write)\n",
+                cpu, cores, bw);
         fprintf(f, "- model: %s%s%s\n", o.model, o.draft ? ", draft " : "", o.draft ? o.draft : "");
-        fprintf(f, "- workload: %d requests (%d chat, %d code, %d summarization, %d JSON), closed loop "
-                   "of %d clients, own prompt ~%d tokens (chat/JSON /2, summary x2), output ~%d, "
-                   "shared system prompt %d tokens; %lld prompt + %lld output tokens; -c %d, -b %d, "
-                   "-t %d, seed %llu\n",
-                (int)o.n_req, n_kind[0], n_kind[1], n_kind[2], n_kind[3], (int)o.conc,
-                (int)o.prompt_len, (int)o.output_len, (int)o.shared, (long long)prompt_sum,
-                (long long)out_sum, (int)o.n_ctx, (int)o.batch, (int)o.threads,
-                (unsigned long long)o.seed);
-        fprintf(f, "- quality: %d tokens of %s (windows of %d, each scoring its second half), reference f32 weights + f32 KV, "
-                   "PPL %.4f%s\n",
+        fprintf(
+            f,
+            "- workload: %d requests (%d chat, %d code, %d summarization, %d JSON), closed loop "
+            "of %d clients, own prompt ~%d tokens (chat/JSON /2, summary x2), output ~%d, "
+            "shared system prompt %d tokens; %lld prompt + %lld output tokens; -c %d, -b %d, "
+            "-t %d, seed %llu\n",
+            (int)o.n_req, n_kind[0], n_kind[1], n_kind[2], n_kind[3], (int)o.conc,
+            (int)o.prompt_len, (int)o.output_len, (int)o.shared, (long long)prompt_sum,
+            (long long)out_sum, (int)o.n_ctx, (int)o.batch, (int)o.threads,
+            (unsigned long long)o.seed);
+        fprintf(f,
+                "- quality: %d tokens of %s (windows of %d, each scoring its second half), "
+                "reference f32 weights + f32 KV, "
+                "PPL %.4f%s\n",
                 (int)n_ref, o.qtext, (int)o.qctx, ref_ppl,
                 o.break_quality ? "; --break-quality: N(0,1) noise on every row's logits" : "");
-        fprintf(f, "- %d run(s) per row, interleaved; medians, tok/s with [min-max]\n\n", (int)o.runs);
-        fprintf(f, "| configuration | tok/s | x naive | TTFT p50/p99 ms | TTFT cut | TPOT p50/p99 ms "
-                   "| TPOT cut | weights+KV MiB | mem cut | KV peak/pool MiB | peak RSS MiB | PPL | "
-                   "dPPL | KL | top-1 | greedy=base |\n");
+        fprintf(f, "- %d run(s) per row, interleaved; medians, tok/s with [min-max]\n\n",
+                (int)o.runs);
+        fprintf(f,
+                "| configuration | tok/s | x naive | TTFT p50/p99 ms | TTFT cut | TPOT p50/p99 ms "
+                "| TPOT cut | weights+KV MiB | mem cut | KV peak/pool MiB | peak RSS MiB | PPL | "
+                "dPPL | KL | top-1 | greedy=base |\n");
         fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (int c = 0; c < N_CFG; c++) {
             const ab_sum *s = &sum[c];
@@ -669,16 +742,22 @@ int main(int argc, char **argv) {
                 continue;
             }
             char range[64] = "";
-            if (o.runs > 1) snprintf(range, sizeof range, " [%.1f-%.1f]", s->tok_s_min, s->tok_s_max);
-            fprintf(f, "| %s | %.2f%s | %s | %.0f / %.0f | %s | %.1f / %.1f | %s | %.1f | %s | %.1f / %.1f "
-                       "| %.0f | %s | %s | %s | %s | %s |\n",
+            if (o.runs > 1)
+                snprintf(range, sizeof range, " [%.1f-%.1f]", s->tok_s_min, s->tok_s_max);
+            fprintf(f,
+                    "| %s | %.2f%s | %s | %.0f / %.0f | %s | %.1f / %.1f | %s | %.1f | %s | %.1f / "
+                    "%.1f "
+                    "| %.0f | %s | %s | %s | %s | %s |\n",
                     cfgs[c].name, s->tok_s, range,
                     fmt(b[0], 48, "%.2f", nv->avail ? s->tok_s / nv->tok_s : NAN), 1e3 * s->ttft50,
-                    1e3 * s->ttft99, fmt(b[1], 48, "%.0f%%", nv->avail ? pct_cut(nv->ttft50, s->ttft50) : NAN),
+                    1e3 * s->ttft99,
+                    fmt(b[1], 48, "%.0f%%", nv->avail ? pct_cut(nv->ttft50, s->ttft50) : NAN),
                     1e3 * s->tpot50, 1e3 * s->tpot99,
-                    fmt(b[2], 48, "%.0f%%", nv->avail ? pct_cut(nv->tpot50, s->tpot50) : NAN), s->mem_mib,
+                    fmt(b[2], 48, "%.0f%%", nv->avail ? pct_cut(nv->tpot50, s->tpot50) : NAN),
+                    s->mem_mib,
                     fmt(b[3], 48, "%.0f%%", nv->avail ? pct_cut(nv->mem_mib, s->mem_mib) : NAN),
-                    s->kv_peak_mib, s->kv_pool_mib, s->rss_mib, fmt(b[4], 48, "%.4f", s->q_ok ? s->ppl : NAN),
+                    s->kv_peak_mib, s->kv_pool_mib, s->rss_mib,
+                    fmt(b[4], 48, "%.4f", s->q_ok ? s->ppl : NAN),
                     fmt(b[5], 48, "%+.2f%%", s->q_ok ? 100.0 * (s->ppl / ref_ppl - 1) : NAN),
                     fmt(b[6], 48, "%.5f", s->q_ok ? s->kl : NAN),
                     fmt(b[7], 48, "%.1f%%", s->q_ok ? 100.0 * s->top1 : NAN),

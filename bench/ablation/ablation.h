@@ -52,7 +52,7 @@ typedef struct ab_qrec {
 
 /* What a child writes back (in shared memory). */
 typedef struct ab_res {
-    int ok;               /* 1 = ran; 0 = see err */
+    int ok; /* 1 = ran; 0 = see err */
     char err[240];
     double dur_s, tok_s, ttft_p50, ttft_p99, tpot_p50, tpot_p99;
     int64_t out_tokens, prompt_tokens, cached_tokens;
@@ -69,8 +69,7 @@ typedef struct ab_res {
 
 typedef struct ab_opts {
     const char *model, *draft, *text, *code, *qtext, *all_kv;
-    int32_t n_req, conc, prompt_len, output_len, shared, runs, qtokens, qctx, n_ctx, threads,
-        batch;
+    int32_t n_req, conc, prompt_len, output_len, shared, runs, qtokens, qctx, n_ctx, threads, batch;
     uint64_t seed;
     bool json, tiny, break_quality;
     bool rows[10]; /* rows to run (--rows) */

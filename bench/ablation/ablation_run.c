@@ -290,14 +290,16 @@ void rl__ab_run_config(const ab_opts *o, const ab_cfg *c, const ab_req *reqs, co
         return;
     }
     run_req *rr = calloc((size_t)o->n_req, sizeof *rr);
-    double *ttft = calloc((size_t)o->n_req, sizeof *ttft), *tpot = calloc((size_t)o->n_req, sizeof *tpot);
+    double *ttft = calloc((size_t)o->n_req, sizeof *ttft),
+           *tpot = calloc((size_t)o->n_req, sizeof *tpot);
     if (!rr || !ttft || !tpot) {
         snprintf(res->err, sizeof res->err, "out of memory");
         goto out;
     }
     rl_engine_stats st0 = rl_engine_get_stats(e);
     res->kv_bytes_per_token = st0.kv_bytes_per_token;
-    res->kv_pool_bytes = (size_t)st0.kv_blocks_total * (size_t)st0.block_size * st0.kv_bytes_per_token;
+    res->kv_pool_bytes =
+        (size_t)st0.kv_blocks_total * (size_t)st0.block_size * st0.kv_bytes_per_token;
     int32_t next = 0, n_done = 0, inflight = 0, idle = 0;
     const double t0 = rl_time_s();
     while (n_done < o->n_req) {
@@ -334,7 +336,8 @@ void rl__ab_run_config(const ab_opts *o, const ab_cfg *c, const ab_req *reqs, co
                 if (ev.kind == RL_EV_TOKEN && ev.token >= 0) {
                     if (q->n_tok == 0) q->t_first = te;
                     q->t_last = te;
-                    if (q->n_tok < slot->out_max) slot->toks[(size_t)r * slot->out_max + q->n_tok] = ev.token;
+                    if (q->n_tok < slot->out_max)
+                        slot->toks[(size_t)r * slot->out_max + q->n_tok] = ev.token;
                     if (++q->n_tok == reqs[r].out_len) rl_engine_cancel(e, q->id);
                 } else if (ev.kind == RL_EV_DONE) {
                     q->done = true;

@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
-void rl_arena_init(rl_arena *a) { memset(a, 0, sizeof *a); }
+void rl_arena_init(rl_arena *a) {
+    memset(a, 0, sizeof *a);
+}
 
 void *rl_arena_alloc(rl_arena *a, size_t count, size_t size) {
     size_t n, start, end;

@@ -46,15 +46,24 @@ void rl_err_clear(rl_err *e) {
 
 const char *rl_status_str(rl_status s) {
     switch (s) {
-    case RL_OK: return "ok";
-    case RL_ERR_IO: return "i/o error";
-    case RL_ERR_FORMAT: return "format error";
-    case RL_ERR_NOMEM: return "out of memory";
-    case RL_ERR_INVALID: return "invalid argument";
-    case RL_ERR_UNSUPPORTED: return "unsupported";
-    case RL_ERR_RANGE: return "out of range";
-    case RL_ERR_LIMIT: return "limit exceeded";
-    case RL_ERR_NOT_FOUND: return "not found";
+    case RL_OK:
+        return "ok";
+    case RL_ERR_IO:
+        return "i/o error";
+    case RL_ERR_FORMAT:
+        return "format error";
+    case RL_ERR_NOMEM:
+        return "out of memory";
+    case RL_ERR_INVALID:
+        return "invalid argument";
+    case RL_ERR_UNSUPPORTED:
+        return "unsupported";
+    case RL_ERR_RANGE:
+        return "out of range";
+    case RL_ERR_LIMIT:
+        return "limit exceeded";
+    case RL_ERR_NOT_FOUND:
+        return "not found";
     }
     return "unknown status";
 }
@@ -75,7 +84,9 @@ static bool alloc_should_fail(void) {
     return false;
 }
 
-void rl_alloc_fail_after(long n) { g_fail_after = n; }
+void rl_alloc_fail_after(long n) {
+    g_fail_after = n;
+}
 
 void *rl_malloc(size_t n) {
     if (alloc_should_fail()) return NULL;
@@ -94,7 +105,9 @@ void *rl_realloc(void *p, size_t n) {
     return realloc(p, n ? n : 1);
 }
 
-void rl_free(void *p) { free(p); }
+void rl_free(void *p) {
+    free(p);
+}
 
 char *rl_strndup(const char *s, size_t n) {
     char *d = rl_malloc(n + 1);
@@ -107,8 +120,12 @@ char *rl_strndup(const char *s, size_t n) {
 /* ---- logging ---- */
 static rl_log_level g_log_level = RL_LOG_INFO;
 
-void rl_log_set_level(rl_log_level lvl) { g_log_level = lvl; }
-rl_log_level rl_log_get_level(void) { return g_log_level; }
+void rl_log_set_level(rl_log_level lvl) {
+    g_log_level = lvl;
+}
+rl_log_level rl_log_get_level(void) {
+    return g_log_level;
+}
 
 void rl_log(rl_log_level lvl, const char *fmt, ...) {
     if (lvl < g_log_level) return;
@@ -128,4 +145,6 @@ uint64_t rl_time_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-double rl_time_s(void) { return (double)rl_time_ns() * 1e-9; }
+double rl_time_s(void) {
+    return (double)rl_time_ns() * 1e-9;
+}

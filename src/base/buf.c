@@ -60,9 +60,13 @@ rl_status rl_buf_append(rl_buf *b, const void *p, size_t n) {
     return RL_OK;
 }
 
-rl_status rl_buf_putc(rl_buf *b, char c) { return rl_buf_append(b, &c, 1); }
+rl_status rl_buf_putc(rl_buf *b, char c) {
+    return rl_buf_append(b, &c, 1);
+}
 
-rl_status rl_buf_puts(rl_buf *b, const char *s) { return rl_buf_append(b, s, strlen(s)); }
+rl_status rl_buf_puts(rl_buf *b, const char *s) {
+    return rl_buf_append(b, s, strlen(s));
+}
 
 rl_status rl_buf_vprintf(rl_buf *b, const char *fmt, va_list ap) {
     va_list ap2;

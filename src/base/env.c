@@ -11,9 +11,10 @@
 #include "base/base.h"
 
 static const rl_env_var g_vars[RL_ENV_COUNT] = {
-    [RL_ENV_KERNELS] = {"RL_KERNELS", "ref|avx2|avx512vnni",
-                        "caps the kernel table rl_kernels_init(AUTO) picks (unknown values: no cap)",
-                        "src/kernels/dispatch.c"},
+    [RL_ENV_KERNELS] =
+        {"RL_KERNELS", "ref|avx2|avx512vnni",
+         "caps the kernel table rl_kernels_init(AUTO) picks (unknown values: no cap)",
+         "src/kernels/dispatch.c"},
     [RL_ENV_KVQ_ROT] = {"RL_KVQ_ROT", "none|hadamard",
                         "overrides the AUTO rotation of quantized KV pages",
                         "src/kernels/kvpage.c"},
@@ -24,11 +25,10 @@ static const rl_env_var g_vars[RL_ENV_COUNT] = {
                         "skips the K calibration of quantized K pages (the K bias, or nothing, "
                         "stays the shift)",
                         "src/model/kcal.c"},
-    [RL_ENV_KV_KSCALE] = {"RL_KV_KSCALE", "none",
-                          "calibrates the K shift but no K channel scale",
+    [RL_ENV_KV_KSCALE] = {"RL_KV_KSCALE", "none", "calibrates the K shift but no K channel scale",
                           "src/model/kcal.c"},
-    [RL_ENV_MODEL] = {"REDLINE_MODEL", "a GGUF path",
-                      "the model the CLI uses when -m is not given", "src/cli/version.c"},
+    [RL_ENV_MODEL] = {"REDLINE_MODEL", "a GGUF path", "the model the CLI uses when -m is not given",
+                      "src/cli/version.c"},
     [RL_ENV_API_KEY] = {"REDLINE_API_KEY", "a key",
                         "the API key `redline serve` requires (--api-key overrides it)",
                         "src/cli/cmd_serve.c"},

@@ -20,13 +20,13 @@
 #include <stdbool.h>
 
 typedef enum rl_env_id {
-    RL_ENV_KERNELS = 0,      /* RL_KERNELS */
-    RL_ENV_KVQ_ROT = 1,      /* RL_KVQ_ROT */
-    RL_ENV_KVQ_QUERY = 2,    /* RL_KVQ_QUERY */
-    RL_ENV_KV_KCAL = 3,      /* RL_KV_KCAL */
-    RL_ENV_KV_KSCALE = 4,    /* RL_KV_KSCALE */
-    RL_ENV_MODEL = 5,        /* REDLINE_MODEL */
-    RL_ENV_API_KEY = 6,      /* REDLINE_API_KEY */
+    RL_ENV_KERNELS = 0,            /* RL_KERNELS */
+    RL_ENV_KVQ_ROT = 1,            /* RL_KVQ_ROT */
+    RL_ENV_KVQ_QUERY = 2,          /* RL_KVQ_QUERY */
+    RL_ENV_KV_KCAL = 3,            /* RL_KV_KCAL */
+    RL_ENV_KV_KSCALE = 4,          /* RL_KV_KSCALE */
+    RL_ENV_MODEL = 5,              /* REDLINE_MODEL */
+    RL_ENV_API_KEY = 6,            /* REDLINE_API_KEY */
     RL_ENV_TEST_LOAD_DELAY_MS = 7, /* REDLINE_TEST_LOAD_DELAY_MS */
     RL_ENV_COUNT
 } rl_env_id;

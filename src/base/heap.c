@@ -14,7 +14,9 @@ void rl_heap_init(rl_heap *h, size_t elem, rl_heap_less_fn less) {
     *h = (rl_heap){.elem = elem, .less = less};
 }
 
-rl_status rl_heap_reserve(rl_heap *h, size_t n) { return rl_grow(&h->v, &h->cap, n, h->elem); }
+rl_status rl_heap_reserve(rl_heap *h, size_t n) {
+    return rl_grow(&h->v, &h->cap, n, h->elem);
+}
 
 rl_status rl_heap_push(rl_heap *h, const void *x) {
     size_t need;
@@ -53,7 +55,9 @@ bool rl_heap_pop(rl_heap *h, void *out) {
     return true;
 }
 
-const void *rl_heap_top(const rl_heap *h) { return h->n ? h->v : NULL; }
+const void *rl_heap_top(const rl_heap *h) {
+    return h->n ? h->v : NULL;
+}
 
 void rl_heap_free(rl_heap *h) {
     rl_free(h->v);

@@ -26,7 +26,7 @@
 typedef bool (*rl_heap_less_fn)(const void *a, const void *b);
 
 typedef struct rl_heap {
-    void *v;              /* owned: cap elements, [0, n) live */
+    void *v; /* owned: cap elements, [0, n) live */
     size_t n, cap;
     size_t elem;          /* bytes per element */
     rl_heap_less_fn less; /* required */
@@ -43,9 +43,13 @@ rl_status rl_heap_push(rl_heap *h, const void *x);
 bool rl_heap_pop(rl_heap *h, void *out);
 /* The top, borrowed until the next push or pop; NULL when empty. */
 const void *rl_heap_top(const rl_heap *h);
-static inline size_t rl_heap_size(const rl_heap *h) { return h->n; }
+static inline size_t rl_heap_size(const rl_heap *h) {
+    return h->n;
+}
 /* Empties the heap, keeping its memory. */
-static inline void rl_heap_clear(rl_heap *h) { h->n = 0; }
+static inline void rl_heap_clear(rl_heap *h) {
+    h->n = 0;
+}
 /* Frees the memory; h is then empty and may be reused. */
 void rl_heap_free(rl_heap *h);
 

@@ -128,7 +128,9 @@ void rl_threadpool_free(rl_threadpool *tp) {
     rl_free(tp);
 }
 
-int rl_threadpool_n_threads(const rl_threadpool *tp) { return tp ? tp->n_threads : 1; }
+int rl_threadpool_n_threads(const rl_threadpool *tp) {
+    return tp ? tp->n_threads : 1;
+}
 
 void rl_threadpool_run(rl_threadpool *tp, rl_task_fn fn, void *ctx) {
     if (!tp || tp->n_threads == 1) {

@@ -3,7 +3,9 @@
  * tokenizer's streaming detokenizer. */
 #include "base/utf8.h"
 
-static inline bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
+static inline bool is_cont(uint8_t b) {
+    return (b & 0xC0) == 0x80;
+}
 
 size_t rl_utf8_lead(uint8_t b, uint8_t *lo, uint8_t *hi) {
     *lo = 0x80;
@@ -63,7 +65,9 @@ bool rl_utf8_valid(const void *sv, size_t n) {
     return true;
 }
 
-size_t rl_utf8_cp_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
+size_t rl_utf8_cp_len(uint32_t cp) {
+    return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+}
 
 size_t rl_utf8_encode(uint32_t cp, char *o) {
     size_t len = rl_utf8_cp_len(cp);

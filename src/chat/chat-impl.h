@@ -41,9 +41,9 @@ typedef enum tp_vtype {
     V_STR,
     V_LIST, /* also tuples: l->tuple */
     V_DICT,
-    V_NS,   /* namespace(): a dict that `set ns.a = ...` may mutate */
-    V_LOOP, /* the `loop` object of a for statement */
-    V_FUNC, /* a global function (raise_exception, namespace, ...) */
+    V_NS,     /* namespace(): a dict that `set ns.a = ...` may mutate */
+    V_LOOP,   /* the `loop` object of a for statement */
+    V_FUNC,   /* a global function (raise_exception, namespace, ...) */
     V_MACRO,  /* a {% macro %} or the `caller` of a call block */
     V_METHOD, /* a bound method read as an attribute (`d.items` without a call) */
 } tp_vtype;
@@ -77,9 +77,9 @@ typedef struct tp_val {
         struct {
             const char *p;
             size_t n;
-        } s;           /* V_STR; for V_UNDEF the name, if known (may be NULL) */
+        } s; /* V_STR; for V_UNDEF the name, if known (may be NULL) */
         tp_list *l;
-        tp_dict *d;    /* V_DICT and V_NS */
+        tp_dict *d; /* V_DICT and V_NS */
         tp_loop *loop;
         tp_macro *mac;
         tp_bound *bm;
@@ -140,7 +140,7 @@ typedef enum tp_tkind {
 
 typedef struct tp_tok {
     tp_tkind kind;
-    size_t off; /* offset in the normalized source, for line:col */
+    size_t off;    /* offset in the normalized source, for line:col */
     const char *p; /* TEXT/NAME/STR contents, OP spelling */
     size_t n;
     int64_t i;
@@ -254,7 +254,7 @@ typedef struct tp_ctx {
     uint64_t steps;
     int rdepth;  /* C recursion of eval/exec/macro calls; <= RL__TP_RDEPTH(lim) */
     int n_calls; /* macro calls in progress; <= lim.max_depth */
-    rl_buf out; /* rendered text (owned; not in the arena) */
+    rl_buf out;  /* rendered text (owned; not in the arena) */
     tp_frame *frames;
     size_t n_frames, cap_frames;
 } tp_ctx;
@@ -276,7 +276,8 @@ void rl__tp_lex(tp_ctx *c);
 tp_node **rl__tp_parse(tp_ctx *c, size_t *n_out);
 
 /* template_value.c: conversions shared by the evaluator. */
-void rl__tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n, size_t off);
+void rl__tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char *p, size_t n,
+                    size_t off);
 tp_val rl__tp_to_str(tp_ctx *c, tp_val v, size_t off); /* Python str(); undefined -> "" */
 void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off);
 /* json.dumps options (HF's tojson filter: ensure_ascii, indent, separators,
@@ -287,15 +288,15 @@ typedef struct tp_jsonopt {
     size_t indent_n, item_sep_n, key_sep_n;
     bool ensure_ascii, sort_keys;
 } tp_jsonopt;
-void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, const tp_jsonopt *o, int level,
-                 size_t off);
+void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, const tp_jsonopt *o,
+                 int level, size_t off);
 void rl__tp_fmt_float(double f, char *buf, size_t cap); /* Python repr(float) */
 const char *rl__tp_type_name(tp_val v);
 bool rl__tp_truthy(tp_val v);
 tp_val rl__tp_escape(tp_ctx *c, tp_val v, size_t off); /* markupsafe.escape(v) */
 bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off);
-bool rl__tp_is_space_at(const char *p, size_t n, size_t i, size_t *w);   /* Python isspace */
-bool rl__tp_is_space_before(const char *p, size_t i, size_t *w);         /* char ending at i */
+bool rl__tp_is_space_at(const char *p, size_t n, size_t i, size_t *w); /* Python isspace */
+bool rl__tp_is_space_before(const char *p, size_t i, size_t *w);       /* char ending at i */
 tp_dict *rl__tp_dict_new(tp_ctx *c, size_t cap, size_t off);
 void rl__tp_dict_set(tp_ctx *c, tp_dict *d, tp_val k, tp_val v, size_t off);
 tp_val *rl__tp_dict_get(tp_ctx *c, tp_dict *d, tp_val k, size_t off);
@@ -304,7 +305,7 @@ tp_val *rl__tp_dict_get_str(tp_ctx *c, tp_dict *d, const char *k, size_t n, size
 /* ---- the evaluator (template_eval.c), used by the API and the built-ins ---- */
 
 enum { FN_RAISE = 1, FN_NAMESPACE, FN_RANGE, FN_DICT, FN_STRFTIME }; /* V_FUNC ids */
-enum { FLOW_NORMAL = 0, FLOW_BREAK = 1, FLOW_CONTINUE = 2 };        /* exec results */
+enum { FLOW_NORMAL = 0, FLOW_BREAK = 1, FLOW_CONTINUE = 2 };         /* exec results */
 
 /* Evaluated call arguments (arena). */
 typedef struct targs {
@@ -321,7 +322,7 @@ typedef struct targs {
 #define RL__TP_RDEPTH(lim) ((lim).max_depth * 10)
 
 void rl__tp_push_frame(tp_ctx *c, size_t off);
-void rl__tp_emit(tp_ctx *c, const char *p, size_t n, size_t off); /* to the output, capped */
+void rl__tp_emit(tp_ctx *c, const char *p, size_t n, size_t off);       /* to the output, capped */
 void rl__tp_set_var(tp_ctx *c, const char *name, tp_val v, size_t off); /* innermost frame */
 int rl__tp_exec_body(tp_ctx *c, tp_node **body, size_t n);              /* a FLOW_* */
 tp_val rl__tp_eval(tp_ctx *c, tp_node *n);                              /* an expression */
@@ -333,12 +334,12 @@ void rl__tp_rdepth_enter(tp_ctx *c, size_t off);                        /* ++rde
  * the output and returned as an arena string by rl__tp_capture_end. */
 size_t rl__tp_capture_begin(tp_ctx *c);
 tp_val rl__tp_capture_end(tp_ctx *c, size_t mark, size_t off);
-void rl__tp_define_macro(tp_ctx *c, tp_node *n);                          /* N_MACRO */
+void rl__tp_define_macro(tp_ctx *c, tp_node *n); /* N_MACRO */
 tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_t off);
-int rl__tp_exec_callblock(tp_ctx *c, tp_node *n);                         /* N_CALLBLOCK */
-tp_val rl__tp_apply_filters(tp_ctx *c, tp_node *chain, tp_val v);       /* filter chain */
+int rl__tp_exec_callblock(tp_ctx *c, tp_node *n);                 /* N_CALLBLOCK */
+tp_val rl__tp_apply_filters(tp_ctx *c, tp_node *chain, tp_val v); /* filter chain */
 /* ---- access (template_access.c): jinja2's sandboxed getattr/getitem ---- */
-_Noreturn void rl__tp_undefined(tp_ctx *c, tp_val v, size_t off);       /* "'x' is undefined" */
+_Noreturn void rl__tp_undefined(tp_ctx *c, tp_val v, size_t off); /* "'x' is undefined" */
 void rl__tp_undef_message(tp_val v, char *buf, size_t cap);
 /* obj[key]: the item first, then (string keys) a method of that name. */
 tp_val rl__tp_get_item(tp_ctx *c, tp_val obj, tp_val key, size_t off);
@@ -352,7 +353,8 @@ int rl__tp_method_kind(tp_val obj, const char *name);
 /* HF's TemplateNamespace refuses underscore-prefixed names (SecurityError). */
 void rl__tp_ns_check_name(tp_ctx *c, tp_val name, size_t off);
 tp_val rl__tp_repeat(tp_ctx *c, tp_val s, int64_t k, size_t off); /* s * k */
-tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off); /* a <op> b, TP_OP_ADD..CONCAT */
+tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b,
+                    size_t off); /* a <op> b, TP_OP_ADD..CONCAT */
 /* <0, 0, >0 as Python orders a and b; errors name operator op. */
 int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_t off);
 bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off); /* needle in hay */
@@ -370,8 +372,10 @@ bool rl__tp_cp_lower(uint32_t cp);
 bool rl__tp_cp_alpha(uint32_t cp);
 tp_val rl__tp_str_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off);
 tp_val rl__tp_str_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *count, size_t off);
-bool rl__tp_str_affix(tp_ctx *c, tp_val s, tp_val *x, bool end, size_t off); /* startswith / endswith */
-int64_t rl__tp_str_find(tp_ctx *c, tp_val s, tp_val x, int mode, size_t off); /* 0 find, 1 count, 2 rfind */
+bool rl__tp_str_affix(tp_ctx *c, tp_val s, tp_val *x, bool end,
+                      size_t off); /* startswith / endswith */
+int64_t rl__tp_str_find(tp_ctx *c, tp_val s, tp_val x, int mode,
+                        size_t off); /* 0 find, 1 count, 2 rfind */
 tp_list *rl__tp_list_append(tp_ctx *c, tp_list *l, size_t *cap, tp_val v, size_t off);
 tp_val rl__tp_str_splitlines(tp_ctx *c, tp_val s, bool keepends, size_t off);
 tp_val rl__tp_str_rsplit(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size_t off);
@@ -385,9 +389,10 @@ tp_val rl__tp_str_format(tp_ctx *c, tp_val fmt, targs *a, size_t off);
 /* ---- the built-ins (filters: template_builtins.c; tests, methods and
  * globals: template_methods.c) ---- */
 tp_val rl__tp_join(tp_ctx *c, tp_val v, tp_val *sep, tp_val *attr, size_t off); /* |join */
-tp_val rl__tp_dict_items(tp_ctx *c, tp_dict *d, int which, size_t off); /* 0 items, 1 keys, 2 values */
+tp_val rl__tp_dict_items(tp_ctx *c, tp_dict *d, int which,
+                         size_t off); /* 0 items, 1 keys, 2 values */
 tp_val rl__tp_filter(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off); /* v | name */
-bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off);    /* v is name */
+bool rl__tp_test(tp_ctx *c, const char *name, tp_val v, targs *a, size_t off);     /* v is name */
 tp_val rl__tp_method(tp_ctx *c, tp_val obj, const char *name, targs *a, size_t off);
 tp_val rl__tp_global(tp_ctx *c, int fn, targs *a, size_t off); /* fn: FN_* */
 
@@ -448,12 +453,18 @@ static inline tp_val mk_lazy(tp_ctx *c, tp_list *l, uint8_t kind, const char *tn
     v.u.l->tname = tname;
     return v;
 }
-static inline bool is_seq(tp_val v) { return v.t == V_LIST && v.u.l->kind == LK_SEQ; }
-static inline bool is_num(tp_val v) { return v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL; }
+static inline bool is_seq(tp_val v) {
+    return v.t == V_LIST && v.u.l->kind == LK_SEQ;
+}
+static inline bool is_num(tp_val v) {
+    return v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL;
+}
 static inline double num_f(tp_val v) {
     return v.t == V_FLOAT ? v.u.f : v.t == V_INT ? (double)v.u.i : (double)v.u.b;
 }
-static inline int64_t num_i(tp_val v) { return v.t == V_INT ? v.u.i : (int64_t)v.u.b; }
+static inline int64_t num_i(tp_val v) {
+    return v.t == V_INT ? v.u.i : (int64_t)v.u.b;
+}
 
 /* Charges `n` steps (bulk work such as building a range counts too). */
 static inline void step_n(tp_ctx *c, uint64_t n, size_t off) {

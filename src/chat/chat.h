@@ -83,7 +83,7 @@ const char *rl_template_fallback(const char *arch, const char **name_out);
  * (include/redline-types.h); rl_chat_parse and rl_chat_output_free are
  * public functions too (include/redline.h). */
 
-#define RL_THINK_OPEN "<think>"
+#define RL_THINK_OPEN  "<think>"
 #define RL_THINK_CLOSE "</think>"
 
 /* What a chat template says about its model's output. */

@@ -63,7 +63,8 @@ void *rl__tp_alloc(tp_ctx *c, size_t n, size_t off) {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
     if (n > c->lim.max_memory || c->mem_used > c->lim.max_memory - n)
-        rl__tp_fail(c, RL_ERR_LIMIT, off, "template needs more than %zu bytes of memory", c->lim.max_memory);
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "template needs more than %zu bytes of memory",
+                    c->lim.max_memory);
     tp_chunk *ch = c->chunks;
     if (!ch || ch->cap - ch->used < n) {
         size_t cap = n > 65536 ? n : 65536;
@@ -142,14 +143,21 @@ static void load_source(tp_ctx *c, const char *tmpl, size_t len) {
 }
 
 static tp_val from_json(tp_ctx *c, json_t *j, int depth) {
-    if (depth > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, 0, "context JSON nested deeper than %d", c->lim.max_depth);
+    if (depth > c->lim.max_depth)
+        rl__tp_fail(c, RL_ERR_LIMIT, 0, "context JSON nested deeper than %d", c->lim.max_depth);
     switch (json_typeof(j)) {
-    case JSON_NULL: return (tp_val){.t = V_NONE};
-    case JSON_TRUE: return mk_bool(true);
-    case JSON_FALSE: return mk_bool(false);
-    case JSON_INTEGER: return mk_int((int64_t)json_integer_value(j));
-    case JSON_REAL: return mk_float(json_real_value(j));
-    case JSON_STRING: return tp_str(json_string_value(j), json_string_length(j));
+    case JSON_NULL:
+        return (tp_val){.t = V_NONE};
+    case JSON_TRUE:
+        return mk_bool(true);
+    case JSON_FALSE:
+        return mk_bool(false);
+    case JSON_INTEGER:
+        return mk_int((int64_t)json_integer_value(j));
+    case JSON_REAL:
+        return mk_float(json_real_value(j));
+    case JSON_STRING:
+        return tp_str(json_string_value(j), json_string_length(j));
     case JSON_ARRAY: {
         size_t n = json_array_size(j);
         tp_val l = mk_list(c, n, false, 0);
@@ -186,19 +194,21 @@ static tp_val hf_messages(tp_ctx *c, tp_val msgs) {
     for (size_t i = 0; i < msgs.u.l->n; i++) {
         tp_val m = msgs.u.l->v[i];
         if (m.t != V_DICT)
-            rl__tp_fail(c, RL_ERR_FORMAT, 0, "messages[%zu]: chat messages should be dicts, got %s", i,
-                        rl__tp_type_name(m));
+            rl__tp_fail(c, RL_ERR_FORMAT, 0, "messages[%zu]: chat messages should be dicts, got %s",
+                        i, rl__tp_type_name(m));
         tp_dict *src = m.u.d;
         tp_val reasoning = {.t = V_UNDEF};
         for (size_t r = 0; r < 3 && reasoning.t == V_UNDEF; r++) {
-            tp_val *v = rl__tp_dict_get_str(c, src, reasoning_keys[r], strlen(reasoning_keys[r]), 0);
+            tp_val *v =
+                rl__tp_dict_get_str(c, src, reasoning_keys[r], strlen(reasoning_keys[r]), 0);
             if (v && v->t != V_NONE) reasoning = *v;
         }
         tp_val d = mk_dict(c, src->n + 2, 0);
         if (reasoning.t != V_UNDEF) rl__tp_dict_set(c, d.u.d, tp_str("thinking", 8), reasoning, 0);
         for (size_t k = 0; k < src->n; k++)
             if (src->v[k].t != V_NONE) rl__tp_dict_set(c, d.u.d, src->k[k], src->v[k], 0);
-        if (reasoning.t != V_UNDEF) rl__tp_dict_set(c, d.u.d, tp_str("reasoning_content", 17), reasoning, 0);
+        if (reasoning.t != V_UNDEF)
+            rl__tp_dict_set(c, d.u.d, tp_str("reasoning_content", 17), reasoning, 0);
         out.u.l->v[i] = d;
     }
     return out;
@@ -216,13 +226,16 @@ static rl_status render(const char *tmpl, size_t tmpl_len, const render_in *in,
                         const rl_template_limits *lim, char **out, size_t *out_len, rl_err *err) {
     if (out) *out = NULL;
     if (out_len) *out_len = 0;
-    if (!out || (!tmpl && tmpl_len)) return rl_err_set(err, RL_ERR_INVALID, "chat template: NULL argument");
+    if (!out || (!tmpl && tmpl_len))
+        return rl_err_set(err, RL_ERR_INVALID, "chat template: NULL argument");
     tp_ctx *c = rl_calloc(1, sizeof *c);
     if (!c) return rl_err_set(err, RL_ERR_NOMEM, "chat template: out of memory");
     rl_err local;
     c->err = err ? err : &local;
-    if (lim) c->lim = *lim;
-    else rl_template_limits_default(&c->lim);
+    if (lim)
+        c->lim = *lim;
+    else
+        rl_template_limits_default(&c->lim);
     if (c->lim.max_depth < 1) c->lim.max_depth = 1;
     if (setjmp(c->jb)) {
         rl_status st = c->status;
@@ -249,7 +262,8 @@ static rl_status render(const char *tmpl, size_t tmpl_len, const render_in *in,
             tp_val d = mk_dict(c, 2, 0);
             const rl_chat_msg *m = &in->msgs[i];
             tp_val role = m->role ? tp_str(m->role, strlen(m->role)) : (tp_val){.t = V_NONE};
-            tp_val content = m->content ? tp_str(m->content, strlen(m->content)) : (tp_val){.t = V_NONE};
+            tp_val content =
+                m->content ? tp_str(m->content, strlen(m->content)) : (tp_val){.t = V_NONE};
             rl__tp_dict_set(c, d.u.d, tp_str("role", 4), role, 0);
             rl__tp_dict_set(c, d.u.d, tp_str("content", 7), content, 0);
             msgs.u.l->v[i] = d;
@@ -296,7 +310,8 @@ rl_status rl_template_render_json(const char *tmpl, size_t tmpl_len, const char 
                           je.column, je.text);
     if (!json_is_object(j)) {
         json_decref(j);
-        return rl_err_set(err, RL_ERR_FORMAT, "chat template context JSON: top level must be an object");
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "chat template context JSON: top level must be an object");
     }
     render_in in = {0};
     in.ctx = j;
@@ -332,7 +347,8 @@ static const char GEMMA[] =
     "{%- endif -%}\n"
     "{%- for message in loop_messages -%}\n"
     "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
-    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate "
+    "user/assistant/user/assistant/...\") }}\n"
     "    {%- endif -%}\n"
     "    {%- if (message['role'] == 'assistant') -%}\n"
     "        {%- set role = \"model\" -%}\n"

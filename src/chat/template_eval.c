@@ -41,7 +41,8 @@ void rl__tp_emit(tp_ctx *c, const char *p, size_t n, size_t off) {
 void rl__tp_push_frame(tp_ctx *c, size_t off) {
     c->frames = rl__tp_grow(c, c->frames, c->n_frames, &c->cap_frames, sizeof *c->frames, 8, off);
     tp_frame *f = &c->frames[c->n_frames];
-    f->n = 0; /* a popped frame's arrays (k, v, cap) are reused: loops and calls do not grow the arena */
+    f->n = 0; /* a popped frame's arrays (k, v, cap) are reused: loops and calls do not grow the
+                 arena */
     f->up = c->n_frames++;
 }
 
@@ -70,8 +71,11 @@ static tp_val get_var(tp_ctx *c, const char *name) {
     static const struct {
         const char *name;
         int fn;
-    } globals[] = {{"raise_exception", FN_RAISE}, {"namespace", FN_NAMESPACE}, {"range", FN_RANGE},
-                   {"dict", FN_DICT},          {"strftime_now", FN_STRFTIME}};
+    } globals[] = {{"raise_exception", FN_RAISE},
+                   {"namespace", FN_NAMESPACE},
+                   {"range", FN_RANGE},
+                   {"dict", FN_DICT},
+                   {"strftime_now", FN_STRFTIME}};
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (strcmp(globals[i].name, name) == 0) {
             tp_val v = {.t = V_FUNC};
@@ -86,7 +90,7 @@ static tp_val get_var(tp_ctx *c, const char *name) {
 #define eval rl__tp_eval
 
 static const char *op_name(int op) {
-    static const char *const names[] = {"?", "+", "-", "*", "/", "//", "%", "**", "~",
+    static const char *const names[] = {"?",  "+",  "-", "*",  "/", "//", "%",  "**",    "~",
                                         "==", "!=", "<", "<=", ">", ">=", "in", "not in"};
     return op > 0 && op <= TP_OP_NOTIN ? names[op] : "?";
 }
@@ -129,7 +133,8 @@ tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
         return l;
     }
     if (op == TP_OP_MOD && a.t == V_STR) return rl__tp_percent_format(c, a, b, off);
-    if (op == TP_OP_MUL && ((is_seq(a) && (b.t == V_INT || b.t == V_BOOL)) || (is_seq(b) && (a.t == V_INT || a.t == V_BOOL)))) {
+    if (op == TP_OP_MUL && ((is_seq(a) && (b.t == V_INT || b.t == V_BOOL)) ||
+                            (is_seq(b) && (a.t == V_INT || a.t == V_BOOL)))) {
         tp_val l = is_seq(a) ? a : b;
         int64_t k = num_i(is_seq(a) ? b : a);
         size_t n = k > 0 ? (size_t)k : 0, tot;
@@ -195,9 +200,12 @@ tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
     }
     double x = num_f(a), y = num_f(b);
     switch (op) {
-    case TP_OP_ADD: return mk_float(x + y);
-    case TP_OP_SUB: return mk_float(x - y);
-    case TP_OP_MUL: return mk_float(x * y);
+    case TP_OP_ADD:
+        return mk_float(x + y);
+    case TP_OP_SUB:
+        return mk_float(x - y);
+    case TP_OP_MUL:
+        return mk_float(x * y);
     case TP_OP_DIV:
         if (y == 0) rl__tp_fail(c, RL_ERR_FORMAT, off, "float division by zero");
         return mk_float(x / y);
@@ -208,13 +216,15 @@ tp_val rl__tp_binop(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
         if (m != 0 && ((m < 0) != (y < 0))) m += y;
         return mk_float(op == TP_OP_MOD ? m : floor((x - m) / y + 0.5));
     }
-    case TP_OP_POW: return mk_float(pow(x, y));
+    case TP_OP_POW:
+        return mk_float(pow(x, y));
     }
     type_error(c, op, a, b, off);
 }
 
 int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_t off) {
-    if (depth > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+    if (depth > c->lim.max_depth)
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     if (is_num(a) && is_num(b)) {
         if (a.t != V_FLOAT && b.t != V_FLOAT) return num_i(a) < num_i(b) ? -1 : num_i(a) > num_i(b);
         double x = num_f(a), y = num_f(b);
@@ -243,10 +253,13 @@ int rl__tp_compare_order(tp_ctx *c, tp_val a, tp_val b, int op, int depth, size_
 
 bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off) {
     switch (hay.t) {
-    case V_UNDEF: return false;
+    case V_UNDEF:
+        return false;
     case V_STR:
         if (needle.t != V_STR)
-            rl__tp_fail(c, RL_ERR_FORMAT, off, "'in <string>' requires string as left operand, not %s", rl__tp_type_name(needle));
+            rl__tp_fail(c, RL_ERR_FORMAT, off,
+                        "'in <string>' requires string as left operand, not %s",
+                        rl__tp_type_name(needle));
         if (needle.u.s.n == 0) return true;
         if (needle.u.s.n > hay.u.s.n) return false;
         rl__tp_charge(c, hay.u.s.n, off);
@@ -259,21 +272,32 @@ bool rl__tp_contains(tp_ctx *c, tp_val hay, tp_val needle, size_t off) {
         return false;
     }
     case V_DICT:
-    case V_NS: return rl__tp_dict_get(c, hay.u.d, needle, off) != NULL;
-    default: rl__tp_fail(c, RL_ERR_FORMAT, off, "argument of type '%s' is not iterable", rl__tp_type_name(hay));
+    case V_NS:
+        return rl__tp_dict_get(c, hay.u.d, needle, off) != NULL;
+    default:
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "argument of type '%s' is not iterable",
+                    rl__tp_type_name(hay));
     }
 }
 
 bool rl__tp_compare(tp_ctx *c, int op, tp_val a, tp_val b, size_t off) {
     switch (op) {
-    case TP_OP_EQ: return rl__tp_equal(c, a, b, 0, off);
-    case TP_OP_NE: return !rl__tp_equal(c, a, b, 0, off);
-    case TP_OP_IN: return rl__tp_contains(c, b, a, off);
-    case TP_OP_NOTIN: return !rl__tp_contains(c, b, a, off);
-    case TP_OP_LT: return rl__tp_compare_order(c, a, b, op, 0, off) < 0;
-    case TP_OP_LE: return rl__tp_compare_order(c, a, b, op, 0, off) <= 0;
-    case TP_OP_GT: return rl__tp_compare_order(c, a, b, op, 0, off) > 0;
-    case TP_OP_GE: return rl__tp_compare_order(c, a, b, op, 0, off) >= 0;
+    case TP_OP_EQ:
+        return rl__tp_equal(c, a, b, 0, off);
+    case TP_OP_NE:
+        return !rl__tp_equal(c, a, b, 0, off);
+    case TP_OP_IN:
+        return rl__tp_contains(c, b, a, off);
+    case TP_OP_NOTIN:
+        return !rl__tp_contains(c, b, a, off);
+    case TP_OP_LT:
+        return rl__tp_compare_order(c, a, b, op, 0, off) < 0;
+    case TP_OP_LE:
+        return rl__tp_compare_order(c, a, b, op, 0, off) <= 0;
+    case TP_OP_GT:
+        return rl__tp_compare_order(c, a, b, op, 0, off) > 0;
+    case TP_OP_GE:
+        return rl__tp_compare_order(c, a, b, op, 0, off) >= 0;
     }
     return false;
 }
@@ -320,7 +344,8 @@ static tp_val eval_call(tp_ctx *c, tp_node *n) {
     if (f.t == V_UNDEF) rl__tp_undefined(c, f, n->off);
     if (f.t == V_MACRO) return rl__tp_call_macro(c, f.u.mac, &a, NULL, n->off);
     if (f.t == V_METHOD) return rl__tp_method(c, f.u.bm->obj, f.u.bm->name, &a, n->off);
-    if (f.t != V_FUNC) rl__tp_fail(c, RL_ERR_FORMAT, n->off, "'%s' object is not callable", rl__tp_type_name(f));
+    if (f.t != V_FUNC)
+        rl__tp_fail(c, RL_ERR_FORMAT, n->off, "'%s' object is not callable", rl__tp_type_name(f));
     return rl__tp_global(c, f.u.fn, &a, n->off);
 }
 
@@ -341,8 +366,10 @@ static tp_val eval_slice(tp_ctx *c, tp_node *n) {
     if (stp == 0) rl__tp_fail(c, RL_ERR_FORMAT, n->off, "slice step cannot be zero");
     if (obj.t == V_UNDEF) rl__tp_undefined(c, obj, n->off);
     if (!is_seq(obj) && obj.t != V_STR)
-        rl__tp_fail(c, RL_ERR_FORMAT, n->off, "'%s' object is not subscriptable with a slice", rl__tp_type_name(obj));
-    int64_t len = obj.t == V_LIST ? (int64_t)obj.u.l->n : (int64_t)rl_utf8_count(obj.u.s.p, obj.u.s.n);
+        rl__tp_fail(c, RL_ERR_FORMAT, n->off, "'%s' object is not subscriptable with a slice",
+                    rl__tp_type_name(obj));
+    int64_t len =
+        obj.t == V_LIST ? (int64_t)obj.u.l->n : (int64_t)rl_utf8_count(obj.u.s.p, obj.u.s.n);
     /* Python's slice.indices() */
     int64_t lo, hi;
     if (stp > 0) {
@@ -393,7 +420,8 @@ static tp_val eval_slice(tp_ctx *c, tp_node *n) {
 
 void rl__tp_rdepth_enter(tp_ctx *c, size_t off) {
     if (++c->rdepth > RL__TP_RDEPTH(c->lim))
-        rl__tp_fail(c, RL_ERR_LIMIT, off, "evaluation nested deeper than %d (deep operator chains or macro recursion)",
+        rl__tp_fail(c, RL_ERR_LIMIT, off,
+                    "evaluation nested deeper than %d (deep operator chains or macro recursion)",
                     RL__TP_RDEPTH(c->lim));
 }
 
@@ -409,16 +437,21 @@ tp_val rl__tp_eval(tp_ctx *c, tp_node *n) {
 static tp_val eval_node(tp_ctx *c, tp_node *n) {
     step(c, n->off);
     switch (n->kind) {
-    case E_LIT: return n->lit;
-    case E_NAME: return get_var(c, n->s);
-    case E_ATTR: return rl__tp_get_attr(c, eval(c, n->a), n->s, n->off);
+    case E_LIT:
+        return n->lit;
+    case E_NAME:
+        return get_var(c, n->s);
+    case E_ATTR:
+        return rl__tp_get_attr(c, eval(c, n->a), n->s, n->off);
     case E_ITEM: {
         tp_val obj = eval(c, n->a);
         tp_val key = eval(c, n->b);
         return rl__tp_get_item(c, obj, key, n->off);
     }
-    case E_SLICE: return eval_slice(c, n);
-    case E_CALL: return eval_call(c, n);
+    case E_SLICE:
+        return eval_slice(c, n);
+    case E_CALL:
+        return eval_call(c, n);
     case E_FILTER: {
         tp_val v = eval(c, n->a);
         targs a = rl__tp_eval_args(c, n);
@@ -434,13 +467,17 @@ static tp_val eval_node(tp_ctx *c, tp_node *n) {
     case E_POS: {
         tp_val v = eval(c, n->a);
         if (v.t == V_UNDEF) rl__tp_undefined(c, v, n->off);
-        if (!is_num(v)) rl__tp_fail(c, RL_ERR_FORMAT, n->off, "bad operand type for unary %c: '%s'", n->kind == E_NEG ? '-' : '+', rl__tp_type_name(v));
+        if (!is_num(v))
+            rl__tp_fail(c, RL_ERR_FORMAT, n->off, "bad operand type for unary %c: '%s'",
+                        n->kind == E_NEG ? '-' : '+', rl__tp_type_name(v));
         if (n->kind == E_POS) return v.t == V_BOOL ? mk_int(v.u.b) : v;
         if (v.t == V_FLOAT) return mk_float(-v.u.f);
-        if (num_i(v) == INT64_MIN) rl__tp_fail(c, RL_ERR_RANGE, n->off, "integer overflow in unary -");
+        if (num_i(v) == INT64_MIN)
+            rl__tp_fail(c, RL_ERR_RANGE, n->off, "integer overflow in unary -");
         return mk_int(-num_i(v));
     }
-    case E_NOT: return mk_bool(!rl__tp_truthy(eval(c, n->a)));
+    case E_NOT:
+        return mk_bool(!rl__tp_truthy(eval(c, n->a)));
     case E_AND: {
         tp_val a = eval(c, n->a);
         return rl__tp_truthy(a) ? eval(c, n->b) : a;
@@ -476,13 +513,16 @@ static tp_val eval_node(tp_ctx *c, tp_node *n) {
         tp_val d = mk_dict(c, n->n_body, n->off);
         for (size_t i = 0; i < n->n_body; i++) {
             tp_val k = eval(c, n->body[i]);
-            if (k.t == V_LIST && !k.u.l->tuple) rl__tp_fail(c, RL_ERR_FORMAT, n->off, "unhashable type: 'list'");
-            if (k.t == V_DICT || k.t == V_NS) rl__tp_fail(c, RL_ERR_FORMAT, n->off, "unhashable type: 'dict'");
+            if (k.t == V_LIST && !k.u.l->tuple)
+                rl__tp_fail(c, RL_ERR_FORMAT, n->off, "unhashable type: 'list'");
+            if (k.t == V_DICT || k.t == V_NS)
+                rl__tp_fail(c, RL_ERR_FORMAT, n->off, "unhashable type: 'dict'");
             rl__tp_dict_set(c, d.u.d, k, eval(c, n->body2[i]), n->off);
         }
         return d;
     }
-    default: break;
+    default:
+        break;
     }
     RL_ASSERT(!"statement node evaluated as expression");
     return mk_undef(NULL);
@@ -496,7 +536,8 @@ static void bind_targets(tp_ctx *c, tp_node *n, tp_val v) {
     }
     tp_list *l = rl__tp_iterate(c, v, n->off);
     if (l->n != n->n_names)
-        rl__tp_fail(c, RL_ERR_FORMAT, n->off, "cannot unpack %zu values into %zu names", l->n, n->n_names);
+        rl__tp_fail(c, RL_ERR_FORMAT, n->off, "cannot unpack %zu values into %zu names", l->n,
+                    n->n_names);
     for (size_t i = 0; i < l->n; i++) rl__tp_set_var(c, n->names[i], l->v[i], n->off);
 }
 
@@ -550,7 +591,9 @@ static int exec_body(tp_ctx *c, tp_node **body, size_t nb) {
         tp_node *n = body[i];
         step(c, n->off);
         switch (n->kind) {
-        case N_TEXT: rl__tp_emit(c, n->s, n->sn, n->off); break;
+        case N_TEXT:
+            rl__tp_emit(c, n->s, n->sn, n->off);
+            break;
         case N_OUTPUT: {
             tp_val v = rl__tp_to_str(c, eval(c, n->a), n->off);
             rl__tp_emit(c, v.u.s.p, v.u.s.n, n->off);
@@ -558,17 +601,21 @@ static int exec_body(tp_ctx *c, tp_node **body, size_t nb) {
         }
         case N_IF: {
             int fl = rl__tp_truthy(eval(c, n->a)) ? rl__tp_exec_body(c, n->body, n->n_body)
-                                              : rl__tp_exec_body(c, n->body2, n->n_body2);
+                                                  : rl__tp_exec_body(c, n->body2, n->n_body2);
             if (fl) return fl;
             break;
         }
-        case N_FOR: exec_for(c, n); break;
+        case N_FOR:
+            exec_for(c, n);
+            break;
         case N_SET: {
             tp_val v = eval(c, n->a);
             if (n->a_attr) {
                 tp_val ns = get_var(c, n->names[0]);
                 if (ns.t != V_NS)
-                    rl__tp_fail(c, RL_ERR_FORMAT, n->off, "cannot assign attribute on '%s' (a %s, not a namespace)", n->names[0], rl__tp_type_name(ns));
+                    rl__tp_fail(c, RL_ERR_FORMAT, n->off,
+                                "cannot assign attribute on '%s' (a %s, not a namespace)",
+                                n->names[0], rl__tp_type_name(ns));
                 tp_val k = tp_str(n->names[1], strlen(n->names[1]));
                 rl__tp_ns_check_name(c, k, n->off);
                 rl__tp_dict_set(c, ns.u.d, k, v, n->off);
@@ -592,7 +639,9 @@ static int exec_body(tp_ctx *c, tp_node **body, size_t nb) {
             if (fl) return fl;
             break;
         }
-        case N_MACRO: rl__tp_define_macro(c, n); break;
+        case N_MACRO:
+            rl__tp_define_macro(c, n);
+            break;
         case N_CALLBLOCK: {
             int fl = rl__tp_exec_callblock(c, n);
             if (fl) return fl;
@@ -603,9 +652,12 @@ static int exec_body(tp_ctx *c, tp_node **body, size_t nb) {
             if (fl) return fl;
             break;
         }
-        case N_BREAK: return FLOW_BREAK;
-        case N_CONTINUE: return FLOW_CONTINUE;
-        default: RL_ASSERT(!"expression node executed as statement");
+        case N_BREAK:
+            return FLOW_BREAK;
+        case N_CONTINUE:
+            return FLOW_CONTINUE;
+        default:
+            RL_ASSERT(!"expression node executed as statement");
         }
     }
     return FLOW_NORMAL;

@@ -26,7 +26,9 @@ typedef struct sbuf {
     size_t n, cap;
 } sbuf;
 
-static void sput(tp_ctx *c, sbuf *b, const char *p, size_t n, size_t off) { rl__tp_buf_put(c, &b->p, &b->n, &b->cap, p, n, off); }
+static void sput(tp_ctx *c, sbuf *b, const char *p, size_t n, size_t off) {
+    rl__tp_buf_put(c, &b->p, &b->n, &b->cap, p, n, off);
+}
 
 static void spad(tp_ctx *c, sbuf *b, uint32_t fill, size_t k, size_t off) {
     char e[4];
@@ -45,13 +47,16 @@ static tp_val repr_of(tp_ctx *c, tp_val v, size_t off) {
 
 /* Writes `body` (sign already split off into `sign`) padded to `width`
  * code points: align '<' '>' '^' or '=' (padding after the sign). */
-static void emit_padded(tp_ctx *c, sbuf *b, const char *sign, const char *body, size_t bn, size_t width, char align,
-                        uint32_t fill, size_t off) {
+static void emit_padded(tp_ctx *c, sbuf *b, const char *sign, const char *body, size_t bn,
+                        size_t width, char align, uint32_t fill, size_t off) {
     size_t sl = strlen(sign), len = sl + rl_utf8_count(body, bn);
     size_t pad = width > len ? width - len : 0, left = 0, right = 0;
-    if (align == '<') right = pad;
-    else if (align == '^') left = pad / 2, right = pad - pad / 2;
-    else left = pad;
+    if (align == '<')
+        right = pad;
+    else if (align == '^')
+        left = pad / 2, right = pad - pad / 2;
+    else
+        left = pad;
     if (align == '=') {
         sput(c, b, sign, sl, off);
         spad(c, b, fill, left, off);
@@ -65,12 +70,16 @@ static void emit_padded(tp_ctx *c, sbuf *b, const char *sign, const char *body, 
 
 /* Formats a number in C printf style (type one of d x X o e E f F g G,
  * b for binary) into tmp; the sign goes to *neg. */
-static void fmt_number(tp_ctx *c, tp_val v, char type, int prec, bool alt, char *tmp, size_t cap, bool *neg,
-                       size_t off) {
+static void fmt_number(tp_ctx *c, tp_val v, char type, int prec, bool alt, char *tmp, size_t cap,
+                       bool *neg, size_t off) {
     if (strchr("dxXob", type)) {
         if (v.t == V_FLOAT && type == 'd') {
-            if (!isfinite(v.u.f)) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: cannot convert float %s to integer", isnan(v.u.f) ? "NaN" : "infinity");
-            if (fabs(v.u.f) >= 9.2e18) rl__tp_fail(c, RL_ERR_RANGE, off, "format: %g does not fit a 64-bit integer", v.u.f);
+            if (!isfinite(v.u.f))
+                rl__tp_fail(c, RL_ERR_FORMAT, off, "format: cannot convert float %s to integer",
+                            isnan(v.u.f) ? "NaN" : "infinity");
+            if (fabs(v.u.f) >= 9.2e18)
+                rl__tp_fail(c, RL_ERR_RANGE, off, "format: %g does not fit a 64-bit integer",
+                            v.u.f);
             v = mk_int((int64_t)v.u.f);
         }
         if (v.t != V_INT && v.t != V_BOOL)
@@ -79,7 +88,12 @@ static void fmt_number(tp_ctx *c, tp_val v, char type, int prec, bool alt, char 
         int64_t i = num_i(v);
         *neg = i < 0;
         uint64_t u = i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i;
-        const char *pre = !alt ? "" : type == 'x' ? "0x" : type == 'X' ? "0X" : type == 'o' ? "0o" : type == 'b' ? "0b" : "";
+        const char *pre = !alt          ? ""
+                          : type == 'x' ? "0x"
+                          : type == 'X' ? "0X"
+                          : type == 'o' ? "0o"
+                          : type == 'b' ? "0b"
+                                        : "";
         if (type == 'b') {
             char bits[72];
             int k = 0;
@@ -95,7 +109,9 @@ static void fmt_number(tp_ctx *c, tp_val v, char type, int prec, bool alt, char 
         }
         return;
     }
-    if (!is_num(v)) rl__tp_fail(c, RL_ERR_FORMAT, off, "%%%c format: a real number is required, not %s", type, rl__tp_type_name(v));
+    if (!is_num(v))
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "%%%c format: a real number is required, not %s", type,
+                    rl__tp_type_name(v));
     double d = num_f(v);
     *neg = signbit(d) && !isnan(d);
     d = fabs(d);
@@ -143,18 +159,25 @@ tp_val rl__tp_percent_format(tp_ctx *c, tp_val fmt, tp_val args, size_t off) {
             if (depth) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: incomplete format key");
             if (!mapping) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: format requires a mapping");
             tp_val *x = rl__tp_dict_get(c, args.u.d, tp_str(p + i + 1, k - i - 2), off);
-            if (!x) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: KeyError '%.*s'", (int)(k - i - 2 > 60 ? 60 : k - i - 2), p + i + 1);
+            if (!x)
+                rl__tp_fail(c, RL_ERR_FORMAT, off, "format: KeyError '%.*s'",
+                            (int)(k - i - 2 > 60 ? 60 : k - i - 2), p + i + 1);
             v = *x;
             have_v = true;
             i = k;
         }
         bool left = false, zero = false, plus = false, space = false, alt = false;
         for (; i < n && strchr("-0+ #", p[i]); i++) {
-            if (p[i] == '-') left = true;
-            else if (p[i] == '0') zero = true;
-            else if (p[i] == '+') plus = true;
-            else if (p[i] == ' ') space = true;
-            else alt = true;
+            if (p[i] == '-')
+                left = true;
+            else if (p[i] == '0')
+                zero = true;
+            else if (p[i] == '+')
+                plus = true;
+            else if (p[i] == ' ')
+                space = true;
+            else
+                alt = true;
         }
         int64_t width = 0, prec = -1;
         for (int part = 0; part < 2; part++) {
@@ -165,22 +188,29 @@ tp_val rl__tp_percent_format(tp_ctx *c, tp_val fmt, tp_val args, size_t off) {
                 prec = 0;
             }
             if (i < n && p[i] == '*') {
-                if (next >= n_items || mapping) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: not enough arguments for format string");
+                if (next >= n_items || mapping)
+                    rl__tp_fail(c, RL_ERR_FORMAT, off,
+                                "format: not enough arguments for format string");
                 *dst = rl__tp_want_int(c, &items[next++], "format * width", off);
                 i++;
                 if (*dst > FMT_MAX || *dst < -FMT_MAX)
-                    rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width or precision above %d", FMT_MAX);
+                    rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width or precision above %d",
+                                FMT_MAX);
                 if (!part && *dst < 0) left = true, *dst = -*dst;
                 if (part && *dst < 0) *dst = 0;
             } else {
                 while (i < n && p[i] >= '0' && p[i] <= '9') {
                     *dst = *dst * 10 + (p[i++] - '0');
-                    if (*dst > FMT_MAX) rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width or precision above %d", FMT_MAX);
+                    if (*dst > FMT_MAX)
+                        rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width or precision above %d",
+                                    FMT_MAX);
                 }
             }
         }
-        if (width > FMT_MAX || prec > FMT_MAX) rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width or precision above %d", FMT_MAX);
-        while (i < n && (p[i] == 'l' || p[i] == 'h' || p[i] == 'L')) i++; /* length modifiers are ignored */
+        if (width > FMT_MAX || prec > FMT_MAX)
+            rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width or precision above %d", FMT_MAX);
+        while (i < n && (p[i] == 'l' || p[i] == 'h' || p[i] == 'L'))
+            i++; /* length modifiers are ignored */
         if (i >= n) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: incomplete format");
         char type = p[i++];
         if (type == '%') {
@@ -188,7 +218,9 @@ tp_val rl__tp_percent_format(tp_ctx *c, tp_val fmt, tp_val args, size_t off) {
             continue;
         }
         if (!have_v) {
-            if (next >= n_items) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: not enough arguments for format string");
+            if (next >= n_items)
+                rl__tp_fail(c, RL_ERR_FORMAT, off,
+                            "format: not enough arguments for format string");
             v = items[next++];
         }
         char tmp[400];
@@ -206,7 +238,8 @@ tp_val rl__tp_percent_format(tp_ctx *c, tp_val fmt, tp_val args, size_t off) {
                 bn = v.u.s.n;
             } else {
                 int64_t cp = rl__tp_want_int(c, &v, "%c format", off);
-                if (cp < 0 || cp > 0x10FFFF) rl__tp_fail(c, RL_ERR_RANGE, off, "%%c arg not in range(0x110000)");
+                if (cp < 0 || cp > 0x10FFFF)
+                    rl__tp_fail(c, RL_ERR_RANGE, off, "%%c arg not in range(0x110000)");
                 bn = rl_utf8_encode((uint32_t)cp, tmp);
                 body = tmp;
             }
@@ -229,36 +262,48 @@ tp_val rl__tp_percent_format(tp_ctx *c, tp_val fmt, tp_val args, size_t off) {
         } else {
             rl__tp_fail(c, RL_ERR_FORMAT, off, "format: unsupported format character '%c'", type);
         }
-        emit_padded(c, &b, sign, body, bn, (size_t)width, left ? '<' : zero ? '=' : '>', zero && !left ? '0' : ' ', off);
+        emit_padded(c, &b, sign, body, bn, (size_t)width,
+                    left   ? '<'
+                    : zero ? '='
+                           : '>',
+                    zero && !left ? '0' : ' ', off);
     }
     if (!lenient && next < n_items)
-        rl__tp_fail(c, RL_ERR_FORMAT, off, "format: not all arguments converted during string formatting");
+        rl__tp_fail(c, RL_ERR_FORMAT, off,
+                    "format: not all arguments converted during string formatting");
     return tp_str(b.p, b.n);
 }
 
 /* ------------------------------------------------------------ str.format */
 
 /* One replacement field's value: {N}, {name}, {} then .attr / [key]. */
-static tp_val field_value(tp_ctx *c, const char *f, size_t fn, targs *a, size_t *auto_i, size_t off) {
+static tp_val field_value(tp_ctx *c, const char *f, size_t fn, targs *a, size_t *auto_i,
+                          size_t off) {
     size_t i = 0;
     while (i < fn && f[i] != '.' && f[i] != '[') i++;
     tp_val v;
     if (i == 0) {
-        if (*auto_i >= a->n_pos) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: Replacement index %zu out of range", *auto_i);
+        if (*auto_i >= a->n_pos)
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "format: Replacement index %zu out of range",
+                        *auto_i);
         v = a->pos[(*auto_i)++];
     } else if (f[0] >= '0' && f[0] <= '9') {
         size_t k = 0;
         for (size_t j = 0; j < i; j++) {
-            if (f[j] < '0' || f[j] > '9' || k > 1000000) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: bad field index");
+            if (f[j] < '0' || f[j] > '9' || k > 1000000)
+                rl__tp_fail(c, RL_ERR_FORMAT, off, "format: bad field index");
             k = k * 10 + (size_t)(f[j] - '0');
         }
-        if (k >= a->n_pos) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: Replacement index %zu out of range", k);
+        if (k >= a->n_pos)
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "format: Replacement index %zu out of range", k);
         v = a->pos[k];
     } else {
         tp_val *x = NULL;
         for (size_t k = 0; k < a->n_kw && !x; k++)
             if (strlen(a->kw[k]) == i && !memcmp(a->kw[k], f, i)) x = &a->kwv[k];
-        if (!x) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: KeyError '%.*s'", (int)(i > 60 ? 60 : i), f);
+        if (!x)
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "format: KeyError '%.*s'", (int)(i > 60 ? 60 : i),
+                        f);
         v = *x;
     }
     while (i < fn) {
@@ -272,7 +317,12 @@ static tp_val field_value(tp_ctx *c, const char *f, size_t fn, targs *a, size_t 
             if (e >= fn) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: missing ']' in format string");
             bool digits = e > st;
             for (size_t k = st; k < e; k++) digits = digits && f[k] >= '0' && f[k] <= '9';
-            v = rl__tp_get_item(c, v, digits && e - st < 18 ? mk_int(strtoll(rl__tp_strdup(c, f + st, e - st, off), NULL, 10)) : tp_str(f + st, e - st), off);
+            v = rl__tp_get_item(
+                c, v,
+                digits && e - st < 18
+                    ? mk_int(strtoll(rl__tp_strdup(c, f + st, e - st, off), NULL, 10))
+                    : tp_str(f + st, e - st),
+                off);
             i = e + 1;
         }
         if (v.t == V_UNDEF) rl__tp_undefined(c, v, off);
@@ -302,30 +352,37 @@ static void format_spec(tp_ctx *c, sbuf *b, tp_val v, const char *s, size_t sn, 
     if (i < sn && s[i] == '#') alt = true, i++;
     if (i < sn && s[i] == '0') zero = true, i++;
     while (i < sn && s[i] >= '0' && s[i] <= '9')
-        if ((width = width * 10 + (s[i++] - '0')) > FMT_MAX) rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width above %d", FMT_MAX);
+        if ((width = width * 10 + (s[i++] - '0')) > FMT_MAX)
+            rl__tp_fail(c, RL_ERR_LIMIT, off, "format: width above %d", FMT_MAX);
     if (i < sn && (s[i] == ',' || s[i] == '_')) group = s[i++];
     if (i < sn && s[i] == '.') {
         prec = 0;
         for (i++; i < sn && s[i] >= '0' && s[i] <= '9';)
-            if ((prec = prec * 10 + (s[i++] - '0')) > FMT_MAX) rl__tp_fail(c, RL_ERR_LIMIT, off, "format: precision above %d", FMT_MAX);
+            if ((prec = prec * 10 + (s[i++] - '0')) > FMT_MAX)
+                rl__tp_fail(c, RL_ERR_LIMIT, off, "format: precision above %d", FMT_MAX);
     }
     char type = i < sn ? s[i++] : 0;
     if (i < sn) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: invalid format specifier");
     if (zero && !align) fill = '0', align = '=';
     char tmp[400];
     if (v.t == V_STR || type == 's' || (!type && !is_num(v))) {
-        if (type && type != 's') rl__tp_fail(c, RL_ERR_FORMAT, off, "format: unknown format code '%c' for object of type 'str'", type);
+        if (type && type != 's')
+            rl__tp_fail(c, RL_ERR_FORMAT, off,
+                        "format: unknown format code '%c' for object of type 'str'", type);
         tp_val t = rl__tp_to_str(c, v, off);
         size_t bn = prec >= 0 ? rl_utf8_offset(t.u.s.p, t.u.s.n, (size_t)prec) : t.u.s.n;
         emit_padded(c, b, "", t.u.s.p, bn, (size_t)width, align ? align : '<', fill, off);
         return;
     }
     if (!is_num(v))
-        rl__tp_fail(c, RL_ERR_FORMAT, off, "format: unsupported format string passed to %s.__format__", rl__tp_type_name(v));
+        rl__tp_fail(c, RL_ERR_FORMAT, off,
+                    "format: unsupported format string passed to %s.__format__",
+                    rl__tp_type_name(v));
     bool is_int = v.t != V_FLOAT;
     if (!type) type = is_int ? 'd' : 'r';
     if (type == 'c') {
-        size_t k = rl_utf8_encode((uint32_t)rl__tp_want_int(c, &v, "format c", off) & 0x1FFFFF, tmp);
+        size_t k =
+            rl_utf8_encode((uint32_t)rl__tp_want_int(c, &v, "format c", off) & 0x1FFFFF, tmp);
         emit_padded(c, b, "", tmp, k, (size_t)width, align ? align : '<', fill, off);
         return;
     }
@@ -333,13 +390,18 @@ static void format_spec(tp_ctx *c, sbuf *b, tp_val v, const char *s, size_t sn, 
     if (type == 'r') { /* a float with no type: repr, or %g-like with a precision */
         double d = num_f(v);
         neg = signbit(d) && !isnan(d);
-        if (prec < 0) rl__tp_fmt_float(fabs(d), tmp, sizeof tmp);
-        else fmt_number(c, v, 'g', prec ? (int)prec : 1, false, tmp, sizeof tmp, &neg, off);
+        if (prec < 0)
+            rl__tp_fmt_float(fabs(d), tmp, sizeof tmp);
+        else
+            fmt_number(c, v, 'g', prec ? (int)prec : 1, false, tmp, sizeof tmp, &neg, off);
     } else if (type == '%') {
-        fmt_number(c, mk_float(num_f(v) * 100.0), 'f', prec < 0 ? 6 : (int)prec, alt, tmp, sizeof tmp, &neg, off);
+        fmt_number(c, mk_float(num_f(v) * 100.0), 'f', prec < 0 ? 6 : (int)prec, alt, tmp,
+                   sizeof tmp, &neg, off);
         strncat(tmp, "%", sizeof tmp - strlen(tmp) - 1);
     } else if (strchr("dbxXo", type)) {
-        if (!is_int) rl__tp_fail(c, RL_ERR_FORMAT, off, "format: unknown format code '%c' for object of type 'float'", type);
+        if (!is_int)
+            rl__tp_fail(c, RL_ERR_FORMAT, off,
+                        "format: unknown format code '%c' for object of type 'float'", type);
         fmt_number(c, v, type, 0, alt, tmp, sizeof tmp, &neg, off);
     } else if (strchr("eEfFgG", type)) {
         fmt_number(c, v, type, prec < 0 ? 6 : (int)prec, alt, tmp, sizeof tmp, &neg, off);
@@ -347,7 +409,10 @@ static void format_spec(tp_ctx *c, sbuf *b, tp_val v, const char *s, size_t sn, 
         rl__tp_fail(c, RL_ERR_FORMAT, off, "format: unknown format code '%c'", type);
     }
     if (group) { /* thousands separators in the integer part */
-        size_t dl = 0, st = tmp[0] == '0' && (tmp[1] == 'x' || tmp[1] == 'o' || tmp[1] == 'b' || tmp[1] == 'X') ? 2 : 0;
+        size_t dl = 0, st = tmp[0] == '0' && (tmp[1] == 'x' || tmp[1] == 'o' || tmp[1] == 'b' ||
+                                              tmp[1] == 'X')
+                                ? 2
+                                : 0;
         while (tmp[st + dl] >= '0' && tmp[st + dl] <= '9') dl++;
         char g[450];
         size_t o = 0;
@@ -379,7 +444,8 @@ tp_val rl__tp_str_format(tp_ctx *c, tp_val fmt, targs *a, size_t off) {
             i += 2;
             continue;
         }
-        if (ch == '}') rl__tp_fail(c, RL_ERR_FORMAT, off, "format: Single '}' encountered in format string");
+        if (ch == '}')
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "format: Single '}' encountered in format string");
         if (ch != '{') {
             size_t e = i;
             while (e < n && p[e] != '{' && p[e] != '}') e++;
@@ -390,7 +456,10 @@ tp_val rl__tp_str_format(tp_ctx *c, tp_val fmt, targs *a, size_t off) {
         step(c, off);
         size_t e = i + 1;
         while (e < n && p[e] != '}' && p[e] != '{') e++;
-        if (e >= n || p[e] != '}') rl__tp_fail(c, RL_ERR_FORMAT, off, "format: expected '}' before end of string (nested fields are not supported)");
+        if (e >= n || p[e] != '}')
+            rl__tp_fail(
+                c, RL_ERR_FORMAT, off,
+                "format: expected '}' before end of string (nested fields are not supported)");
         const char *f = p + i + 1;
         size_t fl = e - i - 1, name_n = 0;
         while (name_n < fl && f[name_n] != '!' && f[name_n] != ':') name_n++;
@@ -402,8 +471,10 @@ tp_val rl__tp_str_format(tp_ctx *c, tp_val fmt, targs *a, size_t off) {
             v = f[k + 1] == 's' ? rl__tp_to_str(c, v, off) : repr_of(c, v, off);
             k += 2;
         }
-        if (k < fl && f[k] != ':') rl__tp_fail(c, RL_ERR_FORMAT, off, "format: expected ':' after conversion specifier");
-        if (k < fl) format_spec(c, &b, v, f + k + 1, fl - k - 1, off);
+        if (k < fl && f[k] != ':')
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "format: expected ':' after conversion specifier");
+        if (k < fl)
+            format_spec(c, &b, v, f + k + 1, fl - k - 1, off);
         else {
             tp_val s = rl__tp_to_str(c, v, off);
             sput(c, &b, s.u.s.p, s.u.s.n, off);

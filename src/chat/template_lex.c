@@ -29,7 +29,9 @@ static bool is_ws(char ch) {
 static bool is_alpha(char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
 }
-static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+static bool is_digit(char ch) {
+    return ch >= '0' && ch <= '9';
+}
 
 static tp_tok *push_tok(tp_ctx *c, tp_tkind kind, size_t off) {
     c->toks = rl__tp_grow(c, c->toks, c->n_toks, &c->cap_toks, sizeof(tp_tok), 256, off);
@@ -46,7 +48,6 @@ static void emit_text(tp_ctx *c, size_t s, size_t e) {
     t->p = c->src + s;
     t->n = e - s;
 }
-
 
 static int hexval(char ch) {
     if (ch >= '0' && ch <= '9') return ch - '0';
@@ -75,25 +76,53 @@ static void lex_string(tp_ctx *c, size_t *pos) {
         char e = s[++j];
         int nhex = 0;
         switch (e) {
-        case 'n': o[n++] = '\n'; break;
-        case 't': o[n++] = '\t'; break;
-        case 'r': o[n++] = '\r'; break;
-        case '\\': o[n++] = '\\'; break;
-        case '\'': o[n++] = '\''; break;
-        case '"': o[n++] = '"'; break;
-        case 'a': o[n++] = '\a'; break;
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'v': o[n++] = '\v'; break;
-        case '\n': break; /* line continuation */
-        case 'x': nhex = 2; break;
-        case 'u': nhex = 4; break;
-        case 'U': nhex = 8; break;
+        case 'n':
+            o[n++] = '\n';
+            break;
+        case 't':
+            o[n++] = '\t';
+            break;
+        case 'r':
+            o[n++] = '\r';
+            break;
+        case '\\':
+            o[n++] = '\\';
+            break;
+        case '\'':
+            o[n++] = '\'';
+            break;
+        case '"':
+            o[n++] = '"';
+            break;
+        case 'a':
+            o[n++] = '\a';
+            break;
+        case 'b':
+            o[n++] = '\b';
+            break;
+        case 'f':
+            o[n++] = '\f';
+            break;
+        case 'v':
+            o[n++] = '\v';
+            break;
+        case '\n':
+            break; /* line continuation */
+        case 'x':
+            nhex = 2;
+            break;
+        case 'u':
+            nhex = 4;
+            break;
+        case 'U':
+            nhex = 8;
+            break;
         default:
             if (e >= '0' && e <= '7') {
                 uint32_t v = 0;
                 int k = 0;
-                while (k < 3 && j < i && s[j] >= '0' && s[j] <= '7') v = v * 8 + (uint32_t)(s[j++] - '0'), k++;
+                while (k < 3 && j < i && s[j] >= '0' && s[j] <= '7')
+                    v = v * 8 + (uint32_t)(s[j++] - '0'), k++;
                 j--;
                 n += rl_utf8_encode(v, o + n);
             } else {
@@ -105,7 +134,9 @@ static void lex_string(tp_ctx *c, size_t *pos) {
             uint32_t v = 0;
             for (int k = 0; k < nhex; k++) {
                 int h = (j + 1 + (size_t)k < i) ? hexval(s[j + 1 + (size_t)k]) : -1;
-                if (h < 0) rl__tp_fail(c, RL_ERR_FORMAT, j - 1, "truncated \\%c escape in string literal", e);
+                if (h < 0)
+                    rl__tp_fail(c, RL_ERR_FORMAT, j - 1, "truncated \\%c escape in string literal",
+                                e);
                 v = v * 16 + (uint32_t)h;
             }
             if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
@@ -134,11 +165,13 @@ static bool lex_tag(tp_ctx *c, size_t *pos, bool is_var, size_t tag_off, bool *p
     *plus = false;
     for (;;) {
         while (i < n && is_ws(s[i])) i++;
-        if (i >= n) rl__tp_fail(c, RL_ERR_FORMAT, tag_off, "unclosed '%s' tag", is_var ? "{{" : "{%");
+        if (i >= n)
+            rl__tp_fail(c, RL_ERR_FORMAT, tag_off, "unclosed '%s' tag", is_var ? "{{" : "{%");
         if (depth == 0) {
             bool strip = false;
             size_t j = i;
-            if ((s[j] == '-' || (!is_var && s[j] == '+')) && j + 2 < n + 1 && j + 1 < n && s[j + 1] == closer && j + 2 < n && s[j + 2] == '}') {
+            if ((s[j] == '-' || (!is_var && s[j] == '+')) && j + 2 < n + 1 && j + 1 < n &&
+                s[j + 1] == closer && j + 2 < n && s[j + 2] == '}') {
                 strip = s[j] == '-';
                 *plus = s[j] == '+';
                 j++;
@@ -181,7 +214,8 @@ static bool lex_tag(tp_ctx *c, size_t *pos, bool is_var, size_t tag_off, bool *p
             for (size_t k = st; k < i && m < sizeof buf - 1; k++)
                 if (s[k] != '_') buf[m++] = s[k];
             buf[m] = 0;
-            if (i - st >= sizeof buf - 1) rl__tp_fail(c, RL_ERR_FORMAT, st, "number literal too long");
+            if (i - st >= sizeof buf - 1)
+                rl__tp_fail(c, RL_ERR_FORMAT, st, "number literal too long");
             tp_tok *t = push_tok(c, is_float ? TK_FLOAT : TK_INT, st);
             if (is_float) {
                 t->f = strtod(buf, NULL);
@@ -263,7 +297,8 @@ void rl__tp_lex(tp_ctx *c) {
     size_t n = c->src_len, pos = 0;
     for (;;) {
         size_t tag = pos;
-        while (tag + 1 < n && !(s[tag] == '{' && (s[tag + 1] == '{' || s[tag + 1] == '%' || s[tag + 1] == '#')))
+        while (tag + 1 < n &&
+               !(s[tag] == '{' && (s[tag + 1] == '{' || s[tag + 1] == '%' || s[tag + 1] == '#')))
             tag++;
         bool found = tag + 1 < n;
         size_t e = found ? tag : n;

@@ -27,7 +27,9 @@
 
 #include "chat/chat-impl.h"
 
-size_t rl__tp_capture_begin(tp_ctx *c) { return c->out.n; }
+size_t rl__tp_capture_begin(tp_ctx *c) {
+    return c->out.n;
+}
 
 tp_val rl__tp_capture_end(tp_ctx *c, size_t mark, size_t off) {
     RL_ASSERT(mark <= c->out.n);
@@ -47,7 +49,9 @@ void rl__tp_define_macro(tp_ctx *c, tp_node *n) {
     rl__tp_set_var(c, n->s, v, n->off);
 }
 
-static const char *macro_name(const tp_macro *m) { return m->def->kind == N_MACRO ? m->def->s : "caller"; }
+static const char *macro_name(const tp_macro *m) {
+    return m->def->kind == N_MACRO ? m->def->s : "caller";
+}
 
 tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_t off) {
     step(c, off);
@@ -55,11 +59,13 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
     const char *name = macro_name(m);
     size_t np = d->n_names;
     if (++c->n_calls > c->lim.max_depth)
-        rl__tp_fail(c, RL_ERR_LIMIT, off, "macro calls nested deeper than %d (runaway recursion in '%s'?)",
+        rl__tp_fail(c, RL_ERR_LIMIT, off,
+                    "macro calls nested deeper than %d (runaway recursion in '%s'?)",
                     c->lim.max_depth, name);
     rl__tp_rdepth_enter(c, off);
     if (a->n_pos > np && !(d->op & MAC_VARARGS))
-        rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' takes not more than %zu argument(s)", name, np);
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' takes not more than %zu argument(s)", name,
+                    np);
     /* keyword arguments: a parameter's slot, or `kwargs` */
     tp_val **slot = np && a->n_kw ? rl__tp_alloc_array(c, np, sizeof *slot, off) : NULL;
     tp_val kwargs = {.t = V_NONE};
@@ -72,7 +78,8 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
         } else if (d->op & MAC_KWARGS) { /* jinja2: also a parameter already given positionally */
             rl__tp_dict_set(c, kwargs.u.d, tp_str(a->kw[k], strlen(a->kw[k])), a->kwv[k], off);
         } else {
-            rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' takes no keyword argument '%s'", name, a->kw[k]);
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' takes no keyword argument '%s'", name,
+                        a->kw[k]);
         }
     }
     /* the body's frame: after it, lookup continues at the macro's scope */
@@ -81,9 +88,12 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
     c->frames[base].up = m->scope < base ? m->scope : base;
     for (size_t i = 0; i < np; i++) {
         tp_val v;
-        if (i < a->n_pos) v = a->pos[i];
-        else if (slot && slot[i]) v = *slot[i];
-        else if (d->body2[i]) v = rl__tp_eval(c, d->body2[i]);
+        if (i < a->n_pos)
+            v = a->pos[i];
+        else if (slot && slot[i])
+            v = *slot[i];
+        else if (d->body2[i])
+            v = rl__tp_eval(c, d->body2[i]);
         else {
             size_t mn = strlen(d->names[i]) + 32;
             char *msg = rl__tp_alloc(c, mn, off);
@@ -100,11 +110,14 @@ tp_val rl__tp_call_macro(tp_ctx *c, tp_macro *m, targs *a, tp_val *caller, size_
     }
     if (caller && !(d->op & MAC_CALLER)) { /* jinja2: then it is just a keyword */
         if (!(d->op & MAC_KWARGS))
-            rl__tp_fail(c, RL_ERR_FORMAT, off, "macro '%s' was invoked with two values for the special caller argument", name);
+            rl__tp_fail(c, RL_ERR_FORMAT, off,
+                        "macro '%s' was invoked with two values for the special caller argument",
+                        name);
         rl__tp_dict_set(c, kwargs.u.d, tp_str("caller", 6), *caller, off);
     }
     if (d->op & MAC_KWARGS) rl__tp_set_var(c, "kwargs", kwargs, off);
-    if (d->op & MAC_CALLER) rl__tp_set_var(c, "caller", caller ? *caller : mk_undef_hint("No caller defined"), off);
+    if (d->op & MAC_CALLER)
+        rl__tp_set_var(c, "caller", caller ? *caller : mk_undef_hint("No caller defined"), off);
     size_t mark = rl__tp_capture_begin(c);
     rl__tp_exec_body(c, d->body, d->n_body); /* break/continue cannot leave a macro */
     tp_val out = rl__tp_capture_end(c, mark, off);
@@ -120,7 +133,8 @@ int rl__tp_exec_callblock(tp_ctx *c, tp_node *n) {
     targs a = rl__tp_eval_args(c, call);
     if (f.t == V_UNDEF) rl__tp_undefined(c, f, call->off);
     if (f.t != V_MACRO)
-        rl__tp_fail(c, RL_ERR_FORMAT, call->off, "'%s' object is not callable (a call block needs a macro)",
+        rl__tp_fail(c, RL_ERR_FORMAT, call->off,
+                    "'%s' object is not callable (a call block needs a macro)",
                     rl__tp_type_name(f));
     tp_macro *cm = rl__tp_alloc(c, sizeof *cm, n->off);
     cm->def = n;

@@ -19,7 +19,9 @@
 
 /* ----------------------------------------------------------------- parser */
 
-static tp_tok *cur(tp_ctx *c) { return &c->toks[c->pos]; }
+static tp_tok *cur(tp_ctx *c) {
+    return &c->toks[c->pos];
+}
 static tp_tok *next_tok(tp_ctx *c) {
     tp_tok *t = &c->toks[c->pos];
     if (t->kind != TK_EOF) c->pos++;
@@ -31,8 +33,12 @@ static bool tok_is(tp_tok *t, tp_tkind k, const char *s) {
     size_t l = strlen(s);
     return t->n == l && memcmp(t->p, s, l) == 0;
 }
-static bool at_op(tp_ctx *c, const char *s) { return tok_is(cur(c), TK_OP, s); }
-static bool at_name(tp_ctx *c, const char *s) { return tok_is(cur(c), TK_NAME, s); }
+static bool at_op(tp_ctx *c, const char *s) {
+    return tok_is(cur(c), TK_OP, s);
+}
+static bool at_name(tp_ctx *c, const char *s) {
+    return tok_is(cur(c), TK_NAME, s);
+}
 static bool skip_op(tp_ctx *c, const char *s) {
     if (!at_op(c, s)) return false;
     c->pos++;
@@ -46,15 +52,24 @@ static bool skip_name(tp_ctx *c, const char *s) {
 
 static const char *tok_desc(tp_ctx *c, tp_tok *t) {
     switch (t->kind) {
-    case TK_TEXT: return "template text";
-    case TK_VAR_BEGIN: return "'{{'";
-    case TK_VAR_END: return "'}}'";
-    case TK_BLOCK_BEGIN: return "'{%'";
-    case TK_BLOCK_END: return "'%}'";
-    case TK_STR: return "string literal";
-    case TK_INT: return "integer literal";
-    case TK_FLOAT: return "float literal";
-    case TK_EOF: return "end of template";
+    case TK_TEXT:
+        return "template text";
+    case TK_VAR_BEGIN:
+        return "'{{'";
+    case TK_VAR_END:
+        return "'}}'";
+    case TK_BLOCK_BEGIN:
+        return "'{%'";
+    case TK_BLOCK_END:
+        return "'%}'";
+    case TK_STR:
+        return "string literal";
+    case TK_INT:
+        return "integer literal";
+    case TK_FLOAT:
+        return "float literal";
+    case TK_EOF:
+        return "end of template";
     case TK_NAME:
     case TK_OP: {
         size_t n = t->n > 40 ? 40 : t->n;
@@ -92,7 +107,9 @@ static void enter(tp_ctx *c, size_t off) {
     if (++c->depth > c->lim.max_depth)
         rl__tp_fail(c, RL_ERR_LIMIT, off, "nesting deeper than %d", c->lim.max_depth);
 }
-static void leave(tp_ctx *c) { c->depth--; }
+static void leave(tp_ctx *c) {
+    c->depth--;
+}
 
 static tp_node *mk(tp_ctx *c, tp_nkind k, size_t off) {
     tp_node *n = rl__tp_alloc(c, sizeof *n, off);
@@ -101,7 +118,9 @@ static tp_node *mk(tp_ctx *c, tp_nkind k, size_t off) {
     return n;
 }
 
-static const char *tok_cstr(tp_ctx *c, tp_tok *t) { return rl__tp_strdup(c, t->p, t->n, t->off); }
+static const char *tok_cstr(tp_ctx *c, tp_tok *t) {
+    return rl__tp_strdup(c, t->p, t->n, t->off);
+}
 
 /* Growable node-pointer vector built in the arena. */
 typedef struct nvec {
@@ -417,7 +436,11 @@ static tp_node *parse_pow(tp_ctx *c) {
 static tp_node *parse_math2(tp_ctx *c) {
     tp_node *n = parse_pow(c);
     for (;;) {
-        int op = at_op(c, "*") ? TP_OP_MUL : at_op(c, "/") ? TP_OP_DIV : at_op(c, "//") ? TP_OP_FLOORDIV : at_op(c, "%") ? TP_OP_MOD : 0;
+        int op = at_op(c, "*")    ? TP_OP_MUL
+                 : at_op(c, "/")  ? TP_OP_DIV
+                 : at_op(c, "//") ? TP_OP_FLOORDIV
+                 : at_op(c, "%")  ? TP_OP_MOD
+                                  : 0;
         if (!op) return n;
         size_t off = next_tok(c)->off;
         n = bin(c, op, n, parse_pow(c), off);
@@ -451,13 +474,20 @@ static tp_node *parse_compare(tp_ctx *c) {
     size_t off = cur(c)->off;
     for (;;) {
         int op = 0;
-        if (at_op(c, "==")) op = TP_OP_EQ;
-        else if (at_op(c, "!=")) op = TP_OP_NE;
-        else if (at_op(c, "<")) op = TP_OP_LT;
-        else if (at_op(c, "<=")) op = TP_OP_LE;
-        else if (at_op(c, ">")) op = TP_OP_GT;
-        else if (at_op(c, ">=")) op = TP_OP_GE;
-        else if (at_name(c, "in")) op = TP_OP_IN;
+        if (at_op(c, "=="))
+            op = TP_OP_EQ;
+        else if (at_op(c, "!="))
+            op = TP_OP_NE;
+        else if (at_op(c, "<"))
+            op = TP_OP_LT;
+        else if (at_op(c, "<="))
+            op = TP_OP_LE;
+        else if (at_op(c, ">"))
+            op = TP_OP_GT;
+        else if (at_op(c, ">="))
+            op = TP_OP_GE;
+        else if (at_name(c, "in"))
+            op = TP_OP_IN;
         else if (at_name(c, "not") && tok_is(&c->toks[c->pos + 1], TK_NAME, "in")) {
             op = TP_OP_NOTIN;
             c->pos++;
@@ -584,9 +614,12 @@ static void parse_signature(tp_ctx *c, tp_node *n) {
             if (strcmp(names[i], names[cnt]) == 0)
                 rl__tp_fail(c, RL_ERR_FORMAT, t->off, "duplicate parameter '%s'", names[cnt]);
         cnt++;
-        if (skip_op(c, "=")) nvec_push(c, &defs, parse_expr(c));
-        else if (defs.n && defs.v[defs.n - 1]) rl__tp_fail(c, RL_ERR_FORMAT, t->off, "non-default argument follows default argument");
-        else nvec_push(c, &defs, NULL);
+        if (skip_op(c, "="))
+            nvec_push(c, &defs, parse_expr(c));
+        else if (defs.n && defs.v[defs.n - 1])
+            rl__tp_fail(c, RL_ERR_FORMAT, t->off, "non-default argument follows default argument");
+        else
+            nvec_push(c, &defs, NULL);
     }
     n->names = names;
     n->n_names = cnt;
@@ -683,7 +716,8 @@ static tp_node *parse_stmt(tp_ctx *c) {
         }
         if (skip_name(c, "if")) n->b = parse_expr(c);
         if (at_name(c, "recursive"))
-            rl__tp_fail(c, RL_ERR_UNSUPPORTED, cur(c)->off, "recursive for loops are not supported");
+            rl__tp_fail(c, RL_ERR_UNSUPPORTED, cur(c)->off,
+                        "recursive for loops are not supported");
         expect_block_end(c);
         static const char *const ends[] = {"else", "endfor", NULL};
         nvec body = parse_body(c, ends);
@@ -736,7 +770,8 @@ static tp_node *parse_stmt(tp_ctx *c) {
         n = mk(c, N_CALLBLOCK, off);
         if (at_op(c, "(")) parse_signature(c, n);
         n->a = parse_expr(c);
-        if (n->a->kind != E_CALL) rl__tp_fail(c, RL_ERR_FORMAT, n->a->off, "call block: expected a macro call");
+        if (n->a->kind != E_CALL)
+            rl__tp_fail(c, RL_ERR_FORMAT, n->a->off, "call block: expected a macro call");
         expect_block_end(c);
         parse_block_body(c, n, "endcall");
         for (size_t i = 0; i < n->n_body; i++) n->op |= special_names(n->body[i]);
@@ -772,7 +807,8 @@ static nvec parse_body(tp_ctx *c, const char *const *ends) {
             if (ends) {
                 size_t last = 0;
                 while (ends[last + 1]) last++;
-                rl__tp_fail(c, RL_ERR_FORMAT, start, "block not closed: missing '{%% %s %%}'", ends[last]);
+                rl__tp_fail(c, RL_ERR_FORMAT, start, "block not closed: missing '{%% %s %%}'",
+                            ends[last]);
             }
             return body;
         }
@@ -794,8 +830,9 @@ static nvec parse_body(tp_ctx *c, const char *const *ends) {
             if (kw->kind == TK_NAME) {
                 for (size_t i = 0; ends && ends[i]; i++)
                     if (tok_is(kw, TK_NAME, ends[i])) return body;
-                static const char *const closers[] = {"elif",    "else",    "endif",     "endfor",       "endset",
-                                                     "endmacro", "endcall", "endfilter", "endgeneration", NULL};
+                static const char *const closers[] = {
+                    "elif",     "else",    "endif",     "endfor",        "endset",
+                    "endmacro", "endcall", "endfilter", "endgeneration", NULL};
                 for (size_t i = 0; closers[i]; i++)
                     if (tok_is(kw, TK_NAME, closers[i]))
                         rl__tp_fail(c, RL_ERR_FORMAT, kw->off, "unexpected '%s'%s", closers[i],

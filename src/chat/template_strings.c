@@ -17,8 +17,10 @@
 
 /* Does code point set `chars` (NULL: Python whitespace) contain the code
  * point at p[i] (forward) / ending at p[i] (backward)?  *w = its width. */
-static bool strip_match(const char *p, size_t n, size_t i, bool backward, tp_val *chars, size_t *w) {
-    if (!chars || chars->t == V_NONE) return backward ? rl__tp_is_space_before(p, i, w) : rl__tp_is_space_at(p, n, i, w);
+static bool strip_match(const char *p, size_t n, size_t i, bool backward, tp_val *chars,
+                        size_t *w) {
+    if (!chars || chars->t == V_NONE)
+        return backward ? rl__tp_is_space_before(p, i, w) : rl__tp_is_space_at(p, n, i, w);
     size_t s = backward ? rl_utf8_back(p, i) : i;
     size_t e = s + rl_utf8_offset(p + s, n - s, 1);
     *w = e - s;
@@ -74,22 +76,26 @@ bool rl__tp_cp_lower(uint32_t cp) {
     if (cp < 0x80) return cp >= 'a' && cp <= 'z';
     return loc() && iswlower_l((wint_t)cp, loc());
 }
-static bool cp_cased(uint32_t cp) { return rl__tp_cp_upper(cp) || rl__tp_cp_lower(cp); }
+static bool cp_cased(uint32_t cp) {
+    return rl__tp_cp_upper(cp) || rl__tp_cp_lower(cp);
+}
 
 enum { CM_LOWER, CM_UPPER, CM_TITLE };
 
 /* Maps one code point; returns how many code points went to out[]. */
 static size_t map_cp(uint32_t cp, int m, uint32_t out[3]) {
     if (cp < 0x80) {
-        out[0] = m == CM_LOWER ? (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp) : (cp >= 'a' && cp <= 'z' ? cp - 32 : cp);
+        out[0] = m == CM_LOWER ? (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp)
+                               : (cp >= 'a' && cp <= 'z' ? cp - 32 : cp);
         return 1;
     }
     if (m != CM_LOWER) {
         static const struct {
             uint32_t cp;
             const char *up, *title;
-        } special[] = {{0xDF, "SS", "Ss"},     {0xFB00, "FF", "Ff"}, {0xFB01, "FI", "Fi"}, {0xFB02, "FL", "Fl"},
-                       {0xFB03, "FFI", "Ffi"}, {0xFB04, "FFL", "Ffl"}, {0xFB05, "ST", "St"}, {0xFB06, "ST", "St"}};
+        } special[] = {{0xDF, "SS", "Ss"},   {0xFB00, "FF", "Ff"},   {0xFB01, "FI", "Fi"},
+                       {0xFB02, "FL", "Fl"}, {0xFB03, "FFI", "Ffi"}, {0xFB04, "FFL", "Ffl"},
+                       {0xFB05, "ST", "St"}, {0xFB06, "ST", "St"}};
         for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
             if (special[i].cp == cp) {
                 const char *r = m == CM_UPPER ? special[i].up : special[i].title;
@@ -111,7 +117,9 @@ static size_t map_cp(uint32_t cp, int m, uint32_t out[3]) {
         return 2;
     }
     locale_t l = loc();
-    out[0] = !l ? cp : m == CM_LOWER ? (uint32_t)towlower_l((wint_t)cp, l) : (uint32_t)towupper_l((wint_t)cp, l);
+    out[0] = !l              ? cp
+             : m == CM_LOWER ? (uint32_t)towlower_l((wint_t)cp, l)
+                             : (uint32_t)towupper_l((wint_t)cp, l);
     return 1;
 }
 
@@ -149,21 +157,37 @@ tp_val rl__tp_str_case(tp_ctx *c, tp_val s, int mode, size_t off) {
         }
         int m;
         switch (mode) {
-        case 0: m = CM_LOWER; break;
-        case 1: m = CM_UPPER; break;
-        case 2: m = first ? CM_TITLE : CM_LOWER; break;
-        case 3: m = prev_cased ? CM_LOWER : CM_TITLE; break;
-        case 4: m = prev_sep ? CM_UPPER : CM_LOWER; break;
-        case 6: m = CM_LOWER; break;
-        default: m = rl__tp_cp_upper(cp) ? CM_LOWER : rl__tp_cp_lower(cp) ? CM_UPPER : -1; break;
+        case 0:
+            m = CM_LOWER;
+            break;
+        case 1:
+            m = CM_UPPER;
+            break;
+        case 2:
+            m = first ? CM_TITLE : CM_LOWER;
+            break;
+        case 3:
+            m = prev_cased ? CM_LOWER : CM_TITLE;
+            break;
+        case 4:
+            m = prev_sep ? CM_UPPER : CM_LOWER;
+            break;
+        case 6:
+            m = CM_LOWER;
+            break;
+        default:
+            m = rl__tp_cp_upper(cp) ? CM_LOWER : rl__tp_cp_lower(cp) ? CM_UPPER : -1;
+            break;
         }
         uint32_t out[3];
         size_t k = 1;
         out[0] = cp;
-        if (mode == 6 && (cp == 0xDF || (cp >= 0xFB00 && cp <= 0xFB06))) { /* casefold: full folding */
+        if (mode == 6 &&
+            (cp == 0xDF || (cp >= 0xFB00 && cp <= 0xFB06))) { /* casefold: full folding */
             k = map_cp(cp, CM_UPPER, out);
             for (size_t j = 0; j < k; j++) out[j] |= 0x20; /* the expansions are ASCII letters */
-        } else if (m == CM_LOWER && cp == 0x3A3 && mode != 6) { /* final sigma: after a cased letter, not before one */
+        } else if (m == CM_LOWER && cp == 0x3A3 &&
+                   mode != 6) { /* final sigma: after a cased letter, not before one */
             uint32_t nx = 0;
             if (i + w < n) rl_utf8_decode(p + i + w, n - i - w, &nx);
             out[0] = (i > 0 && cp_cased(prev) && !(nx && cp_cased(nx))) ? 0x3C2 : 0x3C3;
@@ -227,7 +251,8 @@ tp_val rl__tp_str_split(tp_ctx *c, tp_val s, tp_val *sep, tp_val *maxsplit, size
     return out;
 }
 
-tp_val rl__tp_str_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *count, size_t off) {
+tp_val rl__tp_str_replace(tp_ctx *c, tp_val s, tp_val *from, tp_val *to, tp_val *count,
+                          size_t off) {
     tp_val f = rl__tp_want_str(c, from, "replace", off), t = rl__tp_want_str(c, to, "replace", off);
     int64_t max = count && count->t != V_NONE ? rl__tp_want_int(c, count, "replace", off) : -1;
     char *buf = NULL;
@@ -280,7 +305,10 @@ int64_t rl__tp_str_find(tp_ctx *c, tp_val s, tp_val x, int mode, size_t off) {
     rl__tp_charge(c, s.u.s.n, off);
     const char *p = s.u.s.p;
     size_t n = s.u.s.n, m = x.u.s.n;
-    if (m == 0) return mode == 1 ? (int64_t)rl_utf8_count(p, n) + 1 : mode == 2 ? (int64_t)rl_utf8_count(p, n) : 0;
+    if (m == 0)
+        return mode == 1   ? (int64_t)rl_utf8_count(p, n) + 1
+               : mode == 2 ? (int64_t)rl_utf8_count(p, n)
+                           : 0;
     int64_t cnt = 0, last = -1;
     for (size_t i = 0; i + m <= n;) {
         const char *h = memmem(p + i, n - i, x.u.s.p, m);
@@ -295,7 +323,6 @@ int64_t rl__tp_str_find(tp_ctx *c, tp_val s, tp_val x, int mode, size_t off) {
     return last < 0 ? -1 : (int64_t)rl_utf8_count(p, (size_t)last);
 }
 
-
 /* Python's str.splitlines: \n \r \r\n \v \f \x1c-\x1e \x85 U+2028 U+2029. */
 tp_val rl__tp_str_splitlines(tp_ctx *c, tp_val s, bool keepends, size_t off) {
     const char *p = s.u.s.p;
@@ -305,9 +332,12 @@ tp_val rl__tp_str_splitlines(tp_ctx *c, tp_val s, bool keepends, size_t off) {
     for (size_t i = 0; i < n;) {
         unsigned char ch = (unsigned char)p[i];
         size_t w = 0; /* width of the line break at i, 0 if none */
-        if (ch == '\r') w = i + 1 < n && p[i + 1] == '\n' ? 2 : 1;
-        else if (ch == '\n' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) w = 1;
-        else if (ch == 0xC2 && i + 1 < n && (unsigned char)p[i + 1] == 0x85) w = 2;
+        if (ch == '\r')
+            w = i + 1 < n && p[i + 1] == '\n' ? 2 : 1;
+        else if (ch == '\n' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e))
+            w = 1;
+        else if (ch == 0xC2 && i + 1 < n && (unsigned char)p[i + 1] == 0x85)
+            w = 2;
         else if (ch == 0xE2 && i + 2 < n && (unsigned char)p[i + 1] == 0x80 &&
                  ((unsigned char)p[i + 2] == 0xA8 || (unsigned char)p[i + 2] == 0xA9))
             w = 3;
@@ -410,17 +440,23 @@ tp_val rl__tp_str_pad(tp_ctx *c, tp_val s, tp_val *width, tp_val *fill, int alig
     tp_val f = tp_str(align == 3 ? "0" : " ", 1);
     if (fill && align != 3) {
         f = rl__tp_want_str(c, fill, "fill character", off);
-        if (rl_utf8_count(f.u.s.p, f.u.s.n) != 1) rl__tp_fail(c, RL_ERR_FORMAT, off, "The fill character must be exactly one character long");
+        if (rl_utf8_count(f.u.s.p, f.u.s.n) != 1)
+            rl__tp_fail(c, RL_ERR_FORMAT, off,
+                        "The fill character must be exactly one character long");
     }
     size_t marg = (size_t)w - len, left;
-    if (align == 0) left = marg / 2 + (marg & (size_t)w & 1);
-    else if (align == 1) left = 0;
-    else left = marg;
+    if (align == 0)
+        left = marg / 2 + (marg & (size_t)w & 1);
+    else if (align == 1)
+        left = 0;
+    else
+        left = marg;
     char *buf = NULL;
     size_t bl = 0, bc = 0;
     rl__tp_buf_put(c, &buf, &bl, &bc, "", 0, off);
     size_t body = 0;
-    if (align == 3 && s.u.s.n && (s.u.s.p[0] == '-' || s.u.s.p[0] == '+')) { /* zfill: zeros after the sign */
+    if (align == 3 && s.u.s.n &&
+        (s.u.s.p[0] == '-' || s.u.s.p[0] == '+')) { /* zfill: zeros after the sign */
         rl__tp_buf_put(c, &buf, &bl, &bc, s.u.s.p, 1, off);
         body = 1;
     }

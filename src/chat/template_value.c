@@ -39,19 +39,32 @@ void rl__tp_buf_put(tp_ctx *c, char **buf, size_t *len, size_t *cap, const char 
 
 const char *rl__tp_type_name(tp_val v) {
     switch (v.t) {
-    case V_UNDEF: return "undefined";
-    case V_NONE: return "NoneType";
-    case V_BOOL: return "bool";
-    case V_INT: return "int";
-    case V_FLOAT: return "float";
-    case V_STR: return "str";
-    case V_LIST: return v.u.l->tname ? v.u.l->tname : v.u.l->tuple ? "tuple" : "list";
-    case V_DICT: return "dict";
-    case V_NS: return "Namespace";
-    case V_LOOP: return "LoopContext";
-    case V_FUNC: return "function";
-    case V_MACRO: return "Macro";
-    case V_METHOD: return "builtin_function_or_method";
+    case V_UNDEF:
+        return "undefined";
+    case V_NONE:
+        return "NoneType";
+    case V_BOOL:
+        return "bool";
+    case V_INT:
+        return "int";
+    case V_FLOAT:
+        return "float";
+    case V_STR:
+        return "str";
+    case V_LIST:
+        return v.u.l->tname ? v.u.l->tname : v.u.l->tuple ? "tuple" : "list";
+    case V_DICT:
+        return "dict";
+    case V_NS:
+        return "Namespace";
+    case V_LOOP:
+        return "LoopContext";
+    case V_FUNC:
+        return "function";
+    case V_MACRO:
+        return "Macro";
+    case V_METHOD:
+        return "builtin_function_or_method";
     }
     return "?";
 }
@@ -59,14 +72,22 @@ const char *rl__tp_type_name(tp_val v) {
 bool rl__tp_truthy(tp_val v) {
     switch (v.t) {
     case V_UNDEF:
-    case V_NONE: return false;
-    case V_BOOL: return v.u.b;
-    case V_INT: return v.u.i != 0;
-    case V_FLOAT: return v.u.f != 0.0;
-    case V_STR: return v.u.s.n != 0;
-    case V_LIST: return v.u.l->kind == LK_ITER || v.u.l->n != 0; /* a generator is always true */
-    case V_DICT: return v.u.d->n != 0;
-    default: return true;
+    case V_NONE:
+        return false;
+    case V_BOOL:
+        return v.u.b;
+    case V_INT:
+        return v.u.i != 0;
+    case V_FLOAT:
+        return v.u.f != 0.0;
+    case V_STR:
+        return v.u.s.n != 0;
+    case V_LIST:
+        return v.u.l->kind == LK_ITER || v.u.l->n != 0; /* a generator is always true */
+    case V_DICT:
+        return v.u.d->n != 0;
+    default:
+        return true;
     }
 }
 
@@ -119,8 +140,10 @@ void rl__tp_fmt_float(double f, char *out, size_t cap) {
     } else {
         for (int i = 0; i <= e10; i++) EMIT("%c", (size_t)i < nd ? digits[i] : '0');
         EMIT(".");
-        if ((size_t)e10 + 1 < nd) EMIT("%s", digits + e10 + 1);
-        else EMIT("0");
+        if ((size_t)e10 + 1 < nd)
+            EMIT("%s", digits + e10 + 1);
+        else
+            EMIT("0");
     }
 #undef EMIT
 }
@@ -137,23 +160,30 @@ static void put_pystr(tp_ctx *c, const char *s, size_t n, char **buf, size_t *le
             e[0] = '\\';
             e[1] = (char)ch;
             rl__tp_buf_put(c, buf, len, cap, e, 2, off);
-        } else if (ch == '\n') PUTS("\\n");
-        else if (ch == '\r') PUTS("\\r");
-        else if (ch == '\t') PUTS("\\t");
+        } else if (ch == '\n')
+            PUTS("\\n");
+        else if (ch == '\r')
+            PUTS("\\r");
+        else if (ch == '\t')
+            PUTS("\\t");
         else if (ch < 0x20 || ch == 0x7f) {
             snprintf(e, sizeof e, "\\x%02x", ch);
             PUTS(e);
-        } else rl__tp_buf_put(c, buf, len, cap, s + i, 1, off);
+        } else
+            rl__tp_buf_put(c, buf, len, cap, s + i, 1, off);
     }
     rl__tp_buf_put(c, buf, len, cap, &q, 1, off);
 }
 
 /* Python repr() of a value (used for str() of containers). */
 void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int depth, size_t off) {
-    if (depth > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+    if (depth > c->lim.max_depth)
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     char num[64];
     switch (v.t) {
-    case V_STR: put_pystr(c, v.u.s.p, v.u.s.n, buf, len, cap, off); return;
+    case V_STR:
+        put_pystr(c, v.u.s.p, v.u.s.n, buf, len, cap, off);
+        return;
     case V_LIST:
         if (v.u.l->kind == LK_ITER) { /* Python adds an address: never reproducible */
             PUTS("<");
@@ -190,7 +220,9 @@ void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int 
         }
         PUTS(v.t == V_NS ? "}>" : "}");
         return;
-    case V_UNDEF: PUTS("Undefined"); return; /* jinja2's Undefined.__repr__ */
+    case V_UNDEF:
+        PUTS("Undefined");
+        return; /* jinja2's Undefined.__repr__ */
     default: {
         tp_val s = rl__tp_to_str(c, v, off);
         rl__tp_buf_put(c, buf, len, cap, s.u.s.p, s.u.s.n, off);
@@ -203,18 +235,29 @@ void rl__tp_repr(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, int 
 tp_val rl__tp_to_str(tp_ctx *c, tp_val v, size_t off) {
     char num[64];
     switch (v.t) {
-    case V_STR: return v;
-    case V_UNDEF: return tp_str("", 0);
-    case V_NONE: return tp_str("None", 4);
-    case V_BOOL: return v.u.b ? tp_str("True", 4) : tp_str("False", 5);
-    case V_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); break;
-    case V_FLOAT: rl__tp_fmt_float(v.u.f, num, sizeof num); break;
-    case V_LOOP: return tp_str("<LoopContext>", 13);
-    case V_FUNC: return tp_str("<function>", 10);
+    case V_STR:
+        return v;
+    case V_UNDEF:
+        return tp_str("", 0);
+    case V_NONE:
+        return tp_str("None", 4);
+    case V_BOOL:
+        return v.u.b ? tp_str("True", 4) : tp_str("False", 5);
+    case V_INT:
+        snprintf(num, sizeof num, "%lld", (long long)v.u.i);
+        break;
+    case V_FLOAT:
+        rl__tp_fmt_float(v.u.f, num, sizeof num);
+        break;
+    case V_LOOP:
+        return tp_str("<LoopContext>", 13);
+    case V_FUNC:
+        return tp_str("<function>", 10);
     case V_METHOD: { /* Python adds an address: never reproducible */
         size_t n = strlen(v.u.bm->name) + 48;
         char *p = rl__tp_alloc(c, n, off);
-        snprintf(p, n, "<built-in method %s of %s object>", v.u.bm->name, rl__tp_type_name(v.u.bm->obj));
+        snprintf(p, n, "<built-in method %s of %s object>", v.u.bm->name,
+                 rl__tp_type_name(v.u.bm->obj));
         return tp_str(p, strlen(p));
     }
     case V_MACRO: {
@@ -246,13 +289,27 @@ static void put_json_str(tp_ctx *c, const char *s, size_t n, bool ascii, char **
         char e[16];
         size_t w = 1;
         switch (ch) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
         default:
             if (ch < 0x20) {
                 snprintf(e, sizeof e, "\\u%04x", ch);
@@ -291,21 +348,34 @@ static void json_key(tp_ctx *c, tp_val k, const tp_jsonopt *o, char **buf, size_
                      size_t off) {
     char num[64];
     switch (k.t) {
-    case V_STR: put_json_str(c, k.u.s.p, k.u.s.n, o->ensure_ascii, buf, len, cap, off); return;
-    case V_NONE: PUTS("\"null\""); return;
-    case V_BOOL: PUTS(k.u.b ? "\"true\"" : "\"false\""); return;
-    case V_INT: snprintf(num, sizeof num, "\"%lld\"", (long long)k.u.i); PUTS(num); return;
+    case V_STR:
+        put_json_str(c, k.u.s.p, k.u.s.n, o->ensure_ascii, buf, len, cap, off);
+        return;
+    case V_NONE:
+        PUTS("\"null\"");
+        return;
+    case V_BOOL:
+        PUTS(k.u.b ? "\"true\"" : "\"false\"");
+        return;
+    case V_INT:
+        snprintf(num, sizeof num, "\"%lld\"", (long long)k.u.i);
+        PUTS(num);
+        return;
     case V_FLOAT: {
-        if (isnan(k.u.f)) snprintf(num, sizeof num, "NaN");
-        else if (isinf(k.u.f)) snprintf(num, sizeof num, k.u.f < 0 ? "-Infinity" : "Infinity");
-        else rl__tp_fmt_float(k.u.f, num, sizeof num);
+        if (isnan(k.u.f))
+            snprintf(num, sizeof num, "NaN");
+        else if (isinf(k.u.f))
+            snprintf(num, sizeof num, k.u.f < 0 ? "-Infinity" : "Infinity");
+        else
+            rl__tp_fmt_float(k.u.f, num, sizeof num);
         PUTS("\"");
         PUTS(num);
         PUTS("\"");
         return;
     }
     default:
-        rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: keys must be str, int, float, bool or None, not %s",
+        rl__tp_fail(c, RL_ERR_FORMAT, off,
+                    "tojson: keys must be str, int, float, bool or None, not %s",
                     rl__tp_type_name(k));
     }
 }
@@ -326,26 +396,39 @@ static size_t *sorted_keys(tp_ctx *c, const tp_dict *d, size_t off) {
     return ix;
 }
 
-void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, const tp_jsonopt *o, int level,
-                 size_t off) {
-    if (level > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, const tp_jsonopt *o,
+                 int level, size_t off) {
+    if (level > c->lim.max_depth)
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     char num[64];
     switch (v.t) {
-    case V_NONE: PUTS("null"); return;
-    case V_BOOL: PUTS(v.u.b ? "true" : "false"); return;
-    case V_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); PUTS(num); return;
+    case V_NONE:
+        PUTS("null");
+        return;
+    case V_BOOL:
+        PUTS(v.u.b ? "true" : "false");
+        return;
+    case V_INT:
+        snprintf(num, sizeof num, "%lld", (long long)v.u.i);
+        PUTS(num);
+        return;
     case V_FLOAT:
-        if (isnan(v.u.f)) PUTS("NaN");
-        else if (isinf(v.u.f)) PUTS(v.u.f < 0 ? "-Infinity" : "Infinity");
+        if (isnan(v.u.f))
+            PUTS("NaN");
+        else if (isinf(v.u.f))
+            PUTS(v.u.f < 0 ? "-Infinity" : "Infinity");
         else {
             rl__tp_fmt_float(v.u.f, num, sizeof num);
             PUTS(num);
         }
         return;
-    case V_STR: put_json_str(c, v.u.s.p, v.u.s.n, o->ensure_ascii, buf, len, cap, off); return;
+    case V_STR:
+        put_json_str(c, v.u.s.p, v.u.s.n, o->ensure_ascii, buf, len, cap, off);
+        return;
     case V_LIST:
         if (v.u.l->kind != LK_SEQ)
-            rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: Object of type %s is not JSON serializable", v.u.l->tname);
+            rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: Object of type %s is not JSON serializable",
+                        v.u.l->tname);
         if (!v.u.l->n) {
             PUTS("[]");
             return;
@@ -379,12 +462,14 @@ void rl__tp_json(tp_ctx *c, tp_val v, char **buf, size_t *len, size_t *cap, cons
         return;
     }
     default:
-        rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: Object of type %s is not JSON serializable", rl__tp_type_name(v));
+        rl__tp_fail(c, RL_ERR_FORMAT, off, "tojson: Object of type %s is not JSON serializable",
+                    rl__tp_type_name(v));
     }
 }
 
 bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
-    if (depth > c->lim.max_depth) rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
+    if (depth > c->lim.max_depth)
+        rl__tp_fail(c, RL_ERR_LIMIT, off, "value nested deeper than %d", c->lim.max_depth);
     if (is_num(a) && is_num(b)) {
         if (a.t != V_FLOAT && b.t != V_FLOAT) {
             int64_t x = a.t == V_INT ? a.u.i : a.u.b, y = b.t == V_INT ? b.u.i : b.u.b;
@@ -395,7 +480,8 @@ bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
     if (a.t != b.t) return false;
     switch (a.t) {
     case V_UNDEF:
-    case V_NONE: return true;
+    case V_NONE:
+        return true;
     case V_STR:
         if (a.u.s.n != b.u.s.n) return false;
         rl__tp_charge(c, a.u.s.n, off);
@@ -415,11 +501,16 @@ bool rl__tp_equal(tp_ctx *c, tp_val a, tp_val b, int depth, size_t off) {
             if (!o || !rl__tp_equal(c, a.u.d->v[i], *o, depth + 1, off)) return false;
         }
         return true;
-    case V_NS: return a.u.d == b.u.d;
-    case V_LOOP: return a.u.loop == b.u.loop;
-    case V_FUNC: return a.u.fn == b.u.fn;
-    case V_MACRO: return a.u.mac == b.u.mac;
-    default: return false;
+    case V_NS:
+        return a.u.d == b.u.d;
+    case V_LOOP:
+        return a.u.loop == b.u.loop;
+    case V_FUNC:
+        return a.u.fn == b.u.fn;
+    case V_MACRO:
+        return a.u.mac == b.u.mac;
+    default:
+        return false;
     }
 }
 
@@ -434,12 +525,23 @@ tp_val rl__tp_escape(tp_ctx *c, tp_val v, size_t off) {
     for (size_t i = 0; i < v.u.s.n; i++) {
         const char *e = NULL;
         switch (v.u.s.p[i]) {
-        case '&': e = "&amp;"; break;
-        case '<': e = "&lt;"; break;
-        case '>': e = "&gt;"; break;
-        case '"': e = "&#34;"; break;
-        case '\'': e = "&#39;"; break;
-        default: continue;
+        case '&':
+            e = "&amp;";
+            break;
+        case '<':
+            e = "&lt;";
+            break;
+        case '>':
+            e = "&gt;";
+            break;
+        case '"':
+            e = "&#34;";
+            break;
+        case '\'':
+            e = "&#39;";
+            break;
+        default:
+            continue;
         }
         rl__tp_buf_put(c, &o, &n, &cap, v.u.s.p + run, i - run, off);
         rl__tp_buf_put(c, &o, &n, &cap, e, strlen(e), off);

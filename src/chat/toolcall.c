@@ -39,23 +39,32 @@ void rl_chat_format_detect(const char *tmpl, size_t len, rl_chat_format *out) {
     memset(out, 0, sizeof *out);
     if (!tmpl) len = 0;
     out->native_tools = len && has(tmpl, len, "tools");
-    if (len && has(tmpl, len, "[TOOL_CALLS]")) out->tools = RL_TOOLS_MISTRAL;
-    else if (len && has(tmpl, len, "<|tool_call|>")) out->tools = RL_TOOLS_GRANITE;
+    if (len && has(tmpl, len, "[TOOL_CALLS]"))
+        out->tools = RL_TOOLS_MISTRAL;
+    else if (len && has(tmpl, len, "<|tool_call|>"))
+        out->tools = RL_TOOLS_GRANITE;
     else if (len && (has(tmpl, len, "<|python_tag|>") ||
                      (has(tmpl, len, "<|start_header_id|>") && has(tmpl, len, "ipython"))))
         out->tools = RL_TOOLS_LLAMA3;
-    else out->tools = RL_TOOLS_HERMES; /* <tool_call> templates, and the generic format */
-    if (out->tools == RL_TOOLS_HERMES && !(len && has(tmpl, len, "<tool_call>"))) out->native_tools = false;
+    else
+        out->tools = RL_TOOLS_HERMES; /* <tool_call> templates, and the generic format */
+    if (out->tools == RL_TOOLS_HERMES && !(len && has(tmpl, len, "<tool_call>")))
+        out->native_tools = false;
     out->reasoning = len && has(tmpl, len, RL_THINK_CLOSE);
 }
 
 const char *rl_tool_format_name(rl_tool_format f) {
     switch (f) {
-    case RL_TOOLS_NONE: return "none";
-    case RL_TOOLS_HERMES: return "hermes";
-    case RL_TOOLS_LLAMA3: return "llama3";
-    case RL_TOOLS_MISTRAL: return "mistral";
-    case RL_TOOLS_GRANITE: return "granite";
+    case RL_TOOLS_NONE:
+        return "none";
+    case RL_TOOLS_HERMES:
+        return "hermes";
+    case RL_TOOLS_LLAMA3:
+        return "llama3";
+    case RL_TOOLS_MISTRAL:
+        return "mistral";
+    case RL_TOOLS_GRANITE:
+        return "granite";
     }
     return "?";
 }
@@ -67,14 +76,18 @@ typedef enum js_res { JS_OK, JS_PART, JS_BAD } js_res;
 
 #define JS_MAX_DEPTH 64
 
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 static size_t skip_ws(const char *p, size_t n, size_t i) {
     while (i < n && is_ws(p[i])) i++;
     return i;
 }
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
 
 static bool is_hex(char c) {
     return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -115,9 +128,12 @@ static js_res js_number(const char *p, size_t n, size_t *i) {
     size_t k = *i;
     if (k < n && p[k] == '-') k++;
     if (k >= n) return JS_PART;
-    if (p[k] == '0') k++;
-    else if (is_digit(p[k])) while (k < n && is_digit(p[k])) k++;
-    else return JS_BAD;
+    if (p[k] == '0')
+        k++;
+    else if (is_digit(p[k]))
+        while (k < n && is_digit(p[k])) k++;
+    else
+        return JS_BAD;
     if (k < n && p[k] == '.') {
         k++;
         if (k >= n) return JS_PART;
@@ -183,13 +199,20 @@ static js_res js_container(const char *p, size_t n, size_t *i, int depth, char c
 static js_res js_value(const char *p, size_t n, size_t *i, int depth) {
     if (*i >= n) return JS_PART;
     switch (p[*i]) {
-    case '{': return js_container(p, n, i, depth, '}');
-    case '[': return js_container(p, n, i, depth, ']');
-    case '"': return js_string(p, n, i);
-    case 't': return js_literal(p, n, i, "true");
-    case 'f': return js_literal(p, n, i, "false");
-    case 'n': return js_literal(p, n, i, "null");
-    default: return js_number(p, n, i);
+    case '{':
+        return js_container(p, n, i, depth, '}');
+    case '[':
+        return js_container(p, n, i, depth, ']');
+    case '"':
+        return js_string(p, n, i);
+    case 't':
+        return js_literal(p, n, i, "true");
+    case 'f':
+        return js_literal(p, n, i, "false");
+    case 'n':
+        return js_literal(p, n, i, "null");
+    default:
+        return js_number(p, n, i);
     }
 }
 
@@ -388,8 +411,10 @@ static scan_res one_call(pout *o, const char *p, size_t n, size_t *i, bool parti
     }
     /* cut short: report it once the name is known (while streaming: the
      * call in progress; at the end: a call cut by the length limit) */
-    if (cs.has_name && !emit_call(o, p, &cs, false)) *bad = !partial;
-    else if (!cs.has_name && !partial) *bad = true;
+    if (cs.has_name && !emit_call(o, p, &cs, false))
+        *bad = !partial;
+    else if (!cs.has_name && !partial)
+        *bad = true;
     return SCAN_STOP;
 }
 
@@ -469,7 +494,8 @@ static void parse_tagged(pout *o, const char *p, size_t n, bool partial, const c
                 size_t ne = (size_t)((ci ? ci : ar) - p), a = skip_ws(p, n, (size_t)(ar - p) + 6);
                 while (ne > k && is_ws(p[ne - 1])) ne--;
                 size_t a0 = a;
-                js_res jr = a < n && p[a] == '{' ? js_value(p, n, &a, 0) : (a < n ? JS_BAD : JS_PART);
+                js_res jr =
+                    a < n && p[a] == '{' ? js_value(p, n, &a, 0) : (a < n ? JS_BAD : JS_PART);
                 bool name_ok = ne > k && !memchr(p + k, '"', ne - k) && !memchr(p + k, '[', ne - k);
                 const char *id = ci ? ci + 9 : NULL;
                 size_t idl = id ? (size_t)(ar - id) : 0;
@@ -502,8 +528,10 @@ static void parse_tagged(pout *o, const char *p, size_t n, bool partial, const c
         if (r == SCAN_STOP) return;
         k = skip_ws(p, n, k);
         if (close) {
-            if (starts(p + k, n - k, close)) k += strlen(close);
-            else if (is_prefix_of(p + k, n - k, close)) k = n; /* still coming */
+            if (starts(p + k, n - k, close))
+                k += strlen(close);
+            else if (is_prefix_of(p + k, n - k, close))
+                k = n; /* still coming */
         }
         i = k;
     }
@@ -530,11 +558,14 @@ static bool parse_bare(pout *o, const char *p, size_t n, bool partial) {
     int32_t first = o->n_calls;
     bool bad = false;
     scan_res r = one_call(o, p, n, &k, partial, &bad);
-    if (!bad && r == SCAN_STOP) return partial || o->n_calls > first; /* in progress, or cut short */
+    if (!bad && r == SCAN_STOP)
+        return partial || o->n_calls > first; /* in progress, or cut short */
     if (!bad) {
         k = skip_ws(p, n, k);
-        if (fenced && starts(p + k, n - k, FENCE)) k = skip_ws(p, n, k + 3);
-        else if (fenced && partial && is_prefix_of(p + k, n - k, FENCE)) k = n;
+        if (fenced && starts(p + k, n - k, FENCE))
+            k = skip_ws(p, n, k + 3);
+        else if (fenced && partial && is_prefix_of(p + k, n - k, FENCE))
+            k = n;
         if (k >= n) return true;
     }
     drop_calls(o, first);
@@ -554,10 +585,13 @@ static void parse_llama3(pout *o, const char *p, size_t n, bool partial) {
         rl_buf args = {0};
         json_t *code = json_stringn(p + k, n - k);
         char *s = code ? json_dumps(code, JSON_ENCODE_ANY) : NULL;
-        bool ok = s && !rl_buf_append(&args, "{\"code\": ", 9) && !rl_buf_append(&args, s, strlen(s) - (partial ? 1 : 0)) &&
+        bool ok = s && !rl_buf_append(&args, "{\"code\": ", 9) &&
+                  !rl_buf_append(&args, s, strlen(s) - (partial ? 1 : 0)) &&
                   (partial || !rl_buf_append(&args, "}", 1));
-        if (ok) add_call(o, "python", 6, args.p, args.n, NULL, 0, !partial);
-        else o->nomem = true;
+        if (ok)
+            add_call(o, "python", 6, args.p, args.n, NULL, 0, !partial);
+        else
+            o->nomem = true;
         free(s);
         json_decref(code);
         rl_buf_free(&args);
@@ -627,7 +661,8 @@ rl_status rl_chat_parse(const rl_chat_syntax *syn, const char *text, size_t len,
         }
         if (in) {
             const char *end = memmem(text + i, len - i, CLOSE, sizeof CLOSE - 1);
-            size_t re = end ? (size_t)(end - text) : len - (partial ? tag_hold(text + i, len - i, CLOSE) : 0);
+            size_t re = end ? (size_t)(end - text)
+                            : len - (partial ? tag_hold(text + i, len - i, CLOSE) : 0);
             put(&o, &o.reasoning, text + i, re - i);
             i = end ? re + sizeof CLOSE - 1 : len;
             held = !end;
@@ -641,10 +676,18 @@ rl_status rl_chat_parse(const rl_chat_syntax *syn, const char *text, size_t len,
             if (!parse_bare(&o, p, n, partial))
                 parse_tagged(&o, p, n, partial, "<tool_call>", "</tool_call>", syn->tools);
             break;
-        case RL_TOOLS_GRANITE: parse_tagged(&o, p, n, partial, "<|tool_call|>", NULL, syn->tools); break;
-        case RL_TOOLS_MISTRAL: parse_tagged(&o, p, n, partial, "[TOOL_CALLS]", NULL, syn->tools); break;
-        case RL_TOOLS_LLAMA3: parse_llama3(&o, p, n, partial); break;
-        default: put(&o, &o.content, p, n); break;
+        case RL_TOOLS_GRANITE:
+            parse_tagged(&o, p, n, partial, "<|tool_call|>", NULL, syn->tools);
+            break;
+        case RL_TOOLS_MISTRAL:
+            parse_tagged(&o, p, n, partial, "[TOOL_CALLS]", NULL, syn->tools);
+            break;
+        case RL_TOOLS_LLAMA3:
+            parse_llama3(&o, p, n, partial);
+            break;
+        default:
+            put(&o, &o.content, p, n);
+            break;
         }
     }
     out->calls = o.calls;

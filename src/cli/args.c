@@ -48,11 +48,28 @@ bool rl_parse_size(const char *s, size_t *out) {
     if (errno || end == s || !(v >= 0) || !isfinite(v)) return false;
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
     }
     if (mul > 1 && (*end == 'i' || *end == 'I')) end++;
     if (*end == 'b' || *end == 'B') end++;
@@ -93,7 +110,9 @@ bool rl_args_is(const rl_args *a, const char *names) {
     return false;
 }
 
-bool rl_args_positional(const rl_args *a) { return a->flag[0] != '-' || !a->flag[1]; }
+bool rl_args_positional(const rl_args *a) {
+    return a->flag[0] != '-' || !a->flag[1];
+}
 
 bool rl_args_fail(const rl_args *a, const char *fmt, ...) {
     va_list ap;
@@ -122,7 +141,8 @@ bool rl_args_unknown(const rl_args *a) {
 }
 
 bool rl_args_str(rl_args *a, const char **out) {
-    if (a->i + 1 >= a->argc) return rl_args_fail(a, "%s: missing value (see %s --help)", a->flag, a->cmd);
+    if (a->i + 1 >= a->argc)
+        return rl_args_fail(a, "%s: missing value (see %s --help)", a->flag, a->cmd);
     *out = a->argv[++a->i];
     return true;
 }
@@ -148,7 +168,8 @@ bool rl_args_f64(rl_args *a, double lo, double hi, double *out) {
     const char *v = NULL;
     if (!rl_args_str(a, &v)) return false;
     double x = 0;
-    if (!rl_parse_f64(v, &x) || x < lo || x > hi) return rl_args_bad(a, v, "expected a number in [%g, %g]", lo, hi);
+    if (!rl_parse_f64(v, &x) || x < lo || x > hi)
+        return rl_args_bad(a, v, "expected a number in [%g, %g]", lo, hi);
     *out = x;
     return true;
 }
@@ -165,7 +186,8 @@ bool rl_args_size(rl_args *a, bool nonzero, size_t *out) {
     if (!rl_args_str(a, &v)) return false;
     size_t x = 0;
     if (!rl_parse_size(v, &x) || (nonzero && x == 0))
-        return rl_args_bad(a, v, "expected a size such as 512M, 2G or 1T%s", nonzero ? " (not 0)" : "");
+        return rl_args_bad(a, v, "expected a size such as 512M, 2G or 1T%s",
+                           nonzero ? " (not 0)" : "");
     *out = x;
     return true;
 }
@@ -177,7 +199,8 @@ bool rl_args_range(rl_args *a, int32_t lo, int32_t hi, int32_t out[2]) {
     int64_t x, y;
     if (!colon) {
         if (!rl_parse_i64(v, lo, hi, &x))
-            return rl_args_bad(a, v, "expected L or MIN:MAX, integers in [%d, %d]", (int)lo, (int)hi);
+            return rl_args_bad(a, v, "expected L or MIN:MAX, integers in [%d, %d]", (int)lo,
+                               (int)hi);
         out[0] = out[1] = (int32_t)x;
         return true;
     }
@@ -202,7 +225,8 @@ bool rl_args_list(rl_args *a, int32_t lo, int32_t hi, int32_t *out, int *n, int 
         size_t k = strcspn(p, ",");
         char buf[32];
         int64_t x;
-        if (k == 0 || k >= sizeof buf) return rl_args_bad(a, v, "expected integers separated by commas");
+        if (k == 0 || k >= sizeof buf)
+            return rl_args_bad(a, v, "expected integers separated by commas");
         memcpy(buf, p, k);
         buf[k] = 0;
         if (!rl_parse_i64(buf, lo, hi, &x))

@@ -34,9 +34,9 @@
 
 /* ---- pure parsers: no output; false on any trailing text or overflow ---- */
 bool rl_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out); /* decimal */
-bool rl_parse_u64(const char *s, uint64_t *out); /* decimal, no sign */
-bool rl_parse_f64(const char *s, double *out);   /* finite */
-bool rl_parse_size(const char *s, size_t *out);  /* see the file comment */
+bool rl_parse_u64(const char *s, uint64_t *out);                        /* decimal, no sign */
+bool rl_parse_f64(const char *s, double *out);                          /* finite */
+bool rl_parse_size(const char *s, size_t *out);                         /* see the file comment */
 
 /* ---- the argv walker ---- */
 typedef struct rl_args {

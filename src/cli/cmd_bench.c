@@ -22,11 +22,11 @@
  * conditions as the decode it bounds (on a shared machine both move with
  * the load), one bandwidth pass runs right before every timed repetition
  * of every tg test (and 5 passes when there is no tg test); the median is
- * reported.  A warm-up pass first faults the pages in.  The decode roofline is bandwidth / bytes read per token, where
- * the bytes read are every weight tensor the forward streams: all tensor
- * data (rl_model_weight_bytes) minus the token-embedding table, which is
- * only gathered one row per token -- unless the output projection is tied
- * to it, in which case the whole table is read by the output matmul.
+ * reported.  A warm-up pass first faults the pages in.  The decode roofline is bandwidth / bytes
+ * read per token, where the bytes read are every weight tensor the forward streams: all tensor data
+ * (rl_model_weight_bytes) minus the token-embedding table, which is only gathered one row per token
+ * -- unless the output projection is tied to it, in which case the whole table is read by the
+ * output matmul.
  *
  * The KV cache is contiguous f16 (kv/seqkv.h) of max(pp, tg) slots.
  * Diagnostics go to stderr; the table (or JSON) to stdout.
@@ -159,15 +159,24 @@ int rl_cmd_bench(int argc, char **argv) {
         if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &model_arg);
-        else if (rl_args_is(&A, "-p|--n-prompt")) ok = rl_args_list(&A, 0, 1 << 20, pp, &n_pp, B_MAX_LIST);
-        else if (rl_args_is(&A, "-n|--n-gen")) ok = rl_args_list(&A, 0, 1 << 20, tg, &n_tg, B_MAX_LIST);
-        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_list(&A, 1, 64, th, &n_th, B_MAX_LIST);
-        else if (rl_args_is(&A, "-r|--repetitions")) ok = rl_args_i32(&A, 1, 64, &reps);
-        else if (rl_args_is(&A, "--bw-mib")) ok = rl_args_i32(&A, 16, 65536, &bw_mib);
-        else if (rl_args_is(&A, "--json")) json = true;
-        else if (rl_args_is(&A, "--no-bw")) do_bw = false;
-        else ok = rl_args_unknown(&A);
+        } else if (rl_args_is(&A, "-m|--model"))
+            ok = rl_args_str(&A, &model_arg);
+        else if (rl_args_is(&A, "-p|--n-prompt"))
+            ok = rl_args_list(&A, 0, 1 << 20, pp, &n_pp, B_MAX_LIST);
+        else if (rl_args_is(&A, "-n|--n-gen"))
+            ok = rl_args_list(&A, 0, 1 << 20, tg, &n_tg, B_MAX_LIST);
+        else if (rl_args_is(&A, "-t|--threads"))
+            ok = rl_args_list(&A, 1, 64, th, &n_th, B_MAX_LIST);
+        else if (rl_args_is(&A, "-r|--repetitions"))
+            ok = rl_args_i32(&A, 1, 64, &reps);
+        else if (rl_args_is(&A, "--bw-mib"))
+            ok = rl_args_i32(&A, 16, 65536, &bw_mib);
+        else if (rl_args_is(&A, "--json"))
+            json = true;
+        else if (rl_args_is(&A, "--no-bw"))
+            do_bw = false;
+        else
+            ok = rl_args_unknown(&A);
         if (!ok) return 2;
     }
     int max_pp = 0, max_tg = 0;
@@ -283,14 +292,16 @@ int rl_cmd_bench(int argc, char **argv) {
     if (json) {
         json_t *bw = json_array(), *rs = json_array();
         for (int ti = 0; do_bw && ti < n_th; ti++)
-            json_array_append_new(bw, json_pack("{s:i, s:f}", "threads", (int)th[ti], "bytes_per_s", bwt[ti]));
+            json_array_append_new(
+                bw, json_pack("{s:i, s:f}", "threads", (int)th[ti], "bytes_per_s", bwt[ti]));
         for (int i = 0; i < n_res; i++) {
             bench_res *R = &res[i];
             json_t *samples = json_array();
             for (int k = 0; k < R->n; k++) json_array_append_new(samples, json_real(R->ts[k]));
-            json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:o}", "test", R->test, "threads",
-                                  R->threads, "n_tok", R->n_tok, "median_ts", R->med, "min_ts", R->min, "max_ts",
-                                  R->max, "cpu_median_ts", R->cmed, "samples_ts", samples);
+            json_t *o =
+                json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:o}", "test", R->test, "threads",
+                          R->threads, "n_tok", R->n_tok, "median_ts", R->med, "min_ts", R->min,
+                          "max_ts", R->max, "cpu_median_ts", R->cmed, "samples_ts", samples);
             if (o && do_bw && R->test[0] == 't') {
                 int ti = 0;
                 while (th[ti] != R->threads) ti++;
@@ -301,16 +312,17 @@ int rl_cmd_bench(int argc, char **argv) {
             json_array_append_new(rs, o);
         }
         json_t *root = json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:o, s:o}", "model", mname, "arch",
-                                 rl_model_arch(m), "kernels", rl_kernels_impl_name(), "weight_bytes",
-                                 (json_int_t)rl_model_weight_bytes(m), "read_bytes_per_token",
-                                 (json_int_t)rd_bytes, "tied_output", (int)tied, "bandwidth", bw, "results", rs);
+                                 rl_model_arch(m), "kernels", rl_kernels_impl_name(),
+                                 "weight_bytes", (json_int_t)rl_model_weight_bytes(m),
+                                 "read_bytes_per_token", (json_int_t)rd_bytes, "tied_output",
+                                 (int)tied, "bandwidth", bw, "results", rs);
         if (rl_report_json_write(stdout, root, false, "redline bench")) rc = 1;
     } else {
         printf("| %-28s | %9s | %7s | %7s | %10s | %10s | %10s | %10s |\n", "model", "size MiB",
                "threads", "test", "t/s median", "min", "max", "cpu t/s");
-        printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "----------:",
-               "--------:", "--------:", "-----------:", "-----------:", "-----------:",
-               "-----------:");
+        printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------",
+               "----------:", "--------:", "--------:", "-----------:", "-----------:",
+               "-----------:", "-----------:");
         for (int i = 0; i < n_res; i++) {
             bench_res *R = &res[i];
             printf("| %-28.28s | %9.1f | %7d | %7s | %10.2f | %10.2f | %10.2f | %10.2f |\n", mname,
@@ -318,7 +330,9 @@ int rl_cmd_bench(int argc, char **argv) {
                    R->min, R->max, R->cmed);
         }
         if (do_bw) {
-            printf("\nmemory read bandwidth (%d MiB buffer, AVX2 sum, median of passes interleaved with tg runs):\n", bw_mib);
+            printf("\nmemory read bandwidth (%d MiB buffer, AVX2 sum, median of passes interleaved "
+                   "with tg runs):\n",
+                   bw_mib);
             for (int ti = 0; ti < n_th; ti++)
                 printf("  %d thread%s: %.2f GB/s\n", th[ti], th[ti] > 1 ? "s" : "", bwt[ti] / 1e9);
             printf("decode roofline: %.1f MiB of weights read per token%s\n",
@@ -329,8 +343,8 @@ int rl_cmd_bench(int argc, char **argv) {
                 int ti = 0;
                 while (th[ti] != R->threads) ti++;
                 double roof = bwt[ti] / (double)rd_bytes;
-                printf("  %s t=%d: %.2f t/s of a %.2f t/s roofline = %.0f%%\n", R->test,
-                       R->threads, R->med, roof, 100.0 * R->med / roof);
+                printf("  %s t=%d: %.2f t/s of a %.2f t/s roofline = %.0f%%\n", R->test, R->threads,
+                       R->med, roof, 100.0 * R->med / roof);
             }
         }
     }

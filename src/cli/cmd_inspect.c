@@ -15,11 +15,16 @@ static void print_str(const rl_gguf_str *s, size_t max) {
     size_t n = s->len < max ? (size_t)s->len : max;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s->ptr[i];
-        if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
     }
     putchar('"');
     if (s->len > max) printf("... (%" PRIu64 " bytes)", s->len);
@@ -73,8 +78,10 @@ static void print_kv(const rl_gguf *g, int64_t i, int full) {
         fputs(v ? "true" : "false", stdout);
     } else {
         int64_t v;
-        if (rl_gguf_kv_i64(g, i, &v, NULL) == RL_OK) printf("%" PRId64, v);
-        else fputs("(out of int64 range)", stdout);
+        if (rl_gguf_kv_i64(g, i, &v, NULL) == RL_OK)
+            printf("%" PRId64, v);
+        else
+            fputs("(out of int64 range)", stdout);
     }
     putchar('\n');
 }
@@ -95,11 +102,16 @@ int rl_cmd_inspect(int argc, char **argv) {
         if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if (rl_args_is(&A, "--full")) full = 1;
-        else if (rl_args_is(&A, "--no-tensors")) tensors = 0;
-        else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &path);
-        else if (rl_args_positional(&A)) path = A.flag;
-        else ok = rl_args_unknown(&A);
+        } else if (rl_args_is(&A, "--full"))
+            full = 1;
+        else if (rl_args_is(&A, "--no-tensors"))
+            tensors = 0;
+        else if (rl_args_is(&A, "-m|--model"))
+            ok = rl_args_str(&A, &path);
+        else if (rl_args_positional(&A))
+            path = A.flag;
+        else
+            ok = rl_args_unknown(&A);
         if (!ok) return 2;
     }
     path = rl_cli_model_path(path);
@@ -109,9 +121,8 @@ int rl_cmd_inspect(int argc, char **argv) {
         fprintf(stderr, "redline inspect: %s\n", err.msg);
         return 1;
     }
-    printf("file: %s\nsize: %zu bytes, GGUF v%u, alignment %zu, data at offset %" PRIu64 "\n",
-           path, rl_gguf_file_size(g), rl_gguf_version(g), rl_gguf_alignment(g),
-           rl_gguf_data_offset(g));
+    printf("file: %s\nsize: %zu bytes, GGUF v%u, alignment %zu, data at offset %" PRIu64 "\n", path,
+           rl_gguf_file_size(g), rl_gguf_version(g), rl_gguf_alignment(g), rl_gguf_data_offset(g));
     printf("\nmetadata (%" PRId64 " keys):\n", rl_gguf_n_kv(g));
     for (int64_t i = 0; i < rl_gguf_n_kv(g); i++) print_kv(g, i, full);
     if (tensors) {

@@ -44,29 +44,30 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-#define PD_K 32
+#define PD_K     32
 #define PD_MAGIC "RLPD"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: redline perplexity [-m MODEL] -f TEXT [options]\n\n"
-            "  -m, --model FILE    GGUF model (default $REDLINE_MODEL or %s)\n"
-            "  -f, --file FILE     text to score\n"
-            "  -c, --ctx-size N    window length in tokens (default 512)\n"
-            "      --stride S      window start spacing (default CTX; CTX/2 = score the\n"
-            "                      second half of overlapping windows)\n"
-            "      --chunks N      stop after N windows (default: the whole text)\n"
-            "  -t, --threads N     threads (default: CPU count)\n"
-            "  -b, --batch-size N  tokens per forward (default 512)\n"
-            "      --weights W     stored (default: the file's types, 8-bit activations),\n"
-            "                      f32 or f16 (dequantized at load, float activations)\n"
-            "      --save-dist F   write per-token top-%d log-probs + tail mass to F\n"
-            "      --kl-base F     compare with a --save-dist file of a base model run:\n"
-            "                      mean KL(base || this) and top-1 agreement\n"
-            "  -ctk, --cache-type-k T  K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
-            "  -ctv, --cache-type-v T  V cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
-            "  -h, --help          this text\n",
-            RL_DEFAULT_MODEL, PD_K);
+    fprintf(
+        f,
+        "usage: redline perplexity [-m MODEL] -f TEXT [options]\n\n"
+        "  -m, --model FILE    GGUF model (default $REDLINE_MODEL or %s)\n"
+        "  -f, --file FILE     text to score\n"
+        "  -c, --ctx-size N    window length in tokens (default 512)\n"
+        "      --stride S      window start spacing (default CTX; CTX/2 = score the\n"
+        "                      second half of overlapping windows)\n"
+        "      --chunks N      stop after N windows (default: the whole text)\n"
+        "  -t, --threads N     threads (default: CPU count)\n"
+        "  -b, --batch-size N  tokens per forward (default 512)\n"
+        "      --weights W     stored (default: the file's types, 8-bit activations),\n"
+        "                      f32 or f16 (dequantized at load, float activations)\n"
+        "      --save-dist F   write per-token top-%d log-probs + tail mass to F\n"
+        "      --kl-base F     compare with a --save-dist file of a base model run:\n"
+        "                      mean KL(base || this) and top-1 agreement\n"
+        "  -ctk, --cache-type-k T  K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
+        "  -ctv, --cache-type-v T  V cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
+        "  -h, --help          this text\n",
+        RL_DEFAULT_MODEL, PD_K);
 }
 
 typedef struct pd_header {
@@ -152,22 +153,32 @@ int rl_cmd_perplexity(int argc, char **argv) {
         if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &model);
-        else if (rl_args_is(&A, "-f|--file")) ok = rl_args_str(&A, &file);
-        else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 2, 1 << 20, &ctx);
-        else if (rl_args_is(&A, "--stride")) ok = rl_args_i32(&A, 1, 1 << 20, &stride);
-        else if (rl_args_is(&A, "--chunks")) ok = rl_args_i32(&A, 1, 1 << 30, &chunks);
-        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 1, 1024, &threads);
-        else if (rl_args_is(&A, "-b|--batch-size")) ok = rl_args_i32(&A, 1, 1 << 16, &batch);
-        else if (rl_args_is(&A, "--save-dist")) ok = rl_args_str(&A, &save);
-        else if (rl_args_is(&A, "--kl-base")) ok = rl_args_str(&A, &klb);
+        } else if (rl_args_is(&A, "-m|--model"))
+            ok = rl_args_str(&A, &model);
+        else if (rl_args_is(&A, "-f|--file"))
+            ok = rl_args_str(&A, &file);
+        else if (rl_args_is(&A, "-c|--ctx-size"))
+            ok = rl_args_i32(&A, 2, 1 << 20, &ctx);
+        else if (rl_args_is(&A, "--stride"))
+            ok = rl_args_i32(&A, 1, 1 << 20, &stride);
+        else if (rl_args_is(&A, "--chunks"))
+            ok = rl_args_i32(&A, 1, 1 << 30, &chunks);
+        else if (rl_args_is(&A, "-t|--threads"))
+            ok = rl_args_i32(&A, 1, 1024, &threads);
+        else if (rl_args_is(&A, "-b|--batch-size"))
+            ok = rl_args_i32(&A, 1, 1 << 16, &batch);
+        else if (rl_args_is(&A, "--save-dist"))
+            ok = rl_args_str(&A, &save);
+        else if (rl_args_is(&A, "--kl-base"))
+            ok = rl_args_str(&A, &klb);
         else if (rl_args_is(&A, "--weights")) {
             if ((ok = rl_args_choice(&A, weight_names, &k))) weights = weight_modes[k];
         } else if (rl_args_is(&A, "-ctk|--cache-type-k") || rl_args_is(&A, "-ctv|--cache-type-v")) {
             rl_type *t = rl_args_is(&A, "-ctk|--cache-type-k") ? &ctk : &ctv;
             if ((ok = rl_args_str(&A, &v)) && !(rl_type_from_name(v, t) && rl_kv_type_known(*t)))
                 ok = rl_args_bad(&A, v, "expected f16, f32, q8_0, q8_64, q4_0 or iq4_nl");
-        } else ok = rl_args_unknown(&A);
+        } else
+            ok = rl_args_unknown(&A);
         if (!ok) return 2;
     }
     if (!file) {
@@ -218,8 +229,10 @@ int rl_cmd_perplexity(int argc, char **argv) {
     const int32_t bos = rl_tokenizer_add_bos(tok) ? rl_tokenizer_bos(tok) : -1;
     const int32_t n_text = ctx - (bos >= 0 ? 1 : 0); /* text tokens per window */
     if (n_text < 2 || n_ids < (size_t)n_text + 1) {
-        fprintf(stderr, "redline perplexity: the text has %zu tokens; need at least %d for one "
-                        "window of -c %d\n", n_ids, (int)n_text + 1, (int)ctx);
+        fprintf(stderr,
+                "redline perplexity: the text has %zu tokens; need at least %d for one "
+                "window of -c %d\n",
+                n_ids, (int)n_text + 1, (int)ctx);
         goto done;
     }
     if (stride > n_text) stride = n_text; /* windows step over text tokens */
@@ -239,7 +252,8 @@ int rl_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "redline perplexity: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
     }
-    pd_header hdr = {{'R', 'L', 'P', 'D'}, 1, PD_K, (uint32_t)V, (uint32_t)ctx, (uint32_t)stride, 0};
+    pd_header hdr = {{'R', 'L', 'P', 'D'}, 1, PD_K, (uint32_t)V, (uint32_t)ctx,
+                     (uint32_t)stride,     0};
     if (save) {
         if (!(fs = fopen(save, "wb")) || fwrite(&hdr, sizeof hdr, 1, fs) != 1) {
             fprintf(stderr, "redline perplexity: cannot write '%s': %s\n", save, strerror(errno));
@@ -254,8 +268,9 @@ int rl_cmd_perplexity(int argc, char **argv) {
         }
         if (memcmp(bh.magic, PD_MAGIC, 4) || bh.version != 1 || bh.k != PD_K ||
             bh.n_vocab != (uint32_t)V || bh.ctx != (uint32_t)ctx || bh.stride != (uint32_t)stride) {
-            fprintf(stderr, "redline perplexity: '%s' is not a distribution file for this setup "
-                            "(need vocab %d, ctx %d, stride %d; file has %u, %u, %u)\n",
+            fprintf(stderr,
+                    "redline perplexity: '%s' is not a distribution file for this setup "
+                    "(need vocab %d, ctx %d, stride %d; file has %u, %u, %u)\n",
                     klb, (int)V, (int)ctx, (int)stride, bh.n_vocab, bh.ctx, bh.stride);
             goto done;
         }
@@ -283,8 +298,13 @@ int rl_cmd_perplexity(int argc, char **argv) {
                 want[j] = i0 + j + 1 >= first;
             }
             const int32_t *tables[1] = {kv.tables[0]};
-            rl_batch b = {.n_tok = nb, .token = wtok + i0, .pos = wpos, .seq = wseq,
-                          .want_logits = want, .n_seq = 1, .block_tables = tables,
+            rl_batch b = {.n_tok = nb,
+                          .token = wtok + i0,
+                          .pos = wpos,
+                          .seq = wseq,
+                          .want_logits = want,
+                          .n_seq = 1,
+                          .block_tables = tables,
                           .n_blocks = kv.n_blocks};
             if (rl_model_forward(m, &b, kv.layers, lg, tp, &err)) {
                 fprintf(stderr, "redline perplexity: %s\n", err.msg);
@@ -307,8 +327,9 @@ int rl_cmd_perplexity(int argc, char **argv) {
                 if (fb) {
                     pd_rec br;
                     if (fread(&br, sizeof br, 1, fb) != 1 || br.target != rec.target) {
-                        fprintf(stderr, "redline perplexity: '%s' ends early or was made from "
-                                        "a different text (token %lld)\n",
+                        fprintf(stderr,
+                                "redline perplexity: '%s' ends early or was made from "
+                                "a different text (token %lld)\n",
                                 klb, (long long)n_scored);
                         goto done;
                     }

@@ -37,49 +37,50 @@
 #define RUN "redline run"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: redline run [options]\n\n"
-            "model and context:\n"
-            "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
-            "  -c, --ctx-size N       context size in tokens (default min(4096, trained))\n"
-            "  -t, --threads N        threads (default: one per core)\n"
-            "  -b, --batch-size N     prompt tokens per engine step (default 512)\n"
-            "  -ctk, --cache-type-k T K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
-            "  -ctv, --cache-type-v T V cache pages: same choices (docs/KVQUANT.md)\n"
-            "  --kv-mem SIZE          KV-cache memory, e.g. 512M (default: 4 contexts' worth)\n"
-            "\n"
-            "prompt:\n"
-            "  -p, --prompt TEXT      one-shot prompt (without -p/-f: interactive chat on stdin)\n"
-            "  -f, --file FILE        read the one-shot prompt from FILE\n"
-            "  -s, --system TEXT      system message for the chat template\n"
-            "      --raw, --no-chat-template\n"
-            "                         send the prompt as is, without the chat template\n"
-            "  -n, --n-predict N      tokens to generate per reply (default 512; -1 = until\n"
-            "                         end of generation or a full context)\n"
-            "  --stop TEXT            end a reply where TEXT appears (not printed); up to %d\n"
-            "  -r, --reverse-prompt TEXT  the same (llama.cpp's name)\n"
-            "\n"
-            "sampling:\n"
-            "      --temp T           temperature (default 0.8; 0 = greedy)\n"
-            "      --top-k K          keep the K most likely tokens (default 40; 0 = off)\n"
-            "      --top-p P          nucleus sampling (default 0.95; 1 = off)\n"
-            "      --min-p P          drop tokens below P * max prob (default 0.05; 0 = off)\n"
-            "      --repeat-penalty R penalty on the last 64 tokens (default 1.0 = off)\n"
-            "      --seed S           rng seed (default: random, printed with -v)\n"
-            "\n"
-            "structured output:\n"
-            "  --json-schema FILE     replies are JSON valid under the JSON Schema in FILE\n"
-            "  --grammar FILE         replies follow the grammar in FILE (docs/STRUCTURED.md)\n"
-            "\n"
-            "speculative decoding (output identical to plain decoding when greedy):\n"
-            "  --spec MODE            none (default), ngram (prompt lookup) or draft (needs -md)\n"
-            "  -md, --model-draft FILE  draft model with the same vocabulary (implies --spec draft)\n"
-            "  --draft-max N          draft tokens per step at most (default 5)\n"
-            "\n"
-            "other:\n"
-            "  -v, --verbose          print the prompt's token count and the seed\n"
-            "  -h, --help             this text\n",
-            RL_DEFAULT_MODEL, RL_MAX_STOP);
+    fprintf(
+        f,
+        "usage: redline run [options]\n\n"
+        "model and context:\n"
+        "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
+        "  -c, --ctx-size N       context size in tokens (default min(4096, trained))\n"
+        "  -t, --threads N        threads (default: one per core)\n"
+        "  -b, --batch-size N     prompt tokens per engine step (default 512)\n"
+        "  -ctk, --cache-type-k T K cache pages: f16 (default), f32, q8_0, q8_64, q4_0, iq4_nl\n"
+        "  -ctv, --cache-type-v T V cache pages: same choices (docs/KVQUANT.md)\n"
+        "  --kv-mem SIZE          KV-cache memory, e.g. 512M (default: 4 contexts' worth)\n"
+        "\n"
+        "prompt:\n"
+        "  -p, --prompt TEXT      one-shot prompt (without -p/-f: interactive chat on stdin)\n"
+        "  -f, --file FILE        read the one-shot prompt from FILE\n"
+        "  -s, --system TEXT      system message for the chat template\n"
+        "      --raw, --no-chat-template\n"
+        "                         send the prompt as is, without the chat template\n"
+        "  -n, --n-predict N      tokens to generate per reply (default 512; -1 = until\n"
+        "                         end of generation or a full context)\n"
+        "  --stop TEXT            end a reply where TEXT appears (not printed); up to %d\n"
+        "  -r, --reverse-prompt TEXT  the same (llama.cpp's name)\n"
+        "\n"
+        "sampling:\n"
+        "      --temp T           temperature (default 0.8; 0 = greedy)\n"
+        "      --top-k K          keep the K most likely tokens (default 40; 0 = off)\n"
+        "      --top-p P          nucleus sampling (default 0.95; 1 = off)\n"
+        "      --min-p P          drop tokens below P * max prob (default 0.05; 0 = off)\n"
+        "      --repeat-penalty R penalty on the last 64 tokens (default 1.0 = off)\n"
+        "      --seed S           rng seed (default: random, printed with -v)\n"
+        "\n"
+        "structured output:\n"
+        "  --json-schema FILE     replies are JSON valid under the JSON Schema in FILE\n"
+        "  --grammar FILE         replies follow the grammar in FILE (docs/STRUCTURED.md)\n"
+        "\n"
+        "speculative decoding (output identical to plain decoding when greedy):\n"
+        "  --spec MODE            none (default), ngram (prompt lookup) or draft (needs -md)\n"
+        "  -md, --model-draft FILE  draft model with the same vocabulary (implies --spec draft)\n"
+        "  --draft-max N          draft tokens per step at most (default 5)\n"
+        "\n"
+        "other:\n"
+        "  -v, --verbose          print the prompt's token count and the seed\n"
+        "  -h, --help             this text\n",
+        RL_DEFAULT_MODEL, RL_MAX_STOP);
 }
 
 typedef struct run_opts {
@@ -101,48 +102,78 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         bool ok = true;
         const char *v = NULL;
         int k;
-        if (rl_args_is(&A, "-h|--help")) return -1;
-        else if (rl_args_is(&A, "--raw|--no-chat-template")) o->raw = true;
-        else if (rl_args_is(&A, "-v|--verbose")) o->verbose = true;
-        else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &o->model);
-        else if (rl_args_is(&A, "-p|--prompt")) ok = rl_args_str(&A, &o->prompt);
-        else if (rl_args_is(&A, "-f|--file")) ok = rl_args_str(&A, &o->file);
-        else if (rl_args_is(&A, "-s|--system")) ok = rl_args_str(&A, &o->system);
-        else if (rl_args_is(&A, "-n|--n-predict")) ok = rl_args_i32(&A, -1, 1 << 30, &o->n_predict);
-        else if (rl_args_is(&A, "-c|--ctx-size")) ok = rl_args_i32(&A, 1, 1 << 24, &o->ep.n_ctx);
-        else if (rl_args_is(&A, "-t|--threads")) ok = rl_args_i32(&A, 1, 1024, &o->ep.n_threads);
-        else if (rl_args_is(&A, "-b|--batch-size")) ok = rl_args_i32(&A, 1, 65536, &o->ep.max_batch_tokens);
-        else if (rl_args_is(&A, "-ctk|--cache-type-k")) ok = rl_args_str(&A, &o->ep.cache_type_k);
-        else if (rl_args_is(&A, "-ctv|--cache-type-v")) ok = rl_args_str(&A, &o->ep.cache_type_v);
-        else if (rl_args_is(&A, "--kv-mem")) ok = rl_args_size(&A, true, &o->ep.kv_mem_bytes);
-        else if (rl_args_is(&A, "--temp")) ok = rl_args_f32(&A, 0, 100, &sp->temperature);
-        else if (rl_args_is(&A, "--top-k")) ok = rl_args_i32(&A, 0, 1 << 30, &sp->top_k);
-        else if (rl_args_is(&A, "--top-p")) ok = rl_args_f32(&A, 1e-6, 1, &sp->top_p);
-        else if (rl_args_is(&A, "--min-p")) ok = rl_args_f32(&A, 0, 1, &sp->min_p);
-        else if (rl_args_is(&A, "--repeat-penalty")) ok = rl_args_f32(&A, 1e-6, 100, &sp->repeat_penalty);
-        else if (rl_args_is(&A, "--seed")) ok = o->seed_set = rl_args_u64(&A, &sp->seed);
+        if (rl_args_is(&A, "-h|--help"))
+            return -1;
+        else if (rl_args_is(&A, "--raw|--no-chat-template"))
+            o->raw = true;
+        else if (rl_args_is(&A, "-v|--verbose"))
+            o->verbose = true;
+        else if (rl_args_is(&A, "-m|--model"))
+            ok = rl_args_str(&A, &o->model);
+        else if (rl_args_is(&A, "-p|--prompt"))
+            ok = rl_args_str(&A, &o->prompt);
+        else if (rl_args_is(&A, "-f|--file"))
+            ok = rl_args_str(&A, &o->file);
+        else if (rl_args_is(&A, "-s|--system"))
+            ok = rl_args_str(&A, &o->system);
+        else if (rl_args_is(&A, "-n|--n-predict"))
+            ok = rl_args_i32(&A, -1, 1 << 30, &o->n_predict);
+        else if (rl_args_is(&A, "-c|--ctx-size"))
+            ok = rl_args_i32(&A, 1, 1 << 24, &o->ep.n_ctx);
+        else if (rl_args_is(&A, "-t|--threads"))
+            ok = rl_args_i32(&A, 1, 1024, &o->ep.n_threads);
+        else if (rl_args_is(&A, "-b|--batch-size"))
+            ok = rl_args_i32(&A, 1, 65536, &o->ep.max_batch_tokens);
+        else if (rl_args_is(&A, "-ctk|--cache-type-k"))
+            ok = rl_args_str(&A, &o->ep.cache_type_k);
+        else if (rl_args_is(&A, "-ctv|--cache-type-v"))
+            ok = rl_args_str(&A, &o->ep.cache_type_v);
+        else if (rl_args_is(&A, "--kv-mem"))
+            ok = rl_args_size(&A, true, &o->ep.kv_mem_bytes);
+        else if (rl_args_is(&A, "--temp"))
+            ok = rl_args_f32(&A, 0, 100, &sp->temperature);
+        else if (rl_args_is(&A, "--top-k"))
+            ok = rl_args_i32(&A, 0, 1 << 30, &sp->top_k);
+        else if (rl_args_is(&A, "--top-p"))
+            ok = rl_args_f32(&A, 1e-6, 1, &sp->top_p);
+        else if (rl_args_is(&A, "--min-p"))
+            ok = rl_args_f32(&A, 0, 1, &sp->min_p);
+        else if (rl_args_is(&A, "--repeat-penalty"))
+            ok = rl_args_f32(&A, 1e-6, 100, &sp->repeat_penalty);
+        else if (rl_args_is(&A, "--seed"))
+            ok = o->seed_set = rl_args_u64(&A, &sp->seed);
         else if (rl_args_is(&A, "--stop|-r|--reverse-prompt")) {
             if ((ok = rl_args_str(&A, &v))) {
                 size_t l = strlen(v);
-                if (o->gp.n_stop >= RL_MAX_STOP) ok = rl_args_bad(&A, v, "at most %d stop strings", RL_MAX_STOP);
+                if (o->gp.n_stop >= RL_MAX_STOP)
+                    ok = rl_args_bad(&A, v, "at most %d stop strings", RL_MAX_STOP);
                 else if (l == 0 || l > RL_MAX_STOP_LEN)
                     ok = rl_args_bad(&A, v, "a stop string is 1..%d bytes", RL_MAX_STOP_LEN);
-                else memcpy(o->gp.stop[o->gp.n_stop++], v, l + 1);
+                else
+                    memcpy(o->gp.stop[o->gp.n_stop++], v, l + 1);
             }
-        } else if (rl_args_is(&A, "--json-schema")) ok = rl_args_str(&A, &o->schema_file);
-        else if (rl_args_is(&A, "--grammar")) ok = rl_args_str(&A, &o->grammar_file);
+        } else if (rl_args_is(&A, "--json-schema"))
+            ok = rl_args_str(&A, &o->schema_file);
+        else if (rl_args_is(&A, "--grammar"))
+            ok = rl_args_str(&A, &o->grammar_file);
         else if (rl_args_is(&A, "--spec")) {
             if ((ok = rl_args_choice(&A, spec_names, &k))) o->gp.spec = spec_modes[k];
             o->spec_set = true;
-        } else if (rl_args_is(&A, "-md|--model-draft")) ok = rl_args_str(&A, &o->ep.draft_model_path);
-        else if (rl_args_is(&A, "--draft-max")) ok = rl_args_i32(&A, 0, 32, &o->ep.draft_max);
-        else ok = rl_args_unknown(&A);
+        } else if (rl_args_is(&A, "-md|--model-draft"))
+            ok = rl_args_str(&A, &o->ep.draft_model_path);
+        else if (rl_args_is(&A, "--draft-max"))
+            ok = rl_args_i32(&A, 0, 32, &o->ep.draft_max);
+        else
+            ok = rl_args_unknown(&A);
         if (!ok) return 2;
     }
     bool ok = true;
-    if (o->n_predict == 0) ok = rl_args_fail(&A, "-n: must be -1 (no limit) or at least 1");
-    else if (o->prompt && o->file) ok = rl_args_fail(&A, "give -p or -f, not both");
-    else if (o->schema_file && o->grammar_file) ok = rl_args_fail(&A, "give --json-schema or --grammar, not both");
+    if (o->n_predict == 0)
+        ok = rl_args_fail(&A, "-n: must be -1 (no limit) or at least 1");
+    else if (o->prompt && o->file)
+        ok = rl_args_fail(&A, "give -p or -f, not both");
+    else if (o->schema_file && o->grammar_file)
+        ok = rl_args_fail(&A, "give --json-schema or --grammar, not both");
     if (o->ep.draft_model_path && !o->spec_set) o->gp.spec = RL_SPEC_DRAFT;
     if (ok && o->gp.spec == RL_SPEC_DRAFT && !o->ep.draft_model_path)
         ok = rl_args_fail(&A, "--spec draft needs a draft model (-md FILE)");
@@ -199,8 +230,8 @@ static rl_status generate(session *s, const int32_t *ids, int32_t n, char **repl
                 fflush(stdout);
                 if (reply && rl_buf_append(&r, ev.text, (size_t)ev.text_len)) oom = true;
             }
-            if (ev.kind == RL_EV_TOKEN && ev.token >= 0 && s->o->raw && !rl_token_is_eog(s->v, ev.token) &&
-                !hist_push(s, &ev.token, 1))
+            if (ev.kind == RL_EV_TOKEN && ev.token >= 0 && s->o->raw &&
+                !rl_token_is_eog(s->v, ev.token) && !hist_push(s, &ev.token, 1))
                 oom = true;
             done = ev.kind == RL_EV_DONE;
         }
@@ -242,7 +273,8 @@ static rl_status build_prompt(session *s, const rl_chat_msg *msgs, size_t n_msgs
         char *text = NULL;
         size_t tl = 0;
         if ((st = rl_chat_render(s->v, msgs, n_msgs, true, &text, &tl, err))) return st;
-        st = rl_tokenize(s->v, text, tl, RL_TOKENIZE_ADD_BOS | RL_TOKENIZE_PARSE_SPECIAL, ids, n, err);
+        st = rl_tokenize(s->v, text, tl, RL_TOKENIZE_ADD_BOS | RL_TOKENIZE_PARSE_SPECIAL, ids, n,
+                         err);
         rl_free(text);
         return st;
     }
@@ -261,8 +293,8 @@ static rl_status build_prompt(session *s, const rl_chat_msg *msgs, size_t n_msgs
 }
 
 /* One reply: prompt, generation, newline. */
-static rl_status reply_to(session *s, const rl_chat_msg *msgs, size_t n_msgs, const char *raw, char **reply,
-                          rl_err *err) {
+static rl_status reply_to(session *s, const rl_chat_msg *msgs, size_t n_msgs, const char *raw,
+                          char **reply, rl_err *err) {
     int32_t *ids = NULL, n = 0;
     rl_status st = build_prompt(s, msgs, n_msgs, raw, &ids, &n, err);
     if (!st) st = generate(s, ids, n, reply, err);
@@ -325,7 +357,8 @@ static rl_grammar *load_grammar(const run_opts *o, bool *failed) {
         return NULL;
     }
     rl_err err = {0};
-    rl_grammar *g = rl_gen_grammar_new(o->schema_file ? RL_GRAMMAR_JSON_SCHEMA : RL_GRAMMAR_GBNF, text, len, &err);
+    rl_grammar *g = rl_gen_grammar_new(o->schema_file ? RL_GRAMMAR_JSON_SCHEMA : RL_GRAMMAR_GBNF,
+                                       text, len, &err);
     free(text);
     if (!g) {
         fprintf(stderr, RUN ": %s: %s: %s\n", flag, path, err.msg);
@@ -350,7 +383,8 @@ int rl_cmd_run(int argc, char **argv) {
         return 0;
     }
     if (pr > 0) return 2;
-    if (!o.seed_set) o.gp.sample.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
+    if (!o.seed_set)
+        o.gp.sample.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
     o.ep.model_path = rl_cli_model_path(o.model);
 
     session s = {.o = &o};
@@ -379,9 +413,12 @@ int rl_cmd_run(int argc, char **argv) {
     rl_model_info mi;
     rl_vocab_model_info(s.v, &mi);
     char tmpl[64];
-    if (o.raw) snprintf(tmpl, sizeof tmpl, "raw prompt");
-    else if (mi.has_chat_template) snprintf(tmpl, sizeof tmpl, "chat template");
-    else snprintf(tmpl, sizeof tmpl, "built-in %s chat template", mi.chat_template);
+    if (o.raw)
+        snprintf(tmpl, sizeof tmpl, "raw prompt");
+    else if (mi.has_chat_template)
+        snprintf(tmpl, sizeof tmpl, "chat template");
+    else
+        snprintf(tmpl, sizeof tmpl, "built-in %s chat template", mi.chat_template);
     fprintf(stderr, RUN ": %s (%s, %d layers), context %d, KV %s/%s%s%s, %s\n",
             mi.name[0] ? mi.name : o.ep.model_path, mi.arch, (int)mi.n_layer, (int)s.n_ctx,
             o.ep.cache_type_k, o.ep.cache_type_v,
@@ -404,7 +441,9 @@ int rl_cmd_run(int argc, char **argv) {
     } else {
         rc = chat_loop(&s, &err);
     }
-    fprintf(stderr, "\nload %.2f s | prompt %lld tokens (%lld cached), %.1f tok/s | generated %lld tokens, %.1f tok/s\n",
+    fprintf(stderr,
+            "\nload %.2f s | prompt %lld tokens (%lld cached), %.1f tok/s | generated %lld tokens, "
+            "%.1f tok/s\n",
             t_load, (long long)s.n_prompt, (long long)s.n_cached,
             s.t_prompt > 0 ? (double)s.n_prompt / s.t_prompt : 0.0, (long long)s.n_gen,
             s.t_gen > 0 && s.n_gen > 1 ? (double)(s.n_gen - 1) / s.t_gen : 0.0);

@@ -32,17 +32,23 @@ static void usage(FILE *f) {
             RL_DEFAULT_MODEL);
 }
 
-
 static void print_escaped(const char *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
-        if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c == '\r') fputs("\\r", stdout);
-        else if (c == '\\') fputs("\\\\", stdout);
-        else if (c == '\'') fputs("\\'", stdout);
-        else if (c < 0x20 || c == 0x7F) printf("\\x%02x", c);
-        else putchar(c);
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c == '\r')
+            fputs("\\r", stdout);
+        else if (c == '\\')
+            fputs("\\\\", stdout);
+        else if (c == '\'')
+            fputs("\\'", stdout);
+        else if (c < 0x20 || c == 0x7F)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
     }
 }
 
@@ -55,8 +61,9 @@ static int decode_ids(rl_tokenizer *tok, const char *list) {
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v >= rl_tokenizer_n_vocab(tok)) {
-            fprintf(stderr, "redline tokenize: --decode: bad token id at '%.20s' (vocabulary has %d)\n",
-                    p, rl_tokenizer_n_vocab(tok));
+            fprintf(stderr,
+                    "redline tokenize: --decode: bad token id at '%.20s' (vocabulary has %d)\n", p,
+                    rl_tokenizer_n_vocab(tok));
             free(ids);
             return 1;
         }
@@ -99,14 +106,22 @@ int rl_cmd_tokenize(int argc, char **argv) {
         if (rl_args_is(&A, "-h|--help")) {
             usage(stdout);
             return 0;
-        } else if (rl_args_is(&A, "-m|--model")) ok = rl_args_str(&A, &model);
-        else if (rl_args_is(&A, "-p|--prompt")) ok = rl_args_str(&A, &prompt);
-        else if (rl_args_is(&A, "-f|--file")) ok = rl_args_str(&A, &file);
-        else if (rl_args_is(&A, "--decode")) ok = rl_args_str(&A, &decode);
-        else if (rl_args_is(&A, "--ids")) only_ids = true;
-        else if (rl_args_is(&A, "--special")) flags |= RL_TOK_PARSE_SPECIAL;
-        else if (rl_args_is(&A, "--no-add-special")) flags &= ~RL_TOK_ADD_SPECIAL;
-        else ok = rl_args_unknown(&A);
+        } else if (rl_args_is(&A, "-m|--model"))
+            ok = rl_args_str(&A, &model);
+        else if (rl_args_is(&A, "-p|--prompt"))
+            ok = rl_args_str(&A, &prompt);
+        else if (rl_args_is(&A, "-f|--file"))
+            ok = rl_args_str(&A, &file);
+        else if (rl_args_is(&A, "--decode"))
+            ok = rl_args_str(&A, &decode);
+        else if (rl_args_is(&A, "--ids"))
+            only_ids = true;
+        else if (rl_args_is(&A, "--special"))
+            flags |= RL_TOK_PARSE_SPECIAL;
+        else if (rl_args_is(&A, "--no-add-special"))
+            flags &= ~RL_TOK_ADD_SPECIAL;
+        else
+            ok = rl_args_unknown(&A);
         if (!ok) return 2;
     }
     if (!decode && !!prompt == !!file) {
@@ -141,8 +156,8 @@ int rl_cmd_tokenize(int argc, char **argv) {
     }
     int32_t *ids;
     size_t n;
-    rl_status st = rl_tokenizer_encode(tok, file ? text : prompt, file ? len : strlen(prompt), flags,
-                                       &ids, &n, &err);
+    rl_status st = rl_tokenizer_encode(tok, file ? text : prompt, file ? len : strlen(prompt),
+                                       flags, &ids, &n, &err);
     free(text);
     if (st) {
         fprintf(stderr, "redline tokenize: %s\n", err.msg);

@@ -38,7 +38,9 @@ double rl_report_cpu_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-json_t *rl_report_real(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+json_t *rl_report_real(double x) {
+    return isfinite(x) ? json_real(x) : json_null();
+}
 
 json_t *rl_report_dist_json(const rl_report_dist *d) {
     return json_pack("{s:o, s:o, s:o, s:i}", "mean", rl_report_real(d->mean), "p50",

@@ -35,7 +35,8 @@ char *rl_cli_read_file(const char *path, size_t *n) {
     bool ok = true;
     char chunk[1 << 16];
     size_t r;
-    while (ok && (r = fread(chunk, 1, sizeof chunk, f)) > 0) ok = rl_buf_append(&b, chunk, r) == RL_OK;
+    while (ok && (r = fread(chunk, 1, sizeof chunk, f)) > 0)
+        ok = rl_buf_append(&b, chunk, r) == RL_OK;
     if (f != stdin) fclose(f);
     if (!ok) {
         rl_buf_free(&b);

@@ -31,12 +31,12 @@
 #include "tokenizer/tokenizer.h"
 
 struct rl_vocab {
-    rl_model *own_model;         /* rl_vocab_load only */
-    rl_tokenizer *own_tok;       /* rl_vocab_load only */
-    const rl_tokenizer *tok;     /* own_tok or the engine's (borrowed) */
-    char *tmpl;                  /* chat template source, NUL-terminated (owned) */
+    rl_model *own_model;     /* rl_vocab_load only */
+    rl_tokenizer *own_tok;   /* rl_vocab_load only */
+    const rl_tokenizer *tok; /* own_tok or the engine's (borrowed) */
+    char *tmpl;              /* chat template source, NUL-terminated (owned) */
     size_t tmpl_len;
-    char *bos_str, *eos_str;     /* texts of BOS / EOS for the template (owned) */
+    char *bos_str, *eos_str; /* texts of BOS / EOS for the template (owned) */
     rl_model_info info;
 };
 
@@ -46,20 +46,25 @@ struct rl_detokenizer {
 
 /* ---- structured output ---- */
 
-rl_grammar *rl_gen_grammar_new(rl_grammar_syntax syntax, const char *text, size_t len, rl_err *err) {
+rl_grammar *rl_gen_grammar_new(rl_grammar_syntax syntax, const char *text, size_t len,
+                               rl_err *err) {
     if (!text) {
         rl_err_set(err, RL_ERR_INVALID, "grammar: text is NULL");
         return NULL;
     }
     switch (syntax) {
-    case RL_GRAMMAR_GBNF: return rl_grammar_compile(text, len, err);
-    case RL_GRAMMAR_JSON_SCHEMA: return rl_grammar_from_json_schema(text, len, err);
+    case RL_GRAMMAR_GBNF:
+        return rl_grammar_compile(text, len, err);
+    case RL_GRAMMAR_JSON_SCHEMA:
+        return rl_grammar_from_json_schema(text, len, err);
     }
     rl_err_set(err, RL_ERR_INVALID, "grammar: unknown syntax %d", (int)syntax);
     return NULL;
 }
 
-void rl_gen_grammar_free(rl_grammar *g) { rl_grammar_free(g); }
+void rl_gen_grammar_free(rl_grammar *g) {
+    rl_grammar_free(g);
+}
 
 /* ---- rl_vocab ---- */
 
@@ -99,9 +104,9 @@ static rl_status vocab_init(rl_vocab *v, const rl_model *m, rl_err *err) {
 
     rl_gguf_str ts = {0};
     rl_err gerr = {0};
-    in->has_chat_template = rl_gguf_get_str(rl_model_gguf(m), "tokenizer.chat_template", &ts, &gerr) ==
-                                RL_OK &&
-                            ts.ptr && ts.len > 0;
+    in->has_chat_template =
+        rl_gguf_get_str(rl_model_gguf(m), "tokenizer.chat_template", &ts, &gerr) == RL_OK &&
+        ts.ptr && ts.len > 0;
     const char *src = ts.ptr;
     size_t len = in->has_chat_template ? (size_t)ts.len : 0;
     if (in->has_chat_template) {
@@ -116,7 +121,8 @@ static rl_status vocab_init(rl_vocab *v, const rl_model *m, rl_err *err) {
     v->tmpl_len = len;
     v->bos_str = piece_str(tok, in->bos);
     v->eos_str = piece_str(tok, in->eos);
-    if (!v->tmpl || !v->bos_str || !v->eos_str) return rl_err_set(err, RL_ERR_NOMEM, "vocab: out of memory");
+    if (!v->tmpl || !v->bos_str || !v->eos_str)
+        return rl_err_set(err, RL_ERR_NOMEM, "vocab: out of memory");
     return RL_OK;
 }
 
@@ -165,10 +171,12 @@ rl_status rl_engine_vocab(rl_engine *e, rl_vocab **out, rl_err *err) {
     return RL_OK;
 }
 
-void rl_vocab_model_info(const rl_vocab *v, rl_model_info *out) { *out = v->info; }
+void rl_vocab_model_info(const rl_vocab *v, rl_model_info *out) {
+    *out = v->info;
+}
 
-rl_status rl_tokenize(const rl_vocab *v, const char *text, size_t len, unsigned flags, int32_t **ids,
-                      int32_t *n, rl_err *err) {
+rl_status rl_tokenize(const rl_vocab *v, const char *text, size_t len, unsigned flags,
+                      int32_t **ids, int32_t *n, rl_err *err) {
     *ids = NULL;
     *n = 0;
     int32_t *a = NULL;
@@ -177,7 +185,8 @@ rl_status rl_tokenize(const rl_vocab *v, const char *text, size_t len, unsigned 
     rl_status st = rl_tokenizer_encode(v->tok, text ? text : "", text ? len : 0, tf, &a, &cnt, err);
     if (st) return st;
     int32_t bos = v->info.bos;
-    bool add = (flags & RL_TOKENIZE_ADD_BOS) && v->info.add_bos && bos >= 0 && (cnt == 0 || a[0] != bos);
+    bool add =
+        (flags & RL_TOKENIZE_ADD_BOS) && v->info.add_bos && bos >= 0 && (cnt == 0 || a[0] != bos);
     if (cnt + add > (size_t)INT32_MAX / 2) {
         rl_free(a);
         return rl_err_set(err, RL_ERR_LIMIT, "text: %zu tokens are too many", cnt);
@@ -212,7 +221,9 @@ const char *rl_token_piece(const rl_vocab *v, int32_t id, size_t *len) {
     return rl_tokenizer_piece(v->tok, id, len);
 }
 
-bool rl_token_is_eog(const rl_vocab *v, int32_t id) { return rl_tokenizer_is_eog(v->tok, id); }
+bool rl_token_is_eog(const rl_vocab *v, int32_t id) {
+    return rl_tokenizer_is_eog(v->tok, id);
+}
 
 rl_status rl_detokenizer_new(const rl_vocab *v, unsigned flags, rl_detokenizer **out, rl_err *err) {
     *out = rl_calloc(1, sizeof **out);
@@ -249,20 +260,23 @@ const char *rl_vocab_chat_template(const rl_vocab *v, size_t *len) {
     return v->tmpl;
 }
 
-rl_status rl_chat_render_json(const rl_vocab *v, const char *ctx_json, size_t len, char **out, size_t *out_len,
-                              rl_err *err) {
+rl_status rl_chat_render_json(const rl_vocab *v, const char *ctx_json, size_t len, char **out,
+                              size_t *out_len, rl_err *err) {
     *out = NULL;
     json_t *ctx = json_loadb(ctx_json, len, 0, NULL);
     if (!json_is_object(ctx)) {
         json_decref(ctx);
         return rl_err_set(err, RL_ERR_INVALID, "chat context: not a JSON object");
     }
-    if (!json_object_get(ctx, "bos_token")) json_object_set_new(ctx, "bos_token", json_string(v->bos_str));
-    if (!json_object_get(ctx, "eos_token")) json_object_set_new(ctx, "eos_token", json_string(v->eos_str));
+    if (!json_object_get(ctx, "bos_token"))
+        json_object_set_new(ctx, "bos_token", json_string(v->bos_str));
+    if (!json_object_get(ctx, "eos_token"))
+        json_object_set_new(ctx, "eos_token", json_string(v->eos_str));
     char *s = json_dumps(ctx, JSON_COMPACT);
     json_decref(ctx);
     if (!s) return rl_err_set(err, RL_ERR_NOMEM, "chat context: out of memory");
-    rl_status st = rl_template_render_json(v->tmpl, v->tmpl_len, s, strlen(s), NULL, out, out_len, err);
+    rl_status st =
+        rl_template_render_json(v->tmpl, v->tmpl_len, s, strlen(s), NULL, out, out_len, err);
     free(s);
     return st;
 }

@@ -22,29 +22,29 @@
  * is guarded as its list is. */
 typedef struct ereq {
     rl_sched_req base;
-    struct ereq *id_next;     /* e->by_id bucket chain (under mu) */
-    struct ereq *inbox_next;  /* e->inbox (under mu) */
-    struct ereq *cancel_next; /* e->cancels (under mu) */
+    struct ereq *id_next;       /* e->by_id bucket chain (under mu) */
+    struct ereq *inbox_next;    /* e->inbox (under mu) */
+    struct ereq *cancel_next;   /* e->cancels (under mu) */
     struct ereq *anext, *aprev; /* e->active (engine thread) */
-    bool cancel;            /* cancellation requested (under mu) */
-    bool cancel_listed;     /* on e->cancels (under mu) */
-    bool in_active;         /* on e->active (engine thread) */
-    bool finished;          /* DONE event queued (set by the engine thread under mu) */
+    bool cancel;                /* cancellation requested (under mu) */
+    bool cancel_listed;         /* on e->cancels (under mu) */
+    bool in_active;             /* on e->active (engine thread) */
+    bool finished;              /* DONE event queued (set by the engine thread under mu) */
     rl_gen_params gp;
-    int32_t max_new;        /* new tokens at most (clamped to the context) */
+    int32_t max_new; /* new tokens at most (clamped to the context) */
     int32_t n_generated;
-    rl_sampler *sampler;    /* engine thread only */
-    rl_detok detok;         /* pending text not yet emitted (stop-string holdback) */
-    bool cached_counted;    /* its prefix-cache hit is in st_cached (first admission) */
+    rl_sampler *sampler; /* engine thread only */
+    rl_detok detok;      /* pending text not yet emitted (stop-string holdback) */
+    bool cached_counted; /* its prefix-cache hit is in st_cached (first admission) */
     double t_submit, t_first;
-    int32_t n_draft;        /* draft tokens appended to base.tokens this step */
-    rl_spec_acc acc;        /* running acceptance of its drafter's tokens */
-    bool drafted;           /* this step's drafts came from its drafter (not the grammar) */
+    int32_t n_draft; /* draft tokens appended to base.tokens this step */
+    rl_spec_acc acc; /* running acceptance of its drafter's tokens */
+    bool drafted;    /* this step's drafts came from its drafter (not the grammar) */
     bool has_draft_seq;
     rl_spec_draft_seq draft_seq;
-    rl_grammar *grammar;    /* retained; NULL = unconstrained */
+    rl_grammar *grammar;        /* retained; NULL = unconstrained */
     rl_gmatch *gm, *gm_scratch; /* matcher, and a scratch copy for verifying drafts */
-    rl_event *ev;           /* ring of undelivered events (under mu) */
+    rl_event *ev;               /* ring of undelivered events (under mu) */
     int32_t ev_head, ev_n, ev_cap;
 } ereq;
 
@@ -64,36 +64,36 @@ struct rl_engine {
     pthread_t thread;
     bool thread_started, stop;
     /* requests (see ereq for the links) */
-    ereq **by_id;             /* [id_mask + 1] every live request by id & id_mask
-                                 (under mu): submitted, until its DONE is taken */
+    ereq **by_id; /* [id_mask + 1] every live request by id & id_mask
+                     (under mu): submitted, until its DONE is taken */
     uint64_t id_mask;
-    ereq *inbox;              /* submitted, not yet given to the scheduler, newest
-                                 first (under mu) */
+    ereq *inbox; /* submitted, not yet given to the scheduler, newest
+                    first (under mu) */
     int32_t n_inbox;
-    ereq *cancels;            /* cancelled and not finished, highest id first (under mu) */
-    int32_t n_queued;         /* requests not finished (under mu): the queue limit */
-    ereq *active;             /* given to the scheduler and not finished, newest
-                                 first (engine thread) */
+    ereq *cancels;    /* cancelled and not finished, highest id first (under mu) */
+    int32_t n_queued; /* requests not finished (under mu): the queue limit */
+    ereq *active;     /* given to the scheduler and not finished, newest
+                         first (engine thread) */
     uint64_t next_id;
 
     /* buffers sized at creation, all in `arena` */
     rl_arena arena;
-    rl_sched_req **plan;      /* [max_seqs] */
+    rl_sched_req **plan;              /* [max_seqs] */
     int32_t *b_token, *b_pos, *b_seq; /* [max_batch_tokens] */
     bool *b_want;
-    int32_t **b_tables;       /* [max_seqs] */
+    int32_t **b_tables; /* [max_seqs] */
     int32_t *b_nblocks;
-    float *logits;            /* [n_logit_rows][n_vocab] */
-    int32_t n_logit_rows;     /* max_seqs (one a sequence) + rows for drafts */
-    float *verify_scratch;    /* [2 * n_vocab] */
+    float *logits;                /* [n_logit_rows][n_vocab] */
+    int32_t n_logit_rows;         /* max_seqs (one a sequence) + rows for drafts */
+    float *verify_scratch;        /* [2 * n_vocab] */
     rl_sample_result *verify_res; /* [draft_max + 1] */
-    int32_t *verify_out;      /* [draft_max + 1] */
+    int32_t *verify_out;          /* [draft_max + 1] */
 
     /* speculative decoding */
-    rl_spec_draft *draft;     /* NULL without a draft model */
-    rl_spec_planner *spec;    /* who drafts how much, each step */
+    rl_spec_draft *draft;  /* NULL without a draft model */
+    rl_spec_planner *spec; /* who drafts how much, each step */
     uint64_t st_spec_proposed, st_spec_accepted, st_spec_verifies;
-    rl_vocab_trie *trie;      /* built at the first constrained request (under mu) */
+    rl_vocab_trie *trie; /* built at the first constrained request (under mu) */
 
     /* counters (engine thread), published in stats_snapshot under mu */
     uint64_t st_prompt, st_gen, st_cached, st_finished;
@@ -106,7 +106,8 @@ struct rl_engine {
  * reason why, error code and message (msg may be NULL).  No-op when r has
  * finished already; r must not be touched after (its DONE may be taken,
  * and r freed, at once). */
-void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg);
+void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code,
+                       const char *msg);
 /* A step's first stage (engine thread): hands the inbox to the scheduler
  * and ends the cancelled requests. */
 void rl__engine_take_inbox(rl_engine *e);

@@ -48,7 +48,9 @@ void rl_gen_params_default(rl_gen_params *p) {
     p->max_tokens = 128;
 }
 
-static double now_s(void) { return rl_time_s(); }
+static double now_s(void) {
+    return rl_time_s();
+}
 
 static void finish(rl_engine *e, ereq *r, rl_finish_reason why, const char *msg) {
     rl__engine_finish(e, r, why, why == RL_FINISH_ERROR ? RL_ERR_INVALID : RL_OK, msg);
@@ -86,9 +88,9 @@ static void carve(rl_engine *e, rl_arena *a) {
 static rl_status parse_cache_type(const char *s, rl_type *t, const char *which, rl_err *err) {
     if (!s || !*s) s = "f16";
     if (!rl_type_from_name(s, t) || !rl_kv_type_known(*t))
-        return rl_err_set(err, RL_ERR_UNSUPPORTED,
-                          "%s: cache type '%s' is not supported (f16, f32, q8_0, q8_64, q4_0, iq4_nl)",
-                          which, s);
+        return rl_err_set(
+            err, RL_ERR_UNSUPPORTED,
+            "%s: cache type '%s' is not supported (f16, f32, q8_0, q8_64, q4_0, iq4_nl)", which, s);
     return RL_OK;
 }
 
@@ -101,11 +103,13 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
         p->max_batch_tokens > 65536 || p->max_seqs > 4096 || p->draft_max < 0 ||
         p->draft_max > 32 || p->spec_max_batch < 0 || p->ngram_min < 1 ||
         p->ngram_max < p->ngram_min || p->weights < 0 || p->weights > 2)
-        return rl_err_set(err, RL_ERR_INVALID,
-                          "engine: max_batch_tokens %d, max_seqs %d, block_size %d, threads %d out of range",
-                          p->max_batch_tokens, p->max_seqs, p->block_size, p->n_threads);
+        return rl_err_set(
+            err, RL_ERR_INVALID,
+            "engine: max_batch_tokens %d, max_seqs %d, block_size %d, threads %d out of range",
+            p->max_batch_tokens, p->max_seqs, p->block_size, p->n_threads);
     if (p->draft_n_vocab < 0)
-        return rl_err_set(err, RL_ERR_INVALID, "engine: draft_n_vocab %d < 0", (int)p->draft_n_vocab);
+        return rl_err_set(err, RL_ERR_INVALID, "engine: draft_n_vocab %d < 0",
+                          (int)p->draft_n_vocab);
     rl_type kt, vt;
     rl_status s;
     if ((s = parse_cache_type(p->cache_type_k, &kt, "cache-type-k", err))) return s;
@@ -127,8 +131,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     e->n_vocab = rl_model_n_vocab(e->model);
     int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : rl_model_n_ctx_train(e->model);
     if (p->n_ctx <= 0 && n_ctx > 4096) n_ctx = 4096;
-    if (n_ctx <= 0)
-        n_ctx = 4096;
+    if (n_ctx <= 0) n_ctx = 4096;
     e->n_ctx = n_ctx;
 
     int n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -140,11 +143,16 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     }
 
     /* quantized K pages store k - the calibrated mean key (docs/KVQUANT.md) */
-    if (rl_kv_type_quantized(kt) && (s = rl_model_calibrate_k(e->model, e->tok, e->tp, err))) goto fail;
+    if (rl_kv_type_quantized(kt) && (s = rl_model_calibrate_k(e->model, e->tok, e->tp, err)))
+        goto fail;
 
     rl_model_kv_shape ks = rl_model_kv_shape_of(e->model);
-    rl_kv_config kc = {.n_layer = ks.n_layer, .n_kv_head = ks.n_kv_head, .head_dim = ks.head_dim,
-                       .block_size = p->block_size, .k_type = kt, .v_type = vt,
+    rl_kv_config kc = {.n_layer = ks.n_layer,
+                       .n_kv_head = ks.n_kv_head,
+                       .head_dim = ks.head_dim,
+                       .block_size = p->block_size,
+                       .k_type = kt,
+                       .v_type = vt,
                        .mem_bytes = p->kv_mem_bytes};
     if (!kc.mem_bytes) {
         int32_t seqs = p->max_seqs / 4 > 4 ? p->max_seqs / 4 : 4;
@@ -154,15 +162,17 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     if ((s = rl_kv_pool_new(&kc, &e->pool, err))) goto fail;
     e->kv_bytes_per_token = rl_kv_block_bytes(&kc) / (size_t)p->block_size;
 
-    rl_sched_config sc = {.max_batch_tokens = p->max_batch_tokens, .max_seqs = p->max_seqs,
+    rl_sched_config sc = {.max_batch_tokens = p->max_batch_tokens,
+                          .max_seqs = p->max_seqs,
                           .chunked_prefill = p->chunked_prefill && !p->naive,
                           .prefix_cache = p->prefix_cache && !p->naive,
-                          .reserve_full = p->naive, .static_batching = p->naive || p->static_batches};
+                          .reserve_full = p->naive,
+                          .static_batching = p->naive || p->static_batches};
     if ((s = rl_sched_new(&sc, e->pool, &e->sched, err))) goto fail;
 
     if (p->draft_model_path &&
-        (s = rl_spec_draft_new(p->draft_model_path, e->n_vocab, p->draft_n_vocab, p->max_seqs, n_ctx,
-                               p->max_batch_tokens, &e->draft, err)))
+        (s = rl_spec_draft_new(p->draft_model_path, e->n_vocab, p->draft_n_vocab, p->max_seqs,
+                               n_ctx, p->max_batch_tokens, &e->draft, err)))
         goto fail;
 
     int32_t spec_seqs = p->spec_max_batch < p->max_seqs ? p->spec_max_batch : p->max_seqs;
@@ -170,11 +180,14 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
      * spec_max_batch sequences plus grammar-forced tokens for any sequence
      * (the planner caps the drafts of a step to what is here) */
     e->n_logit_rows = p->max_seqs + spec_seqs * p->draft_max + 2 * p->max_seqs;
-    rl_spec_planner_config pc = {.max_seqs = p->max_seqs, .draft_max = p->draft_max,
+    rl_spec_planner_config pc = {.max_seqs = p->max_seqs,
+                                 .draft_max = p->draft_max,
                                  .spec_max_batch = p->spec_max_batch,
                                  .max_rows = e->n_logit_rows - p->max_seqs,
-                                 .draft_fixed = p->draft_fixed, .ngram_min = p->ngram_min,
-                                 .ngram_max = p->ngram_max, .draft = e->draft};
+                                 .draft_fixed = p->draft_fixed,
+                                 .ngram_min = p->ngram_min,
+                                 .ngram_max = p->ngram_max,
+                                 .draft = e->draft};
     if ((s = rl_spec_planner_new(&pc, &e->spec, err))) goto fail;
     /* id buckets: about one per request the queue admits */
     int64_t live = (int64_t)p->max_waiting + p->max_seqs;
@@ -220,9 +233,15 @@ void rl_engine_free(rl_engine *e) {
     rl_free(e);
 }
 
-struct rl_model *rl_engine_model(rl_engine *e) { return e->model; }
-const struct rl_tokenizer *rl_engine_tokenizer(rl_engine *e) { return e->tok; }
-int32_t rl_engine_n_ctx(const rl_engine *e) { return e->n_ctx; }
+struct rl_model *rl_engine_model(rl_engine *e) {
+    return e->model;
+}
+const struct rl_tokenizer *rl_engine_tokenizer(rl_engine *e) {
+    return e->tok;
+}
+int32_t rl_engine_n_ctx(const rl_engine *e) {
+    return e->n_ctx;
+}
 
 /* ---- the step ---- */
 
@@ -280,7 +299,8 @@ static void verify_and_update(rl_engine *e, ereq *r, float *rows) {
         rl_gmatch_restore(r->gm_scratch, r->gm, &gerr);
         int32_t i = 0;
         for (;; i++) {
-            if (rl_gmatch_mask(r->gm_scratch, rows + (size_t)i * (size_t)e->n_vocab, e->n_vocab, &gerr)) {
+            if (rl_gmatch_mask(r->gm_scratch, rows + (size_t)i * (size_t)e->n_vocab, e->n_vocab,
+                               &gerr)) {
                 /* row i is unmasked: nothing may be sampled from it */
                 b->n_tokens = base;
                 r->n_draft = 0;
@@ -417,8 +437,12 @@ static rl_batch build_batch(rl_engine *e, int32_t n_plan, int32_t *n_logits) {
         e->b_tables[i] = b->kv.blocks;
         e->b_nblocks[i] = b->kv.n_blocks;
     }
-    return (rl_batch){.n_tok = n_tok, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
-                      .want_logits = e->b_want, .n_seq = n_plan,
+    return (rl_batch){.n_tok = n_tok,
+                      .token = e->b_token,
+                      .pos = e->b_pos,
+                      .seq = e->b_seq,
+                      .want_logits = e->b_want,
+                      .n_seq = n_plan,
                       .block_tables = (const int32_t *const *)e->b_tables,
                       .n_blocks = e->b_nblocks};
 }
@@ -437,13 +461,16 @@ int32_t rl_engine_step(rl_engine *e) {
     rl_batch batch = build_batch(e, n_plan, &n_logits);
     rl_err err = {0};
     double tf = now_s();
-    rl_status s = rl_model_forward(e->model, &batch, rl_kv_pool_layers(e->pool), e->logits, e->tp, &err);
+    rl_status s =
+        rl_model_forward(e->model, &batch, rl_kv_pool_layers(e->pool), e->logits, e->tp, &err);
     /* decode-only steps (every token wants logits) feed the cost model */
-    if (!s && n_logits == batch.n_tok) rl_spec_planner_observe_fwd(e->spec, batch.n_tok, now_s() - tf);
+    if (!s && n_logits == batch.n_tok)
+        rl_spec_planner_observe_fwd(e->spec, batch.n_tok, now_s() - tf);
     if (s) {
         /* A failed forward leaves the batch's requests unusable: end them
          * with the error rather than loop on it. */
-        for (int32_t i = 0; i < n_plan; i++) finish(e, (ereq *)e->plan[i], RL_FINISH_ERROR, err.msg);
+        for (int32_t i = 0; i < n_plan; i++)
+            finish(e, (ereq *)e->plan[i], RL_FINISH_ERROR, err.msg);
         update_stats(e);
         return 0;
     }
@@ -454,8 +481,10 @@ int32_t rl_engine_step(rl_engine *e) {
         if (r->base.n_computed != r->base.n_tokens) continue; /* mid-prefill chunk */
         float *lr = e->logits + (size_t)row * (size_t)e->n_vocab;
         row += 1 + r->n_draft;
-        if (r->n_draft > 0) verify_and_update(e, r, lr);
-        else sample_and_update(e, r, lr);
+        if (r->n_draft > 0)
+            verify_and_update(e, r, lr);
+        else
+            sample_and_update(e, r, lr);
     }
     e->busy_s += now_s() - t0;
     update_stats(e);

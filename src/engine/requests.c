@@ -60,14 +60,17 @@ static void active_insert(rl_engine *e, ereq *pos, ereq *r) {
 
 static void active_remove(rl_engine *e, ereq *r) {
     if (!r->in_active) return;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else e->active = r->anext;
+    if (r->aprev)
+        r->aprev->anext = r->anext;
+    else
+        e->active = r->anext;
     if (r->anext) r->anext->aprev = r->aprev;
     r->in_active = false;
 }
 
 /* Ends request r (engine thread): frees its KV, queues the DONE event. */
-void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code, const char *msg) {
+void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status code,
+                       const char *msg) {
     if (r->finished) return;
     if (r->base.state != RL_SCHED_NEW) rl_sched_remove(e->sched, &r->base);
     active_remove(e, r);
@@ -149,7 +152,8 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     if (n_prompt <= 0 || !prompt) return rl_err_set(err, RL_ERR_RANGE, "prompt: must not be empty");
     for (int32_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
-            return rl_err_set(err, RL_ERR_RANGE, "prompt: token %d at index %d is outside the vocabulary [0, %d)",
+            return rl_err_set(err, RL_ERR_RANGE,
+                              "prompt: token %d at index %d is outside the vocabulary [0, %d)",
                               prompt[i], i, e->n_vocab);
     if (n_prompt >= e->n_ctx)
         return rl_err_set(err, RL_ERR_LIMIT,
@@ -162,8 +166,8 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     for (int32_t i = 0; i < gp->n_stop; i++) {
         size_t l = strnlen(gp->stop[i], RL_MAX_STOP_LEN + 1);
         if (l == 0 || l > RL_MAX_STOP_LEN || !rl_utf8_valid(gp->stop[i], l))
-            return rl_err_set(err, RL_ERR_INVALID,
-                              "stop[%d]: must be 1..%d bytes of valid UTF-8", i, RL_MAX_STOP_LEN);
+            return rl_err_set(err, RL_ERR_INVALID, "stop[%d]: must be 1..%d bytes of valid UTF-8",
+                              i, RL_MAX_STOP_LEN);
     }
     if (gp->spec != RL_SPEC_NONE && gp->spec != RL_SPEC_NGRAM && gp->spec != RL_SPEC_DRAFT)
         return rl_err_set(err, RL_ERR_INVALID, "spec: unknown speculation mode %d", (int)gp->spec);
@@ -273,7 +277,8 @@ rl_status rl_engine_next(rl_engine *e, uint64_t id, rl_event *ev, int timeout_ms
         }
         if (r->ev_n > 0) break;
         if (timeout_ms == 0 ||
-            (timeout_ms > 0 && pthread_cond_timedwait(&e->ev_cond, &e->mu, &dl) != 0 && r->ev_n == 0)) {
+            (timeout_ms > 0 && pthread_cond_timedwait(&e->ev_cond, &e->mu, &dl) != 0 &&
+             r->ev_n == 0)) {
             pthread_mutex_unlock(&e->mu);
             return RL_ERR_LIMIT;
         }

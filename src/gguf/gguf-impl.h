@@ -6,14 +6,14 @@
 #include "gguf/gguf.h"
 
 typedef struct rl__gguf_kv {
-    char *key;          /* NUL-terminated copy */
-    uint32_t type;      /* rl_gguf_vtype */
-    uint64_t key_off;   /* file offset of the key's length field */
-    uint64_t val_off;   /* file offset of the value */
+    char *key;        /* NUL-terminated copy */
+    uint32_t type;    /* rl_gguf_vtype */
+    uint64_t key_off; /* file offset of the key's length field */
+    uint64_t val_off; /* file offset of the value */
     /* arrays only: */
-    uint32_t arr_type;  /* element type */
-    uint64_t arr_n;     /* element count */
-    uint64_t arr_data;  /* file offset of element 0 */
+    uint32_t arr_type;   /* element type */
+    uint64_t arr_n;      /* element count */
+    uint64_t arr_data;   /* file offset of element 0 */
     uint64_t *arr_index; /* [arr_n] element offsets for string/array elements, else NULL */
 } rl__gguf_kv;
 
@@ -29,8 +29,8 @@ struct rl_gguf {
     uint32_t version;
     uint64_t n_kv, n_tensors;
     uint64_t n_kv_parsed, n_tensors_parsed; /* how many names to free */
-    rl__gguf_kv *kv;          /* [n_kv] */
-    rl_gguf_tensor *tensors;  /* [n_tensors] */
+    rl__gguf_kv *kv;                        /* [n_kv] */
+    rl_gguf_tensor *tensors;                /* [n_tensors] */
     rl__gguf_strset kv_set, tensor_set;
     size_t alignment;
     uint64_t data_offset;

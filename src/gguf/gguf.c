@@ -25,25 +25,28 @@
 
 /* Bounds that no real model comes near; they keep hostile counts from
  * turning into huge allocations before the per-byte checks catch them. */
-#define GGUF_MAX_KEY_LEN 65535u
+#define GGUF_MAX_KEY_LEN  65535u
 #define GGUF_MAX_NAME_LEN 1024u
-#define GGUF_MAX_NEST 8
+#define GGUF_MAX_NEST     8
 
 static const size_t vtype_size[RL_GGUF_VTYPE_COUNT] = {
-    [RL_GGUF_UINT8] = 1,   [RL_GGUF_INT8] = 1,    [RL_GGUF_UINT16] = 2, [RL_GGUF_INT16] = 2,
-    [RL_GGUF_UINT32] = 4,  [RL_GGUF_INT32] = 4,   [RL_GGUF_FLOAT32] = 4, [RL_GGUF_BOOL] = 1,
-    [RL_GGUF_STRING] = 0,  [RL_GGUF_ARRAY] = 0,   [RL_GGUF_UINT64] = 8, [RL_GGUF_INT64] = 8,
+    [RL_GGUF_UINT8] = 1,   [RL_GGUF_INT8] = 1,  [RL_GGUF_UINT16] = 2,  [RL_GGUF_INT16] = 2,
+    [RL_GGUF_UINT32] = 4,  [RL_GGUF_INT32] = 4, [RL_GGUF_FLOAT32] = 4, [RL_GGUF_BOOL] = 1,
+    [RL_GGUF_STRING] = 0,  [RL_GGUF_ARRAY] = 0, [RL_GGUF_UINT64] = 8,  [RL_GGUF_INT64] = 8,
     [RL_GGUF_FLOAT64] = 8,
 };
 
 const char *rl_gguf_vtype_name(uint32_t t) {
     static const char *names[RL_GGUF_VTYPE_COUNT] = {
-        "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
+        "u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+        "bool", "string", "array", "u64", "i64", "f64",
     };
     return t < RL_GGUF_VTYPE_COUNT ? names[t] : "?";
 }
 
-size_t rl__gguf_vtype_size(uint32_t t) { return t < RL_GGUF_VTYPE_COUNT ? vtype_size[t] : 0; }
+size_t rl__gguf_vtype_size(uint32_t t) {
+    return t < RL_GGUF_VTYPE_COUNT ? vtype_size[t] : 0;
+}
 
 /* ---- bounds-checked cursor ---- */
 typedef struct cursor {
@@ -332,8 +335,8 @@ static rl_status parse_tensors(rl_gguf *g, cursor *c) {
         const rl_type_traits *tr = type < RL_TYPE_GGUF_END ? rl_type_get(type) : NULL;
         if (!tr)
             return rl_err_set(err, RL_ERR_FORMAT,
-                              "gguf: tensor '%s': unknown tensor type %u at offset %zu", name,
-                              type, type_at);
+                              "gguf: tensor '%s': unknown tensor type %u at offset %zu", name, type,
+                              type_at);
         t->type = (rl_type)type;
         if (t->ne[0] % tr->blck_size)
             return rl_err_set(err, RL_ERR_FORMAT,
@@ -541,12 +544,24 @@ rl_status rl_gguf_open(const char *path, rl_gguf **out, rl_err *err) {
 }
 
 /* ---- accessors ---- */
-uint32_t rl_gguf_version(const rl_gguf *g) { return g->version; }
-size_t rl_gguf_alignment(const rl_gguf *g) { return g->alignment; }
-uint64_t rl_gguf_data_offset(const rl_gguf *g) { return g->data_offset; }
-size_t rl_gguf_file_size(const rl_gguf *g) { return g->size; }
-int64_t rl_gguf_n_kv(const rl_gguf *g) { return (int64_t)g->n_kv; }
-int64_t rl_gguf_n_tensors(const rl_gguf *g) { return (int64_t)g->n_tensors; }
+uint32_t rl_gguf_version(const rl_gguf *g) {
+    return g->version;
+}
+size_t rl_gguf_alignment(const rl_gguf *g) {
+    return g->alignment;
+}
+uint64_t rl_gguf_data_offset(const rl_gguf *g) {
+    return g->data_offset;
+}
+size_t rl_gguf_file_size(const rl_gguf *g) {
+    return g->size;
+}
+int64_t rl_gguf_n_kv(const rl_gguf *g) {
+    return (int64_t)g->n_kv;
+}
+int64_t rl_gguf_n_tensors(const rl_gguf *g) {
+    return (int64_t)g->n_tensors;
+}
 
 const char *rl_gguf_kv_key(const rl_gguf *g, int64_t i) {
     return i >= 0 && (uint64_t)i < g->n_kv ? g->kv[i].key : NULL;
@@ -571,4 +586,3 @@ const rl_gguf_tensor *rl_gguf_find_tensor(const rl_gguf *g, const char *name) {
                             sizeof(rl_gguf_tensor), name);
     return i >= 0 ? &g->tensors[i] : NULL;
 }
-

@@ -30,9 +30,9 @@
 #include "base/base.h"
 #include "tensor/tensor.h"
 
-#define RL_GGUF_MAGIC 0x46554747u
+#define RL_GGUF_MAGIC             0x46554747u
 #define RL_GGUF_DEFAULT_ALIGNMENT 32
-#define RL_GGUF_MAX_DIMS 4
+#define RL_GGUF_MAX_DIMS          4
 
 /* Value types; append-only, fixed by the format. */
 typedef enum rl_gguf_vtype {
@@ -60,14 +60,14 @@ typedef struct rl_gguf_str {
 } rl_gguf_str;
 
 typedef struct rl_gguf_tensor {
-    const char *name;       /* NUL-terminated copy */
+    const char *name; /* NUL-terminated copy */
     rl_type type;
     uint32_t n_dims;
     int64_t ne[RL_GGUF_MAX_DIMS]; /* unused dims are 1; ne[0] fastest */
     int64_t n_elements;
-    uint64_t offset;        /* relative to the data section */
+    uint64_t offset; /* relative to the data section */
     size_t nbytes;
-    const void *data;       /* into the mapping; NULL for header-only opens */
+    const void *data; /* into the mapping; NULL for header-only opens */
 } rl_gguf_tensor;
 
 typedef struct rl_gguf rl_gguf; /* opaque */
@@ -99,7 +99,8 @@ rl_status rl_gguf_kv_str(const rl_gguf *g, int64_t i, rl_gguf_str *out, rl_err *
 
 /* By key, with a default when the key is absent (returns RL_OK then).
  * A present key of the wrong type is an error naming the key. */
-rl_status rl_gguf_get_i64(const rl_gguf *g, const char *key, int64_t def, int64_t *out, rl_err *err);
+rl_status rl_gguf_get_i64(const rl_gguf *g, const char *key, int64_t def, int64_t *out,
+                          rl_err *err);
 rl_status rl_gguf_get_f64(const rl_gguf *g, const char *key, double def, double *out, rl_err *err);
 rl_status rl_gguf_get_bool(const rl_gguf *g, const char *key, bool def, bool *out, rl_err *err);
 /* Absent key: out->ptr = NULL, out->len = 0, RL_OK. */
@@ -133,7 +134,8 @@ typedef struct rl_gguf_writer rl_gguf_writer;
 
 rl_gguf_writer *rl_gguf_writer_new(void); /* NULL on OOM */
 void rl_gguf_writer_free(rl_gguf_writer *w);
-void rl_gguf_writer_set_alignment(rl_gguf_writer *w, uint32_t alignment); /* also writes general.alignment */
+void rl_gguf_writer_set_alignment(rl_gguf_writer *w,
+                                  uint32_t alignment); /* also writes general.alignment */
 
 rl_status rl_gguf_writer_u8(rl_gguf_writer *w, const char *key, uint8_t v);
 rl_status rl_gguf_writer_i8(rl_gguf_writer *w, const char *key, int8_t v);

@@ -24,14 +24,45 @@ static rl_status load_int(const rl_gguf *g, const rl__gguf_kv *kv, uint32_t t, u
                           int64_t *out, rl_err *err) {
     const uint8_t *p = g->base + off;
     switch (t) {
-    case RL_GGUF_UINT8: *out = *p; return RL_OK;
-    case RL_GGUF_INT8: *out = (int8_t)*p; return RL_OK;
-    case RL_GGUF_BOOL: *out = *p != 0; return RL_OK;
-    case RL_GGUF_UINT16: { uint16_t v; memcpy(&v, p, 2); *out = v; return RL_OK; }
-    case RL_GGUF_INT16: { int16_t v; memcpy(&v, p, 2); *out = v; return RL_OK; }
-    case RL_GGUF_UINT32: { uint32_t v; memcpy(&v, p, 4); *out = v; return RL_OK; }
-    case RL_GGUF_INT32: { int32_t v; memcpy(&v, p, 4); *out = v; return RL_OK; }
-    case RL_GGUF_INT64: { int64_t v; memcpy(&v, p, 8); *out = v; return RL_OK; }
+    case RL_GGUF_UINT8:
+        *out = *p;
+        return RL_OK;
+    case RL_GGUF_INT8:
+        *out = (int8_t)*p;
+        return RL_OK;
+    case RL_GGUF_BOOL:
+        *out = *p != 0;
+        return RL_OK;
+    case RL_GGUF_UINT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        *out = v;
+        return RL_OK;
+    }
+    case RL_GGUF_INT16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        *out = v;
+        return RL_OK;
+    }
+    case RL_GGUF_UINT32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        *out = v;
+        return RL_OK;
+    }
+    case RL_GGUF_INT32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        *out = v;
+        return RL_OK;
+    }
+    case RL_GGUF_INT64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        *out = v;
+        return RL_OK;
+    }
     case RL_GGUF_UINT64: {
         uint64_t v;
         memcpy(&v, p, 8);
@@ -41,7 +72,8 @@ static rl_status load_int(const rl_gguf *g, const rl__gguf_kv *kv, uint32_t t, u
         *out = (int64_t)v;
         return RL_OK;
     }
-    default: return type_error(kv, t, "an integer", err);
+    default:
+        return type_error(kv, t, "an integer", err);
     }
 }
 
@@ -113,8 +145,7 @@ rl_status rl_gguf_get_i64(const rl_gguf *g, const char *key, int64_t def, int64_
     return rl_gguf_kv_i64(g, i, out, err);
 }
 
-rl_status rl_gguf_get_f64(const rl_gguf *g, const char *key, double def, double *out,
-                          rl_err *err) {
+rl_status rl_gguf_get_f64(const rl_gguf *g, const char *key, double def, double *out, rl_err *err) {
     int64_t i = rl_gguf_find_key(g, key);
     if (i < 0) {
         *out = def;

@@ -30,9 +30,9 @@ typedef struct wtensor {
 } wtensor;
 
 struct rl_gguf_writer {
-    wbuf kv;          /* serialized kv pairs */
+    wbuf kv; /* serialized kv pairs */
     uint64_t n_kv;
-    char **keys;      /* for duplicate checks */
+    char **keys; /* for duplicate checks */
     wtensor *tensors;
     size_t n_tensors, cap_tensors;
     uint32_t alignment;
@@ -52,8 +52,12 @@ static void wb_put(wbuf *b, const void *src, size_t n) {
     b->n += n;
 }
 
-static void wb_u32(wbuf *b, uint32_t v) { wb_put(b, &v, 4); }
-static void wb_u64(wbuf *b, uint64_t v) { wb_put(b, &v, 8); }
+static void wb_u32(wbuf *b, uint32_t v) {
+    wb_put(b, &v, 4);
+}
+static void wb_u64(wbuf *b, uint64_t v) {
+    wb_put(b, &v, 8);
+}
 static void wb_str(wbuf *b, const char *s, size_t n) {
     wb_u64(b, n);
     wb_put(b, s, n);
@@ -98,7 +102,9 @@ static rl_status put_scalar(rl_gguf_writer *w, const char *key, rl_gguf_vtype t,
 }
 
 #define SCALAR_SETTER(fn, ctype, vt)                                                               \
-    rl_status fn(rl_gguf_writer *w, const char *key, ctype v) { return put_scalar(w, key, vt, &v); }
+    rl_status fn(rl_gguf_writer *w, const char *key, ctype v) {                                    \
+        return put_scalar(w, key, vt, &v);                                                         \
+    }
 SCALAR_SETTER(rl_gguf_writer_u8, uint8_t, RL_GGUF_UINT8)
 SCALAR_SETTER(rl_gguf_writer_i8, int8_t, RL_GGUF_INT8)
 SCALAR_SETTER(rl_gguf_writer_u16, uint16_t, RL_GGUF_UINT16)
@@ -172,7 +178,9 @@ rl_status rl_gguf_writer_tensor(rl_gguf_writer *w, const char *name, rl_type typ
     return RL_OK;
 }
 
-static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+static uint64_t align_up(uint64_t x, uint64_t a) {
+    return (x + a - 1) / a * a;
+}
 
 static rl_status check_writable(const rl_gguf_writer *w, rl_err *err) {
     if (w->kv.oom) return rl_err_set(err, RL_ERR_NOMEM, "gguf writer: out of memory");

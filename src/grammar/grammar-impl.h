@@ -26,8 +26,8 @@
 #include "grammar/grammar.h"
 
 enum { GE_END = 0, GE_SET = 1, GE_REF = 2 };
-#define GE_KIND(e) ((e) & 3u)
-#define GE_ARG(e)  ((int32_t)((e) >> 2))
+#define GE_KIND(e)         ((e)&3u)
+#define GE_ARG(e)          ((int32_t)((e) >> 2))
 #define GE_MAKE(kind, arg) (((uint32_t)(arg) << 2) | (uint32_t)(kind))
 
 #define RL_GRAMMAR_INF_LEN (1 << 29) /* saturating "infinite" length */
@@ -43,7 +43,7 @@ static inline bool rl_bset_has(const rl_bset *s, unsigned b) {
 /* The triggers of a lazy grammar (grammar_lazy.c). */
 typedef struct rl_glazy {
     int32_t n_words, n_tokens;
-    int32_t max_word;                                         /* longest word, bytes */
+    int32_t max_word; /* longest word, bytes */
     uint16_t word_len[RL_GRAMMAR_MAX_TRIGGERS];
     char words[RL_GRAMMAR_MAX_TRIGGERS][RL_GRAMMAR_MAX_TRIGGER_LEN];
     int32_t tokens[RL_GRAMMAR_MAX_TRIGGERS];
@@ -51,15 +51,15 @@ typedef struct rl_glazy {
 
 struct rl_grammar {
     atomic_int refs;
-    rl_glazy *lazy;      /* NULL = constrains from the first byte */
+    rl_glazy *lazy; /* NULL = constrains from the first byte */
     int32_t n_rules, n_elems, n_alts, n_sets;
     int32_t root;
-    uint32_t *el;        /* [n_elems] */
-    int32_t *rule_alt;   /* [n_rules + 1] offsets into alt_start */
-    int32_t *alt_start;  /* [n_alts] element positions */
-    rl_bset *sets;       /* [n_sets] */
-    int32_t *minrest;    /* [n_elems] */
-    char **rule_names;   /* [n_rules] NUL-terminated, for messages */
+    uint32_t *el;       /* [n_elems] */
+    int32_t *rule_alt;  /* [n_rules + 1] offsets into alt_start */
+    int32_t *alt_start; /* [n_alts] element positions */
+    rl_bset *sets;      /* [n_sets] */
+    int32_t *minrest;   /* [n_elems] */
+    char **rule_names;  /* [n_rules] NUL-terminated, for messages */
 };
 
 /* ---- vocabulary trie (grammar_trie.c) ----
@@ -71,17 +71,17 @@ typedef struct rl_trie_node {
     int32_t tok_first;
     uint16_t depth; /* 1 for the first byte */
     uint8_t byte;
-    uint8_t n_tok;  /* duplicates beyond 255 identical pieces are excluded */
+    uint8_t n_tok; /* duplicates beyond 255 identical pieces are excluded */
 } rl_trie_node;
 
 struct rl_vocab_trie {
     int32_t n_vocab, n_nodes, n_eog, max_depth;
     rl_trie_node *nodes;
-    int32_t *tok_ids;  /* token ids sorted by bytes */
-    int32_t *eog;      /* [n_eog] */
-    uint8_t *kind;     /* [n_vocab] RL_VOCAB_* */
-    char *bytes;       /* all pieces concatenated */
-    uint32_t *off;     /* [n_vocab + 1] piece offsets into bytes */
+    int32_t *tok_ids; /* token ids sorted by bytes */
+    int32_t *eog;     /* [n_eog] */
+    uint8_t *kind;    /* [n_vocab] RL_VOCAB_* */
+    char *bytes;      /* all pieces concatenated */
+    uint32_t *off;    /* [n_vocab + 1] piece offsets into bytes */
 };
 
 /* ---- the lazily built automaton shared by a matcher family ----
@@ -92,15 +92,15 @@ struct rl_vocab_trie {
  * States are interned: equal sets get equal ids, so ids key the
  * transition memo (next[]) and the mask cache. */
 typedef struct rl_gstate {
-    rl_bset allow;      /* bytes with a live transition */
-    uint32_t blob_off;  /* into blobs */
+    rl_bset allow;     /* bytes with a live transition */
+    uint32_t blob_off; /* into blobs */
     uint32_t blob_len;
-    uint32_t next_off;  /* into next: one entry per allowed byte */
-    uint16_t pre[4];    /* popcount of allow.w[0..k) */
+    uint32_t next_off; /* into next: one entry per allowed byte */
+    uint16_t pre[4];   /* popcount of allow.w[0..k) */
     uint16_t n_allow;
     uint8_t accepting;
-    int32_t mask_slot;  /* -1 = none */
-    int32_t min_rem;    /* fewest bytes to accept */
+    int32_t mask_slot; /* -1 = none */
+    int32_t min_rem;   /* fewest bytes to accept */
     uint32_t hash;
 } rl_gstate;
 
@@ -136,7 +136,9 @@ typedef struct rl_gctx {
     /* stacks already expanded in this advance (expansion is a function of
      * the stack, so a second visit adds nothing): open addressing over
      * seen_arena, an entry is live when its stamp is seen_stamp */
-    struct rl_gseen { uint32_t stamp, off; } *seen_ht;
+    struct rl_gseen {
+        uint32_t stamp, off;
+    } * seen_ht;
     uint32_t seen_cap, seen_n, seen_stamp;
     int32_t *seen_arena;
     size_t n_seen_arena, cap_seen_arena;

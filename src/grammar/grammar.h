@@ -38,23 +38,27 @@
 #include "tokenizer/tokenizer.h"
 
 /* Limits on untrusted grammars and schemas (exceeding one is RL_ERR_LIMIT). */
-#define RL_GRAMMAR_MAX_TEXT     (1 << 20) /* bytes of grammar text */
-#define RL_GRAMMAR_MAX_RULES    65536     /* rules incl. generated helpers */
-#define RL_GRAMMAR_MAX_ELEMS    (1 << 20) /* compiled elements */
-#define RL_GRAMMAR_MAX_REPEAT   4096      /* m and n in x{m,n} */
-#define RL_GRAMMAR_MAX_NEST     128       /* parenthesis nesting */
-#define RL_GRAMMAR_MAX_DEPTH    256       /* matcher stack depth (runtime
-                                             nesting); deeper paths die */
-#define RL_GRAMMAR_MAX_STACKS   512       /* live parse stacks per state;
-                                             more ambiguity is cut off */
-#define RL_GRAMMAR_OP_STEPS     500000    /* parse-stack expansion steps in one
-                                             mask or accept; past it that call
-                                             fails (a grammar too ambiguous) */
-#define RL_GRAMMAR_MAX_TRIGGERS 16        /* trigger words and tokens of a
-                                             lazy grammar, each */
-#define RL_GRAMMAR_MAX_TRIGGER_LEN 64     /* bytes of one trigger word */
-#define RL_SCHEMA_MAX_DEPTH     32        /* nested subschemas */
-#define RL_SCHEMA_MAX_NODES     10000     /* subschemas visited */
+#define RL_GRAMMAR_MAX_TEXT   (1 << 20) /* bytes of grammar text */
+#define RL_GRAMMAR_MAX_RULES  65536     /* rules incl. generated helpers */
+#define RL_GRAMMAR_MAX_ELEMS  (1 << 20) /* compiled elements */
+#define RL_GRAMMAR_MAX_REPEAT 4096      /* m and n in x{m,n} */
+#define RL_GRAMMAR_MAX_NEST   128       /* parenthesis nesting */
+#define RL_GRAMMAR_MAX_DEPTH                                                                       \
+    256 /* matcher stack depth (runtime                                                            \
+           nesting); deeper paths die */
+#define RL_GRAMMAR_MAX_STACKS                                                                      \
+    512 /* live parse stacks per state;                                                            \
+           more ambiguity is cut off */
+#define RL_GRAMMAR_OP_STEPS                                                                        \
+    500000 /* parse-stack expansion steps in one                                                   \
+              mask or accept; past it that call                                                    \
+              fails (a grammar too ambiguous) */
+#define RL_GRAMMAR_MAX_TRIGGERS                                                                    \
+    16                                   /* trigger words and tokens of a                          \
+                                            lazy grammar, each */
+#define RL_GRAMMAR_MAX_TRIGGER_LEN 64    /* bytes of one trigger word */
+#define RL_SCHEMA_MAX_DEPTH        32    /* nested subschemas */
+#define RL_SCHEMA_MAX_NODES        10000 /* subschemas visited */
 
 typedef struct rl_grammar rl_grammar;
 typedef struct rl_vocab_trie rl_vocab_trie;
@@ -89,8 +93,9 @@ typedef struct rl_grammar_frame {
 } rl_grammar_frame;
 /* rl_json_schema_to_grammar with the value framed as f says (f NULL: the
  * plain grammar); rules `item` and `root` are the frame's. */
-rl_status rl_json_schema_to_grammar_framed(const char *schema_json, size_t len, const rl_grammar_frame *f,
-                                           char **out, size_t *out_len, rl_err *err);
+rl_status rl_json_schema_to_grammar_framed(const char *schema_json, size_t len,
+                                           const rl_grammar_frame *f, char **out, size_t *out_len,
+                                           rl_err *err);
 /* Both steps at once (errors as above, then rl_grammar_compile's).  NULL
  * on error. */
 rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_err *err);
@@ -108,8 +113,9 @@ rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_
  * RL_GRAMMAR_MAX_TRIGGERS words and as many tokens; at least one of
  * either.  Errors as rl_grammar_compile, plus RL_ERR_INVALID for a bad
  * trigger list. */
-rl_grammar *rl_grammar_compile_lazy(const char *text, size_t len, const char *const *words, int32_t n_words,
-                                    const int32_t *tokens, int32_t n_tokens, rl_err *err);
+rl_grammar *rl_grammar_compile_lazy(const char *text, size_t len, const char *const *words,
+                                    int32_t n_words, const int32_t *tokens, int32_t n_tokens,
+                                    rl_err *err);
 bool rl_grammar_is_lazy(const rl_grammar *g);
 
 rl_grammar *rl_grammar_retain(rl_grammar *g); /* returns g; thread-safe */

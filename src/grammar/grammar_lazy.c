@@ -10,11 +10,14 @@
 
 #include "grammar/grammar-impl.h"
 
-rl_grammar *rl_grammar_compile_lazy(const char *text, size_t len, const char *const *words, int32_t n_words,
-                                    const int32_t *tokens, int32_t n_tokens, rl_err *err) {
-    if (n_words < 0 || n_tokens < 0 || n_words > RL_GRAMMAR_MAX_TRIGGERS || n_tokens > RL_GRAMMAR_MAX_TRIGGERS ||
-        n_words + n_tokens == 0 || (n_words && !words) || (n_tokens && !tokens)) {
-        rl_err_set(err, RL_ERR_INVALID, "grammar: a lazy grammar needs 1..%d trigger words and/or tokens",
+rl_grammar *rl_grammar_compile_lazy(const char *text, size_t len, const char *const *words,
+                                    int32_t n_words, const int32_t *tokens, int32_t n_tokens,
+                                    rl_err *err) {
+    if (n_words < 0 || n_tokens < 0 || n_words > RL_GRAMMAR_MAX_TRIGGERS ||
+        n_tokens > RL_GRAMMAR_MAX_TRIGGERS || n_words + n_tokens == 0 || (n_words && !words) ||
+        (n_tokens && !tokens)) {
+        rl_err_set(err, RL_ERR_INVALID,
+                   "grammar: a lazy grammar needs 1..%d trigger words and/or tokens",
                    RL_GRAMMAR_MAX_TRIGGERS);
         return NULL;
     }
@@ -38,7 +41,8 @@ rl_grammar *rl_grammar_compile_lazy(const char *text, size_t len, const char *co
     for (int32_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0) {
             rl_free(lz);
-            rl_err_set(err, RL_ERR_INVALID, "grammar: trigger token %d is negative", (int)tokens[i]);
+            rl_err_set(err, RL_ERR_INVALID, "grammar: trigger token %d is negative",
+                       (int)tokens[i]);
             return NULL;
         }
         lz->tokens[i] = tokens[i];
@@ -54,7 +58,9 @@ rl_grammar *rl_grammar_compile_lazy(const char *text, size_t len, const char *co
     return g;
 }
 
-bool rl_grammar_is_lazy(const rl_grammar *g) { return g && g->lazy; }
+bool rl_grammar_is_lazy(const rl_grammar *g) {
+    return g && g->lazy;
+}
 
 int64_t rl__glazy_find(const rl_glazy *lz, const char *p, size_t n, size_t from, size_t min_start) {
     int64_t best = -1;

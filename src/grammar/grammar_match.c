@@ -39,12 +39,12 @@
 #include "base/buf.h"
 #include "grammar/grammar-impl.h"
 
-#define SOFT_STATES  4096
-#define HARD_STATES  32768
-#define SOFT_BYTES   ((size_t)16 << 20)
-#define HARD_BYTES   ((size_t)96 << 20)
-#define EXPAND_LIMIT 200000
-#define EXPAND_DEPTH 2048
+#define SOFT_STATES   4096
+#define HARD_STATES   32768
+#define SOFT_BYTES    ((size_t)16 << 20)
+#define HARD_BYTES    ((size_t)96 << 20)
+#define EXPAND_LIMIT  200000
+#define EXPAND_DEPTH  2048
 #define SEEN_MAX_INTS ((size_t)1 << 21)
 
 struct rl_gmatch {
@@ -154,9 +154,14 @@ static void expand(rl_gctx *c, size_t off, int len, int depth) {
     int32_t p = c->work[off + (size_t)len - 1];
     uint32_t e = g->el[p];
     switch (GE_KIND(e)) {
-    case GE_SET: emit(c, off, len); return;
-    case GE_END: expand(c, off, len - 1, depth + 1); return;
-    default: break;
+    case GE_SET:
+        emit(c, off, len);
+        return;
+    case GE_END:
+        expand(c, off, len - 1, depth + 1);
+        return;
+    default:
+        break;
     }
     /* paths meet where they branch: a reference met before is done */
     if (seen_before(c, off, len)) return;
@@ -182,7 +187,9 @@ static void expand(rl_gctx *c, size_t off, int len, int depth) {
     c->work_top = off2;
 }
 
-static const int32_t *out_stack(const rl_gctx *c, int32_t i) { return c->out + c->outidx[i]; }
+static const int32_t *out_stack(const rl_gctx *c, int32_t i) {
+    return c->out + c->outidx[i];
+}
 
 /* qsort has no context argument in C11 */
 static _Thread_local rl_gctx *tl_sort_ctx;
@@ -244,9 +251,10 @@ static void op_begin(rl_gctx *c) {
 /* The error for a failed operation: the step budget or memory. */
 static rl_status op_fail(const rl_gctx *c, rl_err *err, const char *what) {
     if (c->op_limit)
-        return rl_err_set(err, RL_ERR_LIMIT,
-                          "%s: grammar too ambiguous here (more than %d parse-stack expansion steps)", what,
-                          RL_GRAMMAR_OP_STEPS);
+        return rl_err_set(
+            err, RL_ERR_LIMIT,
+            "%s: grammar too ambiguous here (more than %d parse-stack expansion steps)", what,
+            RL_GRAMMAR_OP_STEPS);
     return rl_err_set(err, RL_ERR_NOMEM, "%s: out of memory", what);
 }
 
@@ -264,7 +272,8 @@ bool rl__gctx_advance_raw(rl_gctx *c, const int32_t *blob, unsigned byte, size_t
         int32_t p = s[l - 1];
         if (!rl_bset_has(&g->sets[GE_ARG(g->el[p])], byte)) continue;
         size_t off = c->work_top;
-        if (rl_grow((void **)&c->work, &c->work_cap, off + (size_t)l, sizeof(int32_t))) return false;
+        if (rl_grow((void **)&c->work, &c->work_cap, off + (size_t)l, sizeof(int32_t)))
+            return false;
         memcpy(c->work + off, s, sizeof(int32_t) * (size_t)l);
         c->work[off + (size_t)l - 1] = p + 1;
         c->work_top = off + (size_t)l;
@@ -291,7 +300,8 @@ static bool initial_raw(rl_gctx *c, size_t *len) {
 }
 
 static size_t ctx_bytes(const rl_gctx *c) {
-    return c->n_blobs * 4 + c->n_next * 4 + (size_t)c->n_st * sizeof(rl_gstate) + (size_t)c->ht_cap * 4;
+    return c->n_blobs * 4 + c->n_next * 4 + (size_t)c->n_st * sizeof(rl_gstate) +
+           (size_t)c->ht_cap * 4;
 }
 
 static bool ht_rebuild(rl_gctx *c, uint32_t cap) {
@@ -325,7 +335,8 @@ static int32_t intern(rl_gctx *c, const int32_t *blob, size_t n) {
     if ((uint32_t)(c->n_st + 1) * 2 > c->ht_cap && !ht_rebuild(c, c->ht_cap ? c->ht_cap * 2 : 256))
         return -4;
     const rl_grammar *g = c->g;
-    rl_gstate S = {.blob_len = (uint32_t)n, .mask_slot = -1, .hash = h, .min_rem = RL_GRAMMAR_INF_LEN};
+    rl_gstate S = {
+        .blob_len = (uint32_t)n, .mask_slot = -1, .hash = h, .min_rem = RL_GRAMMAR_INF_LEN};
     int32_t ns = blob[0];
     size_t i = 1;
     for (int32_t k = 0; k < ns; k++) {
@@ -333,7 +344,8 @@ static int32_t intern(rl_gctx *c, const int32_t *blob, size_t n) {
         int64_t rem = 0;
         for (int32_t j = 0; j < l; j++) rem += g->minrest[blob[i + 1 + (size_t)j]];
         if (rem < S.min_rem) S.min_rem = (int32_t)rem;
-        if (l == 0) S.accepting = 1;
+        if (l == 0)
+            S.accepting = 1;
         else {
             const rl_bset *bs = &g->sets[GE_ARG(g->el[blob[i + (size_t)l]])];
             for (int w = 0; w < 4; w++) S.allow.w[w] |= bs->w[w];
@@ -507,15 +519,19 @@ rl_gmatch *rl_gmatch_new(const rl_grammar *g, const rl_vocab_trie *t, rl_err *er
     }
     return m;
 nomem:
-    if (c) op_fail(c, err, "grammar matcher");
-    else rl_err_set(err, RL_ERR_NOMEM, "grammar matcher: out of memory");
+    if (c)
+        op_fail(c, err, "grammar matcher");
+    else
+        rl_err_set(err, RL_ERR_NOMEM, "grammar matcher: out of memory");
     if (m) {
         rl_free(m->blob);
         rl_free(m->tail);
         rl_free(m);
     }
-    if (c && !c->g) rl_free(c);
-    else ctx_free(c);
+    if (c && !c->g)
+        rl_free(c);
+    else
+        ctx_free(c);
     return NULL;
 }
 
@@ -548,11 +564,14 @@ rl_status rl_gmatch_restore(rl_gmatch *dst, const rl_gmatch *src, rl_err *err) {
     dst->sid = src->sid;
     dst->gen = src->gen;
     dst->done = src->done;
-    if (!copy_lazy(dst, src)) return rl_err_set(err, RL_ERR_NOMEM, "rl_gmatch_restore: out of memory");
+    if (!copy_lazy(dst, src))
+        return rl_err_set(err, RL_ERR_NOMEM, "rl_gmatch_restore: out of memory");
     return RL_OK;
 }
 
-const rl_vocab_trie *rl__gmatch_trie(const rl_gmatch *m) { return m->c->t; }
+const rl_vocab_trie *rl__gmatch_trie(const rl_gmatch *m) {
+    return m->c->t;
+}
 
 void rl_gmatch_free(rl_gmatch *m) {
     if (!m) return;
@@ -566,19 +585,24 @@ void rl_gmatch_set_mask_cache(rl_gmatch *m, int n_entries) {
     if (!set_slots(m->c, n_entries)) set_slots(m->c, 0);
 }
 
-rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m) { return m->c->stats; }
+rl_gmatch_stats rl_gmatch_get_stats(const rl_gmatch *m) {
+    return m->c->stats;
+}
 
 /* Walks state *ps through bytes p[0..n) without committing (*ps is the
  * state reached; a cache flush on the way re-interns it). */
-static rl_status walk(rl_gmatch *m, int32_t *ps, const uint8_t *p, size_t n, rl_err *err, int32_t id) {
+static rl_status walk(rl_gmatch *m, int32_t *ps, const uint8_t *p, size_t n, rl_err *err,
+                      int32_t id) {
     int32_t s = *ps;
     for (size_t i = 0; i < n; i++) {
         int32_t nx = rl__gctx_step(m->c, s, p[i]);
         if (nx == RL_GT_DEAD) {
             if (id >= 0)
                 return rl_err_set(err, RL_ERR_INVALID,
-                                  "grammar: token %d not allowed here (byte %zu of %zu)", (int)id, i, n);
-            return rl_err_set(err, RL_ERR_INVALID, "grammar: byte %zu (0x%02x) not allowed here", i, p[i]);
+                                  "grammar: token %d not allowed here (byte %zu of %zu)", (int)id,
+                                  i, n);
+            return rl_err_set(err, RL_ERR_INVALID, "grammar: byte %zu (0x%02x) not allowed here", i,
+                              p[i]);
         }
         if (nx == RL_GT_OVERFLOW) {
             /* long input through many distinct states: flush and go on */
@@ -604,7 +628,8 @@ static rl_status walk(rl_gmatch *m, int32_t *ps, const uint8_t *p, size_t n, rl_
 /* Advances a copy of the state through bytes; on success commits. */
 static rl_status advance_bytes(rl_gmatch *m, const uint8_t *p, size_t n, rl_err *err,
                                const char *what, int32_t id) {
-    if (m->done) return rl_err_set(err, RL_ERR_INVALID, "grammar: %s after end of generation", what);
+    if (m->done)
+        return rl_err_set(err, RL_ERR_INVALID, "grammar: %s after end of generation", what);
     op_begin(m->c);
     if (!sync(m)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
     int32_t s = m->sid;
@@ -616,7 +641,8 @@ static rl_status advance_bytes(rl_gmatch *m, const uint8_t *p, size_t n, rl_err 
 
 /* The grammar's start state (where a waiting matcher still is) through
  * a[0..na) then b[0..nb), committed only when both are accepted. */
-static rl_status start_with(rl_gmatch *m, const char *a, size_t na, const char *b, size_t nb, rl_err *err) {
+static rl_status start_with(rl_gmatch *m, const char *a, size_t na, const char *b, size_t nb,
+                            rl_err *err) {
     op_begin(m->c);
     if (!sync(m)) return rl_err_set(err, RL_ERR_NOMEM, "grammar: out of memory");
     int32_t s = m->sid;
@@ -662,14 +688,17 @@ static rl_status lazy_feed(rl_gmatch *m, const char *p, size_t n, int32_t id, rl
             min_start = (size_t)at + 1; /* refused: look past this occurrence */
         }
         /* keep the bytes a word still in progress may need */
-        uint32_t keep = (uint32_t)lz->max_word - 1 < m->tail_len ? (uint32_t)lz->max_word - 1 : m->tail_len;
+        uint32_t keep =
+            (uint32_t)lz->max_word - 1 < m->tail_len ? (uint32_t)lz->max_word - 1 : m->tail_len;
         memmove(m->tail, m->tail + m->tail_len - keep, keep);
         m->tail_len = keep;
     }
     return RL_OK;
 }
 
-bool rl_gmatch_is_waiting(const rl_gmatch *m) { return m->waiting; }
+bool rl_gmatch_is_waiting(const rl_gmatch *m) {
+    return m->waiting;
+}
 
 rl_status rl_gmatch_accept_bytes(rl_gmatch *m, const char *p, size_t n, rl_err *err) {
     rl_err_clear(err);
@@ -681,7 +710,8 @@ rl_status rl_gmatch_accept_token(rl_gmatch *m, int32_t id, rl_err *err) {
     rl_err_clear(err);
     const rl_vocab_trie *t = m->c->t;
     if (id < 0 || id >= t->n_vocab)
-        return rl_err_set(err, RL_ERR_RANGE, "grammar: token id %d out of range [0, %d)", (int)id, (int)t->n_vocab);
+        return rl_err_set(err, RL_ERR_RANGE, "grammar: token id %d out of range [0, %d)", (int)id,
+                          (int)t->n_vocab);
     if (m->waiting && !m->done && t->kind[id] != RL_VOCAB_EOG) {
         if (t->kind[id] != RL_VOCAB_NORMAL) return lazy_feed(m, NULL, 0, id, err);
         return lazy_feed(m, t->bytes + t->off[id], t->off[id + 1] - t->off[id], id, err);
@@ -692,14 +722,17 @@ rl_status rl_gmatch_accept_token(rl_gmatch *m, int32_t id, rl_err *err) {
             return RL_OK;
         }
         if (!rl_gmatch_is_accepting(m))
-            return rl_err_set(err, RL_ERR_INVALID, "grammar: end-of-generation token %d before the output is complete", (int)id);
+            return rl_err_set(err, RL_ERR_INVALID,
+                              "grammar: end-of-generation token %d before the output is complete",
+                              (int)id);
         m->done = true;
         return RL_OK;
     }
     if (t->kind[id] != RL_VOCAB_NORMAL)
-        return rl_err_set(err, RL_ERR_INVALID, "grammar: token %d (control/unused) never allowed", (int)id);
-    return advance_bytes(m, (const uint8_t *)t->bytes + t->off[id], t->off[id + 1] - t->off[id], err,
-                         "token", id);
+        return rl_err_set(err, RL_ERR_INVALID, "grammar: token %d (control/unused) never allowed",
+                          (int)id);
+    return advance_bytes(m, (const uint8_t *)t->bytes + t->off[id], t->off[id + 1] - t->off[id],
+                         err, "token", id);
 }
 
 bool rl_gmatch_is_accepting(rl_gmatch *m) {
@@ -807,7 +840,8 @@ static const uint64_t *allowed_bits(rl_gmatch *m) {
     }
     if (m->done) {
         memset(c->tmp_bits, 0, sizeof(uint64_t) * (size_t)c->n_words);
-        for (int32_t k = 0; k < t->n_eog; k++) c->tmp_bits[t->eog[k] >> 6] |= 1ull << (t->eog[k] & 63);
+        for (int32_t k = 0; k < t->n_eog; k++)
+            c->tmp_bits[t->eog[k] >> 6] |= 1ull << (t->eog[k] & 63);
         return c->tmp_bits;
     }
     op_begin(c);
@@ -822,7 +856,8 @@ static const uint64_t *allowed_bits(rl_gmatch *m) {
     int32_t slot = 0;
     for (int32_t k = 1; k < c->n_slots && c->slot_used[slot]; k++)
         if (c->slot_used[k] < c->slot_used[slot]) slot = k;
-    if (c->slot_owner[slot] >= 0 && c->slot_owner[slot] < c->n_st) c->st[c->slot_owner[slot]].mask_slot = -1;
+    if (c->slot_owner[slot] >= 0 && c->slot_owner[slot] < c->n_st)
+        c->st[c->slot_owner[slot]].mask_slot = -1;
     c->slot_owner[slot] = -1;
     uint64_t *bits = c->slot_mem + (size_t)slot * (size_t)c->n_words;
     if (!rl__trie_walk(c, m->sid, bits)) return NULL;

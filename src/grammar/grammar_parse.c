@@ -52,14 +52,18 @@ typedef struct builder {
     bool failed;
 } builder;
 
-static uint32_t hash_bytes(const void *p, size_t n) { return (uint32_t)rl_hash_bytes(p, n); }
+static uint32_t hash_bytes(const void *p, size_t n) {
+    return (uint32_t)rl_hash_bytes(p, n);
+}
 
 static bool b_fail(builder *b, rl_status code, const char *fmt, const char *a, int line) {
     if (!b->failed) {
         char buf[300];
         snprintf(buf, sizeof buf, fmt, a ? a : "");
-        if (line > 0) rl_err_set(b->err, code, "grammar line %d: %s", line, buf);
-        else rl_err_set(b->err, code, "grammar: %s", buf);
+        if (line > 0)
+            rl_err_set(b->err, code, "grammar line %d: %s", line, buf);
+        else
+            rl_err_set(b->err, code, "grammar: %s", buf);
     }
     b->failed = true;
     return false;
@@ -238,7 +242,8 @@ int rl__cp_ranges_normalize(rl__cprange *r, int n, bool neg, rl__cprange *out) {
     for (int i = 0; i < n; i++) {
         if (m && r[i].lo <= r[m - 1].hi + 1) {
             if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi;
-        } else r[m++] = r[i];
+        } else
+            r[m++] = r[i];
     }
     if (!neg) {
         memcpy(out, r, sizeof *r * (size_t)m);
@@ -267,7 +272,8 @@ static bool class_emit(builder *b, int32_t parent, crange *r, int n, bool neg, b
     for (int i = 0; i < nt; i++) {
         uint32_t lo = tmp[i].lo, hi = tmp[i].hi > 0x10FFFF ? 0x10FFFF : tmp[i].hi;
         if (lo > hi) continue;
-        if (hi < 0xD800 || lo > 0xDFFF) fin[nf++] = (crange){lo, hi};
+        if (hi < 0xD800 || lo > 0xDFFF)
+            fin[nf++] = (crange){lo, hi};
         else {
             if (lo < 0xD800) fin[nf++] = (crange){lo, 0xD7FF};
             if (hi > 0xDFFF) fin[nf++] = (crange){0xE000, hi};
@@ -320,16 +326,18 @@ static void skip_space(parser *p) {
         if (c == '\n') {
             p->line++;
             p->i++;
-        } else if (c == ' ' || c == '\t' || c == '\r') p->i++;
+        } else if (c == ' ' || c == '\t' || c == '\r')
+            p->i++;
         else if (c == '#') {
             while (p->i < p->n && p->s[p->i] != '\n') p->i++;
-        } else break;
+        } else
+            break;
     }
 }
 
 static bool is_name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
 }
 
 /* Is there `name ::=` at the current position (after spaces)? */
@@ -353,21 +361,47 @@ static int64_t read_char(parser *p) {
     if (p->i >= p->n) return -1;
     uint8_t c = (uint8_t)p->s[p->i];
     if (c == '\\') {
-        if (p->i + 1 >= p->n) return b_fail(p->b, RL_ERR_FORMAT, "dangling backslash%s", "", p->line), -1;
+        if (p->i + 1 >= p->n)
+            return b_fail(p->b, RL_ERR_FORMAT, "dangling backslash%s", "", p->line), -1;
         char e = p->s[p->i + 1];
         p->i += 2;
         int nd = 0;
         switch (e) {
-        case 'n': return '\n';
-        case 'r': return '\r';
-        case 't': return '\t';
-        case '0': return 0;
-        case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/':
-        case '.': case '(': case ')': case '{': case '}': case '|': case '*': case '+': case '?':
+        case 'n':
+            return '\n';
+        case 'r':
+            return '\r';
+        case 't':
+            return '\t';
+        case '0':
+            return 0;
+        case '\\':
+        case '"':
+        case '\'':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
+        case '.':
+        case '(':
+        case ')':
+        case '{':
+        case '}':
+        case '|':
+        case '*':
+        case '+':
+        case '?':
             return (unsigned char)e;
-        case 'x': nd = 2; break;
-        case 'u': nd = 4; break;
-        case 'U': nd = 8; break;
+        case 'x':
+            nd = 2;
+            break;
+        case 'u':
+            nd = 4;
+            break;
+        case 'U':
+            nd = 8;
+            break;
         default: {
             char m[4] = {e, 0};
             return b_fail(p->b, RL_ERR_FORMAT, "unknown escape '\\%s'", m, p->line), -1;
@@ -381,12 +415,15 @@ static int64_t read_char(parser *p) {
             p->i++;
         }
         if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-            return b_fail(p->b, RL_ERR_FORMAT, "escape is not a Unicode scalar value%s", "", p->line), -1;
+            return b_fail(p->b, RL_ERR_FORMAT, "escape is not a Unicode scalar value%s", "",
+                          p->line),
+                   -1;
         return v;
     }
     uint32_t v;
     size_t l = rl_utf8_decode(p->s + p->i, p->n - p->i, &v);
-    if (l == 0) return b_fail(p->b, RL_ERR_FORMAT, "invalid UTF-8 in grammar text%s", "", p->line), -1;
+    if (l == 0)
+        return b_fail(p->b, RL_ERR_FORMAT, "invalid UTF-8 in grammar text%s", "", p->line), -1;
     p->i += l;
     return v;
 }
@@ -437,9 +474,12 @@ static bool parse_class(parser *p, bseq *out) {
             p->i++;
             hi = read_char(p);
             if (hi < 0) return false;
-            if (hi < lo) return b_fail(p->b, RL_ERR_FORMAT, "reversed range in character class%s", "", line);
+            if (hi < lo)
+                return b_fail(p->b, RL_ERR_FORMAT, "reversed range in character class%s", "", line);
         }
-        if (n >= 4096) return b_fail(p->b, RL_ERR_LIMIT, "more than %s items in a character class", "4096", line);
+        if (n >= 4096)
+            return b_fail(p->b, RL_ERR_LIMIT, "more than %s items in a character class", "4096",
+                          line);
         r[n++] = (crange){(uint32_t)lo, (uint32_t)hi};
     }
     if (n == 0 && !neg) return b_fail(p->b, RL_ERR_FORMAT, "empty character class%s", "", line);
@@ -491,8 +531,10 @@ static bool parse_term(parser *p, bseq *out) {
     bseq t = {0};
     bool ok = true;
     char c = p->s[p->i];
-    if (c == '"') ok = parse_string(p, &t);
-    else if (c == '[') ok = parse_class(p, &t);
+    if (c == '"')
+        ok = parse_string(p, &t);
+    else if (c == '[')
+        ok = parse_class(p, &t);
     else if (c == '.') {
         p->i++;
         crange r = {0, 0x10FFFF};
@@ -506,13 +548,17 @@ static bool parse_term(parser *p, bseq *out) {
         int32_t r = rule_aux(b, p->cur_rule);
         ok = r >= 0 && parse_alts(p, r, ')');
         if (ok) {
-            if (p->i >= p->n || p->s[p->i] != ')') ok = b_fail(b, RL_ERR_FORMAT, "missing ')'%s", "", p->line);
-            else p->i++;
+            if (p->i >= p->n || p->s[p->i] != ')')
+                ok = b_fail(b, RL_ERR_FORMAT, "missing ')'%s", "", p->line);
+            else
+                p->i++;
         }
         p->nest--;
         /* a group of one alternative of one element is that element */
-        if (ok && b->rules[r].n_alts == 1 && b->rules[r].alts[0].n == 1) ok = seq_push(b, &t, b->rules[r].alts[0].e[0]);
-        else if (ok) ok = seq_push(b, &t, GE_MAKE(GE_REF, r));
+        if (ok && b->rules[r].n_alts == 1 && b->rules[r].alts[0].n == 1)
+            ok = seq_push(b, &t, b->rules[r].alts[0].e[0]);
+        else if (ok)
+            ok = seq_push(b, &t, GE_MAKE(GE_REF, r));
     } else if (is_name_char(c)) {
         size_t st = p->i;
         while (p->i < p->n && is_name_char(p->s[p->i])) p->i++;
@@ -522,7 +568,8 @@ static bool parse_term(parser *p, bseq *out) {
         ok = seq_push(b, &t, GE_MAKE(GE_REF, r));
     } else {
         char m[2] = {c, 0};
-        b_fail(b, RL_ERR_FORMAT, "unexpected character '%s'", (unsigned char)c >= 32 ? m : "?", p->line);
+        b_fail(b, RL_ERR_FORMAT, "unexpected character '%s'", (unsigned char)c >= 32 ? m : "?",
+               p->line);
         return false;
     }
     if (!ok) {
@@ -536,32 +583,43 @@ static bool parse_term(parser *p, bseq *out) {
         if (j >= p->n) break;
         char o = p->s[j];
         long m, n;
-        if (o == '*') m = 0, n = -1;
-        else if (o == '+') m = 1, n = -1;
-        else if (o == '?') m = 0, n = 1;
+        if (o == '*')
+            m = 0, n = -1;
+        else if (o == '+')
+            m = 1, n = -1;
+        else if (o == '?')
+            m = 0, n = 1;
         else if (o == '{') {
             p->i = j + 1;
             if (!parse_count(p, &m)) ok = false;
             n = m;
             if (ok && p->i < p->n && p->s[p->i] == ',') {
                 p->i++;
-                if (p->i < p->n && p->s[p->i] == '}') n = -1;
-                else if (!parse_count(p, &n)) ok = false;
+                if (p->i < p->n && p->s[p->i] == '}')
+                    n = -1;
+                else if (!parse_count(p, &n))
+                    ok = false;
             }
             if (ok && (p->i >= p->n || p->s[p->i] != '}'))
                 ok = b_fail(b, RL_ERR_FORMAT, "expected '}' in {m,n}%s", "", p->line);
-            if (ok && n >= 0 && n < m) ok = b_fail(b, RL_ERR_FORMAT, "{m,n} with n < m%s", "", p->line);
+            if (ok && n >= 0 && n < m)
+                ok = b_fail(b, RL_ERR_FORMAT, "{m,n} with n < m%s", "", p->line);
             j = p->i;
-        } else break;
+        } else
+            break;
         if (!ok) break;
         p->i = j + 1;
         if (t.n == 0) continue; /* repeating the empty string */
         uint32_t x;
-        if (t.n == 1) x = t.e[0];
+        if (t.n == 1)
+            x = t.e[0];
         else {
             int32_t r = rule_aux(b, p->cur_rule);
             bseq *a = r >= 0 ? alt_new(b, r) : NULL;
-            if (!a) { ok = false; break; }
+            if (!a) {
+                ok = false;
+                break;
+            }
             *a = t; /* the helper takes ownership */
             t = (bseq){0};
             x = GE_MAKE(GE_REF, r);
@@ -615,7 +673,8 @@ static bool parse_all(parser *p) {
         size_t st = p->i;
         while (p->i < p->n && is_name_char(p->s[p->i])) p->i++;
         if (p->i == st || !at_rule_def(&(parser){.s = p->s, .n = p->n, .i = st}))
-            return b_fail(b, RL_ERR_FORMAT, "expected a rule definition 'name ::= ...'%s", "", p->line);
+            return b_fail(b, RL_ERR_FORMAT, "expected a rule definition 'name ::= ...'%s", "",
+                          p->line);
         int32_t r = rule_get(b, p->s + st, p->i - st);
         if (r < 0) return false;
         if (b->rules[r].line_def)
@@ -673,7 +732,8 @@ static bool compute_minlen(builder *b, int32_t *minlen) {
                     if (GE_KIND(s->e[i]) == GE_REF) {
                         pending[a]++;
                         occ_off[GE_ARG(s->e[i]) + 1]++;
-                    } else sum[a] = sat_add(sum[a], 1);
+                    } else
+                        sum[a] = sat_add(sum[a], 1);
                 }
                 if (!pending[a]) rl_heap_push(&heap, &(heap_item){sum[a], r});
             }
@@ -724,10 +784,13 @@ static void prune_unproductive(builder *b, const int32_t *minlen) {
         for (int32_t k = 0; k < ru->n_alts; k++) {
             bool good = true;
             for (int32_t i = 0; i < ru->alts[k].n && good; i++)
-                if (GE_KIND(ru->alts[k].e[i]) == GE_REF && minlen[GE_ARG(ru->alts[k].e[i])] >= RL_GRAMMAR_INF_LEN)
+                if (GE_KIND(ru->alts[k].e[i]) == GE_REF &&
+                    minlen[GE_ARG(ru->alts[k].e[i])] >= RL_GRAMMAR_INF_LEN)
                     good = false;
-            if (good) ru->alts[w++] = ru->alts[k];
-            else rl_free(ru->alts[k].e);
+            if (good)
+                ru->alts[w++] = ru->alts[k];
+            else
+                rl_free(ru->alts[k].e);
         }
         ru->n_alts = w;
     }
@@ -771,8 +834,10 @@ static bool check_left_recursion(builder *b, const int32_t *minlen) {
                 continue;
             }
             int32_t t = GE_ARG(e);
-            if (minlen[t] == 0) f[2]++; /* nullable: the next element is also a prefix target */
-            else f[1]++, f[2] = 0;
+            if (minlen[t] == 0)
+                f[2]++; /* nullable: the next element is also a prefix target */
+            else
+                f[1]++, f[2] = 0;
             if (color[t] == 1) {
                 b_fail(b, RL_ERR_FORMAT, "left recursion through rule '%s'", b->rules[t].name, 0);
                 ok = false;
@@ -799,7 +864,8 @@ rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err) {
         return NULL;
     }
     if (len > RL_GRAMMAR_MAX_TEXT) {
-        rl_err_set(err, RL_ERR_LIMIT, "grammar: text is %zu bytes, limit %d", len, RL_GRAMMAR_MAX_TEXT);
+        rl_err_set(err, RL_ERR_LIMIT, "grammar: text is %zu bytes, limit %d", len,
+                   RL_GRAMMAR_MAX_TEXT);
         return NULL;
     }
     builder b = {.err = err};
@@ -810,7 +876,8 @@ rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err) {
     int32_t root = -1;
     for (int32_t r = 0; r < b.n_rules; r++) {
         if (!b.rules[r].line_def) {
-            b_fail(&b, RL_ERR_FORMAT, "undefined rule '%s'", display_name(b.rules[r].name), b.rules[r].line_ref);
+            b_fail(&b, RL_ERR_FORMAT, "undefined rule '%s'", display_name(b.rules[r].name),
+                   b.rules[r].line_ref);
             goto out;
         }
         if (!strcmp(b.rules[r].name, "root")) root = r;
@@ -826,7 +893,8 @@ rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err) {
     }
     if (!compute_minlen(&b, minlen)) goto out;
     if (minlen[root] >= RL_GRAMMAR_INF_LEN) {
-        b_fail(&b, RL_ERR_FORMAT, "the grammar matches no string: rule 'root' can never finish%s", "", 0);
+        b_fail(&b, RL_ERR_FORMAT, "the grammar matches no string: rule 'root' can never finish%s",
+               "", 0);
         goto out;
     }
     prune_unproductive(&b, minlen);
@@ -857,7 +925,8 @@ rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err) {
     g->alt_start = rl_malloc(sizeof(int32_t) * (size_t)(na + 1));
     g->sets = rl_malloc(sizeof(rl_bset) * (size_t)(b.n_sets + 1));
     g->rule_names = rl_calloc((size_t)b.n_rules, sizeof(char *));
-    if (!g->el || !g->minrest || !g->rule_alt || !g->alt_start || !g->sets || !g->rule_names) goto nomem;
+    if (!g->el || !g->minrest || !g->rule_alt || !g->alt_start || !g->sets || !g->rule_names)
+        goto nomem;
     if (b.n_sets) memcpy(g->sets, b.sets, sizeof(rl_bset) * (size_t)b.n_sets);
     int32_t pos = 0, ai = 0;
     for (int32_t r = 0; r < b.n_rules; r++) {
@@ -877,7 +946,8 @@ rl_grammar *rl_grammar_compile(const char *text, size_t len, rl_err *err) {
     /* minrest backwards: END -> 0 */
     for (int32_t i = g->n_elems - 1; i >= 0; i--) {
         uint32_t e = g->el[i];
-        if (GE_KIND(e) == GE_END) g->minrest[i] = 0;
+        if (GE_KIND(e) == GE_END)
+            g->minrest[i] = 0;
         else {
             int32_t l = GE_KIND(e) == GE_SET ? 1 : minlen[GE_ARG(e)];
             g->minrest[i] = sat_add(l, g->minrest[i + 1]);
@@ -918,4 +988,6 @@ void rl_grammar_free(rl_grammar *g) {
     rl_free(g);
 }
 
-int32_t rl_grammar_n_rules(const rl_grammar *g) { return g ? g->n_rules : 0; }
+int32_t rl_grammar_n_rules(const rl_grammar *g) {
+    return g ? g->n_rules : 0;
+}

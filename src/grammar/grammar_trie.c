@@ -47,7 +47,8 @@ rl_vocab_trie *rl_vocab_trie_build(int32_t n_vocab, const char *const *pieces, c
                                    const uint8_t *kinds, rl_err *err) {
     rl_err_clear(err);
     if (n_vocab <= 0 || n_vocab > (1 << 24) || !pieces || !lens) {
-        rl_err_set(err, RL_ERR_INVALID, "vocab trie: n_vocab %d out of range (1..16777216) or NULL pieces",
+        rl_err_set(err, RL_ERR_INVALID,
+                   "vocab trie: n_vocab %d out of range (1..16777216) or NULL pieces",
                    (int)n_vocab);
         return NULL;
     }
@@ -89,7 +90,8 @@ rl_vocab_trie *rl_vocab_trie_build(int32_t n_vocab, const char *const *pieces, c
         if (t->kind[i] == RL_VOCAB_NORMAL) {
             memcpy(t->bytes + t->off[i], pieces[i], lens[i]);
             order[no++] = i;
-        } else if (t->kind[i] == RL_VOCAB_EOG) t->eog[t->n_eog++] = i;
+        } else if (t->kind[i] == RL_VOCAB_EOG)
+            t->eog[t->n_eog++] = i;
     }
     tl_trie = t;
     qsort(order, (size_t)no, sizeof *order, piece_cmp);
@@ -111,8 +113,8 @@ rl_vocab_trie *rl_vocab_trie_build(int32_t n_vocab, const char *const *pieces, c
         while (depth < len) {
             if (rl_grow((void **)&t->nodes, &cap, (size_t)n_nodes + 1, sizeof *t->nodes))
                 goto nomem;
-            t->nodes[n_nodes] = (rl_trie_node){.skip = -1, .tok_first = -1, .depth = (uint16_t)(depth + 1),
-                                               .byte = s[depth]};
+            t->nodes[n_nodes] = (rl_trie_node){
+                .skip = -1, .tok_first = -1, .depth = (uint16_t)(depth + 1), .byte = s[depth]};
             path[depth++] = n_nodes++;
         }
         rl_trie_node *nd = &t->nodes[path[len - 1]];
@@ -158,10 +160,12 @@ rl_vocab_trie *rl_vocab_trie_from_tokenizer(const rl_tokenizer *tok, rl_err *err
     for (int32_t i = 0; i < n; i++) {
         pieces[i] = rl_tokenizer_piece(tok, i, &lens[i]);
         rl_token_type ty = rl_tokenizer_token_type(tok, i);
-        if (rl_tokenizer_is_eog(tok, i)) kinds[i] = RL_VOCAB_EOG;
+        if (rl_tokenizer_is_eog(tok, i))
+            kinds[i] = RL_VOCAB_EOG;
         else if (ty == RL_TOKEN_CONTROL || ty == RL_TOKEN_UNKNOWN || ty == RL_TOKEN_UNUSED)
             kinds[i] = RL_VOCAB_EXCLUDE;
-        else kinds[i] = RL_VOCAB_NORMAL;
+        else
+            kinds[i] = RL_VOCAB_NORMAL;
     }
     t = rl_vocab_trie_build(n, pieces, lens, kinds, err);
 out:
@@ -171,8 +175,12 @@ out:
     return t;
 }
 
-int32_t rl_vocab_trie_n_vocab(const rl_vocab_trie *t) { return t ? t->n_vocab : 0; }
-int32_t rl_vocab_trie_n_nodes(const rl_vocab_trie *t) { return t ? t->n_nodes : 0; }
+int32_t rl_vocab_trie_n_vocab(const rl_vocab_trie *t) {
+    return t ? t->n_vocab : 0;
+}
+int32_t rl_vocab_trie_n_nodes(const rl_vocab_trie *t) {
+    return t ? t->n_nodes : 0;
+}
 
 static void mark(const rl_vocab_trie *t, const rl_trie_node *nd, uint64_t *bits) {
     for (int32_t k = 0; k < nd->n_tok; k++) {
@@ -194,7 +202,8 @@ static bool walk_slow(rl_gctx *c, const int32_t *pblob, int32_t i, uint64_t *bit
     memcpy(mine, c->cand, sizeof(int32_t) * len);
     mark(t, nd, bits);
     bool ok = true;
-    for (int32_t j = i + 1; ok && j < nd->skip; j = t->nodes[j].skip) ok = walk_slow(c, mine, j, bits);
+    for (int32_t j = i + 1; ok && j < nd->skip; j = t->nodes[j].skip)
+        ok = walk_slow(c, mine, j, bits);
     rl_free(mine);
     return ok;
 }
@@ -218,7 +227,8 @@ bool rl__trie_walk(rl_gctx *c, int32_t s0, uint64_t *bits) {
                 bool ok = walk_slow(c, pb, i, bits);
                 rl_free(pb);
                 if (!ok) return false;
-            } else if (nx != RL_GT_DEAD) return false;
+            } else if (nx != RL_GT_DEAD)
+                return false;
             i = nd->skip;
             continue;
         }

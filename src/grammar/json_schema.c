@@ -60,7 +60,8 @@ bool rl__js_fail(conv *c, rl_status code, const char *fmt, ...) {
 bool rl__js_put(conv *c, rl_buf *b, const char *s, size_t n) {
     if (c->failed) return false;
     if (b->n + n + 1 > RL_GRAMMAR_MAX_TEXT)
-        return rl__js_fail(c, RL_ERR_LIMIT, "generated grammar exceeds %d bytes", RL_GRAMMAR_MAX_TEXT);
+        return rl__js_fail(c, RL_ERR_LIMIT, "generated grammar exceeds %d bytes",
+                           RL_GRAMMAR_MAX_TEXT);
     if (rl_buf_append(b, s, n)) return rl__js_fail(c, RL_ERR_NOMEM, "out of memory");
     return true;
 }
@@ -82,9 +83,12 @@ static bool sb_literal(conv *c, rl_buf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         char e[8];
-        if (ch == '"' || ch == '\\') snprintf(e, sizeof e, "\\%c", ch);
-        else if (ch < 0x20 || ch == 0x7f) snprintf(e, sizeof e, "\\x%02X", ch);
-        else e[0] = (char)ch, e[1] = 0;
+        if (ch == '"' || ch == '\\')
+            snprintf(e, sizeof e, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            snprintf(e, sizeof e, "\\x%02X", ch);
+        else
+            e[0] = (char)ch, e[1] = 0;
         if (!rl__js_put(c, b, e, strlen(e))) return false;
     }
     return rl__js_put(c, b, "\"", 1);
@@ -93,7 +97,8 @@ static bool sb_literal(conv *c, rl_buf *b, const char *s, size_t n) {
 static const char COMMON[] =
     "ws ::= [ \\t\\n]{0,20}\n"
     "hex ::= [0-9a-fA-F]\n"
-    "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] hex hex hex | [dD] [0-7] hex hex))\n"
+    "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] hex hex hex "
+    "| [dD] [0-7] hex hex))\n"
     "string ::= \"\\\"\" char* \"\\\"\"\n"
     "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
     "number ::= integer (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n"
@@ -134,30 +139,54 @@ static int gen(conv *c, const json_t *s, int depth, const char *ptr);
 
 /* ---- keyword policy ---- */
 
-static const char *const UNSUPPORTED[] = {
-    "multipleOf", "patternProperties", "propertyNames", "minProperties", "maxProperties",
-    "uniqueItems", "contains", "minContains", "maxContains", "prefixItems", "additionalItems",
-    "if", "then", "else", "not", "dependentRequired", "dependentSchemas", "dependencies",
-    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", NULL};
+static const char *const UNSUPPORTED[] = {"multipleOf",
+                                          "patternProperties",
+                                          "propertyNames",
+                                          "minProperties",
+                                          "maxProperties",
+                                          "uniqueItems",
+                                          "contains",
+                                          "minContains",
+                                          "maxContains",
+                                          "prefixItems",
+                                          "additionalItems",
+                                          "if",
+                                          "then",
+                                          "else",
+                                          "not",
+                                          "dependentRequired",
+                                          "dependentSchemas",
+                                          "dependencies",
+                                          "unevaluatedProperties",
+                                          "unevaluatedItems",
+                                          "$dynamicRef",
+                                          "$recursiveRef",
+                                          NULL};
 
 static bool check_keywords(conv *c, const json_t *s, const char *ptr) {
     for (int i = 0; UNSUPPORTED[i]; i++)
         if (json_object_get(s, UNSUPPORTED[i]))
-            return rl__js_fail(c, RL_ERR_UNSUPPORTED, "keyword '%s' at '%s' is not supported", UNSUPPORTED[i], ptr);
+            return rl__js_fail(c, RL_ERR_UNSUPPORTED, "keyword '%s' at '%s' is not supported",
+                               UNSUPPORTED[i], ptr);
     return true;
 }
 
-static bool get_count(conv *c, const json_t *s, const char *key, long dflt, long *out, const char *ptr) {
+static bool get_count(conv *c, const json_t *s, const char *key, long dflt, long *out,
+                      const char *ptr) {
     const json_t *v = json_object_get(s, key);
     if (!v) {
         *out = dflt;
         return true;
     }
-    double d = json_is_integer(v) ? (double)json_integer_value(v) : json_is_real(v) ? json_real_value(v) : -1;
+    double d = json_is_integer(v) ? (double)json_integer_value(v)
+               : json_is_real(v)  ? json_real_value(v)
+                                  : -1;
     if (d < 0 || d != floor(d))
-        return rl__js_fail(c, RL_ERR_INVALID, "'%s' at '%s' must be a non-negative integer", key, ptr);
+        return rl__js_fail(c, RL_ERR_INVALID, "'%s' at '%s' must be a non-negative integer", key,
+                           ptr);
     if (d > RL_GRAMMAR_MAX_REPEAT)
-        return rl__js_fail(c, RL_ERR_LIMIT, "'%s' at '%s' is %.0f, limit %d", key, ptr, d, RL_GRAMMAR_MAX_REPEAT);
+        return rl__js_fail(c, RL_ERR_LIMIT, "'%s' at '%s' is %.0f, limit %d", key, ptr, d,
+                           RL_GRAMMAR_MAX_REPEAT);
     *out = (long)d;
     return true;
 }
@@ -222,14 +251,16 @@ static bool nonneg_range(conv *c, rl_buf *b, long long a, long long hi, bool *fi
     return true;
 }
 
-static bool bound(conv *c, const json_t *s, const char *key, bool upper, bool excl, bool *has, long long *v,
-                  const char *ptr) {
+static bool bound(conv *c, const json_t *s, const char *key, bool upper, bool excl, bool *has,
+                  long long *v, const char *ptr) {
     const json_t *j = json_object_get(s, key);
     if (!j) return true;
-    if (!json_is_number(j)) return rl__js_fail(c, RL_ERR_INVALID, "'%s' at '%s' must be a number", key, ptr);
+    if (!json_is_number(j))
+        return rl__js_fail(c, RL_ERR_INVALID, "'%s' at '%s' must be a number", key, ptr);
     double d = json_number_value(j);
     if (!(fabs(d) < (double)INT_LIM))
-        return rl__js_fail(c, RL_ERR_UNSUPPORTED, "'%s' at '%s': bounds beyond 1e15 are not supported", key, ptr);
+        return rl__js_fail(c, RL_ERR_UNSUPPORTED,
+                           "'%s' at '%s': bounds beyond 1e15 are not supported", key, ptr);
     double r = upper ? floor(d) : ceil(d);
     if (excl && r == d) r += upper ? -1 : 1;
     long long x = (long long)r;
@@ -247,7 +278,8 @@ static bool integer_body(conv *c, const json_t *s, rl_buf *b, const char *ptr) {
         !bound(c, s, "exclusiveMaximum", true, true, &has_hi, &hi, ptr))
         return false;
     if (!has_lo && !has_hi) return rl__js_put(c, b, "integer", 7);
-    if (has_lo && has_hi && lo > hi) return rl__js_fail(c, RL_ERR_INVALID, "empty integer range at '%s'", ptr);
+    if (has_lo && has_hi && lo > hi)
+        return rl__js_fail(c, RL_ERR_INVALID, "empty integer range at '%s'", ptr);
     bool first = true;
     if (!rl__js_put(c, b, "(", 1)) return false;
     /* non-negative part */
@@ -258,7 +290,8 @@ static bool integer_body(conv *c, const json_t *s, rl_buf *b, const char *ptr) {
         long long mlo = has_hi && hi < 0 ? -hi : 1, mhi = has_lo ? -lo : -1;
         if (!first && !rl__js_put(c, b, " | ", 3)) return false;
         bool f2 = true;
-        if (!rl__js_put(c, b, "\"-\" (", 5) || !nonneg_range(c, b, mlo, mhi, &f2) || !rl__js_put(c, b, ")", 1))
+        if (!rl__js_put(c, b, "\"-\" (", 5) || !nonneg_range(c, b, mlo, mhi, &f2) ||
+            !rl__js_put(c, b, ")", 1))
             return false;
     }
     return rl__js_put(c, b, ")", 1);
@@ -267,7 +300,8 @@ static bool integer_body(conv *c, const json_t *s, rl_buf *b, const char *ptr) {
 static bool number_body(conv *c, const json_t *s, rl_buf *b, const char *ptr) {
     const json_t *mn = json_object_get(s, "minimum");
     if (json_object_get(s, "maximum") || json_object_get(s, "exclusiveMaximum") ||
-        json_object_get(s, "exclusiveMinimum") || (mn && (!json_is_number(mn) || json_number_value(mn) != 0)))
+        json_object_get(s, "exclusiveMinimum") ||
+        (mn && (!json_is_number(mn) || json_number_value(mn) != 0)))
         return rl__js_fail(c, RL_ERR_UNSUPPORTED,
                            "bounds on type 'number' at '%s' (only \"minimum\": 0 is supported; use "
                            "'integer' for ranges)",
@@ -284,21 +318,30 @@ static bool string_body(conv *c, const json_t *s, rl_buf *b, const char *ptr) {
     const json_t *pat = json_object_get(s, "pattern");
     const json_t *fmt = json_object_get(s, "format");
     long mn, mx;
-    if (!get_count(c, s, "minLength", 0, &mn, ptr) || !get_count(c, s, "maxLength", -1, &mx, ptr)) return false;
+    if (!get_count(c, s, "minLength", 0, &mn, ptr) || !get_count(c, s, "maxLength", -1, &mx, ptr))
+        return false;
     bool has_len = json_object_get(s, "minLength") || json_object_get(s, "maxLength");
-    if (mx >= 0 && mx < mn) return rl__js_fail(c, RL_ERR_INVALID, "maxLength < minLength at '%s'", ptr);
+    if (mx >= 0 && mx < mn)
+        return rl__js_fail(c, RL_ERR_INVALID, "maxLength < minLength at '%s'", ptr);
     if (pat) {
-        if (!json_is_string(pat)) return rl__js_fail(c, RL_ERR_INVALID, "'pattern' at '%s' must be a string", ptr);
-        if (has_len) return rl__js_fail(c, RL_ERR_UNSUPPORTED, "pattern together with minLength/maxLength at '%s'", ptr);
+        if (!json_is_string(pat))
+            return rl__js_fail(c, RL_ERR_INVALID, "'pattern' at '%s' must be a string", ptr);
+        if (has_len)
+            return rl__js_fail(c, RL_ERR_UNSUPPORTED,
+                               "pattern together with minLength/maxLength at '%s'", ptr);
         size_t n = json_string_length(pat);
-        if (n > 4096) return rl__js_fail(c, RL_ERR_LIMIT, "pattern at '%s' longer than 4096 bytes", ptr);
+        if (n > 4096)
+            return rl__js_fail(c, RL_ERR_LIMIT, "pattern at '%s' longer than 4096 bytes", ptr);
         return rl__js_pattern(c, b, json_string_value(pat), n, ptr);
     }
     if (fmt && json_is_string(fmt) && !has_len) {
         const char *f = json_string_value(fmt);
-        const char *rule = !strcmp(f, "date") ? "date" : !strcmp(f, "time") ? "time"
-                         : !strcmp(f, "uuid") ? "uuid" : !strcmp(f, "email") ? "email"
-                         : !strcmp(f, "date-time") ? "date \"T\" time" : NULL;
+        const char *rule = !strcmp(f, "date")        ? "date"
+                           : !strcmp(f, "time")      ? "time"
+                           : !strcmp(f, "uuid")      ? "uuid"
+                           : !strcmp(f, "email")     ? "email"
+                           : !strcmp(f, "date-time") ? "date \"T\" time"
+                                                     : NULL;
         if (rule) return rl__js_printf(c, b, "\"\\\"\" %s \"\\\"\"", rule);
     }
     if (!has_len) return rl__js_put(c, b, "string", 6);
@@ -322,12 +365,16 @@ static bool object_body(conv *c, const json_t *s, rl_buf *b, int depth, const ch
     const json_t *props = json_object_get(s, "properties");
     const json_t *req = json_object_get(s, "required");
     const json_t *addl = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props)) return rl__js_fail(c, RL_ERR_INVALID, "'properties' at '%s' must be an object", ptr);
-    if (req && !json_is_array(req)) return rl__js_fail(c, RL_ERR_INVALID, "'required' at '%s' must be an array", ptr);
+    if (props && !json_is_object(props))
+        return rl__js_fail(c, RL_ERR_INVALID, "'properties' at '%s' must be an object", ptr);
+    if (req && !json_is_array(req))
+        return rl__js_fail(c, RL_ERR_INVALID, "'required' at '%s' must be an array", ptr);
     if (addl && !json_is_boolean(addl) && !json_is_object(addl))
-        return rl__js_fail(c, RL_ERR_INVALID, "'additionalProperties' at '%s' must be a boolean or a schema", ptr);
+        return rl__js_fail(c, RL_ERR_INVALID,
+                           "'additionalProperties' at '%s' must be a boolean or a schema", ptr);
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
-    if (np + nr > 1024) return rl__js_fail(c, RL_ERR_LIMIT, "more than 1024 properties at '%s'", ptr);
+    if (np + nr > 1024)
+        return rl__js_fail(c, RL_ERR_LIMIT, "more than 1024 properties at '%s'", ptr);
     if (np == 0 && nr == 0) {
         if (json_is_false(addl)) return rl__js_put(c, b, "\"{\" ws \"}\"", 10);
         if (!addl || json_is_true(addl)) return rl__js_put(c, b, "object", 6);
@@ -335,10 +382,18 @@ static bool object_body(conv *c, const json_t *s, rl_buf *b, int depth, const ch
         ptr_join(c, sub, sizeof sub, ptr, "additionalProperties");
         int v = gen(c, addl, depth + 1, sub);
         if (v < 0) return false;
-        return rl__js_printf(c, b, "\"{\" ws (string ws \":\" ws r%d ws (\",\" ws string ws \":\" ws r%d ws)*)? \"}\"", v, v);
+        return rl__js_printf(
+            c, b,
+            "\"{\" ws (string ws \":\" ws r%d ws (\",\" ws string ws \":\" ws r%d ws)*)? \"}\"", v,
+            v);
     }
     /* collect keys: properties in order, then required names not listed */
-    typedef struct { const char *key; const json_t *schema; bool req; int kv; } prop;
+    typedef struct {
+        const char *key;
+        const json_t *schema;
+        bool req;
+        int kv;
+    } prop;
     prop *P = rl_calloc(np + nr + 1, sizeof *P);
     if (!P) return rl__js_fail(c, RL_ERR_NOMEM, "out of memory");
     size_t n = 0;
@@ -363,7 +418,10 @@ static bool object_body(conv *c, const json_t *s, rl_buf *b, int depth, const ch
         snprintf(esc, sizeof esc, "properties/%.200s", P[i].key);
         ptr_join(c, sub, sizeof sub, ptr, esc);
         int v = P[i].schema ? gen(c, P[i].schema, depth + 1, sub) : 0;
-        if (v < 0 || (P[i].schema == NULL && (v = new_id(c)) < 0)) { ok = false; break; }
+        if (v < 0 || (P[i].schema == NULL && (v = new_id(c)) < 0)) {
+            ok = false;
+            break;
+        }
         if (!P[i].schema) {
             rl_buf any = {0};
             ok = rl__js_put(c, &any, "value", 5) && emit_rule(c, v, &any) >= 0;
@@ -385,14 +443,20 @@ static bool object_body(conv *c, const json_t *s, rl_buf *b, int depth, const ch
     int T = -1, F = -1; /* rule ids for i+1; -1 = empty */
     for (size_t ii = n; ok && ii-- > 0;) {
         int t = new_id(c), f = new_id(c);
-        if (t < 0 || f < 0) { ok = false; break; }
+        if (t < 0 || f < 0) {
+            ok = false;
+            break;
+        }
         rl_buf bt = {0}, bf = {0};
         char tail[32] = "";
         if (T >= 0) snprintf(tail, sizeof tail, " r%d", T);
-        if (P[ii].req) ok = rl__js_printf(c, &bt, "\",\" ws r%d%s", P[ii].kv, tail);
-        else ok = rl__js_printf(c, &bt, "(\",\" ws r%d)?%s", P[ii].kv, tail);
+        if (P[ii].req)
+            ok = rl__js_printf(c, &bt, "\",\" ws r%d%s", P[ii].kv, tail);
+        else
+            ok = rl__js_printf(c, &bt, "(\",\" ws r%d)?%s", P[ii].kv, tail);
         if (ok) ok = rl__js_printf(c, &bf, "r%d%s", P[ii].kv, tail);
-        if (ok && !P[ii].req) ok = F >= 0 ? rl__js_printf(c, &bf, " | r%d", F) : rl__js_put(c, &bf, " | \"\"", 5);
+        if (ok && !P[ii].req)
+            ok = F >= 0 ? rl__js_printf(c, &bf, " | r%d", F) : rl__js_put(c, &bf, " | \"\"", 5);
         ok = ok && emit_rule(c, t, &bt) >= 0 && emit_rule(c, f, &bf) >= 0;
         rl_buf_free(&bt);
         rl_buf_free(&bf);
@@ -406,10 +470,13 @@ static bool object_body(conv *c, const json_t *s, rl_buf *b, int depth, const ch
 static bool array_body(conv *c, const json_t *s, rl_buf *b, int depth, const char *ptr) {
     const json_t *items = json_object_get(s, "items");
     long mn, mx;
-    if (!get_count(c, s, "minItems", 0, &mn, ptr) || !get_count(c, s, "maxItems", -1, &mx, ptr)) return false;
-    if (mx >= 0 && mx < mn) return rl__js_fail(c, RL_ERR_INVALID, "maxItems < minItems at '%s'", ptr);
+    if (!get_count(c, s, "minItems", 0, &mn, ptr) || !get_count(c, s, "maxItems", -1, &mx, ptr))
+        return false;
+    if (mx >= 0 && mx < mn)
+        return rl__js_fail(c, RL_ERR_INVALID, "maxItems < minItems at '%s'", ptr);
     if (items && json_is_array(items))
-        return rl__js_fail(c, RL_ERR_UNSUPPORTED, "tuple 'items' (an array) at '%s' is not supported", ptr);
+        return rl__js_fail(c, RL_ERR_UNSUPPORTED,
+                           "tuple 'items' (an array) at '%s' is not supported", ptr);
     int v = -1;
     if (items) {
         char sub[512];
@@ -418,8 +485,10 @@ static bool array_body(conv *c, const json_t *s, rl_buf *b, int depth, const cha
         if (v < 0) return false;
     }
     char item[32];
-    if (v >= 0) snprintf(item, sizeof item, "r%d ws", v);
-    else snprintf(item, sizeof item, "value ws");
+    if (v >= 0)
+        snprintf(item, sizeof item, "r%d ws", v);
+    else
+        snprintf(item, sizeof item, "value ws");
     if (mx == 0) return rl__js_put(c, b, "\"[\" ws \"]\"", 10);
     if (!rl__js_put(c, b, "\"[\" ws (", 8) || !rl__js_printf(c, b, "%s (\",\" ws %s)", item, item))
         return false;
@@ -439,7 +508,8 @@ static bool literal_value(conv *c, rl_buf *b, const json_t *v) {
     return ok;
 }
 
-static bool typed_body(conv *c, const json_t *s, const char *type, rl_buf *b, int depth, const char *ptr) {
+static bool typed_body(conv *c, const json_t *s, const char *type, rl_buf *b, int depth,
+                       const char *ptr) {
     if (!strcmp(type, "string")) return string_body(c, s, b, ptr);
     if (!strcmp(type, "integer")) return integer_body(c, s, b, ptr);
     if (!strcmp(type, "number")) return number_body(c, s, b, ptr);
@@ -455,10 +525,11 @@ static const char *infer_type(const json_t *s) {
     if (json_object_get(s, "properties") || json_object_get(s, "required") ||
         json_object_get(s, "additionalProperties"))
         return "object";
-    if (json_object_get(s, "items") || json_object_get(s, "minItems") || json_object_get(s, "maxItems"))
+    if (json_object_get(s, "items") || json_object_get(s, "minItems") ||
+        json_object_get(s, "maxItems"))
         return "array";
-    if (json_object_get(s, "pattern") || json_object_get(s, "minLength") || json_object_get(s, "maxLength") ||
-        json_object_get(s, "format"))
+    if (json_object_get(s, "pattern") || json_object_get(s, "minLength") ||
+        json_object_get(s, "maxLength") || json_object_get(s, "format"))
         return "string";
     if (json_object_get(s, "minimum") || json_object_get(s, "maximum") ||
         json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum"))
@@ -468,7 +539,9 @@ static const char *infer_type(const json_t *s) {
 
 static const json_t *resolve_ref(conv *c, const char *ref, const char *ptr) {
     if (ref[0] != '#') {
-        rl__js_fail(c, RL_ERR_UNSUPPORTED, "$ref '%.100s' at '%s': only local references ('#/...') are supported", ref, ptr);
+        rl__js_fail(c, RL_ERR_UNSUPPORTED,
+                    "$ref '%.100s' at '%s': only local references ('#/...') are supported", ref,
+                    ptr);
         return NULL;
     }
     const json_t *cur = c->root;
@@ -484,12 +557,14 @@ static const json_t *resolve_ref(conv *c, const char *ref, const char *ptr) {
             tok[n++] = ch;
         }
         tok[n] = 0;
-        if (json_is_object(cur)) cur = json_object_get(cur, tok);
+        if (json_is_object(cur))
+            cur = json_object_get(cur, tok);
         else if (json_is_array(cur)) {
             char *end;
             long i = strtol(tok, &end, 10);
             cur = *end || i < 0 ? NULL : json_array_get(cur, (size_t)i);
-        } else cur = NULL;
+        } else
+            cur = NULL;
         if (!cur) break;
     }
     if (!cur || *p) {
@@ -502,7 +577,8 @@ static const json_t *resolve_ref(conv *c, const char *ref, const char *ptr) {
 static int gen(conv *c, const json_t *s, int depth, const char *ptr) {
     if (c->failed) return -1;
     if (depth > RL_SCHEMA_MAX_DEPTH) {
-        rl__js_fail(c, RL_ERR_LIMIT, "schema nested deeper than %d at '%s'", RL_SCHEMA_MAX_DEPTH, ptr);
+        rl__js_fail(c, RL_ERR_LIMIT, "schema nested deeper than %d at '%s'", RL_SCHEMA_MAX_DEPTH,
+                    ptr);
         return -1;
     }
     if (++c->n_nodes > RL_SCHEMA_MAX_NODES) {
@@ -551,10 +627,12 @@ static int gen(conv *c, const json_t *s, int depth, const char *ptr) {
     id = new_id(c);
     if (id < 0) return -1;
     const json_t *cst = json_object_get(s, "const"), *en = json_object_get(s, "enum");
-    const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf"), *all = json_object_get(s, "allOf");
+    const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf"),
+                 *all = json_object_get(s, "allOf");
     if (all) {
         if (!json_is_array(all) || json_array_size(all) != 1) {
-            rl__js_fail(c, RL_ERR_UNSUPPORTED, "'allOf' at '%s' is supported with exactly one subschema", ptr);
+            rl__js_fail(c, RL_ERR_UNSUPPORTED,
+                        "'allOf' at '%s' is supported with exactly one subschema", ptr);
             goto fail;
         }
         char sub[512];
@@ -565,20 +643,24 @@ static int gen(conv *c, const json_t *s, int depth, const char *ptr) {
         ok = literal_value(c, &b, cst);
     } else if (en) {
         if (!json_is_array(en) || json_array_size(en) == 0 || json_array_size(en) > 4096) {
-            rl__js_fail(c, RL_ERR_INVALID, "'enum' at '%s' must be a non-empty array of at most 4096 values", ptr);
+            rl__js_fail(c, RL_ERR_INVALID,
+                        "'enum' at '%s' must be a non-empty array of at most 4096 values", ptr);
             goto fail;
         }
         for (size_t i = 0; ok && i < json_array_size(en); i++)
-            ok = (i == 0 || rl__js_put(c, &b, " | ", 3)) && literal_value(c, &b, json_array_get(en, i));
+            ok = (i == 0 || rl__js_put(c, &b, " | ", 3)) &&
+                 literal_value(c, &b, json_array_get(en, i));
     } else if (any || one) {
         const json_t *arr = any ? any : one;
         const char *kw = any ? "anyOf" : "oneOf";
         if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 256) {
-            rl__js_fail(c, RL_ERR_INVALID, "'%s' at '%s' must be a non-empty array (at most 256)", kw, ptr);
+            rl__js_fail(c, RL_ERR_INVALID, "'%s' at '%s' must be a non-empty array (at most 256)",
+                        kw, ptr);
             goto fail;
         }
         if (json_object_get(s, "type") || infer_type(s)) {
-            rl__js_fail(c, RL_ERR_UNSUPPORTED, "'%s' at '%s' combined with sibling type keywords", kw, ptr);
+            rl__js_fail(c, RL_ERR_UNSUPPORTED, "'%s' at '%s' combined with sibling type keywords",
+                        kw, ptr);
             goto fail;
         }
         for (size_t i = 0; ok && i < json_array_size(arr); i++) {
@@ -586,11 +668,13 @@ static int gen(conv *c, const json_t *s, int depth, const char *ptr) {
             snprintf(k2, sizeof k2, "%s/%zu", kw, i);
             ptr_join(c, sub, sizeof sub, ptr, k2);
             int v = gen(c, json_array_get(arr, i), depth + 1, sub);
-            ok = v >= 0 && (i == 0 || rl__js_put(c, &b, " | ", 3)) && rl__js_printf(c, &b, "r%d", v);
+            ok =
+                v >= 0 && (i == 0 || rl__js_put(c, &b, " | ", 3)) && rl__js_printf(c, &b, "r%d", v);
         }
     } else {
         const json_t *ty = json_object_get(s, "type");
-        if (json_is_string(ty)) ok = typed_body(c, s, json_string_value(ty), &b, depth, ptr);
+        if (json_is_string(ty))
+            ok = typed_body(c, s, json_string_value(ty), &b, depth, ptr);
         else if (json_is_array(ty)) {
             if (json_array_size(ty) == 0) {
                 rl__js_fail(c, RL_ERR_INVALID, "'type' at '%s' is an empty array", ptr);
@@ -629,11 +713,16 @@ static bool put_literal(conv *c, const char *s) {
     bool ok = rl__js_put(c, &c->out, "\"", 1);
     for (; ok && *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') ok = rl__js_printf(c, &c->out, "\\%c", ch);
-        else if (ch == '\n') ok = rl__js_put(c, &c->out, "\\n", 2);
-        else if (ch == '\t') ok = rl__js_put(c, &c->out, "\\t", 2);
-        else if (ch == '\r') ok = rl__js_put(c, &c->out, "\\r", 2);
-        else ok = rl__js_put(c, &c->out, (const char *)&ch, 1);
+        if (ch == '"' || ch == '\\')
+            ok = rl__js_printf(c, &c->out, "\\%c", ch);
+        else if (ch == '\n')
+            ok = rl__js_put(c, &c->out, "\\n", 2);
+        else if (ch == '\t')
+            ok = rl__js_put(c, &c->out, "\\t", 2);
+        else if (ch == '\r')
+            ok = rl__js_put(c, &c->out, "\\r", 2);
+        else
+            ok = rl__js_put(c, &c->out, (const char *)&ch, 1);
     }
     return ok && rl__js_put(c, &c->out, "\"", 1);
 }
@@ -641,8 +730,10 @@ static bool put_literal(conv *c, const char *s) {
 /* The root rule around value rule r<top>: plain, or as `f` frames it. */
 static bool put_root(conv *c, int top, const rl_grammar_frame *f) {
     if (!f) return rl__js_printf(c, &c->out, "root ::= r%d\n", top);
-    bool ok = rl__js_printf(c, &c->out, "item ::= ") && put_literal(c, f->item_open ? f->item_open : "") &&
-              rl__js_printf(c, &c->out, " r%d ", top) && put_literal(c, f->item_close ? f->item_close : "") &&
+    bool ok = rl__js_printf(c, &c->out, "item ::= ") &&
+              put_literal(c, f->item_open ? f->item_open : "") &&
+              rl__js_printf(c, &c->out, " r%d ", top) &&
+              put_literal(c, f->item_close ? f->item_close : "") &&
               rl__js_printf(c, &c->out, "\nroot ::= ") && put_literal(c, f->open ? f->open : "") &&
               rl__js_printf(c, &c->out, " item ");
     if (ok && f->many)
@@ -652,8 +743,8 @@ static bool put_root(conv *c, int top, const rl_grammar_frame *f) {
 }
 
 /* The parsed schema -> grammar text; *out is set only on success. */
-static rl_status convert(const json_t *schema, const rl_grammar_frame *f, char **out, size_t *out_len,
-                         rl_err *err) {
+static rl_status convert(const json_t *schema, const rl_grammar_frame *f, char **out,
+                         size_t *out_len, rl_err *err) {
     conv c = {.root = schema, .err = err};
     if (!rl__js_put(&c, &c.out, COMMON, sizeof COMMON - 1)) {
         rl_buf_free(&c.out);
@@ -668,13 +759,14 @@ static rl_status convert(const json_t *schema, const rl_grammar_frame *f, char *
     return RL_OK;
 }
 
-rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **out, size_t *out_len,
-                                    rl_err *err) {
+rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **out,
+                                    size_t *out_len, rl_err *err) {
     return rl_json_schema_to_grammar_framed(schema_json, len, NULL, out, out_len, err);
 }
 
-rl_status rl_json_schema_to_grammar_framed(const char *schema_json, size_t len, const rl_grammar_frame *f,
-                                           char **out, size_t *out_len, rl_err *err) {
+rl_status rl_json_schema_to_grammar_framed(const char *schema_json, size_t len,
+                                           const rl_grammar_frame *f, char **out, size_t *out_len,
+                                           rl_err *err) {
     rl_err_clear(err);
     *out = NULL;
     if (out_len) *out_len = 0;

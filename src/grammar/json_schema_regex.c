@@ -26,8 +26,8 @@ typedef struct rx {
 /* Appends the JSON-string encoding of code point cp as a grammar literal. */
 static bool json_char_literal(rl__jsconv *c, rl_buf *b, uint32_t cp) {
     char tmp[16];
-    if (cp == '"') return rl__js_put(c, b, "\"\\\\\\\"\"", 6);      /* "\\\"" */
-    if (cp == '\\') return rl__js_put(c, b, "\"\\\\\\\\\"", 6);     /* "\\\\" */
+    if (cp == '"') return rl__js_put(c, b, "\"\\\\\\\"\"", 6);  /* "\\\"" */
+    if (cp == '\\') return rl__js_put(c, b, "\"\\\\\\\\\"", 6); /* "\\\\" */
     if (cp == '\n') return rl__js_put(c, b, "\"\\\\n\"", 5);
     if (cp == '\t') return rl__js_put(c, b, "\"\\\\t\"", 5);
     if (cp == '\r') return rl__js_put(c, b, "\"\\\\r\"", 5);
@@ -114,7 +114,10 @@ static int rx_hex(rx *x, int nd, uint32_t *v) {
     for (int k = 0; k < nd; k++) {
         if (x->i >= x->n) return -1;
         char ch = x->s[x->i++];
-        int h = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        int h = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                         : -1;
         if (h < 0) return -1;
         *v = *v * 16 + (uint32_t)h;
     }
@@ -122,7 +125,8 @@ static int rx_hex(rx *x, int nd, uint32_t *v) {
 }
 
 static bool rx_unsupported(rx *x, const char *what) {
-    return rl__js_fail(x->c, RL_ERR_UNSUPPORTED, "pattern at '%s': %s (offset %zu) is not supported", x->ptr, what, x->i);
+    return rl__js_fail(x->c, RL_ERR_UNSUPPORTED,
+                       "pattern at '%s': %s (offset %zu) is not supported", x->ptr, what, x->i);
 }
 
 /* One class item or escape; returns the ranges it adds (n up to 4). */
@@ -131,19 +135,59 @@ static bool rx_escape(rx *x, cpr *r, int *n, bool *neg_class) {
     *neg_class = false;
     uint32_t v;
     switch (e) {
-    case 'd': r[0] = (cpr){'0', '9'}; *n = 1; return true;
-    case 'D': r[0] = (cpr){'0', '9'}; *n = 1; *neg_class = true; return true;
-    case 'w': r[0] = (cpr){'0', '9'}; r[1] = (cpr){'A', 'Z'}; r[2] = (cpr){'_', '_'}; r[3] = (cpr){'a', 'z'}; *n = 4; return true;
-    case 'W': r[0] = (cpr){'0', '9'}; r[1] = (cpr){'A', 'Z'}; r[2] = (cpr){'_', '_'}; r[3] = (cpr){'a', 'z'}; *n = 4; *neg_class = true; return true;
-    case 's': r[0] = (cpr){'\t', '\r'}; r[1] = (cpr){' ', ' '}; *n = 2; return true;
-    case 'S': r[0] = (cpr){'\t', '\r'}; r[1] = (cpr){' ', ' '}; *n = 2; *neg_class = true; return true;
-    case 'n': v = '\n'; break;
-    case 't': v = '\t'; break;
-    case 'r': v = '\r'; break;
-    case 'f': v = '\f'; break;
-    case 'v': v = '\v'; break;
+    case 'd':
+        r[0] = (cpr){'0', '9'};
+        *n = 1;
+        return true;
+    case 'D':
+        r[0] = (cpr){'0', '9'};
+        *n = 1;
+        *neg_class = true;
+        return true;
+    case 'w':
+        r[0] = (cpr){'0', '9'};
+        r[1] = (cpr){'A', 'Z'};
+        r[2] = (cpr){'_', '_'};
+        r[3] = (cpr){'a', 'z'};
+        *n = 4;
+        return true;
+    case 'W':
+        r[0] = (cpr){'0', '9'};
+        r[1] = (cpr){'A', 'Z'};
+        r[2] = (cpr){'_', '_'};
+        r[3] = (cpr){'a', 'z'};
+        *n = 4;
+        *neg_class = true;
+        return true;
+    case 's':
+        r[0] = (cpr){'\t', '\r'};
+        r[1] = (cpr){' ', ' '};
+        *n = 2;
+        return true;
+    case 'S':
+        r[0] = (cpr){'\t', '\r'};
+        r[1] = (cpr){' ', ' '};
+        *n = 2;
+        *neg_class = true;
+        return true;
+    case 'n':
+        v = '\n';
+        break;
+    case 't':
+        v = '\t';
+        break;
+    case 'r':
+        v = '\r';
+        break;
+    case 'f':
+        v = '\f';
+        break;
+    case 'v':
+        v = '\v';
+        break;
     case 'u':
-        if (rx_hex(x, 4, &v) < 0 || (v >= 0xD800 && v <= 0xDFFF)) return rx_unsupported(x, "\\u escape");
+        if (rx_hex(x, 4, &v) < 0 || (v >= 0xD800 && v <= 0xDFFF))
+            return rx_unsupported(x, "\\u escape");
         break;
     case 'x':
         if (rx_hex(x, 2, &v) < 0) return rx_unsupported(x, "\\x escape");
@@ -176,8 +220,10 @@ static bool rx_atom(rx *x, rl_buf *b) {
     if (ch == '(') {
         x->i++;
         if (x->i < x->n && x->s[x->i] == '?') {
-            if (x->i + 1 < x->n && x->s[x->i + 1] == ':') x->i += 2;
-            else return rx_unsupported(x, "lookaround or named group");
+            if (x->i + 1 < x->n && x->s[x->i + 1] == ':')
+                x->i += 2;
+            else
+                return rx_unsupported(x, "lookaround or named group");
         }
         if (++x->depth > 32) return rx_unsupported(x, "nesting deeper than 32");
         if (!rl__js_put(c, b, "(", 1) || !rx_alt(x, b, false)) return false;
@@ -224,7 +270,8 @@ static bool rx_atom(rx *x, rl_buf *b) {
                     if (x->i >= x->n || !rx_escape(x, t, &tk, &eneg) || tk != 1 || eneg)
                         return rx_unsupported(x, "class range end");
                     hi = t[0].lo;
-                } else if (!rx_cp(x, &hi)) return false;
+                } else if (!rx_cp(x, &hi))
+                    return false;
                 if (hi < one[0].lo) return rx_unsupported(x, "reversed class range");
                 one[0].hi = hi;
             }
@@ -245,7 +292,8 @@ static bool rx_atom(rx *x, rl_buf *b) {
         return class_expr(c, b, r, n, neg);
     }
     if (ch == '^' || ch == '$') return rx_unsupported(x, "anchor not at the start or end");
-    if (ch == '*' || ch == '+' || ch == '?' || ch == '{') return rx_unsupported(x, "quantifier without operand");
+    if (ch == '*' || ch == '+' || ch == '?' || ch == '{')
+        return rx_unsupported(x, "quantifier without operand");
     uint32_t cp;
     if (!rx_cp(x, &cp)) return false;
     return json_char_literal(c, b, cp);
@@ -275,16 +323,20 @@ static bool rx_seq(rx *x, rl_buf *b, bool top) {
                 size_t st = x->i++;
                 long m = 0, mx = -2;
                 bool okq = false, digits = false;
-                while (x->i < x->n && x->s[x->i] >= '0' && x->s[x->i] <= '9' && m <= RL_GRAMMAR_MAX_REPEAT)
+                while (x->i < x->n && x->s[x->i] >= '0' && x->s[x->i] <= '9' &&
+                       m <= RL_GRAMMAR_MAX_REPEAT)
                     m = m * 10 + (x->s[x->i++] - '0'), digits = true;
-                if (digits && x->i < x->n && x->s[x->i] == '}') mx = m, okq = true;
+                if (digits && x->i < x->n && x->s[x->i] == '}')
+                    mx = m, okq = true;
                 else if (digits && x->i < x->n && x->s[x->i] == ',') {
                     x->i++;
-                    if (x->i < x->n && x->s[x->i] == '}') mx = -1, okq = true;
+                    if (x->i < x->n && x->s[x->i] == '}')
+                        mx = -1, okq = true;
                     else {
                         long v = 0;
                         bool d2 = false;
-                        while (x->i < x->n && x->s[x->i] >= '0' && x->s[x->i] <= '9' && v <= RL_GRAMMAR_MAX_REPEAT)
+                        while (x->i < x->n && x->s[x->i] >= '0' && x->s[x->i] <= '9' &&
+                               v <= RL_GRAMMAR_MAX_REPEAT)
                             v = v * 10 + (x->s[x->i++] - '0'), d2 = true;
                         if (d2 && x->i < x->n && x->s[x->i] == '}') mx = v, okq = true;
                     }
@@ -295,12 +347,16 @@ static bool rx_seq(rx *x, rl_buf *b, bool top) {
                 }
                 x->i++;
                 if (m > RL_GRAMMAR_MAX_REPEAT || mx > RL_GRAMMAR_MAX_REPEAT)
-                    return rl__js_fail(c, RL_ERR_LIMIT, "pattern at '%s': repetition over %d", x->ptr, RL_GRAMMAR_MAX_REPEAT);
+                    return rl__js_fail(c, RL_ERR_LIMIT, "pattern at '%s': repetition over %d",
+                                       x->ptr, RL_GRAMMAR_MAX_REPEAT);
                 if (mx >= 0 && mx < m) return rx_unsupported(x, "{m,n} with n < m");
-                if (mx == -1 ? !rl__js_printf(c, b, "{%ld,}", m) : !rl__js_printf(c, b, "{%ld,%ld}", m, mx)) return false;
+                if (mx == -1 ? !rl__js_printf(c, b, "{%ld,}", m)
+                             : !rl__js_printf(c, b, "{%ld,%ld}", m, mx))
+                    return false;
             }
             if (x->i < x->n && (x->s[x->i] == '?' || x->s[x->i] == '+') &&
-                (x->s[x->i - 1] == '*' || x->s[x->i - 1] == '+' || x->s[x->i - 1] == '?' || x->s[x->i - 1] == '}'))
+                (x->s[x->i - 1] == '*' || x->s[x->i - 1] == '+' || x->s[x->i - 1] == '?' ||
+                 x->s[x->i - 1] == '}'))
                 x->i++; /* lazy / possessive: same language */
         }
         if (!rl__js_put(c, b, " ", 1)) return false;

@@ -33,7 +33,7 @@
 #include "base/env.h"
 #include "kernels/kernels-impl.h"
 
-#define RL_ATT_TILE 32
+#define RL_ATT_TILE   32
 #define RL_ATT_MAX_HD 512
 
 #include <string.h>
@@ -84,7 +84,8 @@ static void rl__att_task(void *p, int ith, int nth) {
     const int64_t n_items = c->n_items;
     void (*const kq)(const void *, const void *, size_t, int, int, float *) =
         c->kqf ? kt->kqf_rows[kv->k_type] : kt->kq_rows[kv->k_type];
-    void (*const vr)(float *, const void *, size_t, const float *, int, int) = kt->v_rows[kv->v_type];
+    void (*const vr)(float *, const void *, size_t, const float *, int, int) =
+        kt->v_rows[kv->v_type];
     float acc[RL_ATT_MAX_HD], sc[RL_ATT_TILE], qr[RL_ATT_MAX_HD];
     rl_block_q8_0 qq[RL_ATT_MAX_HD / RL_QK8_0];
     for (;;) {
@@ -129,8 +130,9 @@ static void rl__att_task(void *p, int ith, int nth) {
             /* scores, one leaf call per stretch of slots in one block */
             for (int32_t pp = t0; pp < t1;) {
                 int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
-                kq(qk, rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv,
-                                  a->block_table[pp / bs], kvh, s),
+                kq(qk,
+                   rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv, a->block_table[pp / bs],
+                              kvh, s),
                    c->k_row, n, hd, sc + (pp - t0));
                 pp += n;
             }
@@ -155,8 +157,9 @@ static void rl__att_task(void *p, int ith, int nth) {
             }
             for (int32_t pp = t0; pp < t1;) {
                 int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
-                vr(acc, rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv,
-                                   a->block_table[pp / bs], kvh, s),
+                vr(acc,
+                   rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv, a->block_table[pp / bs],
+                              kvh, s),
                    c->v_row, sc + (pp - t0), n, hd);
                 pp += n;
             }
@@ -168,7 +171,9 @@ static void rl__att_task(void *p, int ith, int nth) {
     }
 }
 
-void rl_attention(const rl_attn_args *a, rl_threadpool *tp) { rl_attention_runs(a, 1, tp); }
+void rl_attention(const rl_attn_args *a, rl_threadpool *tp) {
+    rl_attention_runs(a, 1, tp);
+}
 
 void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp) {
     if (n_runs <= 0) return;

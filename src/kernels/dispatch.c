@@ -72,10 +72,10 @@ rl_kernels_impl rl_kernels_init(rl_kernels_impl want) {
     pthread_once(&g_once, rl__kernels_build);
     if (want == RL_KERNELS_AUTO) {
         const char *env = rl_env(RL_ENV_KERNELS);
-        want = !env                           ? RL_KERNELS_AVX512VNNI
-               : strcmp(env, "ref") == 0      ? RL_KERNELS_REF
-               : strcmp(env, "avx2") == 0     ? RL_KERNELS_AVX2
-                                              : RL_KERNELS_AVX512VNNI;
+        want = !env                       ? RL_KERNELS_AVX512VNNI
+               : strcmp(env, "ref") == 0  ? RL_KERNELS_REF
+               : strcmp(env, "avx2") == 0 ? RL_KERNELS_AVX2
+                                          : RL_KERNELS_AVX512VNNI;
     }
     if (want == RL_KERNELS_AVX512VNNI && g_has_vnni) {
         atomic_store(&g_active, &g_vnni);
@@ -113,12 +113,16 @@ const rl__ktab *rl__kernels_vnni(void) {
     return g_has_vnni ? &g_vnni : NULL;
 }
 
-const char *rl_kernels_impl_name(void) { return rl__kernels()->name; }
+const char *rl_kernels_impl_name(void) {
+    return rl__kernels()->name;
+}
 
 void rl_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
     rl__kernels()->rmsnorm(out, x, w, n, eps);
 }
-void rl_softmax(float *x, int64_t n) { rl__kernels()->softmax(x, n); }
+void rl_softmax(float *x, int64_t n) {
+    rl__kernels()->softmax(x, n);
+}
 void rl_silu_mul(float *out, const float *gate, const float *up, int64_t n) {
     rl__kernels()->silu_mul(out, gate, up, n);
 }

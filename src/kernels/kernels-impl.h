@@ -30,15 +30,16 @@ typedef rl__vec_dot4_fn rl__vec_dot8_fn;
  * x) for j = 0, 1, bit-identical to two vec_dot calls (same float
  * operation sequence per row; only the activation loads are shared, and
  * the two rows' dependency chains interleave). */
-typedef void (*rl__vec_dot2r_fn)(int64_t n, float *s, const void *w, size_t w_stride, const void *x);
+typedef void (*rl__vec_dot2r_fn)(int64_t n, float *s, const void *w, size_t w_stride,
+                                 const void *x);
 /* Quantize n floats (n a multiple of the block size) into packed blocks. */
 typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
 
 typedef struct rl__ktab {
     const char *name;
-    rl__vec_dot_fn vec_dot[RL_TYPE_COUNT]; /* indexed by weight type; NULL = unsupported */
-    rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT]; /* may be NULL */
-    rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT]; /* may be NULL */
+    rl__vec_dot_fn vec_dot[RL_TYPE_COUNT];     /* indexed by weight type; NULL = unsupported */
+    rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT];   /* may be NULL */
+    rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot2r_fn vec_dot2r[RL_TYPE_COUNT]; /* may be NULL */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
@@ -97,8 +98,8 @@ const rl__ktab *rl__kernels_vnni(void);
 
 /* Fillers, called once by dispatch.c. */
 void rl__ref_fill(rl__ktab *t);
-void rl__avx2_fill(rl__ktab *t); /* overrides entries of a ref-filled table */
-void rl__vnni_fill(rl__ktab *t); /* overrides entries of an AVX2-filled table */
+void rl__avx2_fill(rl__ktab *t);     /* overrides entries of a ref-filled table */
+void rl__vnni_fill(rl__ktab *t);     /* overrides entries of an AVX2-filled table */
 void rl__ref_fill_kvq(rl__ktab *t);  /* KV attention leaves (ref/ref_kvq.c) */
 void rl__avx2_fill_kvq(rl__ktab *t); /* (x86/avx2_kvq.c) */
 
@@ -124,7 +125,8 @@ static inline float rl__iq4nl_absmax(const float *x, float *mx) {
 /* Candidate it (-15..15) of the scale search: the value mx*id takes, near
  * either end of the codebook (-134..-119 for it <= 0, 106..120 above). */
 static inline float rl__iq4nl_cand(int it) {
-    return it <= 0 ? (float)rl__iq4nl_values[0] - (float)it - 7.0f : (float)rl__iq4nl_values[15] + (float)it - 8.0f;
+    return it <= 0 ? (float)rl__iq4nl_values[0] - (float)it - 7.0f
+                   : (float)rl__iq4nl_values[15] + (float)it - 8.0f;
 }
 static inline void rl__iq4nl_store(rl_block_q4_0 *y, float d, const uint8_t q[32]) {
     y->d = rl_f32_to_fp16(d);

@@ -110,14 +110,14 @@ void rl_rope_qk(float *q, int n_head, float *k, int n_kv_head, int head_dim, int
  * A plain configuration (freq_factors NULL, ext_factor 0, attn_factor 1)
  * is computed exactly as rl_rope_qk (bit-identical). */
 typedef struct rl_rope_cfg {
-    int n_rot;                /* rotated dims per head, even, <= head_dim; 0 = no rope */
+    int n_rot; /* rotated dims per head, even, <= head_dim; 0 = no rope */
     rl_rope_mode mode;
-    float base;               /* rope.freq_base */
-    float freq_scale;         /* 1 / scaling factor (linear, YaRN); 1 = none */
-    const float *freq_factors;/* [n_rot/2] divisors of the frequencies, or NULL; borrowed */
-    float ext_factor;         /* YaRN extrapolation mix; 0 = off */
-    float attn_factor;        /* magnitude multiplier on cos/sin; 1 = none */
-    float corr_dims[2];       /* YaRN ramp ends (rl_rope_yarn_corr_dims) */
+    float base;                /* rope.freq_base */
+    float freq_scale;          /* 1 / scaling factor (linear, YaRN); 1 = none */
+    const float *freq_factors; /* [n_rot/2] divisors of the frequencies, or NULL; borrowed */
+    float ext_factor;          /* YaRN extrapolation mix; 0 = off */
+    float attn_factor;         /* magnitude multiplier on cos/sin; 1 = none */
+    float corr_dims[2];        /* YaRN ramp ends (rl_rope_yarn_corr_dims) */
 } rl_rope_cfg;
 /* {n_rot, mode, base, freq_scale}, no factors, no YaRN, attn_factor 1. */
 rl_rope_cfg rl_rope_cfg_plain(int n_rot, float base, float freq_scale, rl_rope_mode mode);
@@ -127,8 +127,8 @@ void rl_rope_qk_ext(float *q, int n_head, float *k, int n_kv_head, int head_dim,
 /* YaRN's ramp ends: the pair indices where a rotation makes beta_fast
  * (resp. beta_slow) turns over n_ctx_orig positions, floored (ceiled) and
  * clamped to [0, n_rot - 1]. */
-void rl_rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float base, float beta_fast,
-                            float beta_slow, float dims[2]);
+void rl_rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float base, float beta_fast, float beta_slow,
+                            float dims[2]);
 
 /* ---- KV pages (kvpage.c) and attention (attention.c) ----
  * K and V for one layer live in fixed-size blocks of `block_size` token
@@ -175,9 +175,9 @@ typedef enum rl_kv_rot {
 typedef struct rl_kv_layer {
     rl_type k_type, v_type;
     int32_t n_kv_head, head_dim, block_size;
-    void *k_base, *v_base;       /* block 0 of this layer */
+    void *k_base, *v_base; /* block 0 of this layer */
     size_t k_block_bytes, v_block_bytes;
-    rl_kv_rot k_rot, v_rot;      /* 0 = AUTO (see rl_kv_rot) */
+    rl_kv_rot k_rot, v_rot; /* 0 = AUTO (see rl_kv_rot) */
     /* Optional K offset, [n_kv_head][head_dim] f32 (NULL = none), used only
      * for quantized K pages (q8_0/q4_0/iq4_nl): rl_kv_store stores
      * k - k_shift (then rotates and quantizes), and rl_attention adds
@@ -223,8 +223,8 @@ bool rl_kv_type_known(rl_type t);
 
 /* Stores k_row[n_kv_head][head_dim] and v_row (f32) for position pos,
  * converting (quantizing) each head's row to the layer's K/V type. */
-void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos,
-                 const float *k_row, const float *v_row);
+void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos, const float *k_row,
+                 const float *v_row);
 
 /* Attention for n_tok query tokens of ONE sequence:
  *   q[n_tok][n_head][head_dim] (already roped), query t at position pos[t];
@@ -243,8 +243,8 @@ typedef struct rl_attn_args {
     const int32_t *block_table;
     const rl_kv_layer *kv;
     float scale;
-    int32_t window;  /* 0 = full causal */
-    float softcap;   /* 0 = none */
+    int32_t window; /* 0 = full causal */
+    float softcap;  /* 0 = none */
 } rl_attn_args;
 void rl_attention(const rl_attn_args *a, rl_threadpool *tp);
 /* rl_attention for n_runs sequences in one pool dispatch (same results as

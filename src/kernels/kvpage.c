@@ -21,17 +21,23 @@ bool rl_kv_type_quantized(rl_type t) {
     return t == RL_TYPE_Q8_0 || t == RL_TYPE_Q8_64 || t == RL_TYPE_Q4_0 || t == RL_TYPE_IQ4_NL;
 }
 
-bool rl_kv_type_known(rl_type t) { return t == RL_TYPE_F32 || t == RL_TYPE_F16 || rl_kv_type_quantized(t); }
+bool rl_kv_type_known(rl_type t) {
+    return t == RL_TYPE_F32 || t == RL_TYPE_F16 || rl_kv_type_quantized(t);
+}
 
 bool rl_kv_type_supported(rl_type t, int32_t head_dim) {
     switch (t) {
     case RL_TYPE_F32:
-    case RL_TYPE_F16: return head_dim > 0;
+    case RL_TYPE_F16:
+        return head_dim > 0;
     case RL_TYPE_Q8_0:
     case RL_TYPE_Q4_0:
-    case RL_TYPE_IQ4_NL: return head_dim > 0 && head_dim % 32 == 0;
-    case RL_TYPE_Q8_64: return head_dim > 0 && head_dim % 64 == 0;
-    default: return false;
+    case RL_TYPE_IQ4_NL:
+        return head_dim > 0 && head_dim % 32 == 0;
+    case RL_TYPE_Q8_64:
+        return head_dim > 0 && head_dim % 64 == 0;
+    default:
+        return false;
     }
 }
 
@@ -42,8 +48,10 @@ static rl_kv_rot rl__kvq_rot_env(void) {
     int x = atomic_load_explicit(&v, memory_order_relaxed);
     if (x < 0) {
         const char *e = rl_env(RL_ENV_KVQ_ROT);
-        x = !e ? 0 : strcmp(e, "none") == 0 ? RL_KV_ROT_NONE
-                 : strcmp(e, "hadamard") == 0 ? RL_KV_ROT_HADAMARD : 0;
+        x = !e                           ? 0
+            : strcmp(e, "none") == 0     ? RL_KV_ROT_NONE
+            : strcmp(e, "hadamard") == 0 ? RL_KV_ROT_HADAMARD
+                                         : 0;
         atomic_store_explicit(&v, x, memory_order_relaxed);
     }
     return (rl_kv_rot)x;
@@ -71,9 +79,8 @@ bool rl_kv_k_scaled(const rl_kv_layer *kv) {
 /* shift: [n_kv_head][head_dim] offset subtracted before rotation, or NULL;
  * scale: [n_kv_head][head_dim] factors applied after the shift, or NULL. */
 static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, const float *scale,
-                             void *base,
-                             size_t block_bytes, const rl_kv_layer *kv, int32_t block, int32_t slot,
-                             const float *src) {
+                             void *base, size_t block_bytes, const rl_kv_layer *kv, int32_t block,
+                             int32_t slot, const float *src) {
     size_t row_bytes = rl_type_row_size(t, kv->head_dim);
     bool hrot = rl_kv_rot_resolve(t, kv->head_dim, rot) == RL_KV_ROT_HADAMARD;
     float buf[512];
@@ -112,8 +119,8 @@ static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, const
     }
 }
 
-void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos,
-                 const float *k_row, const float *v_row) {
+void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos, const float *k_row,
+                 const float *v_row) {
     RL_ASSERT(pos >= 0);
     int32_t block = block_table[pos / kv->block_size], slot = pos % kv->block_size;
     rl__kv_store_one(kv->k_type, kv->k_rot, rl_kv_k_shifted(kv) ? kv->k_shift : NULL,

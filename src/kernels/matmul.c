@@ -36,21 +36,26 @@ rl_type rl__act_type(rl_type t) {
     switch (t) {
     case RL_TYPE_F32:
     case RL_TYPE_F16:
-    case RL_TYPE_BF16: return RL_TYPE_F32;
+    case RL_TYPE_BF16:
+        return RL_TYPE_F32;
     case RL_TYPE_Q4_0:
     case RL_TYPE_Q5_0:
     case RL_TYPE_Q8_0:
     case RL_TYPE_IQ4_NL:
-    case RL_TYPE_MXFP4: return RL_TYPE_Q8_0;
+    case RL_TYPE_MXFP4:
+        return RL_TYPE_Q8_0;
     case RL_TYPE_Q4_1:
-    case RL_TYPE_Q5_1: return RL_TYPE_Q8_1;
+    case RL_TYPE_Q5_1:
+        return RL_TYPE_Q8_1;
     case RL_TYPE_Q2_K:
     case RL_TYPE_Q3_K:
     case RL_TYPE_Q4_K:
     case RL_TYPE_Q5_K:
     case RL_TYPE_Q6_K:
-    case RL_TYPE_IQ4_XS: return RL_TYPE_Q8_K;
-    default: return RL_TYPE_COUNT;
+    case RL_TYPE_IQ4_XS:
+        return RL_TYPE_Q8_K;
+    default:
+        return RL_TYPE_COUNT;
     }
 }
 
@@ -152,7 +157,8 @@ static void rl__mm_task(void *p, int ith, int nth) {
                 const void *xr = c->xq + (size_t)t * c->xq_row;
                 float *yr = c->y[i] + t * w->n_rows;
                 for (int64_t r = r0; r < r1; r++)
-                    dot8(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr, c->xq_row);
+                    dot8(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr,
+                         c->xq_row);
             }
         }
         if (dot8 && c->padded && c->n_tok - t >= 6) { /* 6-7 left: one padded 8-tile */
@@ -164,7 +170,8 @@ static void rl__mm_task(void *p, int ith, int nth) {
                 const void *xr = c->xq + (size_t)t * c->xq_row;
                 float *yr = c->y[i] + t * w->n_rows;
                 for (int64_t r = r0; r < r1; r++)
-                    dot4(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr, c->xq_row);
+                    dot4(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr,
+                         c->xq_row);
             }
         }
         if (dot4 && c->padded && c->n_tok - t == 3) { /* 3 left: one padded 4-tile */
@@ -249,7 +256,9 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
         c.xq = scratch;
         c.xq_row = rl__act_row_size(ws[0]);
         RL_ASSERT(c.xq_row > 0);
-        c.quant = at == RL_TYPE_Q8_0 ? kt->quant_q8_0 : at == RL_TYPE_Q8_1 ? kt->quant_q8_1 : kt->quant_q8_K;
+        c.quant = at == RL_TYPE_Q8_0   ? kt->quant_q8_0
+                  : at == RL_TYPE_Q8_1 ? kt->quant_q8_1
+                                       : kt->quant_q8_K;
         if (n_tok == 1 || nth == 1)
             rl__mm_quant_task(&c, 0, 1);
         else

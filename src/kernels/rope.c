@@ -97,8 +97,8 @@ void rl_rope(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float b
 }
 
 rl_rope_cfg rl_rope_cfg_plain(int n_rot, float base, float freq_scale, rl_rope_mode mode) {
-    rl_rope_cfg c = {.n_rot = n_rot, .mode = mode, .base = base, .freq_scale = freq_scale,
-                     .attn_factor = 1.0f};
+    rl_rope_cfg c = {
+        .n_rot = n_rot, .mode = mode, .base = base, .freq_scale = freq_scale, .attn_factor = 1.0f};
     return c;
 }
 
@@ -109,8 +109,8 @@ static float rope_yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float 
            (2.0f * logf(base));
 }
 
-void rl_rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float base, float beta_fast,
-                            float beta_slow, float dims[2]) {
+void rl_rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float base, float beta_fast, float beta_slow,
+                            float dims[2]) {
     float start = floorf(rope_yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, base));
     float end = ceilf(rope_yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, base));
     dims[0] = fmaxf(0.0f, start);

@@ -21,17 +21,17 @@ typedef struct blist {
 
 struct rl_kv_pool {
     rl_kv_config cfg;
-    int32_t n_blocks;      /* including the null block 0 */
-    rl_kv_layer *layers;   /* [n_layer] */
-    uint8_t *storage;      /* all K and V regions */
-    int32_t *refcnt;       /* [n_blocks] */
-    int32_t *prev, *next;  /* list links */
-    uint8_t *list;         /* LIST_* */
+    int32_t n_blocks;     /* including the null block 0 */
+    rl_kv_layer *layers;  /* [n_layer] */
+    uint8_t *storage;     /* all K and V regions */
+    int32_t *refcnt;      /* [n_blocks] */
+    int32_t *prev, *next; /* list links */
+    uint8_t *list;        /* LIST_* */
     uint8_t *has_hash;
     uint8_t (*hash)[RL_KV_HASH_BYTES];
-    int32_t *hnext;        /* hash chain link */
-    int32_t *bucket;       /* [n_bucket] chain heads, -1 empty */
-    uint32_t n_bucket;     /* power of two */
+    int32_t *hnext;    /* hash chain link */
+    int32_t *bucket;   /* [n_bucket] chain heads, -1 empty */
+    uint32_t n_bucket; /* power of two */
     blist plain, cached;
     int32_t n_used;
     uint64_t n_evictions, prefix_queries, prefix_hits;
@@ -46,8 +46,10 @@ static void list_push_tail(rl_kv_pool *p, int which, int32_t id) {
     blist *l = list_of(p, which);
     p->prev[id] = l->tail;
     p->next[id] = -1;
-    if (l->tail >= 0) p->next[l->tail] = id;
-    else l->head = id;
+    if (l->tail >= 0)
+        p->next[l->tail] = id;
+    else
+        l->head = id;
     l->tail = id;
     l->n++;
     p->list[id] = (uint8_t)which;
@@ -55,10 +57,14 @@ static void list_push_tail(rl_kv_pool *p, int which, int32_t id) {
 
 static void list_remove(rl_kv_pool *p, int32_t id) {
     blist *l = list_of(p, p->list[id]);
-    if (p->prev[id] >= 0) p->next[p->prev[id]] = p->next[id];
-    else l->head = p->next[id];
-    if (p->next[id] >= 0) p->prev[p->next[id]] = p->prev[id];
-    else l->tail = p->prev[id];
+    if (p->prev[id] >= 0)
+        p->next[p->prev[id]] = p->next[id];
+    else
+        l->head = p->next[id];
+    if (p->next[id] >= 0)
+        p->prev[p->next[id]] = p->prev[id];
+    else
+        l->tail = p->prev[id];
     l->n--;
     p->list[id] = LIST_NONE;
     p->prev[id] = p->next[id] = -1;
@@ -194,9 +200,15 @@ void rl_kv_pool_free(rl_kv_pool *p) {
     rl_free(p);
 }
 
-rl_kv_layer *rl_kv_pool_layers(rl_kv_pool *p) { return p->layers; }
-const rl_kv_config *rl_kv_pool_config(const rl_kv_pool *p) { return &p->cfg; }
-int32_t rl_kv_pool_available(const rl_kv_pool *p) { return p->plain.n + p->cached.n; }
+rl_kv_layer *rl_kv_pool_layers(rl_kv_pool *p) {
+    return p->layers;
+}
+const rl_kv_config *rl_kv_pool_config(const rl_kv_pool *p) {
+    return &p->cfg;
+}
+int32_t rl_kv_pool_available(const rl_kv_pool *p) {
+    return p->plain.n + p->cached.n;
+}
 
 rl_kv_stats rl_kv_pool_stats(const rl_kv_pool *p) {
     rl_kv_stats s = {
@@ -254,8 +266,10 @@ bool rl_kv_pool_check(const rl_kv_pool *p, rl_err *err) {
                 rl_err_set(err, RL_ERR_INVALID, "kv check: used block %d on a free list", id);
                 return false;
             }
-        } else if (p->list[id] == LIST_PLAIN) n_plain++;
-        else if (p->list[id] == LIST_CACHED) n_cached++;
+        } else if (p->list[id] == LIST_PLAIN)
+            n_plain++;
+        else if (p->list[id] == LIST_CACHED)
+            n_cached++;
         else {
             rl_err_set(err, RL_ERR_INVALID, "kv check: block %d lost (refcount 0, on no list)", id);
             return false;

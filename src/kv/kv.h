@@ -33,22 +33,22 @@
 
 typedef struct rl_kv_config {
     int32_t n_layer, n_kv_head, head_dim;
-    int32_t block_size;   /* tokens per block (default 16) */
+    int32_t block_size; /* tokens per block (default 16) */
     rl_type k_type, v_type;
     rl_kv_rot k_rot, v_rot; /* page rotation, copied into every layer (0 = AUTO:
                              * Hadamard for quantized pages, see rl_kv_rot) */
-    size_t mem_bytes;     /* budget for K+V of all layers; n_blocks follows */
-    int32_t n_blocks;     /* if > 0, overrides mem_bytes (tests) */
+    size_t mem_bytes;       /* budget for K+V of all layers; n_blocks follows */
+    int32_t n_blocks;       /* if > 0, overrides mem_bytes (tests) */
 } rl_kv_config;
 
 typedef struct rl_kv_pool rl_kv_pool;
 
 typedef struct rl_kv_stats {
-    int32_t n_blocks;       /* usable blocks (excluding the null block) */
-    int32_t n_used;         /* refcount > 0 */
-    int32_t n_cached;       /* refcount 0 with a registered hash */
-    int32_t n_free;         /* refcount 0, no hash */
-    uint64_t n_evictions;   /* cached blocks reclaimed for new allocations */
+    int32_t n_blocks;                     /* usable blocks (excluding the null block) */
+    int32_t n_used;                       /* refcount > 0 */
+    int32_t n_cached;                     /* refcount 0 with a registered hash */
+    int32_t n_free;                       /* refcount 0, no hash */
+    uint64_t n_evictions;                 /* cached blocks reclaimed for new allocations */
     uint64_t prefix_queries, prefix_hits; /* in blocks */
 } rl_kv_stats;
 
@@ -84,12 +84,12 @@ void rl_kv_hash_block(const uint8_t *parent, uint64_t salt, const int32_t *token
 
 /* ---- sequences ---- */
 typedef struct rl_kv_seq {
-    int32_t *blocks;     /* block table [cap]; owned; rl_kv_seq_free releases */
-    int32_t n_blocks;    /* entries in use */
+    int32_t *blocks;  /* block table [cap]; owned; rl_kv_seq_free releases */
+    int32_t n_blocks; /* entries in use */
     int32_t cap;
-    int32_t n_tokens;    /* positions [0, n_tokens) have K/V stored */
-    int32_t n_hashed;    /* leading full blocks whose chained hash is known */
-    uint64_t salt;       /* per-tenant prefix-cache salt */
+    int32_t n_tokens;                    /* positions [0, n_tokens) have K/V stored */
+    int32_t n_hashed;                    /* leading full blocks whose chained hash is known */
+    uint64_t salt;                       /* per-tenant prefix-cache salt */
     uint8_t (*hashes)[RL_KV_HASH_BYTES]; /* [cap] chained hash of each hashed block */
 } rl_kv_seq;
 

@@ -27,7 +27,8 @@ void rl_seqkv_free(rl_seqkv *kv) {
 rl_status rl_seqkv_init_kv(rl_seqkv *kv, const rl_model *m, int32_t n_ctx, int32_t n_seq,
                            int32_t block_size, rl_type type, rl_type v_type, rl_err *err) {
     memset(kv, 0, sizeof *kv);
-    if (n_ctx < 1) return rl_err_set(err, RL_ERR_INVALID, "context size %d must be >= 1", (int)n_ctx);
+    if (n_ctx < 1)
+        return rl_err_set(err, RL_ERR_INVALID, "context size %d must be >= 1", (int)n_ctx);
     if (n_seq < 1) return rl_err_set(err, RL_ERR_INVALID, "sequence count must be >= 1");
     if (block_size == 0) block_size = 16;
     rl_model_kv_shape s = rl_model_kv_shape_of(m);
@@ -43,7 +44,8 @@ rl_status rl_seqkv_init_kv(rl_seqkv *kv, const rl_model *m, int32_t n_ctx, int32
     size_t row = rl_type_row_size(type, s.head_dim), v_row = rl_type_row_size(v_type, s.head_dim);
     size_t block_bytes = (size_t)s.n_kv_head * (size_t)block_size * row;
     size_t v_block_bytes = (size_t)s.n_kv_head * (size_t)block_size * v_row;
-    size_t nb = (size_t)n_seq * (size_t)kv->n_blocks_seq, layer_bytes, total, v_layer_bytes, v_total;
+    size_t nb = (size_t)n_seq * (size_t)kv->n_blocks_seq, layer_bytes, total, v_layer_bytes,
+           v_total;
     if (!rl_mul_size(block_bytes, nb, &layer_bytes) ||
         !rl_mul_size(layer_bytes, (size_t)s.n_layer, &total) ||
         !rl_mul_size(v_block_bytes, nb, &v_layer_bytes) ||
@@ -95,14 +97,14 @@ rl_status rl_seqkv_init(rl_seqkv *kv, const rl_model *m, int32_t n_ctx, int32_t 
  * logits of the last token (all_logits false: logits[n_vocab]) or of every
  * token (logits[n][n_vocab]).  logits may be NULL to only fill the cache. */
 rl_status rl_seqkv_eval(rl_seqkv *kv, rl_model *m, int32_t seq, const int32_t *tokens, int32_t n,
-                        int32_t pos0, bool all_logits, float *logits, rl_threadpool *tp, rl_err *err) {
+                        int32_t pos0, bool all_logits, float *logits, rl_threadpool *tp,
+                        rl_err *err) {
     if (n < 1) return rl_err_set(err, RL_ERR_INVALID, "empty prompt: no tokens to evaluate");
     if (seq < 0 || seq >= kv->n_seq)
         return rl_err_set(err, RL_ERR_INVALID, "sequence %d out of range", (int)seq);
     if (pos0 < 0 || (int64_t)pos0 + n > kv->n_ctx)
-        return rl_err_set(err, RL_ERR_RANGE,
-                          "%d tokens at position %d exceed the context size %d", (int)n, (int)pos0,
-                          (int)kv->n_ctx);
+        return rl_err_set(err, RL_ERR_RANGE, "%d tokens at position %d exceed the context size %d",
+                          (int)n, (int)pos0, (int)kv->n_ctx);
     const size_t V = (size_t)rl_model_n_vocab(m);
     for (int32_t i0 = 0; i0 < n; i0 += kv->max_batch) {
         int32_t nb = n - i0 < kv->max_batch ? n - i0 : kv->max_batch;
@@ -128,4 +130,3 @@ rl_status rl_seqkv_eval(rl_seqkv *kv, rl_model *m, int32_t seq, const int32_t *t
     }
     return RL_OK;
 }
-

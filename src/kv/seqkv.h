@@ -24,11 +24,11 @@
 
 typedef struct rl_seqkv {
     int32_t n_layer, n_ctx, n_seq, block_size, n_blocks_seq;
-    rl_kv_layer *layers;       /* [n_layer] */
-    int32_t *block_table;      /* [n_seq][n_blocks_seq] */
-    const int32_t **tables;    /* [n_seq] -> rows of block_table */
-    int32_t *n_blocks;         /* [n_seq] */
-    void *k_mem, *v_mem;       /* [n_layer][n_seq*n_blocks_seq] blocks */
+    rl_kv_layer *layers;    /* [n_layer] */
+    int32_t *block_table;   /* [n_seq][n_blocks_seq] */
+    const int32_t **tables; /* [n_seq] -> rows of block_table */
+    int32_t *n_blocks;      /* [n_seq] */
+    void *k_mem, *v_mem;    /* [n_layer][n_seq*n_blocks_seq] blocks */
     /* batch scratch: [max_batch] */
     int32_t *tok, *pos, *seq;
     bool *want;
@@ -52,6 +52,7 @@ rl_status rl_seqkv_init(rl_seqkv *kv, const rl_model *m, int32_t n_ctx, int32_t 
  * logits of the last token (all_logits false: logits[n_vocab]) or of every
  * token (logits[n][n_vocab]).  logits may be NULL to only fill the cache. */
 rl_status rl_seqkv_eval(rl_seqkv *kv, rl_model *m, int32_t seq, const int32_t *tokens, int32_t n,
-                        int32_t pos0, bool all_logits, float *logits, rl_threadpool *tp, rl_err *err);
+                        int32_t pos0, bool all_logits, float *logits, rl_threadpool *tp,
+                        rl_err *err);
 
 #endif

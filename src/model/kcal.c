@@ -98,9 +98,13 @@ const float *rl_model_k_shift(const rl_model *m, int32_t il) {
     return L->k_cal ? L->k_cal : L->bk;
 }
 
-const float *rl_model_k_scale(const rl_model *m, int32_t il) { return m->layers[il].k_cal_scale; }
+const float *rl_model_k_scale(const rl_model *m, int32_t il) {
+    return m->layers[il].k_cal_scale;
+}
 
-bool rl_model_k_calibrated(const rl_model *m) { return m->hp.n_layer > 0 && m->layers[0].k_cal; }
+bool rl_model_k_calibrated(const rl_model *m) {
+    return m->hp.n_layer > 0 && m->layers[0].k_cal;
+}
 
 rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, bool with_scale,
                                      rl_threadpool *tp, rl_err *err) {
@@ -136,8 +140,13 @@ rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n,
     const int32_t *tables[1] = {bt};
     for (int32_t i0 = 0; i0 < n; i0 += m->max_batch) {
         int32_t c = n - i0 < m->max_batch ? n - i0 : m->max_batch;
-        rl_batch b = {.n_tok = c, .token = ids + i0, .pos = pos + i0, .seq = seq, .n_seq = 1,
-                      .block_tables = tables, .n_blocks = &nb};
+        rl_batch b = {.n_tok = c,
+                      .token = ids + i0,
+                      .pos = pos + i0,
+                      .seq = seq,
+                      .n_seq = 1,
+                      .block_tables = tables,
+                      .n_blocks = &nb};
         if ((st = rl_model_forward(m, &b, kvl, logits, tp, err))) goto done;
     }
     for (int32_t l = 0; l < L; l++) {
@@ -163,7 +172,7 @@ rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n,
             bool any = false;
             for (size_t o = 0; o < nkv; o += hd) {
                 double gain = rl_model_k_scale_fit(sum + o, sq + o, qsq + o, n - 1, (n - 1) * group,
-                                                (int)hd, D + o);
+                                                   (int)hd, D + o);
                 if (gain >= RL_KV_KSCALE_MIN_GAIN)
                     any = true;
                 else /* unscaled head: x * 1 and q / 1 are exact, pages as before */
@@ -186,15 +195,18 @@ done:
     return st;
 }
 
-rl_status rl_model_calibrate_k(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp, rl_err *err) {
+rl_status rl_model_calibrate_k(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp,
+                               rl_err *err) {
     if (rl_model_k_calibrated(m)) return RL_OK;
-    if (rl_env_is(RL_ENV_KV_KCAL, "none")) return RL_OK; /* keep the bias shift (a measurement aid) */
+    if (rl_env_is(RL_ENV_KV_KCAL, "none"))
+        return RL_OK; /* keep the bias shift (a measurement aid) */
     int32_t *ids = NULL;
     size_t n = 0;
     rl_status st = rl_tokenizer_encode(tok, k_calib_text, strlen(k_calib_text), 0, &ids, &n, err);
     if (st) return st;
     /* RL_KV_KSCALE=none: shift only (a measurement aid) */
-    st = rl_model_calibrate_k_shift(m, ids, (int32_t)n, !rl_env_is(RL_ENV_KV_KSCALE, "none"), tp, err);
+    st = rl_model_calibrate_k_shift(m, ids, (int32_t)n, !rl_env_is(RL_ENV_KV_KSCALE, "none"), tp,
+                                    err);
     rl_free(ids);
     return st;
 }

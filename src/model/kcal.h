@@ -26,7 +26,8 @@
  * The environment variable RL_KV_KCAL=none skips it (the K bias, or
  * nothing, stays the shift: a measurement aid); RL_KV_KSCALE=none
  * calibrates the shift but no K channel scale (base/env.h). */
-rl_status rl_model_calibrate_k(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp, rl_err *err);
+rl_status rl_model_calibrate_k(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp,
+                               rl_err *err);
 
 /* K shift of quantized K pages.  A quantized K page stores k - s and the
  * attention adds q . s back, which is exact for any s; the quantization

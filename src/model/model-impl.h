@@ -11,8 +11,8 @@
 #include "model/model.h"
 
 #define RL_MODEL_MAX_LAYERS 512
-#define RL_MODEL_MAX_DIM (1 << 20) /* bound on n_embd, n_ff, n_vocab rows etc. */
-#define RL_MODEL_MAX_HEADS 1024
+#define RL_MODEL_MAX_DIM    (1 << 20) /* bound on n_embd, n_ff, n_vocab rows etc. */
+#define RL_MODEL_MAX_HEADS  1024
 
 typedef enum rl__act { RL__ACT_SILU = 0, RL__ACT_GELU_TANH = 1 } rl__act;
 
@@ -25,34 +25,34 @@ typedef enum rl__rope_scaling {
 } rl__rope_scaling;
 
 typedef struct rl_hparams {
-    int32_t n_vocab;      /* rows of token_embd */
+    int32_t n_vocab; /* rows of token_embd */
     int32_t n_ctx_train;
-    int32_t n_ctx;        /* context per sequence the model runs with (opts.n_ctx resolved) */
+    int32_t n_ctx; /* context per sequence the model runs with (opts.n_ctx resolved) */
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_head;
     int32_t n_kv_head;
-    int32_t head_dim;     /* key_length == value_length */
+    int32_t head_dim; /* key_length == value_length */
     int32_t n_ff;
-    int32_t n_rot;        /* rope dims, <= head_dim, even; 0 = no rope (granite, not finetuned) */
+    int32_t n_rot; /* rope dims, <= head_dim, even; 0 = no rope (granite, not finetuned) */
     float eps;
-    float rope_base;      /* global layers */
-    float rope_base_local;/* sliding-window layers */
-    float rope_freq_scale;/* 1/factor (linear, YaRN), global layers */
+    float rope_base;             /* global layers */
+    float rope_base_local;       /* sliding-window layers */
+    float rope_freq_scale;       /* 1/factor (linear, YaRN), global layers */
     float rope_freq_scale_local; /* sliding-window layers (gemma3: 1) */
     rl_rope_mode rope_mode;
     rl__rope_scaling rope_scaling;
-    int32_t n_ctx_orig;   /* rope.scaling.original_context_length (YaRN ramp, LongRoPE choice) */
+    int32_t n_ctx_orig;     /* rope.scaling.original_context_length (YaRN ramp, LongRoPE choice) */
     float rope_attn_factor; /* rope.scaling.attn_factor: magnitude of cos/sin (LongRoPE) */
     int32_t sliding_window; /* 0 = none */
     int32_t swa_pattern;    /* with a window: 0 = every layer local, else layer il is
                              * local iff il % p < p - 1 (llama.cpp's rule) */
-    float attn_scale;     /* multiplier on q·k */
-    float attn_softcap;   /* 0 = none */
-    float final_softcap;  /* 0 = none */
-    float embd_scale;     /* multiplier on token embeddings */
-    float resid_scale;    /* multiplier on each block's output before the residual add (granite) */
-    float logit_mul;      /* multiplier on the logits (granite: 1/logit_scale) */
+    float attn_scale;       /* multiplier on q·k */
+    float attn_softcap;     /* 0 = none */
+    float final_softcap;    /* 0 = none */
+    float embd_scale;       /* multiplier on token embeddings */
+    float resid_scale; /* multiplier on each block's output before the residual add (granite) */
+    float logit_mul;   /* multiplier on the logits (granite: 1/logit_scale) */
     rl__act act;
 } rl_hparams;
 
@@ -77,8 +77,8 @@ typedef struct rl_layer {
     rl_mat w_down;               /* [n_embd][n_ff] */
     const float *post_ffn_norm;  /* [n_embd] or NULL (gemma2, gemma3) */
     /* per-layer attention setup, filled at load from the hyperparameters */
-    rl_rope_cfg rope;            /* base, scale and factors of this layer's RoPE */
-    int32_t window; /* 0 = full causal */
+    rl_rope_cfg rope; /* base, scale and factors of this layer's RoPE */
+    int32_t window;   /* 0 = full causal */
 } rl_layer;
 
 typedef struct rl__fwd rl__fwd;
@@ -104,68 +104,68 @@ extern const rl__arch rl__arch_gemma3;
 extern const rl__arch rl__arch_granite;
 
 struct rl_model {
-    rl_gguf *gguf;               /* owned */
+    rl_gguf *gguf; /* owned */
     const rl__arch *arch;
     char arch_name[32];
     char name[128];
     rl_hparams hp;
-    rl_mat tok_embd;             /* [n_vocab][n_embd] */
-    const float *output_norm;    /* [n_embd] */
-    rl_mat output;               /* [n_vocab][n_embd] (tok_embd when tied) */
-    rl_layer *layers;            /* [n_layer] */
-    const float *rope_freqs;     /* [n_rot/2] rope_freqs.weight (Llama 3.1+) or NULL */
-    const float *rope_long;      /* [n_rot/2] rope_factors_long.weight (LongRoPE) or NULL */
-    const float *rope_short;     /* [n_rot/2] rope_factors_short.weight or NULL */
-    uint8_t *t_used;             /* [n_tensors] set when a tensor is bound (load only) */
-    void **owned;                /* buffers converted at load (vectors, dequant) */
+    rl_mat tok_embd;          /* [n_vocab][n_embd] */
+    const float *output_norm; /* [n_embd] */
+    rl_mat output;            /* [n_vocab][n_embd] (tok_embd when tied) */
+    rl_layer *layers;         /* [n_layer] */
+    const float *rope_freqs;  /* [n_rot/2] rope_freqs.weight (Llama 3.1+) or NULL */
+    const float *rope_long;   /* [n_rot/2] rope_factors_long.weight (LongRoPE) or NULL */
+    const float *rope_short;  /* [n_rot/2] rope_factors_short.weight or NULL */
+    uint8_t *t_used;          /* [n_tensors] set when a tensor is bound (load only) */
+    void **owned;             /* buffers converted at load (vectors, dequant) */
     int32_t n_owned, cap_owned;
-    bool dequant;                /* opts.weights != STORED */
-    rl_type dequant_type;        /* then: F32 or F16 */
+    bool dequant;         /* opts.weights != STORED */
+    rl_type dequant_type; /* then: F32 or F16 */
     size_t weight_bytes;
 
     /* scratch, sized for max_batch tokens at load */
     int32_t max_batch;
-    float *x;                    /* [max_batch][n_embd] residual stream */
-    float *xn;                   /* [max_batch][n_embd] normed input */
-    float *tmp;                  /* [max_batch][n_embd] block output */
-    float *q;                    /* [max_batch][n_head*head_dim] */
-    float *k;                    /* [max_batch][n_kv_head*head_dim] */
-    float *v;                    /* [max_batch][n_kv_head*head_dim] */
-    float *att;                  /* [max_batch][n_head*head_dim] */
-    float *gate;                 /* [max_batch][n_ff] */
-    float *up;                   /* [max_batch][n_ff] */
-    void *mm_scratch;            /* rl_matmul scratch, max over weights */
+    float *x;         /* [max_batch][n_embd] residual stream */
+    float *xn;        /* [max_batch][n_embd] normed input */
+    float *tmp;       /* [max_batch][n_embd] block output */
+    float *q;         /* [max_batch][n_head*head_dim] */
+    float *k;         /* [max_batch][n_kv_head*head_dim] */
+    float *v;         /* [max_batch][n_kv_head*head_dim] */
+    float *att;       /* [max_batch][n_head*head_dim] */
+    float *gate;      /* [max_batch][n_ff] */
+    float *up;        /* [max_batch][n_ff] */
+    void *mm_scratch; /* rl_matmul scratch, max over weights */
     size_t mm_scratch_size;
-    int32_t *order;              /* [max_batch] batch index of sorted slot */
-    int32_t *slot_of;            /* [max_batch] sorted slot of batch index */
-    int32_t *tok_s, *pos_s;      /* [max_batch] sorted token ids, positions */
-    const int32_t **bt_s;        /* [max_batch] block table of sorted slot */
-    int32_t *run_start;          /* [max_batch+1] sequence runs in sorted order */
-    rl_attn_args *att_args;      /* [max_batch] one per sequence run */
-    double *kcal_sum;            /* [3][n_layer][n_kv_head*head_dim] while calibrating:
-                                  * sums of k, k^2 and q^2 (q over the KV head's group) */
+    int32_t *order;         /* [max_batch] batch index of sorted slot */
+    int32_t *slot_of;       /* [max_batch] sorted slot of batch index */
+    int32_t *tok_s, *pos_s; /* [max_batch] sorted token ids, positions */
+    const int32_t **bt_s;   /* [max_batch] block table of sorted slot */
+    int32_t *run_start;     /* [max_batch+1] sequence runs in sorted order */
+    rl_attn_args *att_args; /* [max_batch] one per sequence run */
+    double *kcal_sum;       /* [3][n_layer][n_kv_head*head_dim] while calibrating:
+                             * sums of k, k^2 and q^2 (q over the KV head's group) */
 };
 
 /* State of one forward call. */
 struct rl__fwd {
-    int32_t n;                   /* tokens */
-    const int32_t *pos;          /* [n] sorted positions */
-    const int32_t *const *bt;    /* [n] block table per token */
-    const int32_t *run_start;    /* [n_run+1] */
+    int32_t n;                /* tokens */
+    const int32_t *pos;       /* [n] sorted positions */
+    const int32_t *const *bt; /* [n] block table per token */
+    const int32_t *run_start; /* [n_run+1] */
     int32_t n_run;
-    const rl_kv_layer *kv;       /* [n_layer] */
+    const rl_kv_layer *kv; /* [n_layer] */
     rl_threadpool *tp;
 };
 
 /* ---- load helpers (model.c) ---- */
 /* Binds matrix `name` expecting ne = [n_cols, n_rows] and a type rl_matmul
  * supports.  Absent: error if required, else out->data = NULL. */
-rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
-                       bool required, rl_mat *out, rl_err *err);
+rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols, bool required,
+                       rl_mat *out, rl_err *err);
 /* Binds a 1-D vector of n elements (converted to f32 if stored otherwise).
  * Absent: error if required, else *out = NULL. */
-rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required,
-                       const float **out, rl_err *err);
+rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
+                       rl_err *err);
 /* Binds the tensors every pre-norm decoder layer has. */
 rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err);
 /* Binds blk.il.<suffix> as a matrix / a vector (rl__bind_mat, rl__bind_vec). */

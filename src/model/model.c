@@ -37,8 +37,9 @@ rl_status rl__hp_i32(rl_model *m, const char *key, bool required, int64_t def, i
     rl_status st = rl_gguf_get_i64(m->gguf, k, def, &v, err);
     if (st) return st;
     if (v < lo || v > hi)
-        return rl_err_set(err, RL_ERR_FORMAT, "hyperparameter '%s' = %lld out of range [%lld, %lld]",
-                          k, (long long)v, (long long)lo, (long long)hi);
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "hyperparameter '%s' = %lld out of range [%lld, %lld]", k, (long long)v,
+                          (long long)lo, (long long)hi);
     *out = (int32_t)v;
     return RL_OK;
 }
@@ -69,8 +70,8 @@ rl_status rl__hp_f32_req(rl_model *m, const char *key, double lo, double hi, flo
 rl_status rl__hp_gemma_query_scale(rl_model *m, int32_t n_layer_27b, rl_err *err) {
     rl_hparams *hp = &m->hp;
     int32_t def = hp->n_layer == n_layer_27b ? hp->n_embd / hp->n_head : hp->head_dim, qpas;
-    rl_status st = rl__hp_i32(m, "attention.query_pre_attn_scalar", false, def, 1, 1 << 20, &qpas,
-                              err);
+    rl_status st =
+        rl__hp_i32(m, "attention.query_pre_attn_scalar", false, def, 1, 1 << 20, &qpas, err);
     if (st) return st;
     hp->attn_scale = 1.0f / sqrtf((float)qpas);
     return RL_OK;
@@ -136,8 +137,8 @@ static rl_status dequant_mat(rl_model *m, const char *name, rl_mat *w, rl_err *e
     return RL_OK;
 }
 
-rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
-                       bool required, rl_mat *out, rl_err *err) {
+rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols, bool required,
+                       rl_mat *out, rl_err *err) {
     memset(out, 0, sizeof *out);
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -153,8 +154,9 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
                           name, s, (long long)n_cols, (long long)n_rows);
     }
     if (!rl_matmul_supports(t->type))
-        return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor '%s' has type %s, not supported by matmul",
-                          name, rl_type_name(t->type));
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          "tensor '%s' has type %s, not supported by matmul", name,
+                          rl_type_name(t->type));
     if (!t->data) return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has no data", name);
     out->type = t->type;
     out->n_rows = n_rows;
@@ -162,8 +164,9 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
     out->row_size = rl_type_row_size(t->type, n_cols);
     out->data = t->data;
     if (out->row_size == 0)
-        return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s': row of %lld not a whole number of %s blocks",
-                          name, (long long)n_cols, rl_type_name(t->type));
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "tensor '%s': row of %lld not a whole number of %s blocks", name,
+                          (long long)n_cols, rl_type_name(t->type));
     m->weight_bytes += t->nbytes;
     return m->dequant ? dequant_mat(m, name, out, err) : RL_OK;
 }
@@ -223,7 +226,8 @@ rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
     rl_layer *L = &m->layers[il];
     int64_t nq = (int64_t)hp->n_head * hp->head_dim, nkv = (int64_t)hp->n_kv_head * hp->head_dim;
     rl_status st;
-    if ((st = rl__bind_layer_vec(m, il, "attn_norm.weight", hp->n_embd, true, &L->attn_norm, err)) ||
+    if ((st =
+             rl__bind_layer_vec(m, il, "attn_norm.weight", hp->n_embd, true, &L->attn_norm, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_q.weight", nq, hp->n_embd, true, &L->wq, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_k.weight", nkv, hp->n_embd, true, &L->wk, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_v.weight", nkv, hp->n_embd, true, &L->wv, err)) ||
@@ -231,7 +235,8 @@ rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
         (st = rl__bind_layer_vec(m, il, "ffn_norm.weight", hp->n_embd, true, &L->ffn_norm, err)) ||
         (st = rl__bind_layer_mat(m, il, "ffn_gate.weight", hp->n_ff, hp->n_embd, true, &L->w_gate,
                                  err)) ||
-        (st = rl__bind_layer_mat(m, il, "ffn_up.weight", hp->n_ff, hp->n_embd, true, &L->w_up, err)) ||
+        (st = rl__bind_layer_mat(m, il, "ffn_up.weight", hp->n_ff, hp->n_embd, true, &L->w_up,
+                                 err)) ||
         (st = rl__bind_layer_mat(m, il, "ffn_down.weight", hp->n_embd, hp->n_ff, true, &L->w_down,
                                  err)))
         return st;
@@ -252,8 +257,8 @@ rl_status rl__bind_qkv_bias(rl_model *m, int32_t il, bool required, rl_err *err)
 
 rl_status rl__bind_qk_norm(rl_model *m, int32_t il, rl_err *err) {
     rl_layer *L = &m->layers[il];
-    rl_status st = rl__bind_layer_vec(m, il, "attn_q_norm.weight", m->hp.head_dim, true, &L->q_norm,
-                                      err);
+    rl_status st =
+        rl__bind_layer_vec(m, il, "attn_q_norm.weight", m->hp.head_dim, true, &L->q_norm, err);
     if (st) return st;
     return rl__bind_layer_vec(m, il, "attn_k_norm.weight", m->hp.head_dim, true, &L->k_norm, err);
 }
@@ -308,7 +313,8 @@ static rl_status hparams_rope_scaling(rl_model *m, rl_err *err) {
     }
     float factor;
     snprintf(k, sizeof k, "%s.rope.scaling.factor", m->arch_name);
-    const char *fkey = rl_gguf_find_key(m->gguf, k) >= 0 ? "rope.scaling.factor" : "rope.scale_linear";
+    const char *fkey =
+        rl_gguf_find_key(m->gguf, k) >= 0 ? "rope.scaling.factor" : "rope.scale_linear";
     if ((st = rl__hp_f32(m, fkey, 0.0, 0.0, 1e6, &factor, err)) ||
         (st = rl__hp_f32(m, "rope.scaling.attn_factor", 1.0, 1e-3, 1e3, &hp->rope_attn_factor,
                          err)) ||
@@ -316,12 +322,15 @@ static rl_status hparams_rope_scaling(rl_model *m, rl_err *err) {
                          1 << 24, &hp->n_ctx_orig, err)))
         return st;
     if (factor != 0.0f && factor < 1e-3f)
-        return rl_err_set(err, RL_ERR_FORMAT, "hyperparameter '%s.%s' = %g out of range [0.001, 1e6]",
-                          m->arch_name, fkey, factor);
-    hp->rope_freq_scale = factor == 0.0f || hp->rope_scaling == RL__ROPE_SCALING_NONE ? 1.0f : 1.0f / factor;
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "hyperparameter '%s.%s' = %g out of range [0.001, 1e6]", m->arch_name,
+                          fkey, factor);
+    hp->rope_freq_scale =
+        factor == 0.0f || hp->rope_scaling == RL__ROPE_SCALING_NONE ? 1.0f : 1.0f / factor;
     if (hp->rope_scaling == RL__ROPE_SCALING_YARN && hp->rope_freq_scale > 1.0f)
-        return rl_err_set(err, RL_ERR_FORMAT, "%s.rope.scaling.factor = %g: YaRN needs a factor >= 1",
-                          m->arch_name, factor);
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "%s.rope.scaling.factor = %g: YaRN needs a factor >= 1", m->arch_name,
+                          factor);
     hp->rope_freq_scale_local = hp->rope_freq_scale;
     return RL_OK;
 }
@@ -406,8 +415,9 @@ static rl_status bind_globals(rl_model *m, rl_err *err) {
     rl_status st = rl__hp_i32(m, "vocab_size", false, m->hp.n_vocab, 1, 1 << 24, &meta_vocab, err);
     if (st) return st;
     if (meta_vocab != m->hp.n_vocab)
-        return rl_err_set(err, RL_ERR_FORMAT, "%s.vocab_size (%d) differs from token_embd rows (%d)",
-                          m->arch_name, (int)meta_vocab, (int)m->hp.n_vocab);
+        return rl_err_set(err, RL_ERR_FORMAT,
+                          "%s.vocab_size (%d) differs from token_embd rows (%d)", m->arch_name,
+                          (int)meta_vocab, (int)m->hp.n_vocab);
     const rl_type_traits *tr = rl_type_get(t->type);
     if (!tr || !tr->to_float)
         return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor 'token_embd.weight' has type %s",
@@ -417,7 +427,8 @@ static rl_status bind_globals(rl_model *m, rl_err *err) {
         return st;
     if ((st = rl__bind_vec(m, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err)))
         return st;
-    if ((st = rl__bind_mat(m, "output.weight", m->hp.n_vocab, m->hp.n_embd, false, &m->output, err)))
+    if ((st =
+             rl__bind_mat(m, "output.weight", m->hp.n_vocab, m->hp.n_embd, false, &m->output, err)))
         return st;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     return RL_OK;
@@ -441,10 +452,10 @@ static rl_status check_all_used(rl_model *m, rl_err *err) {
  * llama.cpp picks them. */
 static rl_rope_cfg layer_rope(const rl_model *m, bool swa) {
     const rl_hparams *hp = &m->hp;
-    rl_rope_cfg c = rl_rope_cfg_plain(hp->n_rot, swa ? hp->rope_base_local : hp->rope_base,
-                                      swa ? hp->rope_freq_scale_local : hp->rope_freq_scale,
-                                      hp->rope_mode);
-    c.freq_factors = m->rope_freqs ? m->rope_freqs
+    rl_rope_cfg c =
+        rl_rope_cfg_plain(hp->n_rot, swa ? hp->rope_base_local : hp->rope_base,
+                          swa ? hp->rope_freq_scale_local : hp->rope_freq_scale, hp->rope_mode);
+    c.freq_factors = m->rope_freqs                ? m->rope_freqs
                      : hp->n_ctx > hp->n_ctx_orig ? m->rope_long
                                                   : m->rope_short;
     c.attn_factor = hp->rope_attn_factor;
@@ -455,7 +466,9 @@ static rl_rope_cfg layer_rope(const rl_model *m, bool swa) {
     return c;
 }
 
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+static size_t max_sz(size_t a, size_t b) {
+    return a > b ? a : b;
+}
 
 static rl_status alloc_scratch(rl_model *m, rl_err *err) {
     const rl_hparams *hp = &m->hp;
@@ -484,8 +497,8 @@ static rl_status alloc_scratch(rl_model *m, rl_err *err) {
     m->bt_s = rl_calloc(B, sizeof(*m->bt_s));
     m->run_start = rl_calloc(B + 1, sizeof(int32_t));
     m->att_args = rl_calloc(B, sizeof *m->att_args);
-    if (!m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s || !m->run_start ||
-        !m->att_args)
+    if (!m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s ||
+        !m->run_start || !m->att_args)
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory for scratch");
     return RL_OK;
 }
@@ -555,8 +568,7 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
     }
     snprintf(m->arch_name, sizeof m->arch_name, "%s", m->arch->name);
     if ((st = rl_gguf_get_str(g, "general.name", &s, err))) goto fail;
-    if (s.ptr)
-        snprintf(m->name, sizeof m->name, "%.*s", (int)(s.len > 127 ? 127 : s.len), s.ptr);
+    if (s.ptr) snprintf(m->name, sizeof m->name, "%.*s", (int)(s.len > 127 ? 127 : s.len), s.ptr);
 
     m->t_used = rl_calloc((size_t)rl_gguf_n_tensors(g) + 1, 1);
     if (!m->t_used) {
@@ -580,8 +592,9 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
                    (m->hp.swa_pattern == 0 || il % m->hp.swa_pattern < m->hp.swa_pattern - 1);
         L->window = swa ? m->hp.sliding_window : 0;
         L->rope = layer_rope(m, swa);
-        if (o.progress) o.progress(0.2f * (float)(il + 1) / (float)m->hp.n_layer, "checking tensors",
-                                   o.progress_ud);
+        if (o.progress)
+            o.progress(0.2f * (float)(il + 1) / (float)m->hp.n_layer, "checking tensors",
+                       o.progress_ud);
     }
     if ((st = check_all_used(m, err))) goto fail;
     rl_free(m->t_used);
@@ -627,18 +640,42 @@ void rl_model_free(rl_model *m) {
 
 /* ------------------------------------------------------------ accessors */
 
-const char *rl_model_arch(const rl_model *m) { return m->arch_name; }
-const char *rl_model_name(const rl_model *m) { return m->name; }
-int32_t rl_model_n_vocab(const rl_model *m) { return m->hp.n_vocab; }
-int32_t rl_model_n_ctx_train(const rl_model *m) { return m->hp.n_ctx_train; }
-int32_t rl_model_n_layer(const rl_model *m) { return m->hp.n_layer; }
-int32_t rl_model_n_embd(const rl_model *m) { return m->hp.n_embd; }
-int32_t rl_model_n_head(const rl_model *m) { return m->hp.n_head; }
-int32_t rl_model_n_kv_head(const rl_model *m) { return m->hp.n_kv_head; }
-int32_t rl_model_head_dim(const rl_model *m) { return m->hp.head_dim; }
-int32_t rl_model_max_batch(const rl_model *m) { return m->max_batch; }
-size_t rl_model_weight_bytes(const rl_model *m) { return m->weight_bytes; }
-const rl_gguf *rl_model_gguf(const rl_model *m) { return m->gguf; }
+const char *rl_model_arch(const rl_model *m) {
+    return m->arch_name;
+}
+const char *rl_model_name(const rl_model *m) {
+    return m->name;
+}
+int32_t rl_model_n_vocab(const rl_model *m) {
+    return m->hp.n_vocab;
+}
+int32_t rl_model_n_ctx_train(const rl_model *m) {
+    return m->hp.n_ctx_train;
+}
+int32_t rl_model_n_layer(const rl_model *m) {
+    return m->hp.n_layer;
+}
+int32_t rl_model_n_embd(const rl_model *m) {
+    return m->hp.n_embd;
+}
+int32_t rl_model_n_head(const rl_model *m) {
+    return m->hp.n_head;
+}
+int32_t rl_model_n_kv_head(const rl_model *m) {
+    return m->hp.n_kv_head;
+}
+int32_t rl_model_head_dim(const rl_model *m) {
+    return m->hp.head_dim;
+}
+int32_t rl_model_max_batch(const rl_model *m) {
+    return m->max_batch;
+}
+size_t rl_model_weight_bytes(const rl_model *m) {
+    return m->weight_bytes;
+}
+const rl_gguf *rl_model_gguf(const rl_model *m) {
+    return m->gguf;
+}
 
 rl_model_kv_shape rl_model_kv_shape_of(const rl_model *m) {
     rl_model_kv_shape s = {m->hp.n_layer, m->hp.n_kv_head, m->hp.head_dim};
@@ -658,8 +695,8 @@ int32_t rl_batch_n_logits(const rl_batch *b) {
 static rl_status check_batch(const rl_model *m, const rl_batch *b, const rl_kv_layer *kv,
                              rl_err *err) {
     if (!b || !kv) return rl_err_set(err, RL_ERR_INVALID, "forward: NULL batch or KV layers");
-    if (b->n_tok < 1) return rl_err_set(err, RL_ERR_INVALID, "forward: empty batch (n_tok = %d)",
-                                        (int)b->n_tok);
+    if (b->n_tok < 1)
+        return rl_err_set(err, RL_ERR_INVALID, "forward: empty batch (n_tok = %d)", (int)b->n_tok);
     if (b->n_tok > m->max_batch)
         return rl_err_set(err, RL_ERR_LIMIT, "forward: n_tok %d exceeds max_batch %d",
                           (int)b->n_tok, (int)m->max_batch);
@@ -670,8 +707,8 @@ static rl_status check_batch(const rl_model *m, const rl_batch *b, const rl_kv_l
                           (int)b->n_vocab_out, (int)m->hp.n_vocab);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const rl_kv_layer *L = &kv[il];
-        if (L->n_kv_head != m->hp.n_kv_head || L->head_dim != m->hp.head_dim ||
-            L->block_size < 1 || !L->k_base || !L->v_base || L->block_size != kv[0].block_size)
+        if (L->n_kv_head != m->hp.n_kv_head || L->head_dim != m->hp.head_dim || L->block_size < 1 ||
+            !L->k_base || !L->v_base || L->block_size != kv[0].block_size)
             return rl_err_set(err, RL_ERR_INVALID,
                               "forward: kv layer %d shape (%d heads x %d, block %d) does not match "
                               "the model (%d heads x %d)",
@@ -692,8 +729,8 @@ static rl_status check_batch(const rl_model *m, const rl_batch *b, const rl_kv_l
                               (int)s);
         if (b->pos[i] < 0 || b->pos[i] / bs >= b->n_blocks[s])
             return rl_err_set(err, RL_ERR_RANGE,
-                              "forward: pos[%d] = %d outside sequence %d's %d blocks of %d",
-                              (int)i, (int)b->pos[i], (int)s, (int)b->n_blocks[s], (int)bs);
+                              "forward: pos[%d] = %d outside sequence %d's %d blocks of %d", (int)i,
+                              (int)b->pos[i], (int)s, (int)b->n_blocks[s], (int)bs);
     }
     return RL_OK;
 }
@@ -710,8 +747,8 @@ static rl_status sort_batch(rl_model *m, const rl_batch *b, rl__fwd *f, rl_err *
             if (b->seq[o] < si || (b->seq[o] == si && b->pos[o] < pi)) break;
             if (b->seq[o] == si && b->pos[o] == pi)
                 return rl_err_set(err, RL_ERR_INVALID,
-                                  "forward: tokens %d and %d share sequence %d position %d",
-                                  (int)o, (int)i, (int)si, (int)pi);
+                                  "forward: tokens %d and %d share sequence %d position %d", (int)o,
+                                  (int)i, (int)si, (int)pi);
             ord[j] = o;
             j--;
         }

@@ -51,14 +51,14 @@ typedef enum rl_model_weights {
 } rl_model_weights;
 
 typedef struct rl_model_opts {
-    int32_t max_batch;                /* tokens per forward call; 0 = 512 */
-    int32_t n_ctx;                    /* tokens per sequence the model will run with; picks
-                                       * LongRoPE's long factors when above the original
-                                       * context, as llama.cpp's -c does; 0 = min(train
-                                       * context, 4096), the engine's default */
-    bool prefault;                    /* touch every weight page at load */
-    rl_model_weights weights;         /* see rl_model_weights */
-    rl_model_progress_fn progress;    /* may be NULL */
+    int32_t max_batch;             /* tokens per forward call; 0 = 512 */
+    int32_t n_ctx;                 /* tokens per sequence the model will run with; picks
+                                    * LongRoPE's long factors when above the original
+                                    * context, as llama.cpp's -c does; 0 = min(train
+                                    * context, 4096), the engine's default */
+    bool prefault;                 /* touch every weight page at load */
+    rl_model_weights weights;      /* see rl_model_weights */
+    rl_model_progress_fn progress; /* may be NULL */
     void *progress_ud;
 } rl_model_opts;
 
@@ -113,14 +113,14 @@ rl_model_kv_shape rl_model_kv_shape_of(const rl_model *m);
  * unique within a batch. */
 typedef struct rl_batch {
     int32_t n_tok;
-    const int32_t *token;      /* [n_tok] */
-    const int32_t *pos;        /* [n_tok] */
-    const int32_t *seq;        /* [n_tok] */
-    const bool *want_logits;   /* [n_tok] or NULL */
+    const int32_t *token;    /* [n_tok] */
+    const int32_t *pos;      /* [n_tok] */
+    const int32_t *seq;      /* [n_tok] */
+    const bool *want_logits; /* [n_tok] or NULL */
     int32_t n_seq;
     const int32_t *const *block_tables; /* [n_seq] -> [n_blocks[s]] */
-    const int32_t *n_blocks;   /* [n_seq] */
-    int32_t n_vocab_out;       /* 0 = n_vocab; else in [1, n_vocab] */
+    const int32_t *n_blocks;            /* [n_seq] */
+    int32_t n_vocab_out;                /* 0 = n_vocab; else in [1, n_vocab] */
 } rl_batch;
 
 /* Number of rows rl_model_forward writes for batch b. */

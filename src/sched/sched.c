@@ -14,7 +14,7 @@
 struct rl_sched {
     rl_sched_config cfg;
     rl_kv_pool *pool;
-    int32_t pool_blocks;   /* usable blocks; fixed at creation, read by other threads */
+    int32_t pool_blocks; /* usable blocks; fixed at creation, read by other threads */
     int32_t block_size;
     rl_sched_req **running, **waiting;
     int32_t n_running, n_waiting, cap;
@@ -25,7 +25,8 @@ struct rl_sched {
 rl_status rl_sched_new(const rl_sched_config *cfg, rl_kv_pool *pool, rl_sched **out, rl_err *err) {
     *out = NULL;
     if (cfg->max_batch_tokens <= 0 || cfg->max_seqs <= 0)
-        return rl_err_set(err, RL_ERR_INVALID, "sched: max_batch_tokens %d and max_seqs %d must be positive",
+        return rl_err_set(err, RL_ERR_INVALID,
+                          "sched: max_batch_tokens %d and max_seqs %d must be positive",
                           cfg->max_batch_tokens, cfg->max_seqs);
     rl_sched *s = rl_calloc(1, sizeof *s);
     if (!s) return rl_err_set(err, RL_ERR_NOMEM, "sched: out of memory");
@@ -44,11 +45,15 @@ void rl_sched_free(rl_sched *s) {
     rl_free(s);
 }
 
-const rl_sched_config *rl_sched_config_of(const rl_sched *s) { return &s->cfg; }
+const rl_sched_config *rl_sched_config_of(const rl_sched *s) {
+    return &s->cfg;
+}
 
 rl_sched_stats rl_sched_stats_of(const rl_sched *s) {
-    rl_sched_stats st = {.n_running = s->n_running, .n_waiting = s->n_waiting,
-                         .n_preemptions = s->n_preemptions, .n_steps = s->n_steps};
+    rl_sched_stats st = {.n_running = s->n_running,
+                         .n_waiting = s->n_waiting,
+                         .n_preemptions = s->n_preemptions,
+                         .n_steps = s->n_steps};
     return st;
 }
 
@@ -180,8 +185,8 @@ int32_t rl_sched_step(rl_sched *s, rl_sched_req **out) {
     while (may_admit && budget > 0 && s->n_waiting > 0 && s->n_running < s->cfg.max_seqs) {
         rl_sched_req *r = s->waiting[0];
         if (s->cfg.prefix_cache && r->n_computed == 0 && r->kv.n_blocks == 0) {
-            int32_t hit = rl_kv_seq_match_prefix(s->pool, &r->kv, r->tokens, r->n_tokens,
-                                                 r->n_tokens - 1);
+            int32_t hit =
+                rl_kv_seq_match_prefix(s->pool, &r->kv, r->tokens, r->n_tokens, r->n_tokens - 1);
             r->n_computed = hit;
             if (!r->admitted_once) r->n_cached = hit < r->n_prompt ? hit : r->n_prompt;
         }
@@ -210,7 +215,9 @@ void rl_sched_commit(rl_sched *s, rl_sched_req **reqs, int32_t n) {
         rl_sched_req *r = reqs[i];
         r->n_computed += r->step_n;
         r->step_n = 0;
-        if (s->cfg.prefix_cache) rl_kv_seq_commit(s->pool, &r->kv, r->tokens, r->n_computed);
-        else r->kv.n_tokens = r->n_computed;
+        if (s->cfg.prefix_cache)
+            rl_kv_seq_commit(s->pool, &r->kv, r->tokens, r->n_computed);
+        else
+            r->kv.n_tokens = r->n_computed;
     }
 }

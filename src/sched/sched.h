@@ -35,20 +35,20 @@ typedef enum rl_sched_state {
 
 typedef struct rl_sched_req {
     uint64_t id;
-    int32_t priority;        /* higher first; default 0 */
-    uint64_t arrival;        /* set by rl_sched_add: FCFS order */
-    int32_t *tokens;         /* [cap] prompt then generated; owned by the caller */
-    int32_t n_tokens;        /* known tokens */
+    int32_t priority; /* higher first; default 0 */
+    uint64_t arrival; /* set by rl_sched_add: FCFS order */
+    int32_t *tokens;  /* [cap] prompt then generated; owned by the caller */
+    int32_t n_tokens; /* known tokens */
     int32_t n_prompt;
-    int32_t max_total;       /* n_prompt + max new tokens: the most this request can need */
-    int32_t n_computed;      /* tokens with K/V stored */
-    int32_t n_cached;        /* prompt tokens served by the prefix cache at first admission */
-    int32_t n_preempted;     /* times preempted */
+    int32_t max_total;   /* n_prompt + max new tokens: the most this request can need */
+    int32_t n_computed;  /* tokens with K/V stored */
+    int32_t n_cached;    /* prompt tokens served by the prefix cache at first admission */
+    int32_t n_preempted; /* times preempted */
     rl_kv_seq kv;
     rl_sched_state state;
     bool admitted_once;
     /* filled by rl_sched_step for the step being built: */
-    int32_t step_n;          /* tokens scheduled from n_computed; 0 = not in this step */
+    int32_t step_n; /* tokens scheduled from n_computed; 0 = not in this step */
 } rl_sched_req;
 
 typedef struct rl_sched_config {

@@ -38,7 +38,8 @@ char *rl_srv_anth_err_json(const rl_oai_err *e) {
                     : e->status == 503 ? "overloaded_error"
                     : e->status >= 500 ? "api_error"
                                        : INVALID;
-    json_t *o = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", t, "message", e->message);
+    json_t *o = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", t, "message",
+                          e->message);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;
@@ -47,13 +48,16 @@ char *rl_srv_anth_err_json(const rl_oai_err *e) {
 /* The text of a content value that must be text: a string or text blocks. */
 static bool text_of(json_t *c, const char *param, rl_buf *b, rl_oai_err *e) {
     if (json_is_string(c)) return !rl_buf_append(b, json_string_value(c), json_string_length(c));
-    if (!json_is_array(c)) return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be a string or text blocks", param);
+    if (!json_is_array(c))
+        return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be a string or text blocks",
+                           param);
     for (size_t k = 0; k < json_array_size(c); k++) {
         json_t *blk = json_array_get(c, k);
         const char *ty = json_string_value(json_object_get(blk, "type"));
         json_t *tx = json_object_get(blk, "text");
         if (!ty || strcmp(ty, "text") || !json_is_string(tx))
-            return rl_oai_fail(e, 400, param, "invalid_value", "%s[%zu]: must be a text block", param, k);
+            return rl_oai_fail(e, 400, param, "invalid_value", "%s[%zu]: must be a text block",
+                               param, k);
         if (rl_buf_append(b, json_string_value(tx), json_string_length(tx)))
             return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
     }
@@ -67,11 +71,15 @@ static bool one_message(json_t *m, size_t i, json_t *out, json_t *ids, rl_oai_er
     snprintf(param, sizeof param, "messages[%zu]", i);
     const char *role = json_string_value(json_object_get(m, "role"));
     if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant")))
-        return rl_oai_fail(e, 400, param, "invalid_value", "%s.role: must be user or assistant", param);
+        return rl_oai_fail(e, 400, param, "invalid_value", "%s.role: must be user or assistant",
+                           param);
     json_t *c = json_object_get(m, "content");
-    if (json_is_string(c)) return !json_array_append_new(out, json_pack("{s:s, s:O}", "role", role, "content", c));
+    if (json_is_string(c))
+        return !json_array_append_new(out, json_pack("{s:s, s:O}", "role", role, "content", c));
     snprintf(param, sizeof param, "messages[%zu].content", i);
-    if (!json_is_array(c)) return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be a string or an array of blocks", param);
+    if (!json_is_array(c))
+        return rl_oai_fail(e, 400, param, "invalid_type",
+                           "%s: must be a string or an array of blocks", param);
     rl_buf text = {0};
     json_t *calls = json_array();
     bool ok = true;
@@ -87,12 +95,14 @@ static bool one_message(json_t *m, size_t i, json_t *out, json_t *ids, rl_oai_er
             const char *name = json_string_value(json_object_get(blk, "name"));
             json_t *in = json_object_get(blk, "input");
             if (!id || !id[0] || !name || (in && !json_is_object(in))) {
-                ok = rl_oai_fail(e, 400, param, "invalid_value", "%s: a tool_use block needs id, name and an input object", param);
+                ok = rl_oai_fail(e, 400, param, "invalid_value",
+                                 "%s: a tool_use block needs id, name and an input object", param);
                 break;
             }
             char *args = json_dumps(in ? in : json_object(), JSON_COMPACT);
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
-                                                   "name", name, "arguments", args ? args : "{}"));
+            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type",
+                                                   "function", "function", "name", name,
+                                                   "arguments", args ? args : "{}"));
             free(args);
             json_object_set_new(ids, id, json_true());
         } else if (ty && !strcmp(ty, "tool_result") && !strcmp(role, "user")) {
@@ -100,7 +110,8 @@ static bool one_message(json_t *m, size_t i, json_t *out, json_t *ids, rl_oai_er
             char p2[80];
             snprintf(p2, sizeof p2, "%s.tool_use_id", param);
             if (!id || !json_object_get(ids, id)) {
-                ok = rl_oai_fail(e, 400, p2, "invalid_value", "%s: '%.100s' is the id of no earlier tool_use block", p2,
+                ok = rl_oai_fail(e, 400, p2, "invalid_value",
+                                 "%s: '%.100s' is the id of no earlier tool_use block", p2,
                                  id ? id : "");
                 break;
             }
@@ -109,16 +120,21 @@ static bool one_message(json_t *m, size_t i, json_t *out, json_t *ids, rl_oai_er
             snprintf(p2, sizeof p2, "%s.content", param);
             ok = !rc || text_of(rc, p2, &r, e);
             if (ok)
-                json_array_append_new(out, json_pack("{s:s, s:s, s:s%}", "role", "tool", "tool_call_id", id, "content",
-                                                     r.p ? r.p : "", r.n));
+                json_array_append_new(out,
+                                      json_pack("{s:s, s:s, s:s%}", "role", "tool", "tool_call_id",
+                                                id, "content", r.p ? r.p : "", r.n));
             rl_buf_free(&r);
         } else {
-            ok = rl_oai_fail(e, 400, param, "invalid_value", "%s.type: '%.40s' is not a block type a %s message may carry "
-                             "(text, %s)", param, ty ? ty : "", role, strcmp(role, "user") ? "tool_use" : "tool_result");
+            ok = rl_oai_fail(e, 400, param, "invalid_value",
+                             "%s.type: '%.40s' is not a block type a %s message may carry "
+                             "(text, %s)",
+                             param, ty ? ty : "", role,
+                             strcmp(role, "user") ? "tool_use" : "tool_result");
         }
     }
     if (ok && (text.n || json_array_size(calls) || !json_array_size(c))) {
-        json_t *msg = json_pack("{s:s, s:s%}", "role", role, "content", text.p ? text.p : "", text.n);
+        json_t *msg =
+            json_pack("{s:s, s:s%}", "role", role, "content", text.p ? text.p : "", text.n);
         if (json_array_size(calls)) json_object_set(msg, "tool_calls", calls);
         json_array_append_new(out, msg);
     }
@@ -149,7 +165,8 @@ bool rl_srv_anth_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
             rl_buf_free(&b);
             goto done;
         }
-        json_array_append_new(msgs, json_pack("{s:s, s:s%}", "role", "system", "content", b.p ? b.p : "", b.n));
+        json_array_append_new(
+            msgs, json_pack("{s:s, s:s%}", "role", "system", "content", b.p ? b.p : "", b.n));
         rl_buf_free(&b);
     }
     v = json_object_get(in, "messages");
@@ -168,23 +185,31 @@ bool rl_srv_anth_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
         json_t *tools = json_array();
         for (size_t i = 0; i < json_array_size(v); i++) {
             json_t *t = json_array_get(v, i), *f = json_object();
-            const char *keys[][2] = {{"name", "name"}, {"description", "description"}, {"input_schema", "parameters"}};
+            const char *keys[][2] = {
+                {"name", "name"}, {"description", "description"}, {"input_schema", "parameters"}};
             for (int k = 0; k < 3; k++)
-                if (json_object_get(t, keys[k][0])) json_object_set(f, keys[k][1], json_object_get(t, keys[k][0]));
-            json_array_append_new(tools, json_pack("{s:s, s:o}", "type", "function", "function", f));
+                if (json_object_get(t, keys[k][0]))
+                    json_object_set(f, keys[k][1], json_object_get(t, keys[k][0]));
+            json_array_append_new(tools,
+                                  json_pack("{s:s, s:o}", "type", "function", "function", f));
         }
         json_object_set_new(o, "tools", tools);
     }
     if ((v = json_object_get(in, "tool_choice"))) {
         const char *t = json_string_value(json_object_get(v, "type"));
-        if (!t || (strcmp(t, "auto") && strcmp(t, "any") && strcmp(t, "tool") && strcmp(t, "none"))) {
-            rl_oai_fail(e, 400, "tool_choice", "invalid_value", "tool_choice.type: must be auto, any, tool or none");
+        if (!t ||
+            (strcmp(t, "auto") && strcmp(t, "any") && strcmp(t, "tool") && strcmp(t, "none"))) {
+            rl_oai_fail(e, 400, "tool_choice", "invalid_value",
+                        "tool_choice.type: must be auto, any, tool or none");
             goto done;
         }
         if (!strcmp(t, "tool"))
-            json_object_set_new(o, "tool_choice", json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
-                                                            json_object_get(v, "name") ? json_object_get(v, "name") : json_null()));
-        else json_object_set_new(o, "tool_choice", json_string(!strcmp(t, "any") ? "required" : t));
+            json_object_set_new(
+                o, "tool_choice",
+                json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
+                          json_object_get(v, "name") ? json_object_get(v, "name") : json_null()));
+        else
+            json_object_set_new(o, "tool_choice", json_string(!strcmp(t, "any") ? "required" : t));
         if (json_is_true(json_object_get(v, "disable_parallel_tool_use")))
             json_object_set_new(o, "parallel_tool_calls", json_false());
     }
@@ -202,11 +227,13 @@ done:
 /* Replaces each `from` in s by the shorter `to`, in place. */
 static void shrink_all(char *s, const char *from, const char *to) {
     size_t fl = strlen(from), tl = strlen(to);
-    for (char *p = strstr(s, from); p; p = strstr(p + tl, from)) memmove(p + tl, p + fl, strlen(p + fl) + 1), memcpy(p, to, tl);
+    for (char *p = strstr(s, from); p; p = strstr(p + tl, from))
+        memmove(p + tl, p + fl, strlen(p + fl) + 1), memcpy(p, to, tl);
 }
 
 void rl_srv_anth_fix_param(rl_oai_err *e) {
-    static const char *from[] = {".function.parameters", ".function.name"}, *to[] = {".input_schema", ".name"};
+    static const char *from[] = {".function.parameters", ".function.name"},
+                      *to[] = {".input_schema", ".name"};
     for (int k = 0; k < 2; k++) {
         shrink_all(e->param, from[k], to[k]);
         shrink_all(e->message, from[k], to[k]);
@@ -221,10 +248,13 @@ static const char *stop_reason(const char *finish) {
     return "end_turn";
 }
 
-json_t *rl_srv_anth_message(const char *id, const char *model, json_t *msg, const char *finish, int n_in, int n_out) {
+json_t *rl_srv_anth_message(const char *id, const char *model, json_t *msg, const char *finish,
+                            int n_in, int n_out) {
     json_t *content = json_array();
     const char *rc = json_string_value(json_object_get(msg, "reasoning_content"));
-    if (rc && rc[0]) json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", rc, "signature", ""));
+    if (rc && rc[0])
+        json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking",
+                                                 rc, "signature", ""));
     json_t *tx = json_object_get(msg, "content");
     if (json_is_string(tx) && json_string_length(tx))
         json_array_append_new(content, json_pack("{s:s, s:O}", "type", "text", "text", tx));
@@ -237,12 +267,14 @@ json_t *rl_srv_anth_message(const char *id, const char *model, json_t *msg, cons
             json_decref(input);
             input = json_object();
         }
-        json_array_append_new(content, json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use", "id", json_object_get(c, "id"),
-                                                 "name", json_object_get(f, "name"), "input", input));
+        json_array_append_new(content, json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use", "id",
+                                                 json_object_get(c, "id"), "name",
+                                                 json_object_get(f, "name"), "input", input));
     }
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:n, s:{s:i, s:i}}", "id", id, "type", "message", "role", "assistant",
-                     "model", model, "content", content, "stop_reason", stop_reason(finish), "stop_sequence", "usage",
-                     "input_tokens", n_in, "output_tokens", n_out);
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:n, s:{s:i, s:i}}", "id", id, "type",
+                     "message", "role", "assistant", "model", model, "content", content,
+                     "stop_reason", stop_reason(finish), "stop_sequence", "usage", "input_tokens",
+                     n_in, "output_tokens", n_out);
 }
 
 /* ---- streaming ---- */
@@ -257,14 +289,16 @@ static void event(rl_buf *out, const char *type, json_t *data) {
 
 void rl_srv_anth_start(const char *id, const char *model, int n_in, rl_buf *out) {
     event(out, "message_start",
-          json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:i, s:i}}}", "type", "message_start", "message", "id",
-                    id, "type", "message", "role", "assistant", "model", model, "content", "stop_reason", "stop_sequence",
-                    "usage", "input_tokens", n_in, "output_tokens", 0));
+          json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:i, s:i}}}", "type",
+                    "message_start", "message", "id", id, "type", "message", "role", "assistant",
+                    "model", model, "content", "stop_reason", "stop_sequence", "usage",
+                    "input_tokens", n_in, "output_tokens", 0));
 }
 
 static void close_block(rl_srv_anth *st, rl_buf *out) {
     if (st->open_kind == 0) return;
-    event(out, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", st->n_blocks - 1));
+    event(out, "content_block_stop",
+          json_pack("{s:s, s:i}", "type", "content_block_stop", "index", st->n_blocks - 1));
     st->open_kind = 0;
 }
 
@@ -272,24 +306,29 @@ static void close_block(rl_srv_anth *st, rl_buf *out) {
 static void open_block(rl_srv_anth *st, char k, json_t *block, rl_buf *out) {
     close_block(st, out);
     event(out, "content_block_start",
-          json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", st->n_blocks, "content_block", block));
+          json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", st->n_blocks,
+                    "content_block", block));
     st->n_blocks++;
     st->open_kind = k;
 }
 
 static void delta(rl_srv_anth *st, json_t *d, rl_buf *out) {
-    event(out, "content_block_delta", json_pack("{s:s, s:i, s:o}", "type", "content_block_delta", "index", st->n_blocks - 1, "delta", d));
+    event(out, "content_block_delta",
+          json_pack("{s:s, s:i, s:o}", "type", "content_block_delta", "index", st->n_blocks - 1,
+                    "delta", d));
 }
 
 void rl_srv_anth_events(rl_srv_anth *st, json_t *d, rl_buf *out) {
     const char *r = json_string_value(json_object_get(d, "reasoning_content"));
     if (r && r[0]) {
-        if (st->open_kind != 'r') open_block(st, 'r', json_pack("{s:s, s:s}", "type", "thinking", "thinking", ""), out);
+        if (st->open_kind != 'r')
+            open_block(st, 'r', json_pack("{s:s, s:s}", "type", "thinking", "thinking", ""), out);
         delta(st, json_pack("{s:s, s:s}", "type", "thinking_delta", "thinking", r), out);
     }
     const char *c = json_string_value(json_object_get(d, "content"));
     if (c && c[0]) {
-        if (st->open_kind != 't') open_block(st, 't', json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
+        if (st->open_kind != 't')
+            open_block(st, 't', json_pack("{s:s, s:s}", "type", "text", "text", ""), out);
         delta(st, json_pack("{s:s, s:s}", "type", "text_delta", "text", c), out);
     }
     json_t *tc = json_object_get(d, "tool_calls");
@@ -297,8 +336,11 @@ void rl_srv_anth_events(rl_srv_anth *st, json_t *d, rl_buf *out) {
         json_t *call = json_array_get(tc, k), *f = json_object_get(call, "function");
         int idx = (int)json_integer_value(json_object_get(call, "index"));
         if (json_object_get(call, "id") && idx != st->open_call) {
-            open_block(st, 'c', json_pack("{s:s, s:O, s:O, s:{}}", "type", "tool_use", "id", json_object_get(call, "id"),
-                                          "name", json_object_get(f, "name"), "input"), out);
+            open_block(st, 'c',
+                       json_pack("{s:s, s:O, s:O, s:{}}", "type", "tool_use", "id",
+                                 json_object_get(call, "id"), "name", json_object_get(f, "name"),
+                                 "input"),
+                       out);
             st->open_call = idx;
         }
         const char *a = json_string_value(json_object_get(f, "arguments"));
@@ -309,7 +351,8 @@ void rl_srv_anth_events(rl_srv_anth *st, json_t *d, rl_buf *out) {
 
 void rl_srv_anth_finish(rl_srv_anth *st, const char *finish, int n_out, rl_buf *out) {
     close_block(st, out);
-    event(out, "message_delta", json_pack("{s:s, s:{s:s, s:n}, s:{s:i}}", "type", "message_delta", "delta", "stop_reason",
-                                          stop_reason(finish), "stop_sequence", "usage", "output_tokens", n_out));
+    event(out, "message_delta",
+          json_pack("{s:s, s:{s:s, s:n}, s:{s:i}}", "type", "message_delta", "delta", "stop_reason",
+                    stop_reason(finish), "stop_sequence", "usage", "output_tokens", n_out));
     event(out, "message_stop", json_pack("{s:s}", "type", "message_stop"));
 }

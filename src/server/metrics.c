@@ -15,12 +15,15 @@
 #include "base/buf.h"
 #include "server/server-impl.h"
 
-static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
-                                     0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
-static const double itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
-                                    0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
-static const double e2e_bounds[] = {0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
-                                    20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06,  0.08,
+                                     0.1,   0.25,  0.5,  0.75, 1.0,  2.5,   5.0,
+                                     7.5,   10.0,  20.0, 40.0, 80.0, 160.0, 640.0};
+static const double itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                    0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0,   2.5,
+                                    5.0,   7.5,    10.0,  20.0, 40.0,  80.0};
+static const double e2e_bounds[] = {0.05, 0.1,   0.3,   0.5,   0.8,   1.0,   1.5,  2.0,
+                                    2.5,  5.0,   10.0,  15.0,  20.0,  30.0,  40.0, 50.0,
+                                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
 
 #define NB(a) ((int)(sizeof(a) / sizeof(a[0])))
 _Static_assert(NB(ttft_bounds) < RL_HIST_MAX_BUCKETS && NB(itl_bounds) < RL_HIST_MAX_BUCKETS &&
@@ -38,7 +41,9 @@ void rl_metrics_init(rl_metrics *m) {
     m->e2e.n_bounds = NB(e2e_bounds);
 }
 
-void rl_metrics_free(rl_metrics *m) { pthread_mutex_destroy(&m->mu); }
+void rl_metrics_free(rl_metrics *m) {
+    pthread_mutex_destroy(&m->mu);
+}
 
 void rl_hist_observe(rl_metrics *m, rl_hist *h, double v) {
     if (!isfinite(v) || v < 0) v = 0;
@@ -96,7 +101,8 @@ static void hist(sbuf *b, const char *name, const char *help, const char *lbl, c
     uint64_t cum = 0;
     for (int i = 0; i < h->n_bounds; i++) {
         cum += h->counts[i];
-        sb_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, lbl, h->bounds[i], (unsigned long long)cum);
+        sb_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, lbl, h->bounds[i],
+                  (unsigned long long)cum);
     }
     cum += h->counts[h->n_bounds];
     sb_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, lbl, (unsigned long long)cum);
@@ -122,15 +128,19 @@ char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *mo
     memset(&z, 0, sizeof z);
     if (!st) st = &z;
     gauge(&b, "redline:num_requests_running", "Requests in the running batch.", lbl, st->n_running);
-    gauge(&b, "redline:num_requests_waiting", "Requests waiting to be scheduled.", lbl, st->n_waiting);
+    gauge(&b, "redline:num_requests_waiting", "Requests waiting to be scheduled.", lbl,
+          st->n_waiting);
     gauge(&b, "redline:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 = full).", lbl,
           st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0);
     gauge(&b, "redline:kv_blocks_total", "Usable KV-cache blocks.", lbl, st->kv_blocks_total);
-    gauge(&b, "redline:kv_blocks_used", "KV-cache blocks held by requests.", lbl, st->kv_blocks_used);
+    gauge(&b, "redline:kv_blocks_used", "KV-cache blocks held by requests.", lbl,
+          st->kv_blocks_used);
     gauge(&b, "redline:kv_blocks_cached", "Free KV-cache blocks kept for prefix reuse.", lbl,
           st->kv_blocks_cached);
-    counter(&b, "redline:prompt_tokens_total", "Prompt tokens admitted.", lbl, (double)st->prompt_tokens);
-    counter(&b, "redline:generation_tokens_total", "Tokens generated.", lbl, (double)st->generation_tokens);
+    counter(&b, "redline:prompt_tokens_total", "Prompt tokens admitted.", lbl,
+            (double)st->prompt_tokens);
+    counter(&b, "redline:generation_tokens_total", "Tokens generated.", lbl,
+            (double)st->generation_tokens);
     counter(&b, "redline:prefix_cache_queries_total", "Prefix-cache lookups, in blocks.", lbl,
             (double)st->prefix_queries);
     counter(&b, "redline:prefix_cache_hits_total", "Prefix-cache hits, in blocks.", lbl,
@@ -141,8 +151,8 @@ char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *mo
             (double)st->spec_proposed);
     counter(&b, "redline:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", lbl,
             (double)st->spec_accepted);
-    counter(&b, "redline:spec_decode_num_verifications_total", "Speculative verifications run.", lbl,
-            (double)st->spec_verifies);
+    counter(&b, "redline:spec_decode_num_verifications_total", "Speculative verifications run.",
+            lbl, (double)st->spec_verifies);
     gauge(&b, "redline:spec_decode_acceptance_rate", "Accepted / proposed draft tokens.", lbl,
           st->spec_proposed ? (double)st->spec_accepted / (double)st->spec_proposed : 0.0);
     gauge(&b, "redline:spec_decode_mean_accepted_length",
@@ -157,16 +167,19 @@ char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *mo
     sb_printf(&b, "# HELP redline:request_success_total Finished requests by finish reason.\n"
                   "# TYPE redline:request_success_total counter\n");
     for (int i = 1; i < 5; i++)
-        sb_printf(&b, "redline:request_success_total{%s,finished_reason=\"%s\"} %llu\n", lbl, why[i],
-                  (unsigned long long)m->finished[i]);
+        sb_printf(&b, "redline:request_success_total{%s,finished_reason=\"%s\"} %llu\n", lbl,
+                  why[i], (unsigned long long)m->finished[i]);
     sb_printf(&b, "# HELP redline:http_responses_total HTTP responses by status class.\n"
                   "# TYPE redline:http_responses_total counter\n");
     for (int i = 1; i < 6; i++)
         sb_printf(&b, "redline:http_responses_total{%s,code=\"%dxx\"} %llu\n", lbl, i,
                   (unsigned long long)m->http[i]);
-    hist(&b, "redline:time_to_first_token_seconds", "Time from submit to the first token.", lbl, &m->ttft);
-    hist(&b, "redline:inter_token_latency_seconds", "Time between consecutive tokens.", lbl, &m->itl);
-    hist(&b, "redline:e2e_request_latency_seconds", "Time from arrival to the last token.", lbl, &m->e2e);
+    hist(&b, "redline:time_to_first_token_seconds", "Time from submit to the first token.", lbl,
+         &m->ttft);
+    hist(&b, "redline:inter_token_latency_seconds", "Time between consecutive tokens.", lbl,
+         &m->itl);
+    hist(&b, "redline:e2e_request_latency_seconds", "Time from arrival to the last token.", lbl,
+         &m->e2e);
     pthread_mutex_unlock(&m->mu);
     if (b.oom) {
         rl_buf_free(&b.b);

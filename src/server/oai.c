@@ -33,9 +33,9 @@ typedef struct choice {
     char err[160];
     int32_t n_gen, n_prompt, n_cached;
     double t_last_tok;
-    rl_buf text; /* non-streaming, or read for tools/reasoning: accumulated text */
+    rl_buf text;      /* non-streaming, or read for tools/reasoning: accumulated text */
     rl_srv_stream ss; /* streaming tools/reasoning: what was sent */
-    json_t *lp; /* non-streaming logprobs (chat: array; completion: object) */
+    json_t *lp;       /* non-streaming logprobs (chat: array; completion: object) */
 } choice;
 
 typedef struct gen_job {
@@ -61,19 +61,26 @@ typedef struct gen_job {
     /* streaming output buffer */
     rl_buf out;     /* streaming: SSE bytes not yet handed to the connection */
     size_t out_off; /* bytes of out already handed */
-    bool ended; /* "data: [DONE]" queued */
+    bool ended;     /* "data: [DONE]" queued */
 } gen_job;
 
 /* The seed of choice i's tool-call ids. */
-static uint64_t call_seed(const gen_job *j, int i) { return rl_hash_bytes(j->id, strlen(j->id)) + (uint64_t)i; }
+static uint64_t call_seed(const gen_job *j, int i) {
+    return rl_hash_bytes(j->id, strlen(j->id)) + (uint64_t)i;
+}
 
 static const char *finish_str(rl_finish_reason f) {
     switch (f) {
-    case RL_FINISH_STOP: return "stop";
-    case RL_FINISH_LENGTH: return "length";
-    case RL_FINISH_CANCELLED: return "abort";
-    case RL_FINISH_ERROR: return "error";
-    default: return NULL;
+    case RL_FINISH_STOP:
+        return "stop";
+    case RL_FINISH_LENGTH:
+        return "length";
+    case RL_FINISH_CANCELLED:
+        return "abort";
+    case RL_FINISH_ERROR:
+        return "error";
+    default:
+        return NULL;
     }
 }
 
@@ -88,7 +95,9 @@ static bool encode_text(rl_srv *s, const char *text, size_t len, bool with_bos, 
     if (st == RL_ERR_LIMIT)
         return rl_oai_fail(e, 400, param, "context_length_exceeded", "%s: too many tokens", param);
     if (st == RL_ERR_NOMEM) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
-    if (st) return rl_oai_fail(e, 400, param, "invalid_value", "%s: cannot tokenize: %s", param, err.msg);
+    if (st)
+        return rl_oai_fail(e, 400, param, "invalid_value", "%s: cannot tokenize: %s", param,
+                           err.msg);
     return true;
 }
 
@@ -101,8 +110,8 @@ static bool render_chat(rl_srv *s, const rl_oai_req *r, bool add_gen, char **out
     /* anything else is this conversation's fault (the template's
      * raise_exception, a type error, a step bound): 400 with the message */
     if (st != RL_OK)
-        return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: the chat template failed: %s",
-                           err.msg);
+        return rl_oai_fail(e, 400, "messages", "invalid_value",
+                           "messages: the chat template failed: %s", err.msg);
     return true;
 }
 
@@ -134,22 +143,25 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
                 return rl_oai_fail(e, 400, "prompt", "invalid_value", "prompt: %s", err.msg);
         }
     } else {
-        if (!encode_text(s, r->prompt, r->prompt_len, true, &j->prompt, &j->n_prompt, param, e)) return false;
+        if (!encode_text(s, r->prompt, r->prompt_len, true, &j->prompt, &j->n_prompt, param, e))
+            return false;
         if (r->echo) {
             j->prompt_text = rl_strndup(r->prompt, r->prompt_len);
             j->prompt_text_len = r->prompt_len;
             if (!j->prompt_text) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
         }
     }
-    if (j->n_prompt == 0) return rl_oai_fail(e, 400, param, "invalid_value", "%s: must not be empty", param);
+    if (j->n_prompt == 0)
+        return rl_oai_fail(e, 400, param, "invalid_value", "%s: must not be empty", param);
     if (j->n_prompt >= s->n_ctx)
         return rl_oai_fail(e, 400, param, "context_length_exceeded",
-                           "%s: %d tokens leave no room to generate in the context of %d tokens", param,
-                           j->n_prompt, s->n_ctx);
+                           "%s: %d tokens leave no room to generate in the context of %d tokens",
+                           param, j->n_prompt, s->n_ctx);
     if (r->max_tokens > 0 && (int64_t)j->n_prompt + r->max_tokens > s->n_ctx)
-        return rl_oai_fail(e, 400, "max_tokens", "context_length_exceeded",
-                           "max_tokens: %d prompt tokens + %d new tokens exceed the context of %d tokens",
-                           j->n_prompt, r->max_tokens, s->n_ctx);
+        return rl_oai_fail(
+            e, 400, "max_tokens", "context_length_exceeded",
+            "max_tokens: %d prompt tokens + %d new tokens exceed the context of %d tokens",
+            j->n_prompt, r->max_tokens, s->n_ctx);
     return true;
 }
 
@@ -173,7 +185,8 @@ static void job_drain(gen_job *j) {
             rl_status st = rl_engine_next(j->srv->eng, c->id, &ev, 100);
             if (st == RL_ERR_NOT_FOUND || (st == RL_OK && ev.kind == RL_EV_DONE)) c->done = true;
             if (rl_time_s() > until) {
-                rl_log(RL_LOG_WARN, "request %llu: no DONE event 30 s after cancel", (unsigned long long)c->id);
+                rl_log(RL_LOG_WARN, "request %llu: no DONE event 30 s after cancel",
+                       (unsigned long long)c->id);
                 c->done = true;
             }
         }
@@ -245,7 +258,9 @@ static json_t *token_bytes(const char *p, size_t n) {
     return a;
 }
 
-static double lp_val(float x) { return isfinite(x) ? (double)x : -9999.0; }
+static double lp_val(float x) {
+    return isfinite(x) ? (double)x : -9999.0;
+}
 
 static json_t *chat_lp_item(rl_srv *s, const rl_event *ev, int n_top) {
     size_t l = 0;
@@ -254,8 +269,9 @@ static json_t *chat_lp_item(rl_srv *s, const rl_event *ev, int n_top) {
     for (int k = 0; k < n_top && k < ev->n_top; k++) {
         size_t tl = 0;
         const char *tp = rl_token_piece(s->vocab, ev->top_id[k], &tl);
-        json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", rl_srv_json_text(tp ? tp : "", tl),
-                                             "logprob", lp_val(ev->top_logprob[k]), "bytes",
+        json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token",
+                                             rl_srv_json_text(tp ? tp : "", tl), "logprob",
+                                             lp_val(ev->top_logprob[k]), "bytes",
                                              token_bytes(tp ? tp : "", tl)));
     }
     return json_pack("{s:o, s:f, s:o, s:o}", "token", rl_srv_json_text(p ? p : "", l), "logprob",
@@ -282,15 +298,16 @@ static void compl_lp_add(rl_srv *s, json_t *o, const rl_event *ev, int n_top, si
 }
 
 static json_t *compl_lp_new(void) {
-    return json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+    return json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs",
+                     "text_offset");
 }
 
 static json_t *usage_obj(gen_job *j) {
     int32_t gen = 0;
     for (int i = 0; i < j->req.n; i++) gen += j->ch[i].n_gen;
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", j->n_prompt, "completion_tokens", gen,
-                     "total_tokens", j->n_prompt + gen, "prompt_tokens_details", "cached_tokens",
-                     j->ch[0].n_cached);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", j->n_prompt, "completion_tokens",
+                     gen, "total_tokens", j->n_prompt + gen, "prompt_tokens_details",
+                     "cached_tokens", j->ch[0].n_cached);
 }
 
 /* ---- streaming output ---- */
@@ -309,11 +326,12 @@ static void out_event(gen_job *j, json_t *o) {
 }
 
 /* A chunk with one choice: chat delta or completion text. */
-static json_t *chunk(gen_job *j, int i, json_t *delta_or_text, json_t *logprobs, const char *finish) {
+static json_t *chunk(gen_job *j, int i, json_t *delta_or_text, json_t *logprobs,
+                     const char *finish) {
     bool chat = j->req.kind == RL_OAI_CHAT;
-    json_t *c = json_pack("{s:i, s:o, s:o, s:o}", "index", i, chat ? "delta" : "text", delta_or_text,
-                          "logprobs", logprobs ? logprobs : json_null(), "finish_reason",
-                          finish ? json_string(finish) : json_null());
+    json_t *c = json_pack("{s:i, s:o, s:o, s:o}", "index", i, chat ? "delta" : "text",
+                          delta_or_text, "logprobs", logprobs ? logprobs : json_null(),
+                          "finish_reason", finish ? json_string(finish) : json_null());
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", j->id, "object",
                           chat ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)j->created, "model", j->srv->model_id, "system_fingerprint",
@@ -325,7 +343,9 @@ static json_t *chunk(gen_job *j, int i, json_t *delta_or_text, json_t *logprobs,
 /* HTTP status of a generation that ended in an error: a bound the
  * request's own grammar or parameters exceeded is the client's (400);
  * anything else is the server's (500). */
-static int finish_status(rl_status code) { return code == RL_ERR_LIMIT ? 400 : 500; }
+static int finish_status(rl_status code) {
+    return code == RL_ERR_LIMIT ? 400 : 500;
+}
 
 static void stream_error(gen_job *j, const char *msg, int code) {
     rl_oai_err e;
@@ -354,8 +374,10 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
         if (!stream) {
             if (lp) {
                 if (!c->lp) c->lp = chat ? json_array() : compl_lp_new();
-                if (chat) json_array_append_new(c->lp, chat_lp_item(s, ev, j->req.top_logprobs));
-                else compl_lp_add(s, c->lp, ev, j->req.top_logprobs, c->text.n);
+                if (chat)
+                    json_array_append_new(c->lp, chat_lp_item(s, ev, j->req.top_logprobs));
+                else
+                    compl_lp_add(s, c->lp, ev, j->req.top_logprobs, c->text.n);
             }
             if (ev->text_len > 0) {
                 if (rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
@@ -367,7 +389,8 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
         if (chat && j->tools.active) {
             bool calls;
             if (ev->text_len > 0 && rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
-            delta = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, false, &calls);
+            delta = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n,
+                                       false, &calls);
             if (j->anth || j->resp) {
                 if (delta && j->anth) rl_srv_anth_events(&j->as, delta, &j->out);
                 if (delta && j->resp) rl_srv_resp_events(&j->rs, j->id, delta, &j->out);
@@ -380,13 +403,18 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
         json_t *txt = delta ? NULL : rl_srv_json_text(ev->text, (size_t)ev->text_len);
         json_t *lpo = NULL;
         if (lp) {
-            if (chat) lpo = json_pack("{s:[o]}", "content", chat_lp_item(s, ev, j->req.top_logprobs));
+            if (chat)
+                lpo = json_pack("{s:[o]}", "content", chat_lp_item(s, ev, j->req.top_logprobs));
             else {
                 lpo = compl_lp_new();
                 compl_lp_add(s, lpo, ev, j->req.top_logprobs, 0);
             }
         }
-        out_event(j, chunk(j, i, delta ? delta : chat ? json_pack("{s:o}", "content", txt) : txt, lpo, NULL));
+        out_event(j, chunk(j, i,
+                           delta  ? delta
+                           : chat ? json_pack("{s:o}", "content", txt)
+                                  : txt,
+                           lpo, NULL));
         return;
     }
     /* DONE */
@@ -410,7 +438,8 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     if (!stream) return;
     if (ev->finish == RL_FINISH_ERROR) {
         char msg[200];
-        snprintf(msg, sizeof msg, "generation failed: %s", ev->error[0] ? ev->error : "engine error");
+        snprintf(msg, sizeof msg, "generation failed: %s",
+                 ev->error[0] ? ev->error : "engine error");
         stream_error(j, msg, finish_status(ev->error_code));
     } else if (ev->finish == RL_FINISH_CANCELLED) {
         stream_error(j, "the request was cancelled (the server is shutting down)", 503);
@@ -418,7 +447,8 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
         const char *fin = finish_str(ev->finish);
         if (chat && j->tools.active) {
             bool calls;
-            json_t *d = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n, true, &calls);
+            json_t *d = rl_srv_tools_delta(&j->tools, &c->ss, call_seed(j, i), c->text.p, c->text.n,
+                                           true, &calls);
             if (calls && ev->finish == RL_FINISH_STOP) fin = "tool_calls";
             if (j->anth) {
                 if (d) rl_srv_anth_events(&j->as, d, &j->out);
@@ -429,11 +459,12 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             if (j->resp) {
                 if (d) rl_srv_resp_events(&j->rs, j->id, d, &j->out);
                 json_decref(d);
-                json_t *msg = rl_srv_tools_message(&j->tools, call_seed(j, i), c->text.p, c->text.n, &calls);
+                json_t *msg =
+                    rl_srv_tools_message(&j->tools, call_seed(j, i), c->text.p, c->text.n, &calls);
                 if (msg)
                     rl_srv_resp_finish(&j->rs, j->id,
-                                       rl_srv_resp_object(j->id, j->created, s->model_id, msg, fin, j->n_prompt,
-                                                          ev->n_generated, NULL),
+                                       rl_srv_resp_object(j->id, j->created, s->model_id, msg, fin,
+                                                          j->n_prompt, ev->n_generated, NULL),
                                        &j->out);
                 json_decref(msg);
                 return;
@@ -468,9 +499,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             if (j->req.include_usage) {
                 bool chat = j->req.kind == RL_OAI_CHAT;
                 out_event(j, json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", j->id, "object",
-                                       chat ? "chat.completion.chunk" : "text_completion", "created",
-                                       (json_int_t)j->created, "model", j->srv->model_id, "choices", "usage",
-                                       usage_obj(j)));
+                                       chat ? "chat.completion.chunk" : "text_completion",
+                                       "created", (json_int_t)j->created, "model", j->srv->model_id,
+                                       "choices", "usage", usage_obj(j)));
             }
             out_append(j, "data: [DONE]\n\n", 14);
             j->ended = true;
@@ -483,11 +514,14 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (i < 0) continue;
         on_event(j, i, &ev, true);
         /* batch whatever else is ready without waiting */
-        while (j->n_left > 0 && j->out.n < 8192 && (i = job_next(j, &ev, 0)) >= 0) on_event(j, i, &ev, true);
+        while (j->n_left > 0 && j->out.n < 8192 && (i = job_next(j, &ev, 0)) >= 0)
+            on_event(j, i, &ev, true);
     }
 }
 
-static void stream_free(void *cls) { job_free(cls); }
+static void stream_free(void *cls) {
+    job_free(cls);
+}
 
 /* ---- non-streaming ---- */
 static enum MHD_Result run_blocking(gen_job *j) {
@@ -507,10 +541,12 @@ static enum MHD_Result run_blocking(gen_job *j) {
         if (j->ch[i].fin == RL_FINISH_ERROR || j->ch[i].fin == RL_FINISH_CANCELLED) {
             rl_oai_err e;
             if (j->ch[i].fin == RL_FINISH_ERROR)
-                rl_oai_fail(&e, finish_status(j->ch[i].err_code), NULL, NULL, "generation failed: %s",
+                rl_oai_fail(&e, finish_status(j->ch[i].err_code), NULL, NULL,
+                            "generation failed: %s",
                             j->ch[i].err[0] ? j->ch[i].err : "engine error");
             else
-                rl_oai_fail(&e, 503, NULL, "shutting_down", "the request was cancelled (the server is shutting down)");
+                rl_oai_fail(&e, 503, NULL, "shutting_down",
+                            "the request was cancelled (the server is shutting down)");
             job_free(j);
             return rl_srv_reply_error(rq, &e);
         }
@@ -518,11 +554,14 @@ static enum MHD_Result run_blocking(gen_job *j) {
     if (j->anth || j->resp) {
         choice *c = &j->ch[0];
         bool calls;
-        json_t *msg = rl_srv_tools_message(&j->tools, call_seed(j, 0), c->text.p, c->text.n, &calls);
+        json_t *msg =
+            rl_srv_tools_message(&j->tools, call_seed(j, 0), c->text.p, c->text.n, &calls);
         const char *fin = calls && c->fin == RL_FINISH_STOP ? "tool_calls" : finish_str(c->fin);
-        json_t *o = !msg     ? NULL
-                    : j->anth ? rl_srv_anth_message(j->id, j->srv->model_id, msg, fin, j->n_prompt, c->n_gen)
-                              : rl_srv_resp_object(j->id, j->created, j->srv->model_id, msg, fin, j->n_prompt, c->n_gen, NULL);
+        json_t *o = !msg      ? NULL
+                    : j->anth ? rl_srv_anth_message(j->id, j->srv->model_id, msg, fin, j->n_prompt,
+                                                    c->n_gen)
+                              : rl_srv_resp_object(j->id, j->created, j->srv->model_id, msg, fin,
+                                                   j->n_prompt, c->n_gen, NULL);
         json_decref(msg);
         job_free(j);
         return rl_srv_reply_json(rq, 200, o);
@@ -540,7 +579,8 @@ static enum MHD_Result run_blocking(gen_job *j) {
         } else {
             text = rl_srv_json_text(c->text.p ? c->text.p : "", c->text.n);
         }
-        json_t *lp = c->lp ? (chat ? json_pack("{s:O}", "content", c->lp) : json_incref(c->lp)) : json_null();
+        json_t *lp = c->lp ? (chat ? json_pack("{s:O}", "content", c->lp) : json_incref(c->lp))
+                           : json_null();
         json_t *msg = NULL;
         const char *fin = finish_str(c->fin);
         if (chat && j->tools.active) {
@@ -549,18 +589,19 @@ static enum MHD_Result run_blocking(gen_job *j) {
             if (calls && c->fin == RL_FINISH_STOP) fin = "tool_calls";
         }
         json_t *item =
-            msg  ? (json_decref(text), json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp,
-                                                 "finish_reason", fin))
-            : chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
-                             "content", text, "logprobs", lp, "finish_reason", finish_str(c->fin))
-                 : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
-                             finish_str(c->fin));
+            msg ? (json_decref(text), json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg,
+                                                "logprobs", lp, "finish_reason", fin))
+            : chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role",
+                               "assistant", "content", text, "logprobs", lp, "finish_reason",
+                               finish_str(c->fin))
+                   : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp,
+                               "finish_reason", finish_str(c->fin));
         json_array_append_new(choices, item);
     }
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", j->id, "object",
-                          chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created,
-                          "model", j->srv->model_id, "system_fingerprint", "redline-" RL_SERVER_VERSION,
-                          "choices", choices, "usage", usage_obj(j));
+                          chat ? "chat.completion" : "text_completion", "created",
+                          (json_int_t)j->created, "model", j->srv->model_id, "system_fingerprint",
+                          "redline-" RL_SERVER_VERSION, "choices", choices, "usage", usage_obj(j));
     job_free(j);
     return rl_srv_reply_json(rq, 200, o);
 }
@@ -586,7 +627,8 @@ static void submit_error(const rl_err *err, const gen_job *j, rl_oai_err *e) {
  * /v1/messages the translated one, anth set). */
 typedef enum api { API_OPENAI, API_ANTHROPIC, API_RESPONSES } api;
 
-static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len, api which) {
+static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len,
+                                api which) {
     bool anth = which == API_ANTHROPIC, resp = which == API_RESPONSES;
     rl_srv *s = rq->srv;
     rl_oai_limits lim;
@@ -613,13 +655,17 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     rl_engine_stats st = rl_engine_get_stats(s->eng);
     if (st.n_waiting >= s->cfg.max_queue) {
         job_free(j);
-        rl_oai_fail(&e, 503, NULL, "queue_full", "the server is busy (%d requests waiting); retry later",
-                    st.n_waiting);
+        rl_oai_fail(&e, 503, NULL, "queue_full",
+                    "the server is busy (%d requests waiting); retry later", st.n_waiting);
         return rl_srv_reply_error(rq, &e);
     }
     uint64_t seq = atomic_fetch_add(&s->seq, 1);
     uint64_t r1 = rl_mix64(rl_time_ns() ^ (seq << 20)), r2 = rl_mix64(r1 ^ (uint64_t)(uintptr_t)j);
-    snprintf(j->id, sizeof j->id, "%s%016llx%08llx", anth ? "msg_" : resp ? "resp_" : kind == RL_OAI_CHAT ? "chatcmpl-" : "cmpl-",
+    snprintf(j->id, sizeof j->id, "%s%016llx%08llx",
+             anth                  ? "msg_"
+             : resp                ? "resp_"
+             : kind == RL_OAI_CHAT ? "chatcmpl-"
+                                   : "cmpl-",
              (unsigned long long)r1, (unsigned long long)(r2 & 0xffffffffu));
     /* from here on the job is counted and owns a reference to rq */
     atomic_fetch_add(&s->n_active, 1);
@@ -627,7 +673,8 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     j->rq = rq;
     for (int i = 0; i < j->req.n; i++) {
         rl_gen_params gp = j->req.gp;
-        gp.sample.seed = j->req.seed_given ? j->req.gp.sample.seed + (uint64_t)i : rl_mix64(r2 + (uint64_t)i);
+        gp.sample.seed =
+            j->req.seed_given ? j->req.gp.sample.seed + (uint64_t)i : rl_mix64(r2 + (uint64_t)i);
         rl_err err = {0};
         if (rl_engine_submit(s->eng, j->prompt, j->n_prompt, &gp, &j->ch[i].id, &err) != RL_OK) {
             submit_error(&err, j, &e);
@@ -639,15 +686,20 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     }
     if (!j->req.stream) return run_blocking(j);
 
-    if (anth) rl_srv_anth_start(j->id, s->model_id, j->n_prompt, &j->out);
-    else if (resp) rl_srv_resp_start(&j->rs, j->id, j->created, s->model_id, &j->out);
+    if (anth)
+        rl_srv_anth_start(j->id, s->model_id, j->n_prompt, &j->out);
+    else if (resp)
+        rl_srv_resp_start(&j->rs, j->id, j->created, s->model_id, &j->out);
     else if (kind == RL_OAI_CHAT)
         for (int i = 0; i < j->req.n; i++)
-            out_event(j, chunk(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
+            out_event(j, chunk(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
+                               NULL, NULL));
     else if (j->prompt_text)
         for (int i = 0; i < j->req.n; i++)
-            out_event(j, chunk(j, i, rl_srv_json_text(j->prompt_text, j->prompt_text_len), NULL, NULL));
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, j, stream_free);
+            out_event(
+                j, chunk(j, i, rl_srv_json_text(j->prompt_text, j->prompt_text_len), NULL, NULL));
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, j, stream_free);
     if (!r) {
         job_free(j);
         return MHD_NO;
@@ -669,7 +721,8 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
 enum MHD_Result rl_srv_messages(rl_srv_req *rq) {
     char *body = NULL;
     rl_oai_err e;
-    if (!rl_srv_anth_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e)) return rl_srv_reply_error(rq, &e);
+    if (!rl_srv_anth_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e))
+        return rl_srv_reply_error(rq, &e);
     enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), API_ANTHROPIC);
     free(body);
     return r;
@@ -678,7 +731,8 @@ enum MHD_Result rl_srv_messages(rl_srv_req *rq) {
 enum MHD_Result rl_srv_responses(rl_srv_req *rq) {
     char *body = NULL;
     rl_oai_err e;
-    if (!rl_srv_resp_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e)) return rl_srv_reply_error(rq, &e);
+    if (!rl_srv_resp_to_oai(rq->body.p ? rq->body.p : "", rq->body.n, &body, &e))
+        return rl_srv_reply_error(rq, &e);
     enum MHD_Result r = generate(rq, RL_OAI_CHAT, body, strlen(body), API_RESPONSES);
     free(body);
     return r;
@@ -699,7 +753,8 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
         json_t *agp = json_object_get(root, "add_generation_prompt");
         if (agp && !json_is_boolean(agp)) {
             json_decref(root);
-            rl_oai_fail(&e, 400, "add_generation_prompt", "invalid_type", "add_generation_prompt: must be a boolean");
+            rl_oai_fail(&e, 400, "add_generation_prompt", "invalid_type",
+                        "add_generation_prompt: must be a boolean");
             return rl_srv_reply_error(rq, &e);
         }
         ok = rl_oai_parse(rq->body.p ? rq->body.p : "", rq->body.n, RL_OAI_CHAT, &lim, &r, &e);
@@ -709,8 +764,9 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
             rl_srv_tools t;
             rl_srv_tools_init(s, &r, &t);
             bool add_gen = !agp || json_is_true(agp);
-            ok = rl_srv_chat_needs_ctx(&r) ? rl_srv_render_ctx(s, &r, &t.fmt, add_gen, &txt, &len, &e)
-                                           : render_chat(s, &r, add_gen, &txt, &len, &e);
+            ok = rl_srv_chat_needs_ctx(&r)
+                     ? rl_srv_render_ctx(s, &r, &t.fmt, add_gen, &txt, &len, &e)
+                     : render_chat(s, &r, add_gen, &txt, &len, &e);
         }
         if (ok) ok = encode_text(s, txt, len, true, &ids, &n, "messages", &e);
         rl_free(txt);
@@ -724,12 +780,14 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
         }
         json_t *as = json_object_get(root, "add_special");
         if (!json_is_string(c)) {
-            ok = rl_oai_fail(&e, 400, fname, "invalid_type", "%s: must be a string (or send messages)", fname);
+            ok = rl_oai_fail(&e, 400, fname, "invalid_type",
+                             "%s: must be a string (or send messages)", fname);
         } else if (as && !json_is_boolean(as)) {
-            ok = rl_oai_fail(&e, 400, "add_special", "invalid_type", "add_special: must be a boolean");
+            ok = rl_oai_fail(&e, 400, "add_special", "invalid_type",
+                             "add_special: must be a boolean");
         } else {
-            ok = encode_text(s, json_string_value(c), json_string_length(c), !(as && json_is_false(as)), &ids,
-                             &n, fname, &e);
+            ok = encode_text(s, json_string_value(c), json_string_length(c),
+                             !(as && json_is_false(as)), &ids, &n, fname, &e);
         }
     }
     json_decref(root);
@@ -740,7 +798,9 @@ enum MHD_Result rl_srv_tokenize(rl_srv_req *rq) {
     json_t *arr = json_array();
     for (int32_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
     rl_free(ids);
-    return rl_srv_reply_json(rq, 200, json_pack("{s:o, s:i, s:i}", "tokens", arr, "count", n, "max_model_len", s->n_ctx));
+    return rl_srv_reply_json(
+        rq, 200,
+        json_pack("{s:o, s:i, s:i}", "tokens", arr, "count", n, "max_model_len", s->n_ctx));
 }
 
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq) {
@@ -767,7 +827,8 @@ enum MHD_Result rl_srv_detokenize(rl_srv_req *rq) {
         return rl_srv_reply_error(rq, &e);
     }
     rl_free(ids);
-    json_t *o = json_pack("{s:o, s:o}", "content", rl_srv_json_text(txt, len), "prompt", rl_srv_json_text(txt, len));
+    json_t *o = json_pack("{s:o, s:o}", "content", rl_srv_json_text(txt, len), "prompt",
+                          rl_srv_json_text(txt, len));
     rl_free(txt);
     return rl_srv_reply_json(rq, 200, o);
 }

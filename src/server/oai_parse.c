@@ -31,11 +31,11 @@ void rl_oai_limits_default(rl_oai_limits *lim, int32_t n_vocab, int32_t n_ctx) {
 bool rl_oai_fail(rl_oai_err *e, int status, const char *param, const char *code, const char *fmt,
                  ...) {
     e->status = status;
-    e->type = status == 401   ? "authentication_error"
-              : status == 404 ? "not_found_error"
+    e->type = status == 401                    ? "authentication_error"
+              : status == 404                  ? "not_found_error"
               : status == 429 || status == 503 ? "server_overloaded"
-              : status >= 500 ? "server_error"
-                              : INVALID;
+              : status >= 500                  ? "server_error"
+                                               : INVALID;
     e->code = code;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_list ap;
@@ -103,7 +103,8 @@ static json_t *field(json_t *o, const char *k) {
 static bool get_bool(json_t *o, const char *k, bool *out, rl_oai_err *e) {
     json_t *v = field(o, k);
     if (!v) return true;
-    if (!json_is_boolean(v)) return rl_oai_fail(e, 400, k, "invalid_type", "%s: must be a boolean", k);
+    if (!json_is_boolean(v))
+        return rl_oai_fail(e, 400, k, "invalid_type", "%s: must be a boolean", k);
     *out = json_is_true(v);
     return true;
 }
@@ -113,11 +114,12 @@ static bool get_num(json_t *o, const char *k, double lo, double hi, bool lo_open
     json_t *v = field(o, k);
     if (given) *given = v != NULL;
     if (!v) return true;
-    if (!json_is_number(v)) return rl_oai_fail(e, 400, k, "invalid_type", "%s: must be a number", k);
+    if (!json_is_number(v))
+        return rl_oai_fail(e, 400, k, "invalid_type", "%s: must be a number", k);
     double d = json_number_value(v);
     if (!isfinite(d) || d < lo || d > hi || (lo_open && d == lo))
-        return rl_oai_fail(e, 400, k, "invalid_value", "%s: must be a number in %c%g, %g], got %g", k,
-                           lo_open ? '(' : '[', lo, hi, d);
+        return rl_oai_fail(e, 400, k, "invalid_value", "%s: must be a number in %c%g, %g], got %g",
+                           k, lo_open ? '(' : '[', lo, hi, d);
     *out = (float)d;
     return true;
 }
@@ -128,15 +130,17 @@ static bool get_int(json_t *o, const char *k, int64_t lo, int64_t hi, int64_t *o
     if (given) *given = v != NULL;
     if (!v) return true;
     int64_t x;
-    if (json_is_integer(v)) x = json_integer_value(v);
+    if (json_is_integer(v))
+        x = json_integer_value(v);
     else if (json_is_real(v) && isfinite(json_real_value(v)) &&
              json_real_value(v) == floor(json_real_value(v)) && fabs(json_real_value(v)) < 9e15)
         x = (int64_t)json_real_value(v); /* 16.0 is accepted as 16 */
     else
         return rl_oai_fail(e, 400, k, "invalid_type", "%s: must be an integer", k);
     if (x < lo || x > hi)
-        return rl_oai_fail(e, 400, k, "invalid_value", "%s: must be an integer in [%lld, %lld], got %lld",
-                           k, (long long)lo, (long long)hi, (long long)x);
+        return rl_oai_fail(e, 400, k, "invalid_value",
+                           "%s: must be an integer in [%lld, %lld], got %lld", k, (long long)lo,
+                           (long long)hi, (long long)x);
     *out = x;
     return true;
 }
@@ -144,7 +148,8 @@ static bool get_int(json_t *o, const char *k, int64_t lo, int64_t hi, int64_t *o
 static bool get_str(json_t *o, const char *k, const char **out, rl_oai_err *e) {
     json_t *v = field(o, k);
     if (!v) return true;
-    if (!json_is_string(v)) return rl_oai_fail(e, 400, k, "invalid_type", "%s: must be a string", k);
+    if (!json_is_string(v))
+        return rl_oai_fail(e, 400, k, "invalid_type", "%s: must be a string", k);
     *out = json_string_value(v);
     return true;
 }
@@ -188,11 +193,12 @@ static bool parse_stop(json_t *root, rl_gen_params *gp, rl_oai_err *e) {
     if (json_is_array(v)) {
         cnt = json_array_size(v);
         if (cnt > RL_MAX_STOP)
-            return rl_oai_fail(e, 400, "stop", "invalid_value", "stop: at most %d stop strings, got %zu",
-                               RL_MAX_STOP, cnt);
+            return rl_oai_fail(e, 400, "stop", "invalid_value",
+                               "stop: at most %d stop strings, got %zu", RL_MAX_STOP, cnt);
         items = NULL;
     } else if (!json_is_string(v)) {
-        return rl_oai_fail(e, 400, "stop", "invalid_type", "stop: must be a string or an array of strings");
+        return rl_oai_fail(e, 400, "stop", "invalid_type",
+                           "stop: must be a string or an array of strings");
     }
     gp->n_stop = 0;
     for (size_t i = 0; i < cnt; i++) {
@@ -203,7 +209,8 @@ static bool parse_stop(json_t *root, rl_gen_params *gp, rl_oai_err *e) {
         const char *p = json_string_value(s);
         if (l == 0 || l > RL_MAX_STOP_LEN || memchr(p, 0, l) || !rl_utf8_valid(p, l))
             return rl_oai_fail(e, 400, "stop", "invalid_value",
-                               "stop[%zu]: must be 1..%d bytes of text without NUL", i, RL_MAX_STOP_LEN);
+                               "stop[%zu]: must be 1..%d bytes of text without NUL", i,
+                               RL_MAX_STOP_LEN);
         memcpy(gp->stop[gp->n_stop], p, l);
         gp->stop[gp->n_stop][l] = 0;
         gp->n_stop++;
@@ -252,7 +259,8 @@ static bool parse_logit_bias(json_t *root, const rl_oai_limits *lim, rl_oai_req 
 static bool compile_grammar(rl_oai_req *r, const char *param, const char *text, size_t len,
                             bool is_schema, rl_oai_err *e) {
     rl_err err = {0};
-    rl_grammar *g = rl_gen_grammar_new(is_schema ? RL_GRAMMAR_JSON_SCHEMA : RL_GRAMMAR_GBNF, text, len, &err);
+    rl_grammar *g =
+        rl_gen_grammar_new(is_schema ? RL_GRAMMAR_JSON_SCHEMA : RL_GRAMMAR_GBNF, text, len, &err);
     if (!g) return rl_oai_fail(e, 400, param, "invalid_value", "%s: %s", param, err.msg);
     rl_gen_grammar_free(r->gp.grammar);
     r->gp.grammar = g;
@@ -270,7 +278,8 @@ static bool parse_response_format(json_t *root, rl_oai_req *r, rl_oai_err *e) {
     json_t *v = field(root, "response_format");
     if (!v) return true;
     if (!json_is_object(v))
-        return rl_oai_fail(e, 400, "response_format", "invalid_type", "response_format: must be an object");
+        return rl_oai_fail(e, 400, "response_format", "invalid_type",
+                           "response_format: must be an object");
     const char *t = json_string_value(json_object_get(v, "type"));
     if (!t || (strcmp(t, "text") && strcmp(t, "json_object") && strcmp(t, "json_schema")))
         return rl_oai_fail(e, 400, "response_format", "invalid_value",
@@ -322,7 +331,8 @@ static bool parse_content(json_t *c, size_t i, bool null_ok, char **out, rl_oai_
     }
     if (!json_is_array(c))
         return rl_oai_fail(e, 400, param, "invalid_type",
-                           "messages[%zu].content: must be a string or an array of content parts", i);
+                           "messages[%zu].content: must be a string or an array of content parts",
+                           i);
     size_t total = 0, np = json_array_size(c);
     for (size_t j = 0; j < np; j++) {
         json_t *p = json_array_get(c, j);
@@ -330,11 +340,13 @@ static bool parse_content(json_t *c, size_t i, bool null_ok, char **out, rl_oai_
         json_t *tx = json_object_get(p, "text");
         if (!json_is_object(p) || !ty || strcmp(ty, "text") || !json_is_string(tx))
             return rl_oai_fail(e, 400, param, "invalid_value",
-                               "messages[%zu].content[%zu]: only {\"type\":\"text\",\"text\":...} parts are supported",
+                               "messages[%zu].content[%zu]: only {\"type\":\"text\",\"text\":...} "
+                               "parts are supported",
                                i, j);
         if (memchr(json_string_value(tx), 0, json_string_length(tx)))
             return rl_oai_fail(e, 400, param, "invalid_value",
-                               "messages[%zu].content[%zu].text: must not contain NUL characters", i, j);
+                               "messages[%zu].content[%zu].text: must not contain NUL characters",
+                               i, j);
         total += json_string_length(tx);
     }
     char *s = rl_malloc(total + 1);
@@ -355,8 +367,8 @@ static bool good_name(const char *s) {
     size_t n = s ? strlen(s) : 0;
     if (n == 0 || n > 64) return false;
     for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-              s[i] == '_' || s[i] == '-'))
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
             return false;
     return true;
 }
@@ -369,18 +381,21 @@ static bool parse_msg_calls(json_t *m, size_t i, json_t *ids, rl_oai_err *e) {
     if (!tc) return true;
     char param[64];
     snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
-    if (!json_is_array(tc)) return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be an array", param);
+    if (!json_is_array(tc))
+        return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be an array", param);
     for (size_t k = 0; k < json_array_size(tc); k++) {
         json_t *c = json_array_get(tc, k), *f = json_object_get(c, "function");
         const char *id = json_string_value(json_object_get(c, "id"));
         const char *ty = json_string_value(json_object_get(c, "type"));
         json_t *args = json_object_get(f, "arguments");
-        if (!json_is_object(c) || !id || !id[0] || (ty && strcmp(ty, "function")) || !json_is_object(f) ||
-            !good_name(json_string_value(json_object_get(f, "name"))) || (args && !json_is_string(args)))
-            return rl_oai_fail(e, 400, param, "invalid_value",
-                               "%s[%zu]: must be {\"id\": a string, \"type\": \"function\", \"function\": "
-                               "{\"name\": [A-Za-z0-9_-]{1,64}, \"arguments\": a JSON string}}",
-                               param, k);
+        if (!json_is_object(c) || !id || !id[0] || (ty && strcmp(ty, "function")) ||
+            !json_is_object(f) || !good_name(json_string_value(json_object_get(f, "name"))) ||
+            (args && !json_is_string(args)))
+            return rl_oai_fail(
+                e, 400, param, "invalid_value",
+                "%s[%zu]: must be {\"id\": a string, \"type\": \"function\", \"function\": "
+                "{\"name\": [A-Za-z0-9_-]{1,64}, \"arguments\": a JSON string}}",
+                param, k);
         json_object_set_new(ids, id, json_true());
     }
     return true;
@@ -392,10 +407,11 @@ static bool parse_messages(json_t *root, const rl_oai_limits *lim, rl_oai_req *r
     if (!json_is_array(v))
         return rl_oai_fail(e, 400, "messages", "invalid_type", "messages: must be an array");
     size_t cnt = json_array_size(v);
-    if (cnt == 0) return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: must not be empty");
+    if (cnt == 0)
+        return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: must not be empty");
     if (cnt > (size_t)lim->max_messages)
-        return rl_oai_fail(e, 400, "messages", "invalid_value", "messages: at most %d messages, got %zu",
-                           lim->max_messages, cnt);
+        return rl_oai_fail(e, 400, "messages", "invalid_value",
+                           "messages: at most %d messages, got %zu", lim->max_messages, cnt);
     r->msgs = rl_calloc(cnt, sizeof *r->msgs);
     json_t *ids = json_object(); /* ids of the calls so far */
     if (!r->msgs || !ids) {
@@ -411,14 +427,17 @@ static bool parse_messages(json_t *root, const rl_oai_limits *lim, rl_oai_req *r
         }
         const char *role = json_string_value(json_object_get(m, "role"));
         bool known = false;
-        for (size_t k = 0; role && k < sizeof roles / sizeof roles[0]; k++) known |= !strcmp(role, roles[k]);
+        for (size_t k = 0; role && k < sizeof roles / sizeof roles[0]; k++)
+            known |= !strcmp(role, roles[k]);
         if (!known) {
-            rl_oai_fail(e, 400, "messages", "invalid_value",
-                        "messages[%zu].role: must be one of system, developer, user, assistant, tool", i);
+            rl_oai_fail(
+                e, 400, "messages", "invalid_value",
+                "messages[%zu].role: must be one of system, developer, user, assistant, tool", i);
             goto fail;
         }
         char *content;
-        if (!parse_content(field(m, "content"), i, !strcmp(role, "assistant"), &content, e)) goto fail;
+        if (!parse_content(field(m, "content"), i, !strcmp(role, "assistant"), &content, e))
+            goto fail;
         r->msgs[i].role = role;
         r->msgs[i].content = content;
         r->n_msgs = i + 1;
@@ -432,11 +451,13 @@ static bool parse_messages(json_t *root, const rl_oai_limits *lim, rl_oai_req *r
             snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
             const char *tid = json_string_value(field(m, "tool_call_id"));
             if (!tid) {
-                rl_oai_fail(e, 400, param, "missing_field", "%s: a tool message needs the id of the call it answers", param);
+                rl_oai_fail(e, 400, param, "missing_field",
+                            "%s: a tool message needs the id of the call it answers", param);
                 goto fail;
             }
             if (!json_object_get(ids, tid)) {
-                rl_oai_fail(e, 400, param, "invalid_value", "%s: '%.100s' is the id of no earlier tool call", param, tid);
+                rl_oai_fail(e, 400, param, "invalid_value",
+                            "%s: '%.100s' is the id of no earlier tool call", param, tid);
                 goto fail;
             }
         }
@@ -455,13 +476,16 @@ static bool parse_tools(json_t *root, rl_oai_req *r, rl_oai_err *e) {
     if (!get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) return false;
     json_t *kw = field(root, "chat_template_kwargs");
     if (kw && !json_is_object(kw))
-        return rl_oai_fail(e, 400, "chat_template_kwargs", "invalid_type", "chat_template_kwargs: must be an object");
+        return rl_oai_fail(e, 400, "chat_template_kwargs", "invalid_type",
+                           "chat_template_kwargs: must be an object");
     r->tmpl_kwargs = kw;
     json_t *t = field(root, "tools");
     if (t) {
-        if (!json_is_array(t)) return rl_oai_fail(e, 400, "tools", "invalid_type", "tools: must be an array");
+        if (!json_is_array(t))
+            return rl_oai_fail(e, 400, "tools", "invalid_type", "tools: must be an array");
         if (json_array_size(t) > RL_OAI_MAX_TOOLS)
-            return rl_oai_fail(e, 400, "tools", "invalid_value", "tools: at most %d tools", RL_OAI_MAX_TOOLS);
+            return rl_oai_fail(e, 400, "tools", "invalid_value", "tools: at most %d tools",
+                               RL_OAI_MAX_TOOLS);
         for (size_t i = 0; i < json_array_size(t); i++) {
             json_t *tool = json_array_get(t, i), *f = json_object_get(tool, "function");
             const char *ty = json_string_value(json_object_get(tool, "type"));
@@ -469,26 +493,31 @@ static bool parse_tools(json_t *root, rl_oai_req *r, rl_oai_err *e) {
             snprintf(param, sizeof param, "tools[%zu]", i);
             if (!json_is_object(tool) || !ty || strcmp(ty, "function") || !json_is_object(f))
                 return rl_oai_fail(e, 400, param, "invalid_value",
-                                   "%s: must be {\"type\": \"function\", \"function\": {...}}", param);
+                                   "%s: must be {\"type\": \"function\", \"function\": {...}}",
+                                   param);
             const char *name = json_string_value(json_object_get(f, "name"));
             snprintf(param, sizeof param, "tools[%zu].function.name", i);
             if (!good_name(name))
-                return rl_oai_fail(e, 400, param, "invalid_value", "%s: must match [A-Za-z0-9_-]{1,64}", param);
+                return rl_oai_fail(e, 400, param, "invalid_value",
+                                   "%s: must match [A-Za-z0-9_-]{1,64}", param);
             for (size_t k = 0; k < i; k++)
-                if (!strcmp(name, json_string_value(json_object_get(json_object_get(json_array_get(t, k), "function"), "name"))))
-                    return rl_oai_fail(e, 400, param, "invalid_value", "%s: '%s' is also the name of tools[%zu]",
-                                       param, name, k);
+                if (!strcmp(name, json_string_value(json_object_get(
+                                      json_object_get(json_array_get(t, k), "function"), "name"))))
+                    return rl_oai_fail(e, 400, param, "invalid_value",
+                                       "%s: '%s' is also the name of tools[%zu]", param, name, k);
             json_t *ps = json_object_get(f, "parameters");
             snprintf(param, sizeof param, "tools[%zu].function.parameters", i);
             if (ps && !json_is_null(ps)) {
                 if (!json_is_object(ps))
-                    return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be a JSON Schema object", param);
+                    return rl_oai_fail(e, 400, param, "invalid_type",
+                                       "%s: must be a JSON Schema object", param);
                 char *txt = json_dumps(ps, JSON_COMPACT);
                 if (!txt) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
                 rl_err err = {0};
                 rl_grammar *g = rl_gen_grammar_new(RL_GRAMMAR_JSON_SCHEMA, txt, strlen(txt), &err);
                 free(txt);
-                if (!g) return rl_oai_fail(e, 400, param, "invalid_value", "%s: %s", param, err.msg);
+                if (!g)
+                    return rl_oai_fail(e, 400, param, "invalid_value", "%s: %s", param, err.msg);
                 rl_gen_grammar_free(g);
             }
         }
@@ -499,31 +528,42 @@ static bool parse_tools(json_t *root, rl_oai_req *r, rl_oai_err *e) {
     json_t *tc = field(root, "tool_choice");
     if (!tc) return true;
     const char *s = json_string_value(tc);
-    if (s && !strcmp(s, "none")) r->tool_choice = RL_OAI_TOOLS_NONE;
-    else if (s && !strcmp(s, "auto")) r->tool_choice = r->tools ? RL_OAI_TOOLS_AUTO : RL_OAI_TOOLS_NONE;
-    else if (s && !strcmp(s, "required")) r->tool_choice = RL_OAI_TOOLS_REQUIRED;
+    if (s && !strcmp(s, "none"))
+        r->tool_choice = RL_OAI_TOOLS_NONE;
+    else if (s && !strcmp(s, "auto"))
+        r->tool_choice = r->tools ? RL_OAI_TOOLS_AUTO : RL_OAI_TOOLS_NONE;
+    else if (s && !strcmp(s, "required"))
+        r->tool_choice = RL_OAI_TOOLS_REQUIRED;
     else if (json_is_object(tc)) {
         const char *ty = json_string_value(json_object_get(tc, "type"));
-        const char *name = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+        const char *name =
+            json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
         if (!ty || strcmp(ty, "function") || !name)
-            return rl_oai_fail(e, 400, "tool_choice", "invalid_value",
-                               "tool_choice: must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            return rl_oai_fail(
+                e, 400, "tool_choice", "invalid_value",
+                "tool_choice: must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
         r->tool_choice = RL_OAI_TOOLS_NAMED;
         r->tool_named = -1;
         for (int32_t i = 0; i < r->n_tools; i++)
-            if (!strcmp(name, json_string_value(json_object_get(json_object_get(json_array_get(r->tools, (size_t)i), "function"), "name"))))
+            if (!strcmp(name, json_string_value(json_object_get(
+                                  json_object_get(json_array_get(r->tools, (size_t)i), "function"),
+                                  "name"))))
                 r->tool_named = i;
         if (r->tool_named < 0)
-            return rl_oai_fail(e, 400, "tool_choice", "invalid_value", "tool_choice: no tool is named '%.64s'", name);
+            return rl_oai_fail(e, 400, "tool_choice", "invalid_value",
+                               "tool_choice: no tool is named '%.64s'", name);
     } else {
-        return rl_oai_fail(e, 400, "tool_choice", "invalid_value",
-                           "tool_choice: must be none, auto, required or {\"type\": \"function\", ...}");
+        return rl_oai_fail(
+            e, 400, "tool_choice", "invalid_value",
+            "tool_choice: must be none, auto, required or {\"type\": \"function\", ...}");
     }
     if (r->tool_choice >= RL_OAI_TOOLS_REQUIRED && !r->tools)
-        return rl_oai_fail(e, 400, "tool_choice", "invalid_value", "tool_choice: '%s' needs tools", s ? s : "function");
+        return rl_oai_fail(e, 400, "tool_choice", "invalid_value", "tool_choice: '%s' needs tools",
+                           s ? s : "function");
     if (r->tool_choice >= RL_OAI_TOOLS_REQUIRED && r->gp.grammar)
-        return rl_oai_fail(e, 400, "tool_choice", "invalid_value",
-                           "tool_choice: a required tool call cannot be combined with response_format or grammar");
+        return rl_oai_fail(
+            e, 400, "tool_choice", "invalid_value",
+            "tool_choice: a required tool call cannot be combined with response_format or grammar");
     return true;
 }
 
@@ -541,8 +581,9 @@ static bool parse_prompt(json_t *root, const rl_oai_limits *lim, rl_oai_req *r, 
     }
     if (json_is_array(v) && json_array_size(v) > 1 &&
         (json_is_string(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0))))
-        return rl_oai_fail(e, 400, "prompt", "invalid_value",
-                           "prompt: batches of several prompts are not supported; send one request each");
+        return rl_oai_fail(
+            e, 400, "prompt", "invalid_value",
+            "prompt: batches of several prompts are not supported; send one request each");
     if (!json_is_array(v))
         return rl_oai_fail(e, 400, "prompt", "invalid_type",
                            "prompt: must be a string or an array of token ids");
@@ -597,11 +638,14 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
                         "speculative: 'draft' needs a server started with a draft model (-md)");
             goto fail;
         }
-        r->gp.spec = !strcmp(m, "ngram") ? RL_SPEC_NGRAM : !strcmp(m, "draft") ? RL_SPEC_DRAFT : RL_SPEC_NONE;
+        r->gp.spec = !strcmp(m, "ngram")   ? RL_SPEC_NGRAM
+                     : !strcmp(m, "draft") ? RL_SPEC_DRAFT
+                                           : RL_SPEC_NONE;
     }
     if (!get_int(root, "priority", -1000000, 1000000, &x, &given, e)) goto fail;
     if (given) r->gp.priority = (int32_t)x;
-    const char *mt_name = field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    const char *mt_name =
+        field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (!get_int(root, mt_name, 1, lim->n_ctx, &x, &given, e)) goto fail;
     if (given) r->max_tokens = (int32_t)x;
     r->gp.max_tokens = r->max_tokens;
@@ -609,7 +653,8 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
     json_t *so = field(root, "stream_options");
     if (so) {
         if (!json_is_object(so)) {
-            rl_oai_fail(e, 400, "stream_options", "invalid_type", "stream_options: must be an object");
+            rl_oai_fail(e, 400, "stream_options", "invalid_type",
+                        "stream_options: must be an object");
             goto fail;
         }
         if (!get_bool(so, "include_usage", &r->include_usage, e)) {

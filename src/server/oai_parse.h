@@ -44,15 +44,15 @@ typedef struct rl_oai_err {
 } rl_oai_err;
 
 typedef struct rl_oai_limits {
-    int32_t n_vocab;      /* token ids must be in [0, n_vocab) */
-    int32_t n_ctx;        /* max tokens of one sequence */
-    int32_t max_n;        /* choices per request (8) */
-    int32_t max_messages; /* chat messages per request (1024) */
+    int32_t n_vocab;           /* token ids must be in [0, n_vocab) */
+    int32_t n_ctx;             /* max tokens of one sequence */
+    int32_t max_n;             /* choices per request (8) */
+    int32_t max_messages;      /* chat messages per request (1024) */
     rl_spec_mode default_spec; /* speculation when a request does not say (NONE) */
-    bool have_draft;      /* the engine has a draft model ("speculative": "draft" allowed) */
+    bool have_draft;           /* the engine has a draft model ("speculative": "draft" allowed) */
 } rl_oai_limits;
 
-#define RL_OAI_MAX_N 8
+#define RL_OAI_MAX_N     8
 #define RL_OAI_MAX_TOOLS 128
 
 typedef enum rl_oai_tool_choice {
@@ -64,34 +64,34 @@ typedef enum rl_oai_tool_choice {
 
 typedef struct rl_oai_req {
     rl_oai_kind kind;
-    json_t *root;        /* owned reference to the parsed body */
-    const char *model;   /* borrowed from root; NULL when absent */
-    const char *user;    /* borrowed from root; NULL when absent */
+    json_t *root;      /* owned reference to the parsed body */
+    const char *model; /* borrowed from root; NULL when absent */
+    const char *user;  /* borrowed from root; NULL when absent */
     bool stream, include_usage, echo;
-    int32_t n;           /* choices */
-    int32_t max_tokens;  /* 0 = not given (until the context is full) */
+    int32_t n;          /* choices */
+    int32_t max_tokens; /* 0 = not given (until the context is full) */
     bool seed_given;
-    bool logprobs;       /* report the chosen token's logprob */
+    bool logprobs; /* report the chosen token's logprob */
     int32_t top_logprobs;
     rl_gen_params gp;    /* gp.sample.logit_bias points into `bias` */
     rl_logit_bias *bias; /* owned, [gp.sample.n_logit_bias] */
     /* chat */
-    rl_chat_msg *msgs;   /* owned array; roles borrowed, contents owned */
+    rl_chat_msg *msgs; /* owned array; roles borrowed, contents owned */
     size_t n_msgs;
     /* completion: exactly one of these */
-    const char *prompt;  /* borrowed from root (string prompt), else NULL */
+    const char *prompt; /* borrowed from root (string prompt), else NULL */
     size_t prompt_len;
     int32_t *prompt_ids; /* owned (token-id prompt), else NULL */
     int32_t n_prompt_ids;
     /* tools (chat): validated; the tool-call grammar is built later, by
      * the chat template's format (oai_tools.c) */
-    json_t *tools;             /* borrowed from root: the `tools` array, or NULL */
+    json_t *tools; /* borrowed from root: the `tools` array, or NULL */
     int32_t n_tools;
     rl_oai_tool_choice tool_choice; /* AUTO when tools are given, else NONE */
-    int32_t tool_named;        /* NAMED: the index in tools */
-    bool parallel_tool_calls;  /* default true */
-    bool tool_msgs;            /* a message carries tool_calls or is a tool result */
-    json_t *tmpl_kwargs;       /* borrowed: chat_template_kwargs (an object), or NULL */
+    int32_t tool_named;             /* NAMED: the index in tools */
+    bool parallel_tool_calls;       /* default true */
+    bool tool_msgs;                 /* a message carries tool_calls or is a tool result */
+    json_t *tmpl_kwargs;            /* borrowed: chat_template_kwargs (an object), or NULL */
     /* structured output (the compiled grammar is gp.grammar) */
     char response_format[16]; /* "", "text", "json_object", "json_schema" */
     char *json_schema;        /* owned serialized schema object, or NULL */

@@ -27,13 +27,17 @@
 /* The text of a message item's content: a string or text parts. */
 static bool item_text(json_t *c, const char *param, rl_buf *b, rl_oai_err *e) {
     if (json_is_string(c)) return !rl_buf_append(b, json_string_value(c), json_string_length(c));
-    if (!json_is_array(c)) return rl_oai_fail(e, 400, param, "invalid_type", "%s: must be a string or an array of parts", param);
+    if (!json_is_array(c))
+        return rl_oai_fail(e, 400, param, "invalid_type",
+                           "%s: must be a string or an array of parts", param);
     for (size_t k = 0; k < json_array_size(c); k++) {
         json_t *p = json_array_get(c, k), *tx = json_object_get(p, "text");
         const char *ty = json_string_value(json_object_get(p, "type"));
-        if (!ty || (strcmp(ty, "input_text") && strcmp(ty, "output_text") && strcmp(ty, "text")) || !json_is_string(tx))
-            return rl_oai_fail(e, 400, param, "invalid_value", "%s[%zu]: only input_text / output_text parts are supported",
-                               param, k);
+        if (!ty || (strcmp(ty, "input_text") && strcmp(ty, "output_text") && strcmp(ty, "text")) ||
+            !json_is_string(tx))
+            return rl_oai_fail(e, 400, param, "invalid_value",
+                               "%s[%zu]: only input_text / output_text parts are supported", param,
+                               k);
         if (rl_buf_append(b, json_string_value(tx), json_string_length(tx)))
             return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
     }
@@ -41,7 +45,8 @@ static bool item_text(json_t *c, const char *param, rl_buf *b, rl_oai_err *e) {
 }
 
 static bool input_items(json_t *in, json_t *msgs, rl_oai_err *e) {
-    json_t *ids = json_object(), *pending = NULL; /* the assistant message collecting function_calls */
+    json_t *ids = json_object(),
+           *pending = NULL; /* the assistant message collecting function_calls */
     bool ok = true;
     for (size_t i = 0; ok && i < json_array_size(in); i++) {
         json_t *it = json_array_get(in, i);
@@ -56,16 +61,19 @@ static bool input_items(json_t *in, json_t *msgs, rl_oai_err *e) {
             const char *name = json_string_value(json_object_get(it, "name"));
             const char *args = json_string_value(json_object_get(it, "arguments"));
             if (!cid || !cid[0] || !name) {
-                ok = rl_oai_fail(e, 400, param, "invalid_value", "%s: a function_call needs call_id and name", param);
+                ok = rl_oai_fail(e, 400, param, "invalid_value",
+                                 "%s: a function_call needs call_id and name", param);
                 break;
             }
             if (!pending) {
-                pending = json_pack("{s:s, s:s, s:[]}", "role", "assistant", "content", "", "tool_calls");
+                pending =
+                    json_pack("{s:s, s:s, s:[]}", "role", "assistant", "content", "", "tool_calls");
                 json_array_append_new(msgs, pending);
             }
             json_array_append_new(json_object_get(pending, "tool_calls"),
-                                  json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type", "function", "function", "name",
-                                            name, "arguments", args ? args : "{}"));
+                                  json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type",
+                                            "function", "function", "name", name, "arguments",
+                                            args ? args : "{}"));
             json_object_set_new(ids, cid, json_true());
             continue;
         } else if (ty && !strcmp(ty, "function_call_output")) {
@@ -73,29 +81,33 @@ static bool input_items(json_t *in, json_t *msgs, rl_oai_err *e) {
             json_t *out = json_object_get(it, "output");
             snprintf(param, sizeof param, "input[%zu].call_id", i);
             if (!cid || !json_object_get(ids, cid)) {
-                ok = rl_oai_fail(e, 400, param, "invalid_value", "%s: '%.100s' is the call_id of no earlier function_call",
-                                 param, cid ? cid : "");
+                ok = rl_oai_fail(e, 400, param, "invalid_value",
+                                 "%s: '%.100s' is the call_id of no earlier function_call", param,
+                                 cid ? cid : "");
                 break;
             }
             rl_buf b = {0};
             snprintf(param, sizeof param, "input[%zu].output", i);
             ok = item_text(out, param, &b, e);
             if (ok)
-                json_array_append_new(msgs, json_pack("{s:s, s:s, s:s%}", "role", "tool", "tool_call_id", cid, "content",
-                                                      b.p ? b.p : "", b.n));
+                json_array_append_new(msgs,
+                                      json_pack("{s:s, s:s, s:s%}", "role", "tool", "tool_call_id",
+                                                cid, "content", b.p ? b.p : "", b.n));
             rl_buf_free(&b);
         } else if ((!ty || !strcmp(ty, "message")) && role) {
             rl_buf b = {0};
             snprintf(param, sizeof param, "input[%zu].content", i);
             ok = item_text(json_object_get(it, "content"), param, &b, e);
             if (ok)
-                json_array_append_new(msgs, json_pack("{s:s, s:s%}", "role", role, "content", b.p ? b.p : "", b.n));
+                json_array_append_new(
+                    msgs, json_pack("{s:s, s:s%}", "role", role, "content", b.p ? b.p : "", b.n));
             rl_buf_free(&b);
         } else {
             snprintf(param, sizeof param, "input[%zu].type", i);
             ok = rl_oai_fail(e, 400, param, "invalid_value",
-                             "%s: '%.40s' is not a supported item (message, function_call, function_call_output)", param,
-                             ty ? ty : "");
+                             "%s: '%.40s' is not a supported item (message, function_call, "
+                             "function_call_output)",
+                             param, ty ? ty : "");
         }
         pending = NULL;
     }
@@ -109,20 +121,27 @@ bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
     if (!in) return false;
     json_t *o = json_object(), *msgs = json_array(), *v;
     bool ok = false;
-    if (json_object_get(in, "previous_response_id") && !json_is_null(json_object_get(in, "previous_response_id"))) {
+    if (json_object_get(in, "previous_response_id") &&
+        !json_is_null(json_object_get(in, "previous_response_id"))) {
         rl_oai_fail(e, 400, "previous_response_id", "invalid_value",
                     "previous_response_id: this server stores no responses; send the whole input");
         goto done;
     }
-    const char *copy[][2] = {{"model", "model"}, {"temperature", "temperature"}, {"top_p", "top_p"}, {"stream", "stream"},
-                             {"max_output_tokens", "max_tokens"}, {"tool_choice", "tool_choice"},
+    const char *copy[][2] = {{"model", "model"},
+                             {"temperature", "temperature"},
+                             {"top_p", "top_p"},
+                             {"stream", "stream"},
+                             {"max_output_tokens", "max_tokens"},
+                             {"tool_choice", "tool_choice"},
                              {"parallel_tool_calls", "parallel_tool_calls"}};
     for (int k = 0; k < 7; k++)
-        if ((v = json_object_get(in, copy[k][0])) && !json_is_null(v)) json_object_set(o, copy[k][1], v);
+        if ((v = json_object_get(in, copy[k][0])) && !json_is_null(v))
+            json_object_set(o, copy[k][1], v);
     v = json_object_get(in, "tool_choice");
     if (json_is_object(v) && json_is_string(json_object_get(v, "name")))
-        json_object_set_new(o, "tool_choice", json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
-                                                        json_object_get(v, "name")));
+        json_object_set_new(o, "tool_choice",
+                            json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
+                                      json_object_get(v, "name")));
     if ((v = json_object_get(in, "instructions")) && !json_is_null(v)) {
         if (!json_is_string(v)) {
             rl_oai_fail(e, 400, "instructions", "invalid_type", "instructions: must be a string");
@@ -131,11 +150,13 @@ bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
         json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", v));
     }
     v = json_object_get(in, "input");
-    if (json_is_string(v)) json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", v));
+    if (json_is_string(v))
+        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", v));
     else if (json_is_array(v) && json_array_size(v)) {
         if (!input_items(v, msgs, e)) goto done;
     } else {
-        rl_oai_fail(e, 400, "input", "invalid_value", "input: must be a string or a non-empty array of items");
+        rl_oai_fail(e, 400, "input", "invalid_value",
+                    "input: must be a string or a non-empty array of items");
         goto done;
     }
     json_object_set(o, "messages", msgs);
@@ -145,18 +166,25 @@ bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
             json_t *t = json_array_get(v, i), *f = json_object();
             const char *keys[] = {"name", "description", "parameters"};
             for (int k = 0; k < 3; k++)
-                if (json_object_get(t, keys[k])) json_object_set(f, keys[k], json_object_get(t, keys[k]));
+                if (json_object_get(t, keys[k]))
+                    json_object_set(f, keys[k], json_object_get(t, keys[k]));
             json_t *ty = json_object_get(t, "type");
-            json_array_append_new(tools, json_pack("{s:O, s:o}", "type", ty ? ty : json_null(), "function", f));
+            json_array_append_new(
+                tools, json_pack("{s:O, s:o}", "type", ty ? ty : json_null(), "function", f));
         }
-        json_object_set_new(o, "tools", json_is_array(v) ? tools : (json_decref(tools), json_incref(v)));
+        json_object_set_new(o, "tools",
+                            json_is_array(v) ? tools : (json_decref(tools), json_incref(v)));
     }
     json_t *fmt = json_object_get(json_object_get(in, "text"), "format");
     const char *ft = json_string_value(json_object_get(fmt, "type"));
     if (ft && !strcmp(ft, "json_schema"))
-        json_object_set_new(o, "response_format", json_pack("{s:s, s:{s:O, s:O}}", "type", "json_schema", "json_schema", "name",
-                                                            json_object_get(fmt, "name") ? json_object_get(fmt, "name") : json_string("x"),
-                                                            "schema", json_object_get(fmt, "schema") ? json_object_get(fmt, "schema") : json_null()));
+        json_object_set_new(
+            o, "response_format",
+            json_pack(
+                "{s:s, s:{s:O, s:O}}", "type", "json_schema", "json_schema", "name",
+                json_object_get(fmt, "name") ? json_object_get(fmt, "name") : json_string("x"),
+                "schema",
+                json_object_get(fmt, "schema") ? json_object_get(fmt, "schema") : json_null()));
     else if (ft && !strcmp(ft, "json_object"))
         json_object_set_new(o, "response_format", json_pack("{s:s}", "type", "json_object"));
     *out = json_dumps(o, JSON_COMPACT);
@@ -175,42 +203,49 @@ void rl_srv_resp_fix_param(rl_oai_err *e) {
     for (p = strstr(e->message, ".function."); p; p = strstr(p + 1, ".function."))
         memmove(p + 1, p + 10, strlen(p + 10) + 1);
     if (!strcmp(e->param, "max_tokens")) snprintf(e->param, sizeof e->param, "max_output_tokens");
-    if (!strncmp(e->param, "response_format", 15)) snprintf(e->param, sizeof e->param, "text.format");
+    if (!strncmp(e->param, "response_format", 15))
+        snprintf(e->param, sizeof e->param, "text.format");
 }
 
 static void item_id(const char *rid, const char *kind, int idx, char out[96]) {
     snprintf(out, 96, "%s_%s_%d", kind, rid + 5 /* past "resp_" */, idx);
 }
 
-json_t *rl_srv_resp_object(const char *id, int64_t created, const char *model, json_t *msg, const char *finish,
-                           int n_in, int n_out, const char *status) {
+json_t *rl_srv_resp_object(const char *id, int64_t created, const char *model, json_t *msg,
+                           const char *finish, int n_in, int n_out, const char *status) {
     json_t *output = json_array();
     char iid[96];
     int idx = 0;
     json_t *tx = json_object_get(msg, "content");
     if (json_is_string(tx) && json_string_length(tx)) {
         item_id(id, "msg", idx++, iid);
-        json_array_append_new(output, json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:O, s:[]}]}", "type", "message", "id", iid,
-                                                "status", "completed", "role", "assistant", "content", "type",
+        json_array_append_new(output, json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:O, s:[]}]}",
+                                                "type", "message", "id", iid, "status", "completed",
+                                                "role", "assistant", "content", "type",
                                                 "output_text", "text", tx, "annotations"));
     }
     json_t *tc = json_object_get(msg, "tool_calls");
     for (size_t k = 0; json_is_array(tc) && k < json_array_size(tc); k++) {
         json_t *c = json_array_get(tc, k), *f = json_object_get(c, "function");
         item_id(id, "fc", idx++, iid);
-        json_array_append_new(output, json_pack("{s:s, s:s, s:O, s:O, s:O, s:s}", "type", "function_call", "id", iid,
-                                                "call_id", json_object_get(c, "id"), "name", json_object_get(f, "name"),
-                                                "arguments", json_object_get(f, "arguments"), "status", "completed"));
+        json_array_append_new(output,
+                              json_pack("{s:s, s:s, s:O, s:O, s:O, s:s}", "type", "function_call",
+                                        "id", iid, "call_id", json_object_get(c, "id"), "name",
+                                        json_object_get(f, "name"), "arguments",
+                                        json_object_get(f, "arguments"), "status", "completed"));
     }
     bool cut = finish && !strcmp(finish, "length");
     if (!status) status = cut ? "incomplete" : "completed";
-    json_t *r = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:n, s:n, s:{}, s:b, s:s, s:[], s:{s:i, s:i, s:i}}", "id", id,
-                          "object", "response", "created_at", (json_int_t)created, "status", status, "model", model,
-                          "output", output, "error", "instructions", "metadata", "parallel_tool_calls", 1, "tool_choice",
-                          "auto", "tools", "usage", "input_tokens", n_in, "output_tokens", n_out, "total_tokens",
-                          n_in + n_out);
+    json_t *r = json_pack(
+        "{s:s, s:s, s:I, s:s, s:s, s:o, s:n, s:n, s:{}, s:b, s:s, s:[], s:{s:i, s:i, s:i}}", "id",
+        id, "object", "response", "created_at", (json_int_t)created, "status", status, "model",
+        model, "output", output, "error", "instructions", "metadata", "parallel_tool_calls", 1,
+        "tool_choice", "auto", "tools", "usage", "input_tokens", n_in, "output_tokens", n_out,
+        "total_tokens", n_in + n_out);
     json_object_set_new(r, "incomplete_details",
-                        cut && !strcmp(status, "incomplete") ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null());
+                        cut && !strcmp(status, "incomplete")
+                            ? json_pack("{s:s}", "reason", "max_output_tokens")
+                            : json_null());
     return r;
 }
 
@@ -227,10 +262,12 @@ static void event(rl_srv_resp *st, rl_buf *out, const char *type, json_t *data) 
     free(s);
 }
 
-void rl_srv_resp_start(rl_srv_resp *st, const char *id, int64_t created, const char *model, rl_buf *out) {
+void rl_srv_resp_start(rl_srv_resp *st, const char *id, int64_t created, const char *model,
+                       rl_buf *out) {
     json_t *empty = json_object();
     event(st, out, "response.created",
-          json_pack("{s:o}", "response", rl_srv_resp_object(id, created, model, empty, NULL, 0, 0, "in_progress")));
+          json_pack("{s:o}", "response",
+                    rl_srv_resp_object(id, created, model, empty, NULL, 0, 0, "in_progress")));
     json_decref(empty);
 }
 
@@ -241,22 +278,27 @@ static void close_item(rl_srv_resp *st, const char *id, rl_buf *out) {
         item_id(id, "msg", oi, iid);
         const char *t = st->acc.p ? st->acc.p : "";
         event(st, out, "response.output_text.done",
-              json_pack("{s:s, s:i, s:i, s:s%}", "item_id", iid, "output_index", oi, "content_index", 0, "text", t, st->acc.n));
+              json_pack("{s:s, s:i, s:i, s:s%}", "item_id", iid, "output_index", oi,
+                        "content_index", 0, "text", t, st->acc.n));
         event(st, out, "response.content_part.done",
-              json_pack("{s:s, s:i, s:i, s:{s:s, s:s%, s:[]}}", "item_id", iid, "output_index", oi, "content_index", 0,
-                        "part", "type", "output_text", "text", t, st->acc.n, "annotations"));
+              json_pack("{s:s, s:i, s:i, s:{s:s, s:s%, s:[]}}", "item_id", iid, "output_index", oi,
+                        "content_index", 0, "part", "type", "output_text", "text", t, st->acc.n,
+                        "annotations"));
         event(st, out, "response.output_item.done",
-              json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:[{s:s, s:s%, s:[]}]}}", "output_index", oi, "item", "type", "message",
-                        "id", iid, "status", "completed", "role", "assistant", "content", "type", "output_text", "text", t,
-                        st->acc.n, "annotations"));
+              json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:[{s:s, s:s%, s:[]}]}}", "output_index", oi,
+                        "item", "type", "message", "id", iid, "status", "completed", "role",
+                        "assistant", "content", "type", "output_text", "text", t, st->acc.n,
+                        "annotations"));
     } else if (st->open_kind == 'c') {
         item_id(id, "fc", oi, iid);
         const char *a = st->acc.p ? st->acc.p : "";
         event(st, out, "response.function_call_arguments.done",
-              json_pack("{s:s, s:i, s:s%}", "item_id", iid, "output_index", oi, "arguments", a, st->acc.n));
+              json_pack("{s:s, s:i, s:s%}", "item_id", iid, "output_index", oi, "arguments", a,
+                        st->acc.n));
         event(st, out, "response.output_item.done",
-              json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s%, s:s}}", "output_index", oi, "item", "type", "function_call", "id",
-                        iid, "call_id", st->call_id, "name", st->call_name, "arguments", a, st->acc.n, "status", "completed"));
+              json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s%, s:s}}", "output_index", oi, "item",
+                        "type", "function_call", "id", iid, "call_id", st->call_id, "name",
+                        st->call_name, "arguments", a, st->acc.n, "status", "completed"));
     }
     st->open_kind = 0;
     rl_buf_clear(&st->acc);
@@ -270,17 +312,20 @@ void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *d, rl_buf *out)
             close_item(st, id, out);
             item_id(id, "msg", st->n_items, iid);
             event(st, out, "response.output_item.added",
-                  json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:[]}}", "output_index", st->n_items, "item", "type", "message",
-                            "id", iid, "status", "in_progress", "role", "assistant", "content"));
+                  json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:[]}}", "output_index", st->n_items,
+                            "item", "type", "message", "id", iid, "status", "in_progress", "role",
+                            "assistant", "content"));
             event(st, out, "response.content_part.added",
-                  json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", iid, "output_index", st->n_items,
-                            "content_index", 0, "part", "type", "output_text", "text", "", "annotations"));
+                  json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", iid, "output_index",
+                            st->n_items, "content_index", 0, "part", "type", "output_text", "text",
+                            "", "annotations"));
             st->n_items++;
             st->open_kind = 't';
         }
         item_id(id, "msg", st->n_items - 1, iid);
         event(st, out, "response.output_text.delta",
-              json_pack("{s:s, s:i, s:i, s:s}", "item_id", iid, "output_index", st->n_items - 1, "content_index", 0, "delta", c));
+              json_pack("{s:s, s:i, s:i, s:s}", "item_id", iid, "output_index", st->n_items - 1,
+                        "content_index", 0, "delta", c));
         rl_buf_puts(&st->acc, c);
     }
     json_t *tc = json_object_get(d, "tool_calls");
@@ -290,12 +335,13 @@ void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *d, rl_buf *out)
         if (cid) { /* a new call */
             close_item(st, id, out);
             snprintf(st->call_id, sizeof st->call_id, "%s", cid);
-            snprintf(st->call_name, sizeof st->call_name, "%s", json_string_value(json_object_get(f, "name")));
+            snprintf(st->call_name, sizeof st->call_name, "%s",
+                     json_string_value(json_object_get(f, "name")));
             item_id(id, "fc", st->n_items, iid);
             event(st, out, "response.output_item.added",
-                  json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index", st->n_items, "item", "type",
-                            "function_call", "id", iid, "call_id", st->call_id, "name", st->call_name, "arguments", "",
-                            "status", "in_progress"));
+                  json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index", st->n_items,
+                            "item", "type", "function_call", "id", iid, "call_id", st->call_id,
+                            "name", st->call_name, "arguments", "", "status", "in_progress"));
             st->n_items++;
             st->open_kind = 'c';
         }
@@ -303,7 +349,8 @@ void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *d, rl_buf *out)
         if (a && a[0] && st->open_kind == 'c') {
             item_id(id, "fc", st->n_items - 1, iid);
             event(st, out, "response.function_call_arguments.delta",
-                  json_pack("{s:s, s:i, s:s}", "item_id", iid, "output_index", st->n_items - 1, "delta", a));
+                  json_pack("{s:s, s:i, s:s}", "item_id", iid, "output_index", st->n_items - 1,
+                            "delta", a));
             rl_buf_puts(&st->acc, a);
         }
     }
@@ -312,7 +359,8 @@ void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *d, rl_buf *out)
 void rl_srv_resp_finish(rl_srv_resp *st, const char *id, json_t *final_resp, rl_buf *out) {
     close_item(st, id, out);
     const char *status = json_string_value(json_object_get(final_resp, "status"));
-    event(st, out, status && !strcmp(status, "incomplete") ? "response.incomplete" : "response.completed",
+    event(st, out,
+          status && !strcmp(status, "incomplete") ? "response.incomplete" : "response.completed",
           json_pack("{s:o}", "response", final_resp));
     rl_buf_free(&st->acc);
 }

@@ -33,9 +33,9 @@ typedef struct rl_hist {
 typedef struct rl_metrics {
     pthread_mutex_t mu;
     rl_hist ttft, itl, e2e;
-    uint64_t finished[5];  /* by rl_finish_reason */
-    uint64_t http[6];      /* responses by status class: [1] = 1xx .. [5] = 5xx */
-    uint64_t rejected;     /* 503 for a full queue */
+    uint64_t finished[5]; /* by rl_finish_reason */
+    uint64_t http[6];     /* responses by status class: [1] = 1xx .. [5] = 5xx */
+    uint64_t rejected;    /* 503 for a full queue */
 } rl_metrics;
 
 void rl_metrics_init(rl_metrics *m);
@@ -52,19 +52,19 @@ enum { RL_SRV_LOADING = 0, RL_SRV_READY = 1, RL_SRV_FAILED = 2 };
 
 typedef struct rl_srv {
     rl_server_config cfg;
-    _Atomic int state;          /* RL_SRV_* */
-    rl_engine *eng;             /* set before state becomes READY */
-    rl_vocab *vocab;            /* the engine's tokenizer and chat template (owned) */
+    _Atomic int state; /* RL_SRV_* */
+    rl_engine *eng;    /* set before state becomes READY */
+    rl_vocab *vocab;   /* the engine's tokenizer and chat template (owned) */
     int32_t n_vocab, n_ctx;
     char model_id[256];
     char load_error[512];
     rl_metrics m;
     struct MHD_Daemon *daemon;
-    atomic_int n_active;        /* generation requests in flight */
-    atomic_bool draining;       /* SIGTERM received: refuse new generations */
-    atomic_bool abort_all;      /* drain timed out: cancel everything */
-    atomic_ullong seq;          /* ids of responses */
-    int64_t created;            /* start time (unix seconds) */
+    atomic_int n_active;   /* generation requests in flight */
+    atomic_bool draining;  /* SIGTERM received: refuse new generations */
+    atomic_bool abort_all; /* drain timed out: cancel everything */
+    atomic_ullong seq;     /* ids of responses */
+    int64_t created;       /* start time (unix seconds) */
 } rl_srv;
 
 /* One HTTP request (MHD's con_cls).  Reference-counted: the connection
@@ -76,12 +76,12 @@ typedef struct rl_srv_req {
     struct MHD_Connection *conn;
     char method[12];
     char path[256];
-    rl_buf body;        /* request body (NUL-terminated once non-empty) */
+    rl_buf body; /* request body (NUL-terminated once non-empty) */
     bool too_big;
-    int status;         /* HTTP status sent */
-    double t0;          /* arrival (monotonic seconds) */
+    int status;                  /* HTTP status sent */
+    double t0;                   /* arrival (monotonic seconds) */
     _Atomic int n_prompt, n_gen; /* for the access log */
-    _Atomic int finish; /* rl_finish_reason of choice 0, for the access log */
+    _Atomic int finish;          /* rl_finish_reason of choice 0, for the access log */
 } rl_srv_req;
 
 void rl_srv_req_unref(rl_srv_req *rq);
@@ -90,7 +90,8 @@ void rl_srv_req_unref(rl_srv_req *rq);
 /* Adds CORS headers (and nothing else) to r. */
 void rl_srv_add_cors(struct MHD_Response *r);
 /* Queues a JSON response; takes ownership of `body` (malloc'd). */
-enum MHD_Result rl_srv_reply_text(rl_srv_req *rq, int status, const char *ctype, char *body, size_t len);
+enum MHD_Result rl_srv_reply_text(rl_srv_req *rq, int status, const char *ctype, char *body,
+                                  size_t len);
 enum MHD_Result rl_srv_reply_json(rl_srv_req *rq, int status, json_t *body); /* steals body */
 enum MHD_Result rl_srv_reply_error(rl_srv_req *rq, const rl_oai_err *e);
 /* True when the client has closed its side of the connection. */
@@ -133,8 +134,8 @@ void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len);
  * results, chat_template_kwargs) rather than {role, content} messages. */
 bool rl_srv_chat_needs_ctx(const rl_oai_req *r);
 /* Renders r through the template with that context; *out as rl_chat_render. */
-bool rl_srv_render_ctx(rl_srv *s, const rl_oai_req *r, const rl_chat_format *f, bool add_gen, char **out,
-                       size_t *len, rl_oai_err *e);
+bool rl_srv_render_ctx(rl_srv *s, const rl_oai_req *r, const rl_chat_format *f, bool add_gen,
+                       char **out, size_t *len, rl_oai_err *e);
 /* Compiles r's tool-call grammar into r->gp.grammar (nothing for no tools,
  * tool_choice none, or auto beside a response_format); t->prefix is set
  * when the output must be read behind a tag. */
@@ -142,17 +143,18 @@ bool rl_srv_tool_grammar(rl_srv *s, rl_oai_req *r, rl_srv_tools *t, rl_oai_err *
 /* The final message of a choice's text: {role, content, reasoning_content?,
  * tool_calls?}; *has_calls when it holds calls.  NULL out of memory.
  * `seed` makes the call ids. */
-json_t *rl_srv_tools_message(const rl_srv_tools *t, uint64_t seed, const char *p, size_t n, bool *has_calls);
+json_t *rl_srv_tools_message(const rl_srv_tools *t, uint64_t seed, const char *p, size_t n,
+                             bool *has_calls);
 /* The delta of a streaming choice whose text is now p[0..n) (`final` at the
  * end), NULL when nothing new can be sent; st records what was sent. */
-json_t *rl_srv_tools_delta(const rl_srv_tools *t, rl_srv_stream *st, uint64_t seed, const char *p, size_t n,
-                           bool final, bool *has_calls);
+json_t *rl_srv_tools_delta(const rl_srv_tools *t, rl_srv_stream *st, uint64_t seed, const char *p,
+                           size_t n, bool final, bool *has_calls);
 
 /* ---- Anthropic Messages API (anthropic.c) ---- */
 /* What a streaming /v1/messages response has opened. */
 typedef struct rl_srv_anth {
-    int32_t n_blocks; /* content blocks started */
-    char open_kind;   /* the open block: 'r' thinking, 't' text, 'c' tool_use; 0 = none */
+    int32_t n_blocks;  /* content blocks started */
+    char open_kind;    /* the open block: 'r' thinking, 't' text, 'c' tool_use; 0 = none */
     int32_t open_call; /* the call index of the open tool_use block (-1 before any) */
 } rl_srv_anth;
 
@@ -166,7 +168,8 @@ bool rl_srv_anth_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
 /* Renames the shared parser's field names to Anthropic's in e->param. */
 void rl_srv_anth_fix_param(rl_oai_err *e);
 /* The response message from the OpenAI-shaped message `msg` (borrowed). */
-json_t *rl_srv_anth_message(const char *id, const char *model, json_t *msg, const char *finish, int n_in, int n_out);
+json_t *rl_srv_anth_message(const char *id, const char *model, json_t *msg, const char *finish,
+                            int n_in, int n_out);
 /* Streaming: message_start; the events of one OpenAI-shaped delta; the
  * closing events.  All append SSE text to out. */
 void rl_srv_anth_start(const char *id, const char *model, int n_in, rl_buf *out);
@@ -176,10 +179,10 @@ void rl_srv_anth_finish(rl_srv_anth *st, const char *finish, int n_out, rl_buf *
 /* ---- OpenAI Responses API (responses.c) ---- */
 /* What a streaming /v1/responses response has opened. */
 typedef struct rl_srv_resp {
-    int64_t seq;       /* sequence_number of the next event */
-    int32_t n_items;   /* output items added */
-    char open_kind;    /* the open item: 't' message, 'c' function_call; 0 = none */
-    rl_buf acc;        /* the open item's text or arguments so far */
+    int64_t seq;     /* sequence_number of the next event */
+    int32_t n_items; /* output items added */
+    char open_kind;  /* the open item: 't' message, 'c' function_call; 0 = none */
+    rl_buf acc;      /* the open item's text or arguments so far */
     char call_id[64], call_name[80];
 } rl_srv_resp;
 
@@ -189,11 +192,12 @@ bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
 void rl_srv_resp_fix_param(rl_oai_err *e);
 /* The response object from the OpenAI-shaped message msg (borrowed);
  * status NULL = from finish ("completed", or "incomplete" for length). */
-json_t *rl_srv_resp_object(const char *id, int64_t created, const char *model, json_t *msg, const char *finish,
-                           int n_in, int n_out, const char *status);
+json_t *rl_srv_resp_object(const char *id, int64_t created, const char *model, json_t *msg,
+                           const char *finish, int n_in, int n_out, const char *status);
 /* Streaming: response.created; the events of one chat delta; the closing
  * events and response.completed with final_resp (stolen).  SSE to out. */
-void rl_srv_resp_start(rl_srv_resp *st, const char *id, int64_t created, const char *model, rl_buf *out);
+void rl_srv_resp_start(rl_srv_resp *st, const char *id, int64_t created, const char *model,
+                       rl_buf *out);
 void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *delta, rl_buf *out);
 void rl_srv_resp_finish(rl_srv_resp *st, const char *id, json_t *final_resp, rl_buf *out);
 

@@ -76,7 +76,8 @@ json_t *rl_srv_json_text(const char *s, size_t n) {
 }
 
 bool rl_srv_client_gone(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return true;
     struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return false;
@@ -93,15 +94,18 @@ bool rl_srv_client_gone(struct MHD_Connection *c) {
 void rl_srv_add_cors(struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers",
-                            "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, x-api-key, anthropic-version, "
-                            "X-Stainless-Arch, X-Stainless-Lang, X-Stainless-OS, X-Stainless-Package-Version, "
-                            "X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, "
-                            "X-Stainless-Async, X-Stainless-Timeout, X-Stainless-Read-Timeout");
+    MHD_add_response_header(
+        r, "Access-Control-Allow-Headers",
+        "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, x-api-key, "
+        "anthropic-version, "
+        "X-Stainless-Arch, X-Stainless-Lang, X-Stainless-OS, X-Stainless-Package-Version, "
+        "X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, "
+        "X-Stainless-Async, X-Stainless-Timeout, X-Stainless-Read-Timeout");
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
 }
 
-enum MHD_Result rl_srv_reply_text(rl_srv_req *rq, int status, const char *ctype, char *body, size_t len) {
+enum MHD_Result rl_srv_reply_text(rl_srv_req *rq, int status, const char *ctype, char *body,
+                                  size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
@@ -121,7 +125,8 @@ enum MHD_Result rl_srv_reply_json(rl_srv_req *rq, int status, json_t *body) {
     char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!s) {
-        s = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":500}}");
+        s = strdup("{\"error\":{\"message\":\"out of "
+                   "memory\",\"type\":\"server_error\",\"param\":null,\"code\":500}}");
         status = 500;
         if (!s) return MHD_NO;
     }
@@ -155,7 +160,8 @@ static bool auth_ok(const rl_srv *s, struct MHD_Connection *c) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     const char *given = "";
     if (h && !strncasecmp(h, "Bearer ", 7)) given = h + 7;
-    const char *xk = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"); /* Anthropic's header */
+    const char *xk =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"); /* Anthropic's header */
     if (!given[0] && xk) given = xk;
     uint8_t a[SHA256_DIGEST_SIZE], b[SHA256_DIGEST_SIZE];
     struct sha256_ctx ctx;
@@ -168,7 +174,8 @@ static bool auth_ok(const rl_srv *s, struct MHD_Connection *c) {
     return memeql_sec(a, b, sizeof a) != 0;
 }
 
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *k, const char *v) {
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *k,
+                                    const char *v) {
     (void)kind;
     size_t *n = cls;
     *n += strlen(k) + (v ? strlen(v) : 0) + 4;
@@ -182,7 +189,8 @@ static enum MHD_Result route_health(rl_srv_req *rq) {
     if (st == RL_SRV_READY) return rl_srv_reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
     if (st == RL_SRV_LOADING)
         return rl_srv_reply_json(rq, 503, json_pack("{s:s}", "status", "loading"));
-    return rl_srv_reply_json(rq, 500, json_pack("{s:s, s:s}", "status", "error", "message", s->load_error));
+    return rl_srv_reply_json(rq, 500,
+                             json_pack("{s:s, s:s}", "status", "error", "message", s->load_error));
 }
 
 static json_t *model_obj(rl_srv *s) {
@@ -196,12 +204,14 @@ static enum MHD_Result route_models(rl_srv_req *rq, const char *which) {
     if (which) {
         if (strcmp(which, s->model_id) != 0) {
             rl_oai_err e;
-            rl_oai_fail(&e, 404, "model", "model_not_found", "model '%.200s' does not exist", which);
+            rl_oai_fail(&e, 404, "model", "model_not_found", "model '%.200s' does not exist",
+                        which);
             return rl_srv_reply_error(rq, &e);
         }
         return rl_srv_reply_json(rq, 200, model_obj(s));
     }
-    return rl_srv_reply_json(rq, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model_obj(s)));
+    return rl_srv_reply_json(rq, 200,
+                             json_pack("{s:s, s:[o]}", "object", "list", "data", model_obj(s)));
 }
 
 static enum MHD_Result route_metrics(rl_srv_req *rq) {
@@ -215,8 +225,8 @@ static enum MHD_Result route_metrics(rl_srv_req *rq) {
 }
 
 static enum MHD_Result route_page(rl_srv_req *rq) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(rl_srv_webpage_len, (void *)rl_srv_webpage,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        rl_srv_webpage_len, (void *)rl_srv_webpage, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
@@ -240,7 +250,18 @@ static enum MHD_Result route_options(rl_srv_req *rq) {
 
 /* ---- routing ---- */
 typedef enum route_id {
-    R_NONE, R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_MODEL_ONE, R_CHAT, R_COMPL, R_TOKENIZE, R_DETOKENIZE, R_MESSAGES, R_RESPONSES,
+    R_NONE,
+    R_PAGE,
+    R_HEALTH,
+    R_METRICS,
+    R_MODELS,
+    R_MODEL_ONE,
+    R_CHAT,
+    R_COMPL,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_MESSAGES,
+    R_RESPONSES,
 } route_id;
 
 static route_id find_route(const char *p, const char **arg) {
@@ -263,7 +284,8 @@ static route_id find_route(const char *p, const char **arg) {
 }
 
 static bool route_is_post(route_id r) {
-    return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_MESSAGES || r == R_RESPONSES;
+    return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_MESSAGES ||
+           r == R_RESPONSES;
 }
 
 static enum MHD_Result dispatch(rl_srv_req *rq) {
@@ -279,17 +301,23 @@ static enum MHD_Result dispatch(rl_srv_req *rq) {
     bool is_post = !strcmp(rq->method, "POST");
     if ((route_is_post(r) && !is_post) || (!route_is_post(r) && !is_get)) {
         rl_oai_err e;
-        rl_oai_fail(&e, 405, NULL, "method_not_allowed", "%s is not allowed on %.200s (use %s)", rq->method,
-                    rq->path, route_is_post(r) ? "POST" : "GET");
+        rl_oai_fail(&e, 405, NULL, "method_not_allowed", "%s is not allowed on %.200s (use %s)",
+                    rq->method, rq->path, route_is_post(r) ? "POST" : "GET");
         return rl_srv_reply_error(rq, &e);
     }
     switch (r) {
-    case R_PAGE: return route_page(rq);
-    case R_HEALTH: return route_health(rq);
-    case R_METRICS: return route_metrics(rq);
-    case R_MODELS: return route_models(rq, NULL);
-    case R_MODEL_ONE: return route_models(rq, arg);
-    default: break;
+    case R_PAGE:
+        return route_page(rq);
+    case R_HEALTH:
+        return route_health(rq);
+    case R_METRICS:
+        return route_metrics(rq);
+    case R_MODELS:
+        return route_models(rq, NULL);
+    case R_MODEL_ONE:
+        return route_models(rq, arg);
+    default:
+        break;
     }
     if (rq->too_big) {
         rl_oai_err e;
@@ -305,13 +333,20 @@ static enum MHD_Result dispatch(rl_srv_req *rq) {
     if (atomic_load(&s->draining))
         return reply_err(rq, 503, NULL, "shutting_down", "the server is shutting down");
     switch (r) {
-    case R_CHAT: return rl_srv_generate(rq, RL_OAI_CHAT);
-    case R_COMPL: return rl_srv_generate(rq, RL_OAI_COMPLETION);
-    case R_MESSAGES: return rl_srv_messages(rq);
-    case R_RESPONSES: return rl_srv_responses(rq);
-    case R_TOKENIZE: return rl_srv_tokenize(rq);
-    case R_DETOKENIZE: return rl_srv_detokenize(rq);
-    default: return reply_err(rq, 500, NULL, NULL, "internal routing error");
+    case R_CHAT:
+        return rl_srv_generate(rq, RL_OAI_CHAT);
+    case R_COMPL:
+        return rl_srv_generate(rq, RL_OAI_COMPLETION);
+    case R_MESSAGES:
+        return rl_srv_messages(rq);
+    case R_RESPONSES:
+        return rl_srv_responses(rq);
+    case R_TOKENIZE:
+        return rl_srv_tokenize(rq);
+    case R_DETOKENIZE:
+        return rl_srv_detokenize(rq);
+    default:
+        return reply_err(rq, 500, NULL, NULL, "internal routing error");
     }
 }
 
@@ -323,8 +358,8 @@ static bool early_checks(rl_srv_req *rq, enum MHD_Result *ret) {
     MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, count_header, &hdr);
     rl_oai_err e;
     if (hdr > s->cfg.max_header) {
-        rl_oai_fail(&e, 431, NULL, "headers_too_large", "request headers are %zu bytes; the limit is %zu",
-                    hdr, s->cfg.max_header);
+        rl_oai_fail(&e, 431, NULL, "headers_too_large",
+                    "request headers are %zu bytes; the limit is %zu", hdr, s->cfg.max_header);
         *ret = rl_srv_reply_error(rq, &e);
         return true;
     }
@@ -335,7 +370,8 @@ static bool early_checks(rl_srv_req *rq, enum MHD_Result *ret) {
     const char *arg;
     route_id r = find_route(rq->path, &arg);
     if (r != R_HEALTH && r != R_PAGE && !auth_ok(s, rq->conn)) {
-        *ret = reply_err(rq, 401, NULL, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)");
+        *ret = reply_err(rq, 401, NULL, "invalid_api_key",
+                         "missing or invalid API key (Authorization: Bearer <key>)");
         return true;
     }
     const char *cl = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, "Content-Length");
@@ -404,19 +440,22 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     rl_srv *s = rq->srv;
     if (rq->status) rl_metrics_count_http(&s->m, rq->status);
     char addr[INET6_ADDRSTRLEN] = "?";
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (ci && ci->client_addr) {
         if (ci->client_addr->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, addr, sizeof addr);
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, addr,
+                      sizeof addr);
         else if (ci->client_addr->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr, sizeof addr);
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr,
+                      sizeof addr);
     }
     static const char *why[] = {"-", "stop", "length", "cancelled", "error"};
     int f = atomic_load(&rq->finish);
     if (rq->status || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        fprintf(stderr, "%s \"%s %s\" %d %.3fs prompt=%d gen=%d finish=%s%s\n", addr, rq->method, rq->path,
-                rq->status, rl_time_s() - rq->t0, atomic_load(&rq->n_prompt), atomic_load(&rq->n_gen),
-                f >= 0 && f <= 4 ? why[f] : "-",
+        fprintf(stderr, "%s \"%s %s\" %d %.3fs prompt=%d gen=%d finish=%s%s\n", addr, rq->method,
+                rq->path, rq->status, rl_time_s() - rq->t0, atomic_load(&rq->n_prompt),
+                atomic_load(&rq->n_gen), f >= 0 && f <= 4 ? why[f] : "-",
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client closed)");
     rl_srv_req_unref(rq);
 }
@@ -456,7 +495,8 @@ static void *load_thread(void *arg) {
     rl_model_info mi;
     rl_vocab_model_info(v, &mi);
     if (!mi.has_chat_template)
-        rl_log(RL_LOG_INFO, "model has no chat template; using the built-in %s template", mi.chat_template);
+        rl_log(RL_LOG_INFO, "model has no chat template; using the built-in %s template",
+               mi.chat_template);
     s->eng = e;
     s->vocab = v;
     s->n_vocab = mi.n_vocab;
@@ -480,18 +520,21 @@ static void on_signal(int sig) {
 
 static void log_summary(rl_srv *s, rl_engine_stats *prev, double dt) {
     rl_engine_stats st = rl_engine_get_stats(s->eng);
-    uint64_t dp = st.prompt_tokens - prev->prompt_tokens, dg = st.generation_tokens - prev->generation_tokens;
+    uint64_t dp = st.prompt_tokens - prev->prompt_tokens,
+             dg = st.generation_tokens - prev->generation_tokens;
     if (st.n_running || st.n_waiting || dp || dg)
-        rl_log(RL_LOG_INFO, "prompt %.1f tok/s, generation %.1f tok/s, running %d, waiting %d, KV %.1f%% "
-                            "(%d/%d blocks, %d cached)",
+        rl_log(RL_LOG_INFO,
+               "prompt %.1f tok/s, generation %.1f tok/s, running %d, waiting %d, KV %.1f%% "
+               "(%d/%d blocks, %d cached)",
                dp / dt, dg / dt, st.n_running, st.n_waiting,
-               st.kv_blocks_total ? 100.0 * st.kv_blocks_used / st.kv_blocks_total : 0.0, st.kv_blocks_used,
-               st.kv_blocks_total, st.kv_blocks_cached);
+               st.kv_blocks_total ? 100.0 * st.kv_blocks_used / st.kv_blocks_total : 0.0,
+               st.kv_blocks_used, st.kv_blocks_total, st.kv_blocks_cached);
     *prev = st;
 }
 
 static int resolve_bind(const char *host, int port, struct sockaddr_storage *ss, bool *v6) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -519,8 +562,11 @@ int rl_server_run(const rl_server_config *cfg) {
     s->cfg = *cfg;
     s->created = (int64_t)time(NULL);
     rl_metrics_init(&s->m);
-    if (cfg->alias && cfg->alias[0]) snprintf(s->model_id, sizeof s->model_id, "%s", cfg->alias);
-    else model_id_from_path(cfg->ep.model_path ? cfg->ep.model_path : "model", s->model_id, sizeof s->model_id);
+    if (cfg->alias && cfg->alias[0])
+        snprintf(s->model_id, sizeof s->model_id, "%s", cfg->alias);
+    else
+        model_id_from_path(cfg->ep.model_path ? cfg->ep.model_path : "model", s->model_id,
+                           sizeof s->model_id);
     int rc = 1;
     if (pipe(g_sig_pipe) != 0) goto out;
     struct sigaction sa;
@@ -540,19 +586,20 @@ int rl_server_run(const rl_server_config *cfg) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(cfg->max_header * 32 + 65536), MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(cfg->max_header * 32 + 65536),
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_END);
     if (!s->daemon) {
         rl_log(RL_LOG_ERROR, "cannot listen on %s:%d: %s", cfg->host, cfg->port, strerror(errno));
         goto out;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     int port = di ? di->port : cfg->port;
-    rl_log(RL_LOG_INFO, "listening on http://%s%s%s:%d (model %s loading)", v6 ? "[" : "", cfg->host,
-           v6 ? "]" : "", port, s->model_id);
+    rl_log(RL_LOG_INFO, "listening on http://%s%s%s:%d (model %s loading)", v6 ? "[" : "",
+           cfg->host, v6 ? "]" : "", port, s->model_id);
 
     pthread_t loader;
     if (pthread_create(&loader, NULL, load_thread, s) != 0) {

@@ -16,18 +16,18 @@
 #include "redline.h"
 
 typedef struct rl_server_config {
-    const char *host;       /* bind address ("127.0.0.1") */
-    int port;               /* 8080; 0 = any free port (printed on start) */
-    const char *api_key;    /* NULL = no authentication */
-    const char *alias;      /* model id reported by the API; NULL = file name */
-    rl_engine_params ep;    /* engine parameters (model_path required) */
+    const char *host;          /* bind address ("127.0.0.1") */
+    int port;                  /* 8080; 0 = any free port (printed on start) */
+    const char *api_key;       /* NULL = no authentication */
+    const char *alias;         /* model id reported by the API; NULL = file name */
+    rl_engine_params ep;       /* engine parameters (model_path required) */
     rl_spec_mode default_spec; /* --spec: speculation for requests that do not choose */
-    int32_t max_queue;      /* waiting requests beyond which new ones get 503 (256) */
-    size_t max_body;        /* request body bytes (4 MiB) */
-    size_t max_header;      /* request header bytes in total (32 KiB) */
-    int32_t max_conns;      /* simultaneous connections (512) */
-    double drain_s;         /* SIGTERM: how long in-flight requests may finish (30) */
-    double log_interval_s;  /* busy summary line period (10) */
+    int32_t max_queue;         /* waiting requests beyond which new ones get 503 (256) */
+    size_t max_body;           /* request body bytes (4 MiB) */
+    size_t max_header;         /* request header bytes in total (32 KiB) */
+    int32_t max_conns;         /* simultaneous connections (512) */
+    double drain_s;            /* SIGTERM: how long in-flight requests may finish (30) */
+    double log_interval_s;     /* busy summary line period (10) */
 } rl_server_config;
 
 void rl_server_config_default(rl_server_config *c);

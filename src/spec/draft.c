@@ -18,20 +18,20 @@ struct rl_spec_draft {
     rl_kv_pool *pool;
     rl_threadpool *tp;
     int32_t n_vocab, max_seqs, max_batch, n_ctx;
-    int32_t n_out;            /* logits per row: ids [0, n_out) are proposed */
-    int64_t n_step;           /* decode-like forwards (<= 2 tokens a sequence) */
-    double step_s;            /* and their time */
-    float *logits;            /* [max_seqs][n_out] */
+    int32_t n_out;                  /* logits per row: ids [0, n_out) are proposed */
+    int64_t n_step;                 /* decode-like forwards (<= 2 tokens a sequence) */
+    double step_s;                  /* and their time */
+    float *logits;                  /* [max_seqs][n_out] */
     int32_t *b_tok, *b_pos, *b_seq; /* [max_batch] */
     bool *b_want;
-    const int32_t **tables;   /* [max_seqs] */
+    const int32_t **tables; /* [max_seqs] */
     int32_t *nblocks;
-    int32_t *which;           /* [max_seqs] batch seq -> caller index */
+    int32_t *which; /* [max_seqs] batch seq -> caller index */
 };
 
 rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t n_vocab_draft,
-                            int32_t max_seqs, int32_t n_ctx, int32_t max_batch,
-                            rl_spec_draft **out, rl_err *err) {
+                            int32_t max_seqs, int32_t n_ctx, int32_t max_batch, rl_spec_draft **out,
+                            rl_err *err) {
     *out = NULL;
     if (n_vocab_draft < 0)
         return rl_err_set(err, RL_ERR_INVALID, "draft model: draft vocabulary %d < 0",
@@ -58,8 +58,12 @@ rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t n_
     d->max_batch = max_batch;
     d->n_ctx = n_ctx;
     rl_model_kv_shape ks = rl_model_kv_shape_of(d->m);
-    rl_kv_config kc = {.n_layer = ks.n_layer, .n_kv_head = ks.n_kv_head, .head_dim = ks.head_dim,
-                       .block_size = 16, .k_type = RL_TYPE_F16, .v_type = RL_TYPE_F16};
+    rl_kv_config kc = {.n_layer = ks.n_layer,
+                       .n_kv_head = ks.n_kv_head,
+                       .head_dim = ks.head_dim,
+                       .block_size = 16,
+                       .k_type = RL_TYPE_F16,
+                       .v_type = RL_TYPE_F16};
     /* room for every sequence at full context, capped at 1 GiB */
     size_t want = (size_t)max_seqs * (size_t)((n_ctx + 15) / 16 + 1) * rl_kv_block_bytes(&kc);
     kc.mem_bytes = want < ((size_t)1 << 30) ? want : ((size_t)1 << 30);
@@ -100,8 +104,12 @@ void rl_spec_draft_free(rl_spec_draft *d) {
     rl_free(d);
 }
 
-size_t rl_spec_draft_weight_bytes(const rl_spec_draft *d) { return rl_model_weight_bytes(d->m); }
-int32_t rl_spec_draft_n_vocab(const rl_spec_draft *d) { return d->n_out; }
+size_t rl_spec_draft_weight_bytes(const rl_spec_draft *d) {
+    return rl_model_weight_bytes(d->m);
+}
+int32_t rl_spec_draft_n_vocab(const rl_spec_draft *d) {
+    return d->n_out;
+}
 
 double rl_spec_draft_step_s(const rl_spec_draft *d, int64_t *n_step) {
     if (n_step) *n_step = d->n_step;
@@ -136,9 +144,14 @@ static int32_t argmax(const float *x, int32_t n) {
 /* Runs the batch assembled in d->b_* (n_tok tokens, n_seq sequences). */
 static rl_status run(rl_spec_draft *d, int32_t n_tok, int32_t n_seq, rl_threadpool *tp,
                      rl_err *err) {
-    rl_batch b = {.n_tok = n_tok, .token = d->b_tok, .pos = d->b_pos, .seq = d->b_seq,
-                  .want_logits = d->b_want, .n_seq = n_seq,
-                  .block_tables = (const int32_t *const *)d->tables, .n_blocks = d->nblocks,
+    rl_batch b = {.n_tok = n_tok,
+                  .token = d->b_tok,
+                  .pos = d->b_pos,
+                  .seq = d->b_seq,
+                  .want_logits = d->b_want,
+                  .n_seq = n_seq,
+                  .block_tables = (const int32_t *const *)d->tables,
+                  .n_blocks = d->nblocks,
                   .n_vocab_out = d->n_out};
     double t0 = rl_time_s();
     rl_status s = rl_model_forward(d->m, &b, rl_kv_pool_layers(d->pool), d->logits, tp, err);

@@ -26,21 +26,21 @@
 struct rl_spec_planner {
     rl_spec_planner_config cfg;
     rl_arena arena;
-    rl_spec_cand *cands;  /* [max_seqs] this step's candidates */
+    rl_spec_cand *cands; /* [max_seqs] this step's candidates */
     int32_t n_cands;
-    int32_t *sel;         /* [max_seqs] indices of the candidates that may draft */
-    int32_t *kbuf;        /* [max_seqs] per selected: cap, then proposed count */
-    bool *forced;         /* [max_seqs] per selected: its drafts are grammar-forced */
-    int32_t *out;         /* [max_seqs][draft_max + 1] per selected: proposals */
-    float *acc;           /* [max_seqs] acceptance estimates of the drafters */
+    int32_t *sel;  /* [max_seqs] indices of the candidates that may draft */
+    int32_t *kbuf; /* [max_seqs] per selected: cap, then proposed count */
+    bool *forced;  /* [max_seqs] per selected: its drafts are grammar-forced */
+    int32_t *out;  /* [max_seqs][draft_max + 1] per selected: proposals */
+    float *acc;    /* [max_seqs] acceptance estimates of the drafters */
     /* the draft model's batch, compacted */
     rl_spec_draft_seq **dseqs;
     const int32_t **dtoks;
     int32_t *dntoks, *dk;
     int32_t **dout;
-    rl_spec_cost cost;    /* online forward timings */
-    int32_t idle;         /* steps since the policy last chose to draft */
-    int32_t probe_k;      /* draft length of the last periodic probe */
+    rl_spec_cost cost; /* online forward timings */
+    int32_t idle;      /* steps since the policy last chose to draft */
+    int32_t probe_k;   /* draft length of the last periodic probe */
     uint64_t n_forced;
 };
 
@@ -65,7 +65,8 @@ rl_status rl_spec_planner_new(const rl_spec_planner_config *cfg, rl_spec_planner
     if (cfg->max_seqs < 1 || cfg->max_seqs > 4096 || cfg->draft_max < 0 || cfg->draft_max > 32 ||
         cfg->spec_max_batch < 0 || cfg->max_rows < 0)
         return rl_err_set(err, RL_ERR_INVALID,
-                          "spec planner: max_seqs %d, draft_max %d, spec_max_batch %d or max_rows %d out of range",
+                          "spec planner: max_seqs %d, draft_max %d, spec_max_batch %d or max_rows "
+                          "%d out of range",
                           cfg->max_seqs, cfg->draft_max, cfg->spec_max_batch, cfg->max_rows);
     rl_spec_planner *p = rl_calloc(1, sizeof *p);
     if (!p) return rl_err_set(err, RL_ERR_NOMEM, "spec planner: out of memory");
@@ -92,7 +93,9 @@ void rl_spec_planner_free(rl_spec_planner *p) {
     rl_free(p);
 }
 
-void rl_spec_planner_begin(rl_spec_planner *p) { p->n_cands = 0; }
+void rl_spec_planner_begin(rl_spec_planner *p) {
+    p->n_cands = 0;
+}
 
 rl_spec_cand *rl_spec_planner_add(rl_spec_planner *p) {
     if (p->n_cands >= p->cfg.max_seqs) return NULL;
@@ -101,7 +104,9 @@ rl_spec_cand *rl_spec_planner_add(rl_spec_planner *p) {
     return c;
 }
 
-int32_t rl_spec_planner_n_cands(const rl_spec_planner *p) { return p->n_cands; }
+int32_t rl_spec_planner_n_cands(const rl_spec_planner *p) {
+    return p->n_cands;
+}
 
 rl_spec_cand *rl_spec_planner_cand(rl_spec_planner *p, int32_t i) {
     RL_ASSERT(i >= 0 && i < p->n_cands);
@@ -112,8 +117,12 @@ void rl_spec_planner_observe_fwd(rl_spec_planner *p, int32_t n_tok, double secon
     rl_spec_cost_add_fwd(&p->cost, n_tok, seconds);
 }
 
-uint64_t rl_spec_planner_n_forced(const rl_spec_planner *p) { return p->n_forced; }
-const rl_spec_cost *rl_spec_planner_cost(const rl_spec_planner *p) { return &p->cost; }
+uint64_t rl_spec_planner_n_forced(const rl_spec_planner *p) {
+    return p->n_forced;
+}
+const rl_spec_cost *rl_spec_planner_cost(const rl_spec_planner *p) {
+    return &p->cost;
+}
 
 static int32_t *proposal(rl_spec_planner *p, int32_t i) {
     return p->out + (size_t)i * (size_t)(p->cfg.draft_max + 1);
@@ -183,7 +192,8 @@ static void propose_draft(rl_spec_planner *p, int32_t n_sel, int32_t k_pol, rl_t
     if (n1 > n0) rl_spec_cost_add_draft(&p->cost, n, (t1 - t0) / (double)(n1 - n0));
     n = 0;
     for (int32_t i = 0; i < n_sel; i++)
-        if (!p->forced[i] && p->cands[p->sel[i]].source == RL_SPEC_SRC_DRAFT) p->kbuf[i] = p->dk[n++];
+        if (!p->forced[i] && p->cands[p->sel[i]].source == RL_SPEC_SRC_DRAFT)
+            p->kbuf[i] = p->dk[n++];
 }
 
 int32_t rl_spec_planner_run(rl_spec_planner *p, rl_threadpool *tp) {

@@ -37,8 +37,12 @@ static void add(double *tab, int32_t n, double s) {
     tab[n] = tab[n] > 0 ? tab[n] + EMA * (s - tab[n]) : s;
 }
 
-void rl_spec_cost_add_fwd(rl_spec_cost *c, int32_t n_tok, double s) { add(c->fwd, n_tok, s); }
-void rl_spec_cost_add_draft(rl_spec_cost *c, int32_t n_seq, double s) { add(c->draft, n_seq, s); }
+void rl_spec_cost_add_fwd(rl_spec_cost *c, int32_t n_tok, double s) {
+    add(c->fwd, n_tok, s);
+}
+void rl_spec_cost_add_draft(rl_spec_cost *c, int32_t n_seq, double s) {
+    add(c->draft, n_seq, s);
+}
 
 /* tab[n] when observed; else a line through the observed entries nearest
  * to n (interpolated between neighbours, extrapolated from the two nearest
@@ -62,9 +66,12 @@ static bool estimate(const double *tab, int32_t n, float slope, double *out) {
         }
     }
     int32_t a = 0, b = 0;
-    if (lo && hi) a = lo, b = hi;
-    else if (lo && lo2) a = lo2, b = lo;
-    else if (hi && hi2) a = hi, b = hi2;
+    if (lo && hi)
+        a = lo, b = hi;
+    else if (lo && lo2)
+        a = lo2, b = lo;
+    else if (hi && hi2)
+        a = hi, b = hi2;
     if (a) {
         double d = (tab[b] - tab[a]) / (double)(b - a);
         if (d < 0) d = 0;

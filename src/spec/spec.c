@@ -47,9 +47,8 @@ int32_t rl_spec_ngram(const int32_t *toks, int32_t n, int32_t k, int32_t ngram_m
     return 0;
 }
 
-int32_t rl_spec_verify(rl_sampler *s, float *rows, int32_t n_vocab, const int32_t *draft,
-                       int32_t k, const float *q, float *scratch, rl_sample_result *res,
-                       int32_t *out) {
+int32_t rl_spec_verify(rl_sampler *s, float *rows, int32_t n_vocab, const int32_t *draft, int32_t k,
+                       const float *q, float *scratch, rl_sample_result *res, int32_t *out) {
     const rl_sample_params *sp = rl_sampler_params(s);
     const bool greedy = sp->temperature == 0.f;
     float *p = scratch, *resid = scratch + n_vocab;

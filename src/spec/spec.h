@@ -56,9 +56,8 @@ int32_t rl_spec_ngram(const int32_t *toks, int32_t n, int32_t k, int32_t ngram_m
  * each emitted token's result when greedy (logprobs); with sampling only
  * the id and the log-probability under the sampling distribution.
  * rows are modified; scratch holds 2 * n_vocab floats. */
-int32_t rl_spec_verify(rl_sampler *s, float *rows, int32_t n_vocab, const int32_t *draft,
-                       int32_t k, const float *q, float *scratch, rl_sample_result *res,
-                       int32_t *out);
+int32_t rl_spec_verify(rl_sampler *s, float *rows, int32_t n_vocab, const int32_t *draft, int32_t k,
+                       const float *q, float *scratch, rl_sample_result *res, int32_t *out);
 
 /* ---- draft-length policy (policy.c) ---- */
 #define RL_SPEC_COST_N 64
@@ -113,8 +112,8 @@ typedef struct rl_spec_draft rl_spec_draft;
  * head to token ids [0, n_vocab_draft) (see rl_batch.n_vocab_out): cheaper
  * steps, proposals only among those ids; 0 or >= n_vocab = the full head. */
 rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t n_vocab_draft,
-                            int32_t max_seqs, int32_t n_ctx, int32_t max_batch,
-                            rl_spec_draft **out, rl_err *err);
+                            int32_t max_seqs, int32_t n_ctx, int32_t max_batch, rl_spec_draft **out,
+                            rl_err *err);
 void rl_spec_draft_free(rl_spec_draft *d);
 size_t rl_spec_draft_weight_bytes(const rl_spec_draft *d);
 /* Token ids the draft scores (its restricted or full vocabulary). */
@@ -184,28 +183,28 @@ typedef struct rl_spec_planner_config {
     int32_t max_rows;       /* draft tokens per step at most (the logits rows for them) */
     bool draft_fixed;       /* drafters always draft draft_max (no cost model) */
     int32_t ngram_min, ngram_max;
-    rl_spec_draft *draft;   /* borrowed; NULL = no draft model (no RL_SPEC_SRC_DRAFT) */
+    rl_spec_draft *draft; /* borrowed; NULL = no draft model (no RL_SPEC_SRC_DRAFT) */
 } rl_spec_planner_config;
 
 /* One decoding sequence offered for a step. */
 typedef struct rl_spec_cand {
     /* in, set by the caller after rl_spec_planner_add */
-    const int32_t *tokens;  /* [n_tokens] its known tokens (borrowed for the step) */
+    const int32_t *tokens; /* [n_tokens] its known tokens (borrowed for the step) */
     int32_t n_tokens;
-    int32_t left;           /* tokens it may still generate (length and context) */
+    int32_t left; /* tokens it may still generate (length and context) */
     rl_spec_source source;
-    bool no_spec;           /* must not draft this step (e.g. it reports logprobs) */
-    rl_spec_acc *acc;       /* its drafter's running acceptance: read, and decayed
-                               when it does not draft (borrowed; may be NULL with
-                               RL_SPEC_SRC_NONE) */
-    rl_gmatch *gm;          /* its grammar matcher or NULL: forced tokens */
+    bool no_spec;            /* must not draft this step (e.g. it reports logprobs) */
+    rl_spec_acc *acc;        /* its drafter's running acceptance: read, and decayed
+                                when it does not draft (borrowed; may be NULL with
+                                RL_SPEC_SRC_NONE) */
+    rl_gmatch *gm;           /* its grammar matcher or NULL: forced tokens */
     rl_spec_draft_seq *dseq; /* RL_SPEC_SRC_DRAFT: its draft-model state */
-    void *user;             /* the caller's, untouched */
+    void *user;              /* the caller's, untouched */
     /* out, set by rl_spec_planner_run */
-    int32_t k;              /* draft tokens to append (0 = none) */
-    const int32_t *draft;   /* [k], planner-owned until the next begin */
-    bool from_drafter;      /* the drafts are its drafter's (not grammar-forced):
-                               their verification updates acc */
+    int32_t k;            /* draft tokens to append (0 = none) */
+    const int32_t *draft; /* [k], planner-owned until the next begin */
+    bool from_drafter;    /* the drafts are its drafter's (not grammar-forced):
+                             their verification updates acc */
 } rl_spec_cand;
 
 typedef struct rl_spec_planner rl_spec_planner;

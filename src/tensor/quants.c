@@ -110,8 +110,12 @@ static void q8_blocks_to_float(const void *x, float *y, int64_t n, int qk) {
     }
 }
 
-void rl__q8_0_to_float(const void *x, float *y, int64_t n) { q8_blocks_to_float(x, y, n, RL_QK8_0); }
-void rl__q8_64_to_float(const void *x, float *y, int64_t n) { q8_blocks_to_float(x, y, n, RL_QK8_64); }
+void rl__q8_0_to_float(const void *x, float *y, int64_t n) {
+    q8_blocks_to_float(x, y, n, RL_QK8_0);
+}
+void rl__q8_64_to_float(const void *x, float *y, int64_t n) {
+    q8_blocks_to_float(x, y, n, RL_QK8_64);
+}
 
 void rl__q8_1_to_float(const void *x, float *y, int64_t n) {
     RL_ASSERT(n % RL_QK8_1 == 0);
@@ -246,7 +250,8 @@ static float q8_block(const float *x, int8_t *qs, rl_fp16 *dh, int qk) {
 void rl__q8_0_from_float(const float *x, void *y, int64_t n) {
     RL_ASSERT(n % RL_QK8_0 == 0);
     rl_block_q8_0 *b = y;
-    for (int64_t i = 0; i < n / RL_QK8_0; i++, x += RL_QK8_0) (void)q8_block(x, b[i].qs, &b[i].d, RL_QK8_0);
+    for (int64_t i = 0; i < n / RL_QK8_0; i++, x += RL_QK8_0)
+        (void)q8_block(x, b[i].qs, &b[i].d, RL_QK8_0);
 }
 
 void rl__q8_64_from_float(const float *x, void *y, int64_t n) {

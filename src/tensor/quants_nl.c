@@ -214,7 +214,8 @@ void rl__iq4_xs_from_float(const float *x, void *y, int64_t n) {
                 memcpy(q, qt, sizeof q);
             }
         }
-        if (best_err == INFINITY) memset(q, 8, sizeof q); /* all-zero super-block (or no usable scale) */
+        if (best_err == INFINITY)
+            memset(q, 8, sizeof q); /* all-zero super-block (or no usable scale) */
         b[i].d = best_dh;
         b[i].scales_h = 0;
         memset(b[i].scales_l, 0, sizeof b[i].scales_l);
@@ -251,8 +252,10 @@ void rl__mxfp4_from_float(const float *x, void *y, int64_t n) {
         int best_e = 0;
         if (amax > 0.0f) {
             int ex = 0;
-            if (amax <= FLT_MAX) (void)frexpf(amax, &ex); /* amax = m * 2^ex, m in [0.5, 1) */
-            else ex = 130;                              /* Inf: the largest exponent */
+            if (amax <= FLT_MAX)
+                (void)frexpf(amax, &ex); /* amax = m * 2^ex, m in [0.5, 1) */
+            else
+                ex = 130; /* Inf: the largest exponent */
             int e0 = ex - 1 - 2 + 127;
             e0 = e0 < 0 ? 0 : e0 > 254 ? 254 : e0;
             float best_err = INFINITY;

@@ -187,10 +187,14 @@ static const rl_type_traits k_traits[RL_TYPE_COUNT] = {
     [RL_TYPE_Q5_K] = QUANT("q5_K", RL_QK_K, rl_block_q5_K, rl__q5_K_to_float, rl__q5_K_from_float),
     [RL_TYPE_Q6_K] = QUANT("q6_K", RL_QK_K, rl_block_q6_K, rl__q6_K_to_float, rl__q6_K_from_float),
     [RL_TYPE_Q8_K] = QUANT("q8_K", RL_QK_K, rl_block_q8_K, rl__q8_K_to_float, rl__q8_K_from_float),
-    [RL_TYPE_IQ4_NL] = QUANT("iq4_nl", RL_QK4_NL, rl_block_iq4_nl, rl__iq4_nl_to_float, rl__iq4_nl_from_float),
-    [RL_TYPE_IQ4_XS] = QUANT("iq4_xs", RL_QK_K, rl_block_iq4_xs, rl__iq4_xs_to_float, rl__iq4_xs_from_float),
-    [RL_TYPE_MXFP4] = QUANT("mxfp4", RL_QK_MXFP4, rl_block_mxfp4, rl__mxfp4_to_float, rl__mxfp4_from_float),
-    [RL_TYPE_Q8_64] = QUANT("q8_64", RL_QK8_64, rl_block_q8_64, rl__q8_64_to_float, rl__q8_64_from_float),
+    [RL_TYPE_IQ4_NL] =
+        QUANT("iq4_nl", RL_QK4_NL, rl_block_iq4_nl, rl__iq4_nl_to_float, rl__iq4_nl_from_float),
+    [RL_TYPE_IQ4_XS] =
+        QUANT("iq4_xs", RL_QK_K, rl_block_iq4_xs, rl__iq4_xs_to_float, rl__iq4_xs_from_float),
+    [RL_TYPE_MXFP4] =
+        QUANT("mxfp4", RL_QK_MXFP4, rl_block_mxfp4, rl__mxfp4_to_float, rl__mxfp4_from_float),
+    [RL_TYPE_Q8_64] =
+        QUANT("q8_64", RL_QK8_64, rl_block_q8_64, rl__q8_64_to_float, rl__q8_64_from_float),
 };
 
 const rl_type_traits *rl_type_get(uint32_t t) {

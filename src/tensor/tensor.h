@@ -39,7 +39,7 @@ typedef enum rl_type {
     RL_TYPE_I64 = 27,
     RL_TYPE_F64 = 28,
     RL_TYPE_BF16 = 30,
-    RL_TYPE_MXFP4 = 39, /* gpt-oss experts */
+    RL_TYPE_MXFP4 = 39,    /* gpt-oss experts */
     RL_TYPE_GGUF_END = 40, /* GGUF type ids are below this */
     /* redline's own types, never read from or written to a file: */
     RL_TYPE_Q8_64 = 40, /* KV pages: q8 with one fp16 scale per 64 */
@@ -49,42 +49,71 @@ typedef enum rl_type {
 typedef uint16_t rl_fp16; /* IEEE half, stored bits */
 typedef uint16_t rl_bf16; /* bfloat16, stored bits */
 
-#define RL_QK4_0 32
-#define RL_QK4_1 32
-#define RL_QK5_0 32
-#define RL_QK5_1 32
-#define RL_QK8_0 32
-#define RL_QK8_1 32
-#define RL_QK8_64 64
-#define RL_QK4_NL 32
-#define RL_QK_MXFP4 32
-#define RL_QK_K 256
+#define RL_QK4_0        32
+#define RL_QK4_1        32
+#define RL_QK5_0        32
+#define RL_QK5_1        32
+#define RL_QK8_0        32
+#define RL_QK8_1        32
+#define RL_QK8_64       64
+#define RL_QK4_NL       32
+#define RL_QK_MXFP4     32
+#define RL_QK_K         256
 #define RL_K_SCALE_SIZE 12
 
 /* x = d * q, q in [-8, 7] stored as nibble q+8; element j in low nibble of
  * qs[j], element j+16 in the high nibble. */
-typedef struct { rl_fp16 d; uint8_t qs[RL_QK4_0 / 2]; } rl_block_q4_0;
+typedef struct {
+    rl_fp16 d;
+    uint8_t qs[RL_QK4_0 / 2];
+} rl_block_q4_0;
 /* x = d * q + m, q in [0, 15]; same nibble order as q4_0. */
-typedef struct { rl_fp16 d, m; uint8_t qs[RL_QK4_1 / 2]; } rl_block_q4_1;
+typedef struct {
+    rl_fp16 d, m;
+    uint8_t qs[RL_QK4_1 / 2];
+} rl_block_q4_1;
 /* 5-bit: low nibbles as q4_0, the 5th bits in qh (bit j of the 32-bit qh). */
-typedef struct { rl_fp16 d; uint8_t qh[4]; uint8_t qs[RL_QK5_0 / 2]; } rl_block_q5_0;
-typedef struct { rl_fp16 d, m; uint8_t qh[4]; uint8_t qs[RL_QK5_1 / 2]; } rl_block_q5_1;
+typedef struct {
+    rl_fp16 d;
+    uint8_t qh[4];
+    uint8_t qs[RL_QK5_0 / 2];
+} rl_block_q5_0;
+typedef struct {
+    rl_fp16 d, m;
+    uint8_t qh[4];
+    uint8_t qs[RL_QK5_1 / 2];
+} rl_block_q5_1;
 /* x = d * q, q int8. */
-typedef struct { rl_fp16 d; int8_t qs[RL_QK8_0]; } rl_block_q8_0;
+typedef struct {
+    rl_fp16 d;
+    int8_t qs[RL_QK8_0];
+} rl_block_q8_0;
 /* q8_0 with 64-element blocks (8.25 bits per value instead of 8.5): a KV
  * page type only (RL_TYPE_Q8_64, not a GGUF type). */
-typedef struct { rl_fp16 d; int8_t qs[RL_QK8_64]; } rl_block_q8_64;
+typedef struct {
+    rl_fp16 d;
+    int8_t qs[RL_QK8_64];
+} rl_block_q8_64;
 /* q8_0 plus s = d * sum(qs), used for activations against q4_1/q5_1. */
-typedef struct { rl_fp16 d, s; int8_t qs[RL_QK8_1]; } rl_block_q8_1;
+typedef struct {
+    rl_fp16 d, s;
+    int8_t qs[RL_QK8_1];
+} rl_block_q8_1;
 
 /* Non-linear codebook types (a fixed int8 table per format, below):
  * iq4_nl: x = d * rl_iq4nl_values[q], same nibble order as q4_0. */
-typedef struct { rl_fp16 d; uint8_t qs[RL_QK4_NL / 2]; } rl_block_iq4_nl;
+typedef struct {
+    rl_fp16 d;
+    uint8_t qs[RL_QK4_NL / 2];
+} rl_block_iq4_nl;
 /* mxfp4 (OCP microscaling FP4): 32 e2m1 codes and one e8m0 shared
  * exponent; x = rl_mxfp4_values[q] * rl_e8m0_half_to_f32(e) (the table
  * holds twice the e2m1 value, so the scale is 2^(e-128)); nibble order as
  * q4_0. */
-typedef struct { uint8_t e; uint8_t qs[RL_QK_MXFP4 / 2]; } rl_block_mxfp4;
+typedef struct {
+    uint8_t e;
+    uint8_t qs[RL_QK_MXFP4 / 2];
+} rl_block_mxfp4;
 
 /* K-quants: super-blocks of 256 elements. */
 typedef struct {
@@ -163,11 +192,11 @@ typedef void (*rl_to_float_fn)(const void *x, float *y, int64_t n);
 typedef void (*rl_from_float_fn)(const float *x, void *y, int64_t n);
 
 typedef struct rl_type_traits {
-    const char *name;          /* "q4_K", as GGUF tools print it */
-    int32_t blck_size;         /* elements per block (1 for plain types) */
-    size_t type_size;          /* bytes per block */
+    const char *name;  /* "q4_K", as GGUF tools print it */
+    int32_t blck_size; /* elements per block (1 for plain types) */
+    size_t type_size;  /* bytes per block */
     bool is_quantized;
-    rl_to_float_fn to_float;   /* may be NULL: type not dequantizable */
+    rl_to_float_fn to_float;     /* may be NULL: type not dequantizable */
     rl_from_float_fn from_float; /* may be NULL: no reference quantizer */
 } rl_type_traits;
 
@@ -200,6 +229,5 @@ static inline void rl_scale_min_k4(const uint8_t s[12], int j, int *sc, int *m) 
         *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
     }
 }
-
 
 #endif

@@ -36,19 +36,21 @@
 
 /* \s as Unicode White_Space (what HF's Oniguruma uses), spelled out so that
  * PCRE2's wider \s (it adds U+180E) does not leak in. */
-#define WS "\\t-\\r\\x20\\x85\\xA0\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WS                                                                                         \
+    "\\t-\\r\\x20\\x85\\xA0\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{"   \
+    "3000}"
 
 /* HF ByteLevel(use_regex = true) */
 static const char RE_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
                               "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
 /* HF Digits(individual_digits = true): Rust's char::is_numeric is \p{N} */
 static const char RE_DIGIT[] = "\\p{N}";
-static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" WS
-                                "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS
-                                "]+";
-static const char RE_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS
-                               "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS
-                               "]+";
+static const char RE_LLAMA3[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" WS
+    "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+static const char RE_QWEN2[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS
+    "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+";
 /* HF Punctuation(Contiguous): ASCII punctuation (which includes the symbols
  * $+<=>^`|~) or a Unicode P* character, runs kept together */
 static const char RE_PUNCT[] = "[\\p{P}$+<=>^`|~]+";
@@ -67,20 +69,25 @@ static const char RE_DSL_LETTERS[] =
     "\\x{1C4}-\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}"
     "\\x{386}\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}"
     "\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}"
-    "\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}"
-    "\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}"
+    "\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{"
+    "1D9A}"
+    "\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{"
+    "1F57}"
     "\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}"
-    "\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}"
+    "\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{"
+    "1FEC}"
     "\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}"
     "\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}"
     "\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}"
     "\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}"
-    "\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}"
+    "\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{"
+    "FB06}"
     "\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}"
     "\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}"
     "\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+";
 static const char RE_DSL_PUNCT[] =
-    "[" WS "]?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+";
+    "[" WS
+    "]?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+";
 /* \s+$ of the tokenizer.json; the lookbehind starts a match only at the
  * start of a whitespace run, so a long run not at the end costs linear time */
 static const char RE_TRAIL_WS[] = "(?<![" WS "])[" WS "]+\\z";
@@ -95,12 +102,15 @@ static const char RE_DSC_PUNCT[] = "[" WS "]?\\p{P}+";
 typedef struct pre_def {
     const char *names; /* '|'-separated */
     const char *stages[RL__MAX_PRE_STAGES];
-    unsigned byte_stages;  /* bit i: stage i matches raw bytes (after ByteLevel) */
-    bool ignore_merges;    /* a word that is a token is that token (HF ignore_merges) */
+    unsigned byte_stages; /* bit i: stage i matches raw bytes (after ByteLevel) */
+    bool ignore_merges;   /* a word that is a token is that token (HF ignore_merges) */
 } pre_def;
 
 static const pre_def PRE_DEFS[] = {
-    {"smollm|starcoder|refact|command-r|codeshell|exaone|minerva-7b", {RE_DIGIT, RE_GPT2}, 0, false},
+    {"smollm|starcoder|refact|command-r|codeshell|exaone|minerva-7b",
+     {RE_DIGIT, RE_GPT2},
+     0,
+     false},
     {"llama-bpe|llama3|llama-v3|falcon3|falcon-h1|pixtral|midm-2.0|lfm2", {RE_LLAMA3}, 0, true},
     {"smaug-bpe|dbrx", {RE_LLAMA3}, 0, false},
     {"qwen2|deepseek-r1-qwen|megrez|stablelm2", {RE_QWEN2}, 0, false},
@@ -168,9 +178,11 @@ rl_status rl__bpe_setup(rl_tokenizer *tok, rl_err *err) {
     const pre_def *d = &PRE_DEFS[n_defs - 1]; /* the GPT-2 split */
     size_t k = 0;
     while (k < n_defs && !name_in(PRE_DEFS[k].names, tok->pre)) k++;
-    if (k < n_defs) d = &PRE_DEFS[k];
+    if (k < n_defs)
+        d = &PRE_DEFS[k];
     else if (tok->pre[0])
-        rl_log(RL_LOG_WARN, "tokenizer: unknown pre-tokenizer '%s', using the GPT-2 split", tok->pre);
+        rl_log(RL_LOG_WARN, "tokenizer: unknown pre-tokenizer '%s', using the GPT-2 split",
+               tok->pre);
     tok->ignore_merges = d->ignore_merges;
     rl_status st;
     for (int i = 0; i < RL__MAX_PRE_STAGES && d->stages[i]; i++)
@@ -265,7 +277,8 @@ static rl_status bpe_word_uncached(bpe_ctx *c, const uint8_t *w, size_t n) {
 
 static rl_status bpe_word(bpe_ctx *c, const uint8_t *w, size_t n) {
     if (n == 0) return RL_OK;
-    if (n == 1) return c->tok->byte_id[w[0]] < 0 ? RL_OK : rl__ids_push(c->out, c->tok->byte_id[w[0]]);
+    if (n == 1)
+        return c->tok->byte_id[w[0]] < 0 ? RL_OK : rl__ids_push(c->out, c->tok->byte_id[w[0]]);
     rl_tokenizer *tok = (rl_tokenizer *)c->tok; /* the cache is the one mutable part */
     uint64_t h = 0;
     uint32_t slot = 0;
@@ -292,7 +305,8 @@ static rl_status bpe_word(bpe_ctx *c, const uint8_t *w, size_t n) {
     e->hash = h;
     e->n_bytes = (uint32_t)n;
     e->n_ids = (uint32_t)k;
-    if (k) memcpy(e->ids, c->out->v + start, k * sizeof(int32_t)); /* k = 0: bytes the vocab lacks */
+    if (k)
+        memcpy(e->ids, c->out->v + start, k * sizeof(int32_t)); /* k = 0: bytes the vocab lacks */
     memcpy((char *)(e->ids + k), w, n);
     pthread_mutex_lock(&tok->cache_mu);
     rl__cache_ent *old = tok->cache[slot];
@@ -311,9 +325,11 @@ static rl_status split(bpe_ctx *c, int stage, const uint8_t *s, size_t b, size_t
     size_t pos = b;
     rl_status st;
     while (pos < e) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)(s + b), e - b, pos - b, PCRE2_NO_UTF_CHECK, c->md, NULL);
+        int rc =
+            pcre2_match(re, (PCRE2_SPTR)(s + b), e - b, pos - b, PCRE2_NO_UTF_CHECK, c->md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc == PCRE2_ERROR_NOMEMORY) return rl_err_set(err, RL_ERR_NOMEM, "encode: out of memory");
+        if (rc == PCRE2_ERROR_NOMEMORY)
+            return rl_err_set(err, RL_ERR_NOMEM, "encode: out of memory");
         if (rc < 0) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(rc, msg, sizeof msg);

@@ -22,8 +22,8 @@ static rl_status encode_text(const rl_tokenizer *tok, const uint8_t *s, size_t n
     return rl__spm_encode(tok, s, n, first && tok->add_space_prefix, out, err);
 }
 
-rl_status rl_tokenizer_encode(const rl_tokenizer *tok, const char *text, size_t len,
-                              unsigned flags, int32_t **ids, size_t *n, rl_err *err) {
+rl_status rl_tokenizer_encode(const rl_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                              int32_t **ids, size_t *n, rl_err *err) {
     *ids = NULL;
     *n = 0;
     if (!text && len) return rl_err_set(err, RL_ERR_INVALID, "encode: NULL text");
@@ -102,8 +102,7 @@ static rl_status out_reserve(rl_detok *d, size_t extra) {
     return rl_grow((void **)&d->buf, &d->cap, need, 1) ? RL_ERR_NOMEM : RL_OK;
 }
 
-rl_status rl_detok_push_bytes(rl_detok *d, const char *p, size_t n, size_t *appended,
-                              rl_err *err) {
+rl_status rl_detok_push_bytes(rl_detok *d, const char *p, size_t n, size_t *appended, rl_err *err) {
     size_t before = d->len;
     /* worst case: every byte becomes U+FFFD (3 bytes) plus held bytes */
     size_t room;
@@ -188,8 +187,8 @@ rl_status rl_detok_flush(rl_detok *d, size_t *appended, rl_err *err) {
     return RL_OK;
 }
 
-rl_status rl_tokenizer_decode(const rl_tokenizer *tok, const int32_t *ids, size_t n,
-                              unsigned flags, char **out, size_t *out_len, rl_err *err) {
+rl_status rl_tokenizer_decode(const rl_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
+                              char **out, size_t *out_len, rl_err *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
     rl_detok d;

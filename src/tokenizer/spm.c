@@ -141,7 +141,8 @@ rl_status rl__spm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, bo
             }
             if (tok->unk < 0) {
                 st = rl_err_set(err, RL_ERR_UNSUPPORTED,
-                                "encode: byte 0x%02X has no token and the model has no unk token", byte);
+                                "encode: byte 0x%02X has no token and the model has no unk token",
+                                byte);
                 goto done;
             }
             if (!prev_unk && (st = rl__ids_push(out, tok->unk))) goto nomem;

@@ -16,13 +16,13 @@
 
 #include "tokenizer/tokenizer.h"
 
-#define RL__TA_EOG 1u     /* ends generation */
+#define RL__TA_EOG     1u /* ends generation */
 #define RL__TA_CONTROL 2u /* matched in text only with RL_TOK_PARSE_SPECIAL */
-#define RL__TA_USER 4u    /* always matched in text */
+#define RL__TA_USER    4u /* always matched in text */
 
 #define RL__MAX_PRE_STAGES 8
-#define RL__CACHE_SLOTS 65536u /* word cache, direct mapped */
-#define RL__CACHE_MAX_WORD 64 /* longer words are not cached */
+#define RL__CACHE_SLOTS    65536u /* word cache, direct mapped */
+#define RL__CACHE_MAX_WORD 64     /* longer words are not cached */
 
 typedef struct rl__merge_slot {
     uint64_t key; /* ((left + 1) << 32) | right; 0 = empty */
@@ -39,22 +39,22 @@ typedef struct rl__cache_ent {
 struct rl_tokenizer {
     rl_tokenizer_kind kind;
     int32_t n_vocab;
-    char *text;         /* vocabulary strings as stored */
-    uint32_t *text_off; /* [n_vocab + 1] */
-    char *piece;        /* decoded bytes of each token */
+    char *text;          /* vocabulary strings as stored */
+    uint32_t *text_off;  /* [n_vocab + 1] */
+    char *piece;         /* decoded bytes of each token */
     uint32_t *piece_off; /* [n_vocab + 1] */
-    float *scores;      /* [n_vocab], zeros when absent */
-    uint8_t *types;     /* [n_vocab] rl_token_type */
-    uint8_t *attr;      /* [n_vocab] RL__TA_* */
-    int32_t *vmap;      /* text -> id */
+    float *scores;       /* [n_vocab], zeros when absent */
+    uint8_t *types;      /* [n_vocab] rl_token_type */
+    uint8_t *attr;       /* [n_vocab] RL__TA_* */
+    int32_t *vmap;       /* text -> id */
     uint32_t vmap_mask;
     rl__merge_slot *merges;
     uint32_t merges_mask;
     int32_t bos, eos, eot, pad, unk;
-    int32_t sep;           /* WordPiece: appended after the text (-1 if none) */
+    int32_t sep;            /* WordPiece: appended after the text (-1 if none) */
     uint32_t max_token_len; /* longest token text, bytes */
     bool add_bos, add_eos, add_space_prefix;
-    bool add_sep;          /* WordPiece: append sep with RL_TOK_ADD_SPECIAL */
+    bool add_sep;         /* WordPiece: append sep with RL_TOK_ADD_SPECIAL */
     bool spm_by_position; /* Gemma: merge priority is file position, not score */
     char pre[32];
     int32_t byte_id[256]; /* byte -> token (byte-level char or <0xXX>), -1 if none */

@@ -58,7 +58,7 @@ typedef enum rl_tokenizer_kind {
 } rl_tokenizer_kind;
 
 /* encode flags */
-#define RL_TOK_ADD_SPECIAL 1u   /* add BOS/EOS (WordPiece: [CLS]/[SEP]) as the metadata says */
+#define RL_TOK_ADD_SPECIAL   1u /* add BOS/EOS (WordPiece: [CLS]/[SEP]) as the metadata says */
 #define RL_TOK_PARSE_SPECIAL 2u /* match control tokens written in the text */
 /* decode / detok flags */
 #define RL_TOK_SKIP_SPECIAL 1u /* render control tokens as nothing */
@@ -93,8 +93,8 @@ int32_t rl_tokenizer_find(const rl_tokenizer *tok, const char *s, size_t len);
 /* Text -> ids.  *ids is allocated (caller frees with rl_free; may be NULL
  * when *n == 0).  Any bytes are accepted: invalid UTF-8 is encoded
  * byte-wise (byte-level tokens, or <0xXX> byte-fallback tokens). */
-rl_status rl_tokenizer_encode(const rl_tokenizer *tok, const char *text, size_t len,
-                              unsigned flags, int32_t **ids, size_t *n, rl_err *err);
+rl_status rl_tokenizer_encode(const rl_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                              int32_t **ids, size_t *n, rl_err *err);
 
 /* Raw bytes of token id (byte-level chars mapped back to bytes, U+2581 to
  * space, <0xXX> to the byte; control tokens as their text).  Borrowed until
@@ -104,8 +104,8 @@ const char *rl_tokenizer_piece(const rl_tokenizer *tok, int32_t id, size_t *len)
 /* One-shot decode: ids -> NUL-terminated valid UTF-8 (invalid byte
  * sequences become U+FFFD).  *out allocated, caller frees with rl_free.
  * RL_ERR_RANGE naming the position if an id is out of range. */
-rl_status rl_tokenizer_decode(const rl_tokenizer *tok, const int32_t *ids, size_t n,
-                              unsigned flags, char **out, size_t *out_len, rl_err *err);
+rl_status rl_tokenizer_decode(const rl_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
+                              char **out, size_t *out_len, rl_err *err);
 
 /* Streaming detokenizer.  push appends to `buf` only complete, valid UTF-8;
  * an incomplete multi-byte tail is held until a later token completes it;
@@ -119,7 +119,7 @@ typedef struct rl_detok {
     unsigned flags;
     char *buf; /* owned output, NUL-terminated */
     size_t len, cap;
-    uint8_t pend[4]; /* held bytes of an incomplete UTF-8 sequence */
+    uint8_t pend[4];        /* held bytes of an incomplete UTF-8 sequence */
     uint8_t n_pend, n_need; /* bytes held, total length of the sequence */
     uint8_t lo, hi;         /* allowed range of the next continuation byte */
     bool at_start;          /* nothing pushed yet (SentencePiece strips the
@@ -131,8 +131,7 @@ void rl_detok_init(rl_detok *d, const rl_tokenizer *tok, unsigned flags);
  * bytes added to buf.  RL_ERR_RANGE for a bad id, RL_ERR_NOMEM. */
 rl_status rl_detok_push(rl_detok *d, int32_t id, size_t *appended, rl_err *err);
 /* Same for raw bytes (used by push; exposed for tests). */
-rl_status rl_detok_push_bytes(rl_detok *d, const char *p, size_t n, size_t *appended,
-                              rl_err *err);
+rl_status rl_detok_push_bytes(rl_detok *d, const char *p, size_t n, size_t *appended, rl_err *err);
 rl_status rl_detok_flush(rl_detok *d, size_t *appended, rl_err *err);
 void rl_detok_clear(rl_detok *d); /* len = 0, keeps the held tail */
 void rl_detok_free(rl_detok *d);

@@ -13,11 +13,11 @@
 #include "base/hash.h"
 #include "tokenizer/tokenizer-impl.h"
 
-#define K_MODEL "tokenizer.ggml.model"
-#define K_PRE "tokenizer.ggml.pre"
+#define K_MODEL  "tokenizer.ggml.model"
+#define K_PRE    "tokenizer.ggml.pre"
 #define K_TOKENS "tokenizer.ggml.tokens"
 #define K_SCORES "tokenizer.ggml.scores"
-#define K_TYPES "tokenizer.ggml.token_type"
+#define K_TYPES  "tokenizer.ggml.token_type"
 #define K_MERGES "tokenizer.ggml.merges"
 
 int32_t rl__vocab_find(const rl_tokenizer *tok, const char *s, size_t len) {
@@ -84,7 +84,8 @@ static size_t respell_len(const char *s, size_t n) {
     bool space = false;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == ' ') space = true;
+        if (c == ' ')
+            space = true;
         else if (!(c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
                    (c >= 0x1C && c <= 0x1F)))
             return 0;
@@ -142,8 +143,8 @@ static rl_status get_array(const rl_gguf *g, const char *key, bool required, con
         return rl_err_set(err, RL_ERR_FORMAT, "%s: unexpected element type %s", key,
                           rl_gguf_vtype_name(et));
     if (want_n && *n != want_n)
-        return rl_err_set(err, RL_ERR_FORMAT, "%s: has %llu elements, expected %llu (n_vocab)",
-                          key, (unsigned long long)*n, (unsigned long long)want_n);
+        return rl_err_set(err, RL_ERR_FORMAT, "%s: has %llu elements, expected %llu (n_vocab)", key,
+                          (unsigned long long)*n, (unsigned long long)want_n);
     return RL_OK;
 }
 
@@ -162,8 +163,8 @@ static void vmap_insert(rl_tokenizer *tok, int32_t id) {
 
 static bool is_eog_text(const char *s, size_t n) {
     static const char *const names[] = {
-        "<|eot_id|>", "<|im_end|>", "<|end|>",        "<end_of_turn>", "<|endoftext|>",
-        "<EOT>",      "<|eom_id|>", "<|end_of_text|>", "<|return|>",   "<｜end▁of▁sentence｜>",
+        "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>", "<|endoftext|>",
+        "<EOT>",      "<|eom_id|>", "<|end_of_text|>", "<|return|>",    "<｜end▁of▁sentence｜>",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i]) == n && memcmp(names[i], s, n) == 0) return true;
@@ -176,8 +177,9 @@ static rl_status load_merges(rl_tokenizer *tok, const rl_gguf *g, rl_err *err) {
     uint64_t n;
     rl_status st = get_array(g, K_MERGES, false, str_t, 1, 0, &idx, &n, err);
     if (st || idx < 0) return st;
-    if (n > (1u << 28)) return rl_err_set(err, RL_ERR_FORMAT, K_MERGES ": %llu merges is too many",
-                                          (unsigned long long)n);
+    if (n > (1u << 28))
+        return rl_err_set(err, RL_ERR_FORMAT, K_MERGES ": %llu merges is too many",
+                          (unsigned long long)n);
     tok->merges_mask = pow2_at_least(n * 2 + 1) - 1;
     tok->merges = rl_calloc((size_t)tok->merges_mask + 1, sizeof *tok->merges);
     if (!tok->merges) return rl_err_set(err, RL_ERR_NOMEM, K_MERGES ": out of memory");
@@ -214,8 +216,7 @@ static rl_status load_merges(rl_tokenizer *tok, const rl_gguf *g, rl_err *err) {
         }
         uint64_t key = ((uint64_t)(uint32_t)(a + 1) << 32) | (uint32_t)b;
         uint32_t i = (uint32_t)rl_mix64(key) & tok->merges_mask;
-        while (tok->merges[i].key != 0 && tok->merges[i].key != key)
-            i = (i + 1) & tok->merges_mask;
+        while (tok->merges[i].key != 0 && tok->merges[i].key != key) i = (i + 1) & tok->merges_mask;
         if (tok->merges[i].key == 0) { /* a repeated pair keeps its first rank */
             tok->merges[i].key = key;
             tok->merges[i].rank = (uint32_t)j;
@@ -269,7 +270,8 @@ static rl_status build_pieces(rl_tokenizer *tok, rl_err *err) {
     size_t total = tok->text_off[tok->n_vocab];
     tok->piece = rl_malloc(total + 1);
     tok->piece_off = rl_malloc(((size_t)tok->n_vocab + 1) * sizeof *tok->piece_off);
-    if (!tok->piece || !tok->piece_off) return rl_err_set(err, RL_ERR_NOMEM, "pieces: out of memory");
+    if (!tok->piece || !tok->piece_off)
+        return rl_err_set(err, RL_ERR_NOMEM, "pieces: out of memory");
     size_t w = 0;
     for (int32_t id = 0; id < tok->n_vocab; id++) {
         tok->piece_off[id] = (uint32_t)w;
@@ -286,8 +288,8 @@ static rl_status build_pieces(rl_tokenizer *tok, rl_err *err) {
         if (tok->kind == RL_TOKENIZER_SPM) {
             unsigned hx;
             char tail;
-            if (ty == RL_TOKEN_BYTE && n == 6 && sscanf((const char *)s, "<0x%2X%c", &hx, &tail) == 2 &&
-                tail == '>') {
+            if (ty == RL_TOKEN_BYTE && n == 6 &&
+                sscanf((const char *)s, "<0x%2X%c", &hx, &tail) == 2 && tail == '>') {
                 tok->piece[w++] = (char)hx;
                 continue;
             }
@@ -352,16 +354,20 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
     if (st) return st;
     if (!model.ptr) return rl_err_set(err, RL_ERR_FORMAT, K_MODEL ": missing");
     rl_tokenizer_kind kind;
-    if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4)) kind = RL_TOKENIZER_BPE;
-    else if (model.len == 5 && !memcmp(model.ptr, "llama", 5)) kind = RL_TOKENIZER_SPM;
-    else if (model.len == 4 && !memcmp(model.ptr, "bert", 4)) kind = RL_TOKENIZER_WPM;
+    if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4))
+        kind = RL_TOKENIZER_BPE;
+    else if (model.len == 5 && !memcmp(model.ptr, "llama", 5))
+        kind = RL_TOKENIZER_SPM;
+    else if (model.len == 4 && !memcmp(model.ptr, "bert", 4))
+        kind = RL_TOKENIZER_WPM;
     else
-        return rl_err_set(err, RL_ERR_UNSUPPORTED, K_MODEL ": tokenizer model '%.*s' is not supported",
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          K_MODEL ": tokenizer model '%.*s' is not supported",
                           (int)(model.len > 40 ? 40 : model.len), model.ptr);
 
     static const int str_t[] = {RL_GGUF_STRING};
     static const int flt_t[] = {RL_GGUF_FLOAT32, RL_GGUF_FLOAT64};
-    static const int int_t[] = {RL_GGUF_INT32, RL_GGUF_UINT32, RL_GGUF_INT8, RL_GGUF_UINT8,
+    static const int int_t[] = {RL_GGUF_INT32, RL_GGUF_UINT32, RL_GGUF_INT8,  RL_GGUF_UINT8,
                                 RL_GGUF_INT16, RL_GGUF_UINT16, RL_GGUF_INT64, RL_GGUF_UINT64};
     int64_t i_tok, i_sc, i_ty;
     uint64_t n_vocab, n;
@@ -531,17 +537,39 @@ void rl_tokenizer_free(rl_tokenizer *tok) {
 
 /* ---- accessors ---- */
 
-rl_tokenizer_kind rl_tokenizer_kind_of(const rl_tokenizer *tok) { return tok->kind; }
-int32_t rl_tokenizer_n_vocab(const rl_tokenizer *tok) { return tok->n_vocab; }
-int32_t rl_tokenizer_bos(const rl_tokenizer *tok) { return tok->bos; }
-int32_t rl_tokenizer_eos(const rl_tokenizer *tok) { return tok->eos; }
-int32_t rl_tokenizer_eot(const rl_tokenizer *tok) { return tok->eot; }
-int32_t rl_tokenizer_pad(const rl_tokenizer *tok) { return tok->pad; }
-int32_t rl_tokenizer_unk(const rl_tokenizer *tok) { return tok->unk; }
-int32_t rl_tokenizer_sep(const rl_tokenizer *tok) { return tok->sep; }
-bool rl_tokenizer_add_bos(const rl_tokenizer *tok) { return tok->add_bos; }
-bool rl_tokenizer_add_eos(const rl_tokenizer *tok) { return tok->add_eos; }
-const char *rl_tokenizer_pre(const rl_tokenizer *tok) { return tok->pre; }
+rl_tokenizer_kind rl_tokenizer_kind_of(const rl_tokenizer *tok) {
+    return tok->kind;
+}
+int32_t rl_tokenizer_n_vocab(const rl_tokenizer *tok) {
+    return tok->n_vocab;
+}
+int32_t rl_tokenizer_bos(const rl_tokenizer *tok) {
+    return tok->bos;
+}
+int32_t rl_tokenizer_eos(const rl_tokenizer *tok) {
+    return tok->eos;
+}
+int32_t rl_tokenizer_eot(const rl_tokenizer *tok) {
+    return tok->eot;
+}
+int32_t rl_tokenizer_pad(const rl_tokenizer *tok) {
+    return tok->pad;
+}
+int32_t rl_tokenizer_unk(const rl_tokenizer *tok) {
+    return tok->unk;
+}
+int32_t rl_tokenizer_sep(const rl_tokenizer *tok) {
+    return tok->sep;
+}
+bool rl_tokenizer_add_bos(const rl_tokenizer *tok) {
+    return tok->add_bos;
+}
+bool rl_tokenizer_add_eos(const rl_tokenizer *tok) {
+    return tok->add_eos;
+}
+const char *rl_tokenizer_pre(const rl_tokenizer *tok) {
+    return tok->pre;
+}
 
 bool rl_tokenizer_is_eog(const rl_tokenizer *tok, int32_t id) {
     return id >= 0 && id < tok->n_vocab && (tok->attr[id] & RL__TA_EOG);

@@ -26,8 +26,8 @@
 #include "tokenizer/tokenizer-impl.h"
 
 #define RL__WPM_MAX_CHARS 100 /* HF WordPiece max_input_chars_per_word */
-#define HANGUL_FIRST 0xAC00u
-#define HANGUL_LAST 0xD7A3u
+#define HANGUL_FIRST      0xAC00u
+#define HANGUL_LAST       0xD7A3u
 
 static const char SPM_SPACE[] = "\xE2\x96\x81"; /* U+2581 */
 
@@ -39,9 +39,12 @@ static const uint32_t *find_row(const uint32_t *t, size_t n, size_t w, size_t la
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const uint32_t *r = t + mid * w;
-        if (cp < r[0]) hi = mid;
-        else if (cp > r[last]) lo = mid + 1;
-        else return r;
+        if (cp < r[0])
+            hi = mid;
+        else if (cp > r[last])
+            lo = mid + 1;
+        else
+            return r;
     }
     return NULL;
 }
@@ -168,7 +171,8 @@ rl_status rl__wpm_encode(const rl_tokenizer *tok, const uint8_t *s, size_t n, rl
     }
     if (!st) st = flush_word(&c);
     rl_buf_free(&c.word);
-    if (st) return rl_err_set(err, st, st == RL_ERR_NOMEM ? "encode: out of memory"
-                                                          : "encode: word too long");
+    if (st)
+        return rl_err_set(err, st,
+                          st == RL_ERR_NOMEM ? "encode: out of memory" : "encode: word too long");
     return RL_OK;
 }

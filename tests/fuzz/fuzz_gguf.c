@@ -23,8 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (uint64_t j = 0; j < n && j < 64; j++) {
                 if (et == RL_GGUF_STRING && !rl_gguf_arr_str(g, i, j, &s, NULL))
                     sink += s.len ? (uint8_t)s.ptr[s.len - 1] : 0;
-                else if (!rl_gguf_arr_i64(g, i, j, &v, NULL)) sink += (uint64_t)v;
-                else if (!rl_gguf_arr_f64(g, i, j, &f, NULL)) sink += (uint64_t)(f == f);
+                else if (!rl_gguf_arr_i64(g, i, j, &v, NULL))
+                    sink += (uint64_t)v;
+                else if (!rl_gguf_arr_f64(g, i, j, &f, NULL))
+                    sink += (uint64_t)(f == f);
                 else {
                     rl_gguf_vtype et2;
                     uint64_t n2;

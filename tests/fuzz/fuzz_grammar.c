@@ -51,13 +51,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int32_t f[8];
             int k = rl_gmatch_forced(m, f, 8);
             for (int i = 0; i < k; i++)
-                if (rl_gmatch_accept_token(m, f[i], &err)) __builtin_trap(); /* forced must be allowed */
+                if (rl_gmatch_accept_token(m, f[i], &err))
+                    __builtin_trap(); /* forced must be allowed */
             int32_t n = rl_gmatch_allowed(m, bits, &err);
             if (n <= 0) break;
             int pick = (int)(data[step % size] % (uint8_t)(n > 255 ? 255 : n)), id = -1;
             for (int i = 0; i < 260 && id < 0; i++)
                 if ((bits[i >> 6] >> (i & 63)) & 1 && pick-- == 0) id = i;
-            if (id < 0 || rl_gmatch_accept_token(m, id, &err)) __builtin_trap(); /* mask/accept agree */
+            if (id < 0 || rl_gmatch_accept_token(m, id, &err))
+                __builtin_trap(); /* mask/accept agree */
         }
         (void)rl_gmatch_min_remaining(m);
         rl_gmatch_free(m);

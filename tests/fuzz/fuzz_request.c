@@ -15,7 +15,7 @@
 #include "server/oai_parse.c"
 
 #define N_VOCAB 49152
-#define N_CTX 2048
+#define N_CTX   2048
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
@@ -44,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *out = NULL;
         size_t len = 0;
         const char *t = rl_template_builtin("chatml");
-        if (rl_template_render(t, strlen(t), r.msgs, r.n_msgs, true, "", "", &out, &len, &err) == RL_OK)
+        if (rl_template_render(t, strlen(t), r.msgs, r.n_msgs, true, "", "", &out, &len, &err) ==
+            RL_OK)
             rl_free(out);
     } else {
         if (!r.prompt && !r.prompt_ids) abort();

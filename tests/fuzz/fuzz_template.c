@@ -13,7 +13,8 @@
 #include "chat/chat.h"
 
 static const char CTX[] =
-    "{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", \"content\": "
+    "{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", "
+    "\"content\": "
     "\"hi {{ }} \\u00e9\"}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": "
     "[{\"function\": {\"name\": \"f\", \"arguments\": {\"a\": 1}}}]}, {\"role\": \"tool\", "
     "\"content\": \"r\"}], \"tools\": [{\"type\": \"function\"}], \"add_generation_prompt\": true, "

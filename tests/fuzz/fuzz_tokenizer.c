@@ -25,7 +25,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
-    unsigned flags = (data[0] & 1 ? RL_TOK_PARSE_SPECIAL : 0) | (data[0] & 2 ? RL_TOK_ADD_SPECIAL : 0);
+    unsigned flags =
+        (data[0] & 1 ? RL_TOK_PARSE_SPECIAL : 0) | (data[0] & 2 ? RL_TOK_ADD_SPECIAL : 0);
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     int32_t *ids = NULL;

@@ -37,8 +37,8 @@ static int parse_list(const char *s, int32_t *out) {
 
 /* Median ms of `reps` forwards of n tokens: n positions of sequence 0
  * (seqs false) or position ctx of sequences 0..n-1 (seqs true). */
-static double time_fwd(rl_model *m, rl_seqkv *kv, int32_t n, bool seqs, int32_t ctx,
-                       int32_t vocab, int reps, float *logits, rl_threadpool *tp) {
+static double time_fwd(rl_model *m, rl_seqkv *kv, int32_t n, bool seqs, int32_t ctx, int32_t vocab,
+                       int reps, float *logits, rl_threadpool *tp) {
     int32_t tok[MAXN], pos[MAXN], seq[MAXN];
     bool want[MAXN];
     for (int32_t i = 0; i < n; i++) {
@@ -47,8 +47,14 @@ static double time_fwd(rl_model *m, rl_seqkv *kv, int32_t n, bool seqs, int32_t 
         seq[i] = seqs ? i : 0;
         want[i] = true;
     }
-    rl_batch b = {.n_tok = n, .token = tok, .pos = pos, .seq = seq, .want_logits = want,
-                  .n_seq = kv->n_seq, .block_tables = kv->tables, .n_blocks = kv->n_blocks,
+    rl_batch b = {.n_tok = n,
+                  .token = tok,
+                  .pos = pos,
+                  .seq = seq,
+                  .want_logits = want,
+                  .n_seq = kv->n_seq,
+                  .block_tables = kv->tables,
+                  .n_blocks = kv->n_blocks,
                   .n_vocab_out = vocab};
     double t[64];
     rl_err err = {0};
@@ -72,13 +78,20 @@ int main(int argc, char **argv) {
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (!v) break;
-        if (!strcmp(argv[a], "-m")) path = v;
-        else if (!strcmp(argv[a], "-t")) threads = atoi(v);
-        else if (!strcmp(argv[a], "-r")) reps = atoi(v);
-        else if (!strcmp(argv[a], "--ctx")) ctx = atoi(v);
-        else if (!strcmp(argv[a], "--vocab")) vocab = atoi(v);
-        else if (!strcmp(argv[a], "--positions")) n_pos = parse_list(v, posl);
-        else if (!strcmp(argv[a], "--seqs")) n_seqs = parse_list(v, seql);
+        if (!strcmp(argv[a], "-m"))
+            path = v;
+        else if (!strcmp(argv[a], "-t"))
+            threads = atoi(v);
+        else if (!strcmp(argv[a], "-r"))
+            reps = atoi(v);
+        else if (!strcmp(argv[a], "--ctx"))
+            ctx = atoi(v);
+        else if (!strcmp(argv[a], "--vocab"))
+            vocab = atoi(v);
+        else if (!strcmp(argv[a], "--positions"))
+            n_pos = parse_list(v, posl);
+        else if (!strcmp(argv[a], "--seqs"))
+            n_seqs = parse_list(v, seql);
         else {
             fprintf(stderr, "fwdtime: unknown option %s\n", argv[a]);
             return 2;
@@ -116,8 +129,9 @@ int main(int argc, char **argv) {
     double base = time_fwd(m, &kv, 1, false, ctx, 0, reps, logits, tp);
     for (int i = 0; i < n_pos; i++) {
         double ms = time_fwd(m, &kv, posl[i], false, ctx, vocab, reps, logits, tp);
-        printf("{\"kind\": \"positions\", \"n\": %d, \"vocab\": %d, \"ms\": %.2f, \"ratio\": %.3f}\n",
-               (int)posl[i], (int)(vocab ? vocab : rl_model_n_vocab(m)), ms, ms / base);
+        printf(
+            "{\"kind\": \"positions\", \"n\": %d, \"vocab\": %d, \"ms\": %.2f, \"ratio\": %.3f}\n",
+            (int)posl[i], (int)(vocab ? vocab : rl_model_n_vocab(m)), ms, ms / base);
     }
     for (int i = 0; i < n_seqs; i++) {
         double ms = time_fwd(m, &kv, seql[i], true, ctx, vocab, reps, logits, tp);

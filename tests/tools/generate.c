@@ -80,18 +80,29 @@ int main(int argc, char **argv) {
     p.n_ctx = 1024;
     rl_spec_mode spec = RL_SPEC_NONE;
     for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "-m") && a + 1 < argc) p.model_path = argv[++a];
-        else if (!strcmp(argv[a], "-np") && a + 1 < argc) p.max_seqs = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "-t") && a + 1 < argc) p.n_threads = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "-md") && a + 1 < argc) p.draft_model_path = argv[++a];
-        else if (!strcmp(argv[a], "--draft-vocab") && a + 1 < argc) p.draft_n_vocab = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--draft-max") && a + 1 < argc) p.draft_max = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--spec-max-batch") && a + 1 < argc) p.spec_max_batch = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--draft-fixed")) p.draft_fixed = true;
+        if (!strcmp(argv[a], "-m") && a + 1 < argc)
+            p.model_path = argv[++a];
+        else if (!strcmp(argv[a], "-np") && a + 1 < argc)
+            p.max_seqs = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "-t") && a + 1 < argc)
+            p.n_threads = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "-md") && a + 1 < argc)
+            p.draft_model_path = argv[++a];
+        else if (!strcmp(argv[a], "--draft-vocab") && a + 1 < argc)
+            p.draft_n_vocab = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--draft-max") && a + 1 < argc)
+            p.draft_max = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--spec-max-batch") && a + 1 < argc)
+            p.spec_max_batch = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--draft-fixed"))
+            p.draft_fixed = true;
         else if (!strcmp(argv[a], "--spec") && a + 1 < argc) {
             a++;
-            spec = !strcmp(argv[a], "draft") ? RL_SPEC_DRAFT : !strcmp(argv[a], "ngram") ? RL_SPEC_NGRAM : RL_SPEC_NONE;
-        } else if (!strcmp(argv[a], "--no-jump-forward")) p.draft_max = 0;
+            spec = !strcmp(argv[a], "draft")   ? RL_SPEC_DRAFT
+                   : !strcmp(argv[a], "ngram") ? RL_SPEC_NGRAM
+                                               : RL_SPEC_NONE;
+        } else if (!strcmp(argv[a], "--no-jump-forward"))
+            p.draft_max = 0;
         else {
             fprintf(stderr, "generate: unknown option %s\n", argv[a]);
             return 2;
@@ -120,7 +131,8 @@ int main(int argc, char **argv) {
         rl_gen_params_default(&gp);
         gp.spec = spec;
         json_t *v;
-        if ((v = json_object_get(j, "temperature"))) gp.sample.temperature = (float)json_number_value(v);
+        if ((v = json_object_get(j, "temperature")))
+            gp.sample.temperature = (float)json_number_value(v);
         if ((v = json_object_get(j, "seed"))) gp.sample.seed = (uint64_t)json_integer_value(v);
         if ((v = json_object_get(j, "max_tokens"))) gp.max_tokens = (int32_t)json_integer_value(v);
         rl_grammar *g = NULL;
@@ -135,7 +147,8 @@ int main(int argc, char **argv) {
             g = rl_grammar_compile(json_string_value(v), json_string_length(v), &err);
         }
         if ((json_object_get(j, "schema") || json_object_get(j, "json_object") ||
-             json_object_get(j, "grammar")) && !g) {
+             json_object_get(j, "grammar")) &&
+            !g) {
             o->failed = true;
             snprintf(o->err, sizeof o->err, "%s", err.msg);
             json_decref(j);
@@ -192,7 +205,8 @@ int main(int argc, char **argv) {
         out_t *o = &outs[i];
         json_t *j = json_object();
         json_object_set_new(j, "i", json_integer(i));
-        if (o->failed) json_object_set_new(j, "error", json_string(o->err));
+        if (o->failed)
+            json_object_set_new(j, "error", json_string(o->err));
         else {
             json_object_set_new(j, "text", json_stringn(o->text ? o->text : "", o->len));
             static const char *fin[] = {"none", "stop", "length", "cancelled", "error"};
@@ -214,9 +228,9 @@ int main(int argc, char **argv) {
            "\"spec_proposed\": %llu, \"spec_accepted\": %llu, \"spec_verifies\": %llu, "
            "\"kv_blocks_used\": %d}}\n",
            wall, gen, wall > 0 ? (double)gen / wall : 0.0, dec_n ? dec_sum / dec_n : 0.0,
-           (unsigned long long)st.grammar_forced,
-           (unsigned long long)st.spec_proposed, (unsigned long long)st.spec_accepted,
-           (unsigned long long)st.spec_verifies, st.kv_blocks_used);
+           (unsigned long long)st.grammar_forced, (unsigned long long)st.spec_proposed,
+           (unsigned long long)st.spec_accepted, (unsigned long long)st.spec_verifies,
+           st.kv_blocks_used);
     rl_engine_free(e);
     return 0;
 }

@@ -40,7 +40,9 @@ static uint64_t rnd(void) { /* splitmix64 */
     rng_state += RL_MIX64_GAMMA;
     return z;
 }
-static double rnd01(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+static double rnd01(void) {
+    return (double)(rnd() >> 11) / 9007199254740992.0;
+}
 
 static char *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -70,9 +72,12 @@ static float *pref_logits(const rl_tokenizer *tok) {
         int letters = 0, odd = 0, digits = 0;
         for (size_t k = 0; k < len; k++) {
             unsigned char ch = (unsigned char)s[k];
-            if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == ' ') letters++;
-            else if (ch >= '0' && ch <= '9') digits++;
-            else if (ch < 0x20 || ch >= 0x7f) odd++;
+            if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == ' ')
+                letters++;
+            else if (ch >= '0' && ch <= '9')
+                digits++;
+            else if (ch < 0x20 || ch >= 0x7f)
+                odd++;
         }
         uint32_t h = (uint32_t)i * 2654435761u;
         float noise = (float)(h >> 8) / (float)(1u << 24);
@@ -92,7 +97,7 @@ typedef struct gen_out {
     int n_tokens, forced;
     bool done;
     int64_t max_op_steps; /* most parse-stack expansion steps in one mask or accept */
-    double *mask_s; /* per-step mask time (bench) */
+    double *mask_s;       /* per-step mask time (bench) */
     int n_mask;
 } gen_out;
 
@@ -188,7 +193,8 @@ static int generate(const rl_grammar *g, const rl_vocab_trie *trie, const rl_tok
             for (int32_t i = 0; i < n; i++)
                 if (!isinf(logits[i]) && logits[i] > mx) mx = logits[i];
             if (isinf(mx)) {
-                fprintf(stderr, "grammar_tool: no token allowed (dead end) after %d tokens\n", out->n_tokens);
+                fprintf(stderr, "grammar_tool: no token allowed (dead end) after %d tokens\n",
+                        out->n_tokens);
                 break;
             }
             for (int32_t i = 0; i < n; i++)
@@ -237,8 +243,10 @@ static void report(const char *label, double *t, int n) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: grammar_tool MODEL.gguf (--schema FILE | --gbnf FILE) [--check|--print|--bench [N]] "
-                        "[--seeds A,B] [--mode uniform|pref] [--budget N] [--max-tokens N] [--jump]\n");
+        fprintf(stderr,
+                "usage: grammar_tool MODEL.gguf (--schema FILE | --gbnf FILE) "
+                "[--check|--print|--bench [N]] "
+                "[--seeds A,B] [--mode uniform|pref] [--budget N] [--max-tokens N] [--jump]\n");
         return 2;
     }
     const char *schema = NULL, *gbnf = NULL, *seeds = "1";
@@ -247,16 +255,26 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--schema") && v) schema = v, i++;
-        else if (!strcmp(a, "--gbnf") && v) gbnf = v, i++;
-        else if (!strcmp(a, "--seeds") && v) seeds = v, i++;
-        else if (!strcmp(a, "--mode") && v) o.mode = v, i++;
-        else if (!strcmp(a, "--budget") && v) o.budget = atoi(v), i++;
-        else if (!strcmp(a, "--max-tokens") && v) o.max_tokens = atoi(v), i++;
-        else if (!strcmp(a, "--check")) check = true;
-        else if (!strcmp(a, "--print")) print = true;
-        else if (!strcmp(a, "--jump")) o.jump = true;
-        else if (!strcmp(a, "--bench")) bench = true;
+        if (!strcmp(a, "--schema") && v)
+            schema = v, i++;
+        else if (!strcmp(a, "--gbnf") && v)
+            gbnf = v, i++;
+        else if (!strcmp(a, "--seeds") && v)
+            seeds = v, i++;
+        else if (!strcmp(a, "--mode") && v)
+            o.mode = v, i++;
+        else if (!strcmp(a, "--budget") && v)
+            o.budget = atoi(v), i++;
+        else if (!strcmp(a, "--max-tokens") && v)
+            o.max_tokens = atoi(v), i++;
+        else if (!strcmp(a, "--check"))
+            check = true;
+        else if (!strcmp(a, "--print"))
+            print = true;
+        else if (!strcmp(a, "--jump"))
+            o.jump = true;
+        else if (!strcmp(a, "--bench"))
+            bench = true;
         else {
             fprintf(stderr, "grammar_tool: unknown argument %s\n", a);
             return 2;
@@ -281,7 +299,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     uint64_t t0 = rl_time_ns();
-    rl_grammar *g = schema ? rl_grammar_from_json_schema(text, n, &err) : rl_grammar_compile(text, n, &err);
+    rl_grammar *g =
+        schema ? rl_grammar_from_json_schema(text, n, &err) : rl_grammar_compile(text, n, &err);
     double t_compile = (double)(rl_time_ns() - t0) * 1e-9;
     free(text);
     if (check) {
@@ -316,11 +335,12 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (bench) {
         o.mode = "pref";
-        printf("vocab %d tokens, trie %d nodes built in %.1f ms; grammar %d rules compiled in %.2f ms\n",
-               rl_tokenizer_n_vocab(tok), rl_vocab_trie_n_nodes(trie), t_trie * 1e3, rl_grammar_n_rules(g),
-               t_compile * 1e3);
-        printf("| %-26s | %6s | %9s | %9s | %9s | %9s |\n", "mask cache", "steps", "median ms", "p99 ms",
-               "mean ms", "max ms");
+        printf("vocab %d tokens, trie %d nodes built in %.1f ms; grammar %d rules compiled in %.2f "
+               "ms\n",
+               rl_tokenizer_n_vocab(tok), rl_vocab_trie_n_nodes(trie), t_trie * 1e3,
+               rl_grammar_n_rules(g), t_compile * 1e3);
+        printf("| %-26s | %6s | %9s | %9s | %9s | %9s |\n", "mask cache", "steps", "median ms",
+               "p99 ms", "mean ms", "max ms");
         printf("|%s|%s|%s|%s|%s|%s|\n", "----------------------------", "--------", "-----------",
                "-----------", "-----------", "-----------");
         int caches[2] = {0, 256};
@@ -349,9 +369,10 @@ int main(int argc, char **argv) {
             gen_out out = {0};
             rc = generate(g, trie, tok, pref, &o, seed, -1, &out);
             if (rc) break;
-            json_t *r = json_pack("{s:I,s:s%,s:i,s:b,s:i,s:I}", "seed", (json_int_t)seed, "text", out.text, out.len,
-                                  "n_tokens", out.n_tokens, "done", out.done, "forced", out.forced,
-                                  "max_op_steps", (json_int_t)out.max_op_steps);
+            json_t *r =
+                json_pack("{s:I,s:s%,s:i,s:b,s:i,s:I}", "seed", (json_int_t)seed, "text", out.text,
+                          out.len, "n_tokens", out.n_tokens, "done", out.done, "forced", out.forced,
+                          "max_op_steps", (json_int_t)out.max_op_steps);
             char *s = r ? json_dumps(r, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
             puts(s ? s : "{\"error\":\"output is not valid UTF-8\"}");
             free(s);

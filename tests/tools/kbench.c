@@ -81,8 +81,8 @@ static void bench_bandwidth(void) {
             double dt = rl_time_s() - t0;
             if (dt < best) best = dt;
         }
-        printf("memory read bandwidth, %d thread%s: %.1f GB/s (checksum %llu)\n", nth, nth > 1 ? "s" : "",
-               bytes / best / 1e9, (unsigned long long)(total & 0xffff));
+        printf("memory read bandwidth, %d thread%s: %.1f GB/s (checksum %llu)\n", nth,
+               nth > 1 ? "s" : "", bytes / best / 1e9, (unsigned long long)(total & 0xffff));
     }
     free(buf);
 }
@@ -99,8 +99,8 @@ static double cpu_s(void) {
 
 static const char *const k_impl_names[] = {"auto", "ref", "avx2", "avx512vnni"};
 static bool g_impl_on[4] = {false, true, true, true};
-static int g_nth_only; /* 0 = 1 and 2 threads */
-static bool g_in_cache;  /* -c: no weight copies */
+static int g_nth_only;          /* 0 = 1 and 2 threads */
+static bool g_in_cache;         /* -c: no weight copies */
 static int g_ntok[8], g_n_ntok; /* -n: token counts (default 1, 8, 64) */
 
 static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
@@ -131,8 +131,10 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
         for (int ni = 0; ni < n_ntoks; ni++) {
             const int ntk = ntoks[ni];
             for (int impl = RL_KERNELS_REF; impl <= RL_KERNELS_AVX512VNNI; impl++) {
-                if (!g_impl_on[impl] || (int)rl_kernels_init((rl_kernels_impl)impl) != impl) continue;
-                if (impl == RL_KERNELS_REF && ntk > 1 && sh.rows * sh.cols > 4000000 && !all) continue;
+                if (!g_impl_on[impl] || (int)rl_kernels_init((rl_kernels_impl)impl) != impl)
+                    continue;
+                if (impl == RL_KERNELS_REF && ntk > 1 && sh.rows * sh.cols > 4000000 && !all)
+                    continue;
                 for (int nth = 1; nth <= 2; nth++) {
                     if (g_nth_only && nth != g_nth_only) continue;
                     rl_threadpool *tp = nth == 1 ? NULL : tp2;
@@ -151,11 +153,12 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
                         if (dc / iters < cper) cper = dc / iters;
                     }
                     double fl = 2.0 * sh.rows * sh.cols * ntk;
-                    printf("%-5s %5lldx%-5lld n_tok=%-2d %-10s %dT  %8.1f us  %6.2f GB/s  %7.2f GFLOP/s"
+                    printf("%-5s %5lldx%-5lld n_tok=%-2d %-10s %dT  %8.1f us  %6.2f GB/s  %7.2f "
+                           "GFLOP/s"
                            "  | cpu %8.1f us  %6.2f GB/s  %7.2f GFLOP/s\n",
-                           tr->name, (long long)sh.rows, (long long)sh.cols, ntk, rl_kernels_impl_name(), nth,
-                           per * 1e6, wbytes / per / 1e9, fl / per / 1e9, cper * 1e6, wbytes / cper / 1e9,
-                           fl / cper / 1e9);
+                           tr->name, (long long)sh.rows, (long long)sh.cols, ntk,
+                           rl_kernels_impl_name(), nth, per * 1e6, wbytes / per / 1e9,
+                           fl / per / 1e9, cper * 1e6, wbytes / cper / 1e9, fl / cper / 1e9);
                     fflush(stdout);
                 }
             }
@@ -173,9 +176,12 @@ int main(int argc, char **argv) {
     rl_type types[32];
     int nt = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-q")) quick = true;
-        else if (!strcmp(argv[i], "-a")) all = true;
-        else if (!strcmp(argv[i], "-c")) g_in_cache = true;
+        if (!strcmp(argv[i], "-q"))
+            quick = true;
+        else if (!strcmp(argv[i], "-a"))
+            all = true;
+        else if (!strcmp(argv[i], "-c"))
+            g_in_cache = true;
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
             int v = atoi(argv[++i]);
             if (v < 1 || v > 64 || g_n_ntok == 8) {
@@ -183,8 +189,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
             g_ntok[g_n_ntok++] = v;
-        }
-        else if (!strcmp(argv[i], "-t") && i + 1 < argc) g_nth_only = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-t") && i + 1 < argc)
+            g_nth_only = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
             if (!k_sel) memset(g_impl_on, 0, sizeof g_impl_on);
             k_sel = true;
@@ -196,15 +202,16 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "kbench: unknown table '%s' (ref, avx2, avx512vnni)\n", k);
                 return 2;
             }
-        }
-        else if (nt < 32 && rl_type_from_name(argv[i], &types[nt]) && rl_matmul_supports(types[nt])) nt++;
+        } else if (nt < 32 && rl_type_from_name(argv[i], &types[nt]) &&
+                   rl_matmul_supports(types[nt]))
+            nt++;
         else {
             fprintf(stderr, "kbench: unknown or unsupported type '%s'\n", argv[i]);
             return 2;
         }
     }
     if (nt == 0) {
-        const rl_type def[] = {RL_TYPE_F32, RL_TYPE_F16, RL_TYPE_Q4_0, RL_TYPE_Q4_1,
+        const rl_type def[] = {RL_TYPE_F32,  RL_TYPE_F16,  RL_TYPE_Q4_0, RL_TYPE_Q4_1,
                                RL_TYPE_Q5_0, RL_TYPE_Q8_0, RL_TYPE_Q4_K, RL_TYPE_Q6_K};
         for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) types[nt++] = def[i];
     }

@@ -56,19 +56,26 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
-        if (!strcmp(a, "-m") && has) model = argv[++i];
-        else if (!strcmp(a, "-t") && has) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--ctx") && has) ctx_s = argv[++i];
-        else if (!strcmp(a, "--types") && has) types_s = argv[++i];
-        else if (!strcmp(a, "--reps") && has) reps = atoi(argv[++i]);
-        else if (!strcmp(a, "--budget-mib") && has) budget_mib = atof(argv[++i]);
+        if (!strcmp(a, "-m") && has)
+            model = argv[++i];
+        else if (!strcmp(a, "-t") && has)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--ctx") && has)
+            ctx_s = argv[++i];
+        else if (!strcmp(a, "--types") && has)
+            types_s = argv[++i];
+        else if (!strcmp(a, "--reps") && has)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--budget-mib") && has)
+            budget_mib = atof(argv[++i]);
         else {
             fprintf(stderr, "kvbench: unknown or incomplete option '%s'\n", a);
             return 2;
         }
     }
     if (!model || threads < 1 || reps < 1 || reps > 1000) {
-        fprintf(stderr, "usage: kvbench -m MODEL [-t N] [--ctx 512,2048] [--types f16/f16,q4_0/q4_0] [--reps N]\n");
+        fprintf(stderr, "usage: kvbench -m MODEL [-t N] [--ctx 512,2048] [--types "
+                        "f16/f16,q4_0/q4_0] [--reps N]\n");
         return 2;
     }
     rl_kernels_init(RL_KERNELS_AUTO);
@@ -87,10 +94,12 @@ int main(int argc, char **argv) {
     float *lg = malloc(sizeof(float) * (size_t)rl_model_n_vocab(m));
     double *tm = malloc(sizeof(double) * (size_t)reps);
     for (int i = 0; i < n_head * hd; i++) q[i] = rnd();
-    printf("model %s (%s): %d layers, %d/%d heads, head_dim %d; %d threads, kernels %s, median of %d\n\n",
-           rl_model_name(m), rl_model_arch(m), sh.n_layer, n_head, nkv, hd, threads, rl_kernels_impl_name(),
-           reps);
-    printf("| K/V | ctx | KV bytes/token | vs f16 | seqs in %.0f MiB | attn ms (all layers) | step ms | "
+    printf("model %s (%s): %d layers, %d/%d heads, head_dim %d; %d threads, kernels %s, median of "
+           "%d\n\n",
+           rl_model_name(m), rl_model_arch(m), sh.n_layer, n_head, nkv, hd, threads,
+           rl_kernels_impl_name(), reps);
+    printf("| K/V | ctx | KV bytes/token | vs f16 | seqs in %.0f MiB | attn ms (all layers) | step "
+           "ms | "
            "decode tok/s |\n|---|---|---|---|---|---|---|---|\n",
            budget_mib);
     const size_t f16_tok = (size_t)sh.n_layer * nkv * 2 * rl_type_row_size(RL_TYPE_F16, hd);
@@ -125,10 +134,12 @@ int main(int argc, char **argv) {
         snprintf(names[nt], sizeof names[nt], "%s%s/%s%s", kn, kh ? "+H" : "", vn, vh ? "+H" : "");
         nt++;
     }
-    double *ta = malloc(sizeof(double) * (size_t)reps * MAX_T), *ts = malloc(sizeof(double) * (size_t)reps * MAX_T);
+    double *ta = malloc(sizeof(double) * (size_t)reps * MAX_T),
+           *ts = malloc(sizeof(double) * (size_t)reps * MAX_T);
     char ctxs[256];
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s);
-    for (char *save2 = NULL, *c_s = strtok_r(ctxs, ",", &save2); c_s; c_s = strtok_r(NULL, ",", &save2)) {
+    for (char *save2 = NULL, *c_s = strtok_r(ctxs, ",", &save2); c_s;
+         c_s = strtok_r(NULL, ",", &save2)) {
         int32_t n = atoi(c_s);
         if (n < 1) continue;
         rl_seqkv kv[MAX_T];
@@ -157,8 +168,13 @@ int main(int argc, char **argv) {
             for (int ti = 0; ti < nt; ti++) {
                 double t0 = rl_time_s();
                 for (int il = 0; il < sh.n_layer; il++) {
-                    rl_attn_args a = {.q = q, .out = o, .n_tok = 1, .n_head = n_head, .pos = &pos,
-                                      .block_table = kv[ti].tables[0], .kv = &kv[ti].layers[il],
+                    rl_attn_args a = {.q = q,
+                                      .out = o,
+                                      .n_tok = 1,
+                                      .n_head = n_head,
+                                      .pos = &pos,
+                                      .block_table = kv[ti].tables[0],
+                                      .kv = &kv[ti].layers[il],
                                       .scale = 0.125f};
                     rl_attention(&a, tp);
                 }
@@ -175,11 +191,12 @@ int main(int argc, char **argv) {
             }
         for (int ti = 0; ti < nt; ti++) {
             double attn = median(ta + ti * reps, reps), step = median(ts + ti * reps, reps);
-            size_t per_tok = (size_t)sh.n_layer * nkv * (rl_type_row_size(kts[ti], hd) + rl_type_row_size(vts[ti], hd));
+            size_t per_tok = (size_t)sh.n_layer * nkv *
+                             (rl_type_row_size(kts[ti], hd) + rl_type_row_size(vts[ti], hd));
             double seq_bytes = (double)per_tok * (double)((n + 15) / 16 * 16);
-            printf("| %s | %d | %zu | %.2fx | %d | %.2f | %.2f | %.1f |\n", names[ti], (int)n, per_tok,
-                   (double)f16_tok / (double)per_tok, (int)(budget_mib * 1048576.0 / seq_bytes), attn * 1e3,
-                   step * 1e3, 1.0 / step);
+            printf("| %s | %d | %zu | %.2fx | %d | %.2f | %.2f | %.1f |\n", names[ti], (int)n,
+                   per_tok, (double)f16_tok / (double)per_tok,
+                   (int)(budget_mib * 1048576.0 / seq_bytes), attn * 1e3, step * 1e3, 1.0 / step);
             rl_seqkv_free(&kv[ti]);
         }
         fflush(stdout);

@@ -75,10 +75,12 @@ static int write_npy(const char *path, const float *x, int64_t rows, int64_t col
     char hdr[128];
     int n;
     if (two_d)
-        n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld), }",
+        n = snprintf(hdr, sizeof hdr,
+                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld), }",
                      (long long)rows, (long long)cols);
     else
-        n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld,), }",
+        n = snprintf(hdr, sizeof hdr,
+                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld,), }",
                      (long long)cols);
     int total = 10 + n + 1, pad = (64 - total % 64) % 64;
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
@@ -156,13 +158,19 @@ static rl_status check_batch(rl_model *m, const int32_t *tok, int32_t n, int32_t
                 want[2 * j + r] = true;
             }
         }
-        rl_batch b = {.n_tok = 2 * nb, .token = btok, .pos = bpos, .seq = bseq,
-                      .want_logits = want, .n_seq = 2, .block_tables = kv.tables,
+        rl_batch b = {.n_tok = 2 * nb,
+                      .token = btok,
+                      .pos = bpos,
+                      .seq = bseq,
+                      .want_logits = want,
+                      .n_seq = 2,
+                      .block_tables = kv.tables,
                       .n_blocks = kv.n_blocks};
         st = rl_model_forward(m, &b, kv.layers, lg2, tp, err);
         for (int32_t j = 0; j < nb && !st; j++)
             for (int r = 0; r < 2; r++) {
-                float d = max_abs_diff(lg2 + (size_t)(2 * j + r) * V, ref + (size_t)(i0 + j) * V, V);
+                float d =
+                    max_abs_diff(lg2 + (size_t)(2 * j + r) * V, ref + (size_t)(i0 + j) * V, V);
                 if (d > *d_multi) *d_multi = d;
             }
     }
@@ -181,19 +189,32 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
-        if (!strcmp(a, "-m") && has) model = argv[++i];
-        else if (!strcmp(a, "--tokens") && has) tokens_s = argv[++i];
-        else if (!strcmp(a, "--greedy") && has) greedy = atoi(argv[++i]);
-        else if (!strcmp(a, "--out") && has) out = argv[++i];
-        else if (!strcmp(a, "-t") && has) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "-c") && has) ctx = atoi(argv[++i]);
-        else if (!strcmp(a, "-b") && has) max_batch = atoi(argv[++i]);
-        else if (!strcmp(a, "--kv") && has) kv_s = argv[++i];
-        else if (!strcmp(a, "--kv-v") && has) kvv_s = argv[++i];
-        else if (!strcmp(a, "--all")) all = true;
-        else if (!strcmp(a, "--ref")) ref = true;
-        else if (!strcmp(a, "--exact")) exact = true;
-        else if (!strcmp(a, "--check-batch")) check = true;
+        if (!strcmp(a, "-m") && has)
+            model = argv[++i];
+        else if (!strcmp(a, "--tokens") && has)
+            tokens_s = argv[++i];
+        else if (!strcmp(a, "--greedy") && has)
+            greedy = atoi(argv[++i]);
+        else if (!strcmp(a, "--out") && has)
+            out = argv[++i];
+        else if (!strcmp(a, "-t") && has)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-c") && has)
+            ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "-b") && has)
+            max_batch = atoi(argv[++i]);
+        else if (!strcmp(a, "--kv") && has)
+            kv_s = argv[++i];
+        else if (!strcmp(a, "--kv-v") && has)
+            kvv_s = argv[++i];
+        else if (!strcmp(a, "--all"))
+            all = true;
+        else if (!strcmp(a, "--ref"))
+            ref = true;
+        else if (!strcmp(a, "--exact"))
+            exact = true;
+        else if (!strcmp(a, "--check-batch"))
+            check = true;
         else {
             fprintf(stderr, "logits: unknown or incomplete option '%s'\n", a);
             return 2;
@@ -207,7 +228,8 @@ int main(int argc, char **argv) {
     rl_type kvt;
     if (!rl_type_from_name(kv_s, &kvt) || !rl_kv_type_known(kvt))
         return die("--kv must be f16, f32, q8_0 or q4_0");
-    if (!kvv_s) g_kv_v = kvt;
+    if (!kvv_s)
+        g_kv_v = kvt;
     else if (!rl_type_from_name(kvv_s, &g_kv_v) || !rl_kv_type_known(g_kv_v))
         return die("--kv-v must be f16, f32, q8_0 or q4_0");
     rl_kernels_init(ref ? RL_KERNELS_REF : RL_KERNELS_AUTO);
@@ -228,8 +250,8 @@ int main(int argc, char **argv) {
     float *lg = NULL, *step = NULL;
     int32_t *gen = NULL;
     rl_tokenizer *kt_tok = NULL; /* quantized K: the engine's calibrated shift */
-    if (rl_kv_type_quantized(kvt) &&
-        (rl_tokenizer_load(rl_model_gguf(m), &kt_tok, &err) || rl_model_calibrate_k(m, kt_tok, tp, &err))) {
+    if (rl_kv_type_quantized(kvt) && (rl_tokenizer_load(rl_model_gguf(m), &kt_tok, &err) ||
+                                      rl_model_calibrate_k(m, kt_tok, tp, &err))) {
         rl_tokenizer_free(kt_tok);
         rl_model_free(m);
         rl_threadpool_free(tp);

@@ -55,12 +55,18 @@ int main(int argc, char **argv) {
     const char *gguf = NULL, *tfile = NULL, *builtin = NULL, *ctx_path = NULL;
     bool print_only = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--gguf") && i + 1 < argc) gguf = argv[++i];
-        else if (!strcmp(argv[i], "--template") && i + 1 < argc) tfile = argv[++i];
-        else if (!strcmp(argv[i], "--builtin") && i + 1 < argc) builtin = argv[++i];
-        else if (!strcmp(argv[i], "--print-template")) print_only = true;
-        else if (argv[i][0] == '-' && argv[i][1]) return usage();
-        else ctx_path = argv[i];
+        if (!strcmp(argv[i], "--gguf") && i + 1 < argc)
+            gguf = argv[++i];
+        else if (!strcmp(argv[i], "--template") && i + 1 < argc)
+            tfile = argv[++i];
+        else if (!strcmp(argv[i], "--builtin") && i + 1 < argc)
+            builtin = argv[++i];
+        else if (!strcmp(argv[i], "--print-template"))
+            print_only = true;
+        else if (argv[i][0] == '-' && argv[i][1])
+            return usage();
+        else
+            ctx_path = argv[i];
     }
     if (!!gguf + !!tfile + !!builtin != 1 || (!ctx_path && !print_only)) return usage();
 

@@ -99,8 +99,8 @@ int main(int argc, char **argv) {
         if (json_is_string(enc)) {
             int32_t *ids;
             size_t n;
-            if (rl_tokenizer_encode(tok, json_string_value(enc), json_string_length(enc), flags, &ids,
-                                    &n, &err)) {
+            if (rl_tokenizer_encode(tok, json_string_value(enc), json_string_length(enc), flags,
+                                    &ids, &n, &err)) {
                 reply(json_pack("{s:s}", "error", err.msg));
             } else {
                 json_t *arr = json_array();
@@ -111,7 +111,8 @@ int main(int argc, char **argv) {
         } else if (json_is_array(dec)) {
             size_t n = json_array_size(dec);
             int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-            for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(dec, i));
+            for (size_t i = 0; i < n; i++)
+                ids[i] = (int32_t)json_integer_value(json_array_get(dec, i));
             char *text;
             size_t len;
             if (rl_tokenizer_decode(tok, ids, n, flags, &text, &len, &err)) {

@@ -5,8 +5,12 @@
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
-void kt_seed(uint64_t seed) { g_rng = seed; }
-uint64_t kt_state(void) { return g_rng; }
+void kt_seed(uint64_t seed) {
+    g_rng = seed;
+}
+uint64_t kt_state(void) {
+    return g_rng;
+}
 
 uint32_t rnd_u32(void) {
     g_rng ^= g_rng << 13;
@@ -15,7 +19,9 @@ uint32_t rnd_u32(void) {
     return (uint32_t)(g_rng >> 32);
 }
 
-float rnd_unif(void) { return (float)(rnd_u32() >> 8) / 8388608.0f - 1.0f; }
+float rnd_unif(void) {
+    return (float)(rnd_u32() >> 8) / 8388608.0f - 1.0f;
+}
 
 float rnd_gauss(void) {
     float s = 0;

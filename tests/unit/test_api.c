@@ -89,7 +89,8 @@ static void test_engine_vocab_matches_file(void **state) {
     assert_int_equal(a.n_eog, b.n_eog);
     assert_int_equal(a.bos, b.bos);
     assert_int_equal(a.eos, b.eos);
-    assert_true(a.n_layer > 0 && a.n_embd > 0 && a.n_head > 0 && a.head_dim > 0 && a.n_ctx_train > 0);
+    assert_true(a.n_layer > 0 && a.n_embd > 0 && a.n_head > 0 && a.head_dim > 0 &&
+                a.n_ctx_train > 0);
     const char *text = "The quick brown fox <|im_start|> jumps.";
     int32_t *x = NULL, *y = NULL, nx = 0, ny = 0;
     unsigned fl = RL_TOKENIZE_ADD_BOS | RL_TOKENIZE_PARSE_SPECIAL;
@@ -121,8 +122,8 @@ static void test_tokenize_roundtrip(void **state) {
     (void)state;
     rl_vocab *v = load(model_path());
     rl_err err = {0};
-    const char *texts[] = {"Hello world", "Grüße, 世界! 🙂 café\n\ttabs", "", "  leading spaces",
-                           "<|im_start|>user"};
+    const char *texts[] = {"Hello world", "Grüße, 世界! 🙂 café\n\ttabs", "",
+                           "  leading spaces", "<|im_start|>user"};
     for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
         int32_t *ids = NULL, n = 0;
         assert_int_equal(rl_tokenize(v, texts[t], strlen(texts[t]), 0, &ids, &n, &err), RL_OK);
@@ -137,7 +138,8 @@ static void test_tokenize_roundtrip(void **state) {
     /* control tokens: one id only when parsed */
     const char *ctl = "<|im_start|>";
     int32_t *a = NULL, *b = NULL, na = 0, nb = 0;
-    assert_int_equal(rl_tokenize(v, ctl, strlen(ctl), RL_TOKENIZE_PARSE_SPECIAL, &a, &na, &err), RL_OK);
+    assert_int_equal(rl_tokenize(v, ctl, strlen(ctl), RL_TOKENIZE_PARSE_SPECIAL, &a, &na, &err),
+                     RL_OK);
     assert_int_equal(rl_tokenize(v, ctl, strlen(ctl), 0, &b, &nb, &err), RL_OK);
     assert_int_equal(na, 1);
     assert_true(nb > 1);
@@ -166,7 +168,8 @@ static void test_streaming_detokenizer(void **state) {
     (void)state;
     rl_vocab *v = load(model_path());
     rl_err err = {0};
-    const char *text = "Emoji 🙂🙃, CJK 世界, accents é è ü — and a long word: antidisestablishmentarianism.";
+    const char *text = "Emoji 🙂🙃, CJK 世界, accents é è ü — and a long word: "
+                       "antidisestablishmentarianism.";
     int32_t *ids = NULL, n = 0;
     assert_int_equal(rl_tokenize(v, text, strlen(text), 0, &ids, &n, &err), RL_OK);
     rl_detokenizer *d = NULL;

@@ -324,7 +324,7 @@ static void test_utf8_decode_valid(void **state) {
 static void test_utf8_decode_invalid(void **state) {
     (void)state;
     expect_bad("", 0);
-    expect_bad("\x80", 1);             /* stray continuation */
+    expect_bad("\x80", 1); /* stray continuation */
     expect_bad("\xBF", 1);
     expect_bad("\xC0\x80", 2);         /* overlong NUL */
     expect_bad("\xC1\xBF", 2);         /* overlong U+007F */
@@ -337,11 +337,11 @@ static void test_utf8_decode_invalid(void **state) {
     expect_bad("\xF5\x80\x80\x80", 4);
     expect_bad("\xFE", 1);
     expect_bad("\xFF", 1);
-    expect_bad("\xE2\x82", 2);         /* truncated */
+    expect_bad("\xE2\x82", 2); /* truncated */
     expect_bad("\xF0\x9F\x98", 3);
-    expect_bad("\xE2\x82\xAC", 2);     /* n cuts a valid sequence */
-    expect_bad("\xE2\x28\xA1", 3);     /* bad second byte */
-    expect_bad("\xE2\x82\x28", 3);     /* bad third byte */
+    expect_bad("\xE2\x82\xAC", 2); /* n cuts a valid sequence */
+    expect_bad("\xE2\x28\xA1", 3); /* bad second byte */
+    expect_bad("\xE2\x82\x28", 3); /* bad third byte */
     expect_bad("\xC3\xC3", 2);
     /* invalid anywhere makes the whole string invalid */
     assert_false(rl_utf8_valid("abc\xC3", 4));

@@ -13,11 +13,11 @@
 #include "base/arena.h"
 
 typedef struct bufs {
-    int32_t *a;  /* [7] */
-    double *b;   /* [3] */
-    char *c;     /* [1] */
-    float *d;    /* [0] */
-    uint8_t *e;  /* [100] */
+    int32_t *a; /* [7] */
+    double *b;  /* [3] */
+    char *c;    /* [1] */
+    float *d;   /* [0] */
+    uint8_t *e; /* [100] */
 } bufs;
 
 static void carve(bufs *x, rl_arena *a) {

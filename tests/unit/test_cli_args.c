@@ -16,17 +16,21 @@
 
 static void test_sizes(void **state) {
     (void)state;
-    struct { const char *s; size_t v; } ok[] = {
-        {"0", 0}, {"1048576", 1048576}, {"512M", 512ull << 20}, {"2G", 2ull << 30}, {"1T", 1ull << 40},
-        {"1.5G", 3ull << 29}, {"2GiB", 2ull << 30}, {"64kB", 64ull << 10}, {"4k", 4096}, {"100B", 100},
-        {"3t", 3ull << 40}, {"8MiB", 8ull << 20},
+    struct {
+        const char *s;
+        size_t v;
+    } ok[] = {
+        {"0", 0},           {"1048576", 1048576}, {"512M", 512ull << 20}, {"2G", 2ull << 30},
+        {"1T", 1ull << 40}, {"1.5G", 3ull << 29}, {"2GiB", 2ull << 30},   {"64kB", 64ull << 10},
+        {"4k", 4096},       {"100B", 100},        {"3t", 3ull << 40},     {"8MiB", 8ull << 20},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         size_t v = 7;
         assert_true(rl_parse_size(ok[i].s, &v));
         assert_int_equal(v, ok[i].v);
     }
-    const char *bad[] = {"", "-1", "1X", "inf", "nan", "1e30", "M", "1 G", "1GG", "1iB", "1Gx", "0x", NULL};
+    const char *bad[] = {"",    "-1",  "1X",  "inf", "nan", "1e30", "M",
+                         "1 G", "1GG", "1iB", "1Gx", "0x",  NULL};
     for (int i = 0; bad[i]; i++) {
         size_t v = 7;
         assert_false(rl_parse_size(bad[i], &v));
@@ -55,8 +59,8 @@ static void test_numbers(void **state) {
 
 static void test_walker(void **state) {
     (void)state;
-    char *argv[] = {"cmd", "-c", "64", "--kv-mem", "1T", "--len", "8:16", "-t", "1,2,4", "--spec", "ngram",
-                    "file.txt", "--flag", "-n", "x"};
+    char *argv[] = {"cmd",   "-c",     "64",    "--kv-mem", "1T",     "--len", "8:16", "-t",
+                    "1,2,4", "--spec", "ngram", "file.txt", "--flag", "-n",    "x"};
     int argc = (int)(sizeof argv / sizeof argv[0]);
     rl_args A;
     rl_args_init(&A, "test", argc, argv);
@@ -67,15 +71,24 @@ static void test_walker(void **state) {
     const char *pos = NULL;
     static const char *const names[] = {"none", "ngram", "draft", NULL};
     while (rl_args_next(&A)) {
-        if (rl_args_is(&A, "-c|--ctx-size")) assert_true(rl_args_i32(&A, 1, 100, &c));
-        else if (rl_args_is(&A, "--kv-mem")) assert_true(rl_args_size(&A, true, &kv));
-        else if (rl_args_is(&A, "--len")) assert_true(rl_args_range(&A, 1, 100, range));
-        else if (rl_args_is(&A, "-t")) assert_true(rl_args_list(&A, 1, 8, list, &n, 4));
-        else if (rl_args_is(&A, "--spec")) assert_true(rl_args_choice(&A, names, &k));
-        else if (rl_args_is(&A, "--flag")) flag = true;
-        else if (rl_args_positional(&A)) pos = A.flag;
-        else if (rl_args_is(&A, "-n")) assert_false(rl_args_i32(&A, 0, 9, &c)); /* 'x' */
-        else fail_msg("unexpected %s", A.flag);
+        if (rl_args_is(&A, "-c|--ctx-size"))
+            assert_true(rl_args_i32(&A, 1, 100, &c));
+        else if (rl_args_is(&A, "--kv-mem"))
+            assert_true(rl_args_size(&A, true, &kv));
+        else if (rl_args_is(&A, "--len"))
+            assert_true(rl_args_range(&A, 1, 100, range));
+        else if (rl_args_is(&A, "-t"))
+            assert_true(rl_args_list(&A, 1, 8, list, &n, 4));
+        else if (rl_args_is(&A, "--spec"))
+            assert_true(rl_args_choice(&A, names, &k));
+        else if (rl_args_is(&A, "--flag"))
+            flag = true;
+        else if (rl_args_positional(&A))
+            pos = A.flag;
+        else if (rl_args_is(&A, "-n"))
+            assert_false(rl_args_i32(&A, 0, 9, &c)); /* 'x' */
+        else
+            fail_msg("unexpected %s", A.flag);
     }
     assert_int_equal(c, 64);
     assert_int_equal(kv, 1ull << 40);
@@ -87,8 +100,9 @@ static void test_walker(void **state) {
     assert_true(flag);
     assert_string_equal(pos, "file.txt");
     /* failures: missing value, bad range, bad list, bad choice, zero size */
-    char *bad[][3] = {{"cmd", "-c", NULL}, {"cmd", "--len", "9:3"}, {"cmd", "-t", "1,,2"},
-                      {"cmd", "--spec", "fast"}, {"cmd", "--kv-mem", "0"}, {"cmd", "-t", "1,2,3,4,5"}};
+    char *bad[][3] = {{"cmd", "-c", NULL},      {"cmd", "--len", "9:3"},
+                      {"cmd", "-t", "1,,2"},    {"cmd", "--spec", "fast"},
+                      {"cmd", "--kv-mem", "0"}, {"cmd", "-t", "1,2,3,4,5"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rl_args B;
         rl_args_init(&B, "test", bad[i][2] ? 3 : 2, bad[i]);

@@ -23,7 +23,7 @@
 #include "tokenizer/tokenizer.h"
 
 #define N_PROMPTS 16
-#define GEN 16
+#define GEN       16
 
 static const char *model_path(void) {
     const char *m = getenv("REDLINE_MODEL");
@@ -82,13 +82,15 @@ static rl_engine *make_engine(int32_t max_batch, int32_t max_seqs, size_t kv_mem
     return e;
 }
 
-static int32_t encode(rl_engine *e, const char *text, const char *prefix, int32_t *out, int32_t cap) {
+static int32_t encode(rl_engine *e, const char *text, const char *prefix, int32_t *out,
+                      int32_t cap) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s%s", prefix ? prefix : "", text);
     int32_t *ids = NULL;
     size_t n = 0;
     rl_err err = {0};
-    if (rl_tokenizer_encode(rl_engine_tokenizer(e), buf, strlen(buf), RL_TOK_ADD_SPECIAL, &ids, &n, &err))
+    if (rl_tokenizer_encode(rl_engine_tokenizer(e), buf, strlen(buf), RL_TOK_ADD_SPECIAL, &ids, &n,
+                            &err))
         fail_msg("encode: %s", err.msg);
     assert_true((int32_t)n <= cap);
     memcpy(out, ids, n * sizeof *ids);
@@ -135,7 +137,8 @@ static void run_batch(rl_engine *e, int first, int count, const char *prefix, fl
 
 static void assert_same(const run_result *a, const run_result *b, const char *what) {
     for (int i = 0; i < g_np; i++) {
-        if (a->n[i] != b->n[i]) fail_msg("%s: prompt %d: %d vs %d tokens", what, i, a->n[i], b->n[i]);
+        if (a->n[i] != b->n[i])
+            fail_msg("%s: prompt %d: %d vs %d tokens", what, i, a->n[i], b->n[i]);
         for (int j = 0; j < a->n[i]; j++)
             if (a->toks[i][j] != b->toks[i][j])
                 fail_msg("%s: prompt %d differs at token %d (%d vs %d)", what, i, j, a->toks[i][j],
@@ -179,7 +182,7 @@ static void test_prefix_hits_same_output(void **state) {
                       "Always think about the question before answering it. ";
     rl_engine *e = make_engine(256, 32, 0, true);
     run_result miss, hit;
-    run_batch(e, 0, 1, sys, 0.f, &miss);           /* fills the cache */
+    run_batch(e, 0, 1, sys, 0.f, &miss);        /* fills the cache */
     run_batch(e, 1, g_np - 1, sys, 0.f, &miss); /* mostly hits */
     run_batch(e, 0, g_np, sys, 0.f, &hit);      /* all hits */
     int hits = 0;
@@ -293,7 +296,8 @@ static void test_queue_limit(void **state) {
     gp.max_tokens = 4;
     gp.ignore_eos = true;
     uint64_t ids[5];
-    for (int i = 0; i < 4; i++) assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[i], &err), RL_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[i], &err), RL_OK);
     assert_int_equal(rl_engine_submit(e, prompt, n, &gp, &ids[4], &err), RL_ERR_LIMIT);
     assert_non_null(strstr(err.msg, "queue full (4 requests)"));
     rl_engine_cancel(e, ids[3]);
@@ -315,7 +319,8 @@ static void test_queue_limit(void **state) {
                 }
         }
     }
-    for (int i = 0; i < 5; i++) assert_int_equal(rl_engine_next(e, ids[i], &(rl_event){0}, 0), RL_ERR_NOT_FOUND);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(rl_engine_next(e, ids[i], &(rl_event){0}, 0), RL_ERR_NOT_FOUND);
     rl_engine_cancel(e, ids[0]); /* forgotten: nothing happens */
     assert_int_equal(rl_engine_step(e), 0);
     assert_int_equal(rl_engine_get_stats(e).requests_finished, 5);
@@ -327,7 +332,7 @@ static void test_queue_limit(void **state) {
  * after its end) and drain while the engine thread steps: every request
  * ends exactly once, uncancelled ones at their length, and every block
  * returns. */
-#define N_CLIENTS 4
+#define N_CLIENTS    4
 #define N_PER_CLIENT 6
 typedef struct client {
     rl_engine *e;
@@ -467,7 +472,8 @@ static void test_spec_greedy_identical(void **state) {
     g_fixed = true;
     e = make_engine(256, 32, 0, true);
     run_batch(e, 0, 4, NULL, 0.f, &r);
-    for (int i = 4; i < g_np; i++) r.n[i] = solo.n[i], memcpy(r.toks[i], solo.toks[i], sizeof r.toks[i]);
+    for (int i = 4; i < g_np; i++)
+        r.n[i] = solo.n[i], memcpy(r.toks[i], solo.toks[i], sizeof r.toks[i]);
     assert_same(&solo, &r, "draft-model speculation vs plain");
     st = rl_engine_get_stats(e);
     /* the model drafting for itself is always right when greedy */

@@ -19,10 +19,11 @@ static char stops[RL_MAX_STOP][RL_MAX_STOP_LEN + 1];
 static size_t scan(const char *text, bool all, bool *stopped, int n_stop, ...) {
     va_list ap;
     va_start(ap, n_stop);
-    for (int i = 0; i < n_stop; i++) snprintf(stops[i], sizeof stops[i], "%s", va_arg(ap, const char *));
+    for (int i = 0; i < n_stop; i++)
+        snprintf(stops[i], sizeof stops[i], "%s", va_arg(ap, const char *));
     va_end(ap);
-    return rl__stop_scan(text, strlen(text), (const char(*)[RL_MAX_STOP_LEN + 1])stops, n_stop, all,
-                         stopped);
+    return rl__stop_scan(text, strlen(text), (const char(*)[RL_MAX_STOP_LEN + 1]) stops, n_stop,
+                         all, stopped);
 }
 
 static void test_stop_holdback(void **state) {
@@ -47,7 +48,8 @@ static void test_stop_holdback(void **state) {
     /* no stop strings: everything */
     assert_int_equal(scan("abc", false, &st, 0), 3);
     assert_false(st);
-    assert_int_equal(rl__stop_scan(NULL, 0, (const char(*)[RL_MAX_STOP_LEN + 1])stops, 1, false, &st), 0);
+    assert_int_equal(
+        rl__stop_scan(NULL, 0, (const char(*)[RL_MAX_STOP_LEN + 1]) stops, 1, false, &st), 0);
     assert_false(st);
 }
 

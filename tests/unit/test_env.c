@@ -39,7 +39,8 @@ static void test_table(void **state) {
         assert_non_null(v->reader);
         assert_true(*v->values && *v->meaning);
         assert_true(!strncmp(v->name, "RL_", 3) || !strncmp(v->name, "REDLINE_", 8));
-        for (int j = 0; j < i; j++) assert_string_not_equal(v->name, rl_env_info((rl_env_id)j)->name);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(v->name, rl_env_info((rl_env_id)j)->name);
         FILE *f = fopen(v->reader, "rb"); /* the reader is a file of the tree */
         if (!f) fail_msg("%s: reader %s not found", v->name, v->reader);
         fclose(f);

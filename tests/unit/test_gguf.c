@@ -27,9 +27,15 @@ static void bb_put(bb *b, const void *p, size_t n) {
     memcpy(b->buf + b->n, p, n);
     b->n += n;
 }
-static void bb_u8(bb *b, uint8_t v) { bb_put(b, &v, 1); }
-static void bb_u32(bb *b, uint32_t v) { bb_put(b, &v, 4); }
-static void bb_u64(bb *b, uint64_t v) { bb_put(b, &v, 8); }
+static void bb_u8(bb *b, uint8_t v) {
+    bb_put(b, &v, 1);
+}
+static void bb_u32(bb *b, uint32_t v) {
+    bb_put(b, &v, 4);
+}
+static void bb_u64(bb *b, uint64_t v) {
+    bb_put(b, &v, 8);
+}
 static void bb_str(bb *b, const char *s) {
     bb_u64(b, strlen(s));
     bb_put(b, s, strlen(s));
@@ -428,8 +434,10 @@ static void test_roundtrip_random(void **state) {
         rl_gguf_writer *w = rl_gguf_writer_new();
         assert_non_null(w);
         uint32_t align = 1u << (3 + rl_rng_u64(&rng) % 4); /* 8..64 */
-        if (iter % 3 == 0) rl_gguf_writer_set_alignment(w, align);
-        else align = RL_GGUF_DEFAULT_ALIGNMENT;
+        if (iter % 3 == 0)
+            rl_gguf_writer_set_alignment(w, align);
+        else
+            align = RL_GGUF_DEFAULT_ALIGNMENT;
         int n_kv = (int)(rl_rng_u64(&rng) % 14);
         rkv *kvs = calloc((size_t)n_kv, sizeof *kvs);
         for (int k = 0; k < n_kv; k++) {
@@ -440,20 +448,68 @@ static void test_roundtrip_random(void **state) {
             if (r->t == RL_GGUF_BOOL) r->raw[0] &= 1;
             rl_status s;
             switch (r->t) {
-            case RL_GGUF_UINT8: s = rl_gguf_writer_u8(w, r->key, r->raw[0]); break;
-            case RL_GGUF_INT8: s = rl_gguf_writer_i8(w, r->key, (int8_t)r->raw[0]); break;
-            case RL_GGUF_UINT16: { uint16_t v; memcpy(&v, r->raw, 2); s = rl_gguf_writer_u16(w, r->key, v); break; }
-            case RL_GGUF_INT16: { int16_t v; memcpy(&v, r->raw, 2); s = rl_gguf_writer_i16(w, r->key, v); break; }
-            case RL_GGUF_UINT32: { uint32_t v; memcpy(&v, r->raw, 4); s = rl_gguf_writer_u32(w, r->key, v); break; }
-            case RL_GGUF_INT32: { int32_t v; memcpy(&v, r->raw, 4); s = rl_gguf_writer_i32(w, r->key, v); break; }
-            case RL_GGUF_UINT64: r->raw[7] &= 0x7f; /* keep it int64-readable */
-                { uint64_t v; memcpy(&v, r->raw, 8); s = rl_gguf_writer_u64(w, r->key, v); break; }
-            case RL_GGUF_INT64: { int64_t v; memcpy(&v, r->raw, 8); s = rl_gguf_writer_i64(w, r->key, v); break; }
-            case RL_GGUF_FLOAT32: { float v = (float)rl_rng_f64(&rng) * 100.f - 50.f; memcpy(r->raw, &v, 4); s = rl_gguf_writer_f32(w, r->key, v); break; }
-            case RL_GGUF_FLOAT64: { double v = rl_rng_f64(&rng) * 1e6; memcpy(r->raw, &v, 8); s = rl_gguf_writer_f64(w, r->key, v); break; }
-            case RL_GGUF_BOOL: s = rl_gguf_writer_bool(w, r->key, r->raw[0]); break;
+            case RL_GGUF_UINT8:
+                s = rl_gguf_writer_u8(w, r->key, r->raw[0]);
+                break;
+            case RL_GGUF_INT8:
+                s = rl_gguf_writer_i8(w, r->key, (int8_t)r->raw[0]);
+                break;
+            case RL_GGUF_UINT16: {
+                uint16_t v;
+                memcpy(&v, r->raw, 2);
+                s = rl_gguf_writer_u16(w, r->key, v);
+                break;
+            }
+            case RL_GGUF_INT16: {
+                int16_t v;
+                memcpy(&v, r->raw, 2);
+                s = rl_gguf_writer_i16(w, r->key, v);
+                break;
+            }
+            case RL_GGUF_UINT32: {
+                uint32_t v;
+                memcpy(&v, r->raw, 4);
+                s = rl_gguf_writer_u32(w, r->key, v);
+                break;
+            }
+            case RL_GGUF_INT32: {
+                int32_t v;
+                memcpy(&v, r->raw, 4);
+                s = rl_gguf_writer_i32(w, r->key, v);
+                break;
+            }
+            case RL_GGUF_UINT64:
+                r->raw[7] &= 0x7f; /* keep it int64-readable */
+                {
+                    uint64_t v;
+                    memcpy(&v, r->raw, 8);
+                    s = rl_gguf_writer_u64(w, r->key, v);
+                    break;
+                }
+            case RL_GGUF_INT64: {
+                int64_t v;
+                memcpy(&v, r->raw, 8);
+                s = rl_gguf_writer_i64(w, r->key, v);
+                break;
+            }
+            case RL_GGUF_FLOAT32: {
+                float v = (float)rl_rng_f64(&rng) * 100.f - 50.f;
+                memcpy(r->raw, &v, 4);
+                s = rl_gguf_writer_f32(w, r->key, v);
+                break;
+            }
+            case RL_GGUF_FLOAT64: {
+                double v = rl_rng_f64(&rng) * 1e6;
+                memcpy(r->raw, &v, 8);
+                s = rl_gguf_writer_f64(w, r->key, v);
+                break;
+            }
+            case RL_GGUF_BOOL:
+                s = rl_gguf_writer_bool(w, r->key, r->raw[0]);
+                break;
             case RL_GGUF_STRING:
-                snprintf(r->str, sizeof r->str, "s%llu", (unsigned long long)rl_rng_u64(&rng) % 100000);
+                snprintf(r->str, sizeof r->str, "s%llu",
+                         (unsigned long long)rl_rng_u64(&rng) % 100000);
                 s = rl_gguf_writer_str(w, r->key, r->str, strlen(r->str));
                 break;
             default: /* ARRAY */
@@ -462,14 +518,18 @@ static void test_roundtrip_random(void **state) {
                     r->et = RL_GGUF_STRING;
                     const char *ptrs[8];
                     for (uint64_t j = 0; j < r->n; j++) {
-                        snprintf(r->strs[j], sizeof r->strs[j], "e%llu", (unsigned long long)(rl_rng_u64(&rng) % 1000));
+                        snprintf(r->strs[j], sizeof r->strs[j], "e%llu",
+                                 (unsigned long long)(rl_rng_u64(&rng) % 1000));
                         ptrs[j] = r->strs[j];
                     }
                     s = rl_gguf_writer_arr_str(w, r->key, ptrs, NULL, r->n);
                 } else {
-                    static const rl_gguf_vtype ets[] = {RL_GGUF_UINT8, RL_GGUF_INT16, RL_GGUF_INT32, RL_GGUF_UINT32, RL_GGUF_FLOAT32, RL_GGUF_INT64, RL_GGUF_FLOAT64};
+                    static const rl_gguf_vtype ets[] = {
+                        RL_GGUF_UINT8,   RL_GGUF_INT16, RL_GGUF_INT32,  RL_GGUF_UINT32,
+                        RL_GGUF_FLOAT32, RL_GGUF_INT64, RL_GGUF_FLOAT64};
                     r->et = ets[rl_rng_u64(&rng) % 7];
-                    for (size_t j = 0; j < sizeof r->arr; j++) r->arr[j] = (uint8_t)(rl_rng_u64(&rng) % 100);
+                    for (size_t j = 0; j < sizeof r->arr; j++)
+                        r->arr[j] = (uint8_t)(rl_rng_u64(&rng) % 100);
                     s = rl_gguf_writer_arr(w, r->key, r->et, r->arr, r->n);
                 }
             }
@@ -495,10 +555,12 @@ static void test_roundtrip_random(void **state) {
             }
             tbytes[t] = rl_type_row_size(tty[t], tne[t][0]) * rows;
             tdata[t] = malloc(tbytes[t]);
-            for (size_t j = 0; j < tbytes[t]; j++) ((uint8_t *)tdata[t])[j] = (uint8_t)rl_rng_u64(&rng);
+            for (size_t j = 0; j < tbytes[t]; j++)
+                ((uint8_t *)tdata[t])[j] = (uint8_t)rl_rng_u64(&rng);
             char name[32];
             snprintf(name, sizeof name, "blk.%d.weight", t);
-            assert_int_equal(rl_gguf_writer_tensor(w, name, tty[t], tdims[t], tne[t], tdata[t]), RL_OK);
+            assert_int_equal(rl_gguf_writer_tensor(w, name, tty[t], tdims[t], tne[t], tdata[t]),
+                             RL_OK);
         }
         void *buf;
         size_t size;
@@ -507,7 +569,8 @@ static void test_roundtrip_random(void **state) {
         rl_gguf *g = NULL;
         if (rl_gguf_open_memory(buf, size, &g, &err)) fail_msg("iter %d: %s", iter, err.msg);
         assert_int_equal(rl_gguf_alignment(g), align);
-        assert_int_equal(rl_gguf_n_kv(g), n_kv + (align != RL_GGUF_DEFAULT_ALIGNMENT || iter % 3 == 0 ? 1 : 0));
+        assert_int_equal(rl_gguf_n_kv(g),
+                         n_kv + (align != RL_GGUF_DEFAULT_ALIGNMENT || iter % 3 == 0 ? 1 : 0));
         for (int k = 0; k < n_kv; k++) {
             rkv *r = &kvs[k];
             int64_t i = rl_gguf_find_key(g, r->key);
@@ -533,18 +596,44 @@ static void test_roundtrip_random(void **state) {
                     } else if (et == RL_GGUF_FLOAT32 || et == RL_GGUF_FLOAT64) {
                         double v, want;
                         assert_int_equal(rl_gguf_arr_f64(g, i, j, &v, NULL), RL_OK);
-                        if (et == RL_GGUF_FLOAT32) { float f; memcpy(&f, r->arr + j * 4, 4); want = f; }
-                        else memcpy(&want, r->arr + j * 8, 8);
+                        if (et == RL_GGUF_FLOAT32) {
+                            float f;
+                            memcpy(&f, r->arr + j * 4, 4);
+                            want = f;
+                        } else
+                            memcpy(&want, r->arr + j * 8, 8);
                         assert_true(v == want || (isnan(v) && isnan(want)));
                     } else {
                         int64_t v, want = 0;
                         assert_int_equal(rl_gguf_arr_i64(g, i, j, &v, NULL), RL_OK);
                         switch (et) {
-                        case RL_GGUF_UINT8: want = r->arr[j]; break;
-                        case RL_GGUF_INT16: { int16_t x; memcpy(&x, r->arr + j * 2, 2); want = x; break; }
-                        case RL_GGUF_INT32: { int32_t x; memcpy(&x, r->arr + j * 4, 4); want = x; break; }
-                        case RL_GGUF_UINT32: { uint32_t x; memcpy(&x, r->arr + j * 4, 4); want = x; break; }
-                        default: { int64_t x; memcpy(&x, r->arr + j * 8, 8); want = x; break; }
+                        case RL_GGUF_UINT8:
+                            want = r->arr[j];
+                            break;
+                        case RL_GGUF_INT16: {
+                            int16_t x;
+                            memcpy(&x, r->arr + j * 2, 2);
+                            want = x;
+                            break;
+                        }
+                        case RL_GGUF_INT32: {
+                            int32_t x;
+                            memcpy(&x, r->arr + j * 4, 4);
+                            want = x;
+                            break;
+                        }
+                        case RL_GGUF_UINT32: {
+                            uint32_t x;
+                            memcpy(&x, r->arr + j * 4, 4);
+                            want = x;
+                            break;
+                        }
+                        default: {
+                            int64_t x;
+                            memcpy(&x, r->arr + j * 8, 8);
+                            want = x;
+                            break;
+                        }
                         }
                         assert_int_equal(v, want);
                     }
@@ -552,8 +641,12 @@ static void test_roundtrip_random(void **state) {
             } else if (r->t == RL_GGUF_FLOAT32 || r->t == RL_GGUF_FLOAT64) {
                 double v, want;
                 assert_int_equal(rl_gguf_kv_f64(g, i, &v, NULL), RL_OK);
-                if (r->t == RL_GGUF_FLOAT32) { float f; memcpy(&f, r->raw, 4); want = f; }
-                else memcpy(&want, r->raw, 8);
+                if (r->t == RL_GGUF_FLOAT32) {
+                    float f;
+                    memcpy(&f, r->raw, 4);
+                    want = f;
+                } else
+                    memcpy(&want, r->raw, 8);
                 assert_true(v == want);
             } else if (r->t == RL_GGUF_BOOL) {
                 bool v;
@@ -563,13 +656,39 @@ static void test_roundtrip_random(void **state) {
                 int64_t v, want;
                 assert_int_equal(rl_gguf_kv_i64(g, i, &v, NULL), RL_OK);
                 switch (r->t) {
-                case RL_GGUF_UINT8: want = r->raw[0]; break;
-                case RL_GGUF_INT8: want = (int8_t)r->raw[0]; break;
-                case RL_GGUF_UINT16: { uint16_t x; memcpy(&x, r->raw, 2); want = x; break; }
-                case RL_GGUF_INT16: { int16_t x; memcpy(&x, r->raw, 2); want = x; break; }
-                case RL_GGUF_UINT32: { uint32_t x; memcpy(&x, r->raw, 4); want = x; break; }
-                case RL_GGUF_INT32: { int32_t x; memcpy(&x, r->raw, 4); want = x; break; }
-                default: memcpy(&want, r->raw, 8); break;
+                case RL_GGUF_UINT8:
+                    want = r->raw[0];
+                    break;
+                case RL_GGUF_INT8:
+                    want = (int8_t)r->raw[0];
+                    break;
+                case RL_GGUF_UINT16: {
+                    uint16_t x;
+                    memcpy(&x, r->raw, 2);
+                    want = x;
+                    break;
+                }
+                case RL_GGUF_INT16: {
+                    int16_t x;
+                    memcpy(&x, r->raw, 2);
+                    want = x;
+                    break;
+                }
+                case RL_GGUF_UINT32: {
+                    uint32_t x;
+                    memcpy(&x, r->raw, 4);
+                    want = x;
+                    break;
+                }
+                case RL_GGUF_INT32: {
+                    int32_t x;
+                    memcpy(&x, r->raw, 4);
+                    want = x;
+                    break;
+                }
+                default:
+                    memcpy(&want, r->raw, 8);
+                    break;
                 }
                 assert_int_equal(v, want);
             }
@@ -625,14 +744,10 @@ static void test_file_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid_small),
-        cmocka_unit_test(test_truncated_every_byte),
-        cmocka_unit_test(test_corrupt_header),
-        cmocka_unit_test(test_corrupt_kv),
-        cmocka_unit_test(test_corrupt_tensors),
-        cmocka_unit_test(test_roundtrip_random),
-        cmocka_unit_test(test_alloc_failure),
-        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_valid_small),     cmocka_unit_test(test_truncated_every_byte),
+        cmocka_unit_test(test_corrupt_header),  cmocka_unit_test(test_corrupt_kv),
+        cmocka_unit_test(test_corrupt_tensors), cmocka_unit_test(test_roundtrip_random),
+        cmocka_unit_test(test_alloc_failure),   cmocka_unit_test(test_file_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,12 +100,12 @@ static void test_classes(void **st) {
     assert_int_equal(RUN(g, "b"), 1);
     assert_int_equal(RUN(g, "a"), -1);
     assert_int_equal(RUN(g, "\""), -1);
-    assert_int_equal(RUN(g, "\xc3\xa9"), 1);          /* é */
-    assert_int_equal(RUN(g, "\xf0\x9f\x98\x80"), 1);  /* emoji */
-    assert_int_equal(RUN(g, "\xc3"), 0);              /* incomplete */
-    assert_int_equal(RUN(g, "\xff"), -1);             /* never valid UTF-8 */
-    assert_int_equal(RUN(g, "\xed\xa0\x80"), -1);     /* surrogate */
-    assert_int_equal(RUN(g, "\xc0\x80"), -1);         /* overlong */
+    assert_int_equal(RUN(g, "\xc3\xa9"), 1);         /* é */
+    assert_int_equal(RUN(g, "\xf0\x9f\x98\x80"), 1); /* emoji */
+    assert_int_equal(RUN(g, "\xc3"), 0);             /* incomplete */
+    assert_int_equal(RUN(g, "\xff"), -1);            /* never valid UTF-8 */
+    assert_int_equal(RUN(g, "\xed\xa0\x80"), -1);    /* surrogate */
+    assert_int_equal(RUN(g, "\xc0\x80"), -1);        /* overlong */
     rl_grammar_free(g);
     g = compile_ok("root ::= [α-ω]+");
     assert_int_equal(RUN(g, "αβω"), 1);
@@ -136,15 +136,16 @@ static void test_classes(void **st) {
 
 static void test_repetition(void **st) {
     (void)st;
-    rl_grammar *g = compile_ok("root ::= \"a\"* \"b\"+ (\"c\" \"d\")? [0-9]{2,4} \"x\"{3} \"y\"{2,}");
+    rl_grammar *g =
+        compile_ok("root ::= \"a\"* \"b\"+ (\"c\" \"d\")? [0-9]{2,4} \"x\"{3} \"y\"{2,}");
     assert_int_equal(RUN(g, "b12xxxyy"), 1);
     assert_int_equal(RUN(g, "aaabbcd1234xxxyyyy"), 1);
-    assert_int_equal(RUN(g, "cd12xxxyy"), -1);   /* b+ needs one */
-    assert_int_equal(RUN(g, "b1xxxyy"), -1);     /* {2,4} */
-    assert_int_equal(RUN(g, "b12345"), -1);      /* {2,4} */
-    assert_int_equal(RUN(g, "b12xxxy"), 0);      /* {2,} */
-    assert_int_equal(RUN(g, "b12xxxx"), -1);     /* {3} */
-    assert_int_equal(RUN(g, "bc12xxxyy"), -1);   /* group is atomic */
+    assert_int_equal(RUN(g, "cd12xxxyy"), -1); /* b+ needs one */
+    assert_int_equal(RUN(g, "b1xxxyy"), -1);   /* {2,4} */
+    assert_int_equal(RUN(g, "b12345"), -1);    /* {2,4} */
+    assert_int_equal(RUN(g, "b12xxxy"), 0);    /* {2,} */
+    assert_int_equal(RUN(g, "b12xxxx"), -1);   /* {3} */
+    assert_int_equal(RUN(g, "bc12xxxyy"), -1); /* group is atomic */
     rl_grammar_free(g);
     /* nested big repetition compiles small (helpers are shared by reference) */
     g = compile_ok("root ::= ((\"a\"{100}){100}){10}");
@@ -222,7 +223,8 @@ static void test_runtime_depth(void **st) {
     assert_int_equal(err.code, RL_ERR_INVALID);
     assert_true(rl_gmatch_get_stats(m).n_cut > 0);
     assert_int_equal(rl_gmatch_accept_bytes(m, "x", 1, &err), RL_OK);
-    for (int i = 0; i < opened; i++) assert_int_equal(rl_gmatch_accept_bytes(m, ")", 1, &err), RL_OK);
+    for (int i = 0; i < opened; i++)
+        assert_int_equal(rl_gmatch_accept_bytes(m, ")", 1, &err), RL_OK);
     assert_true(rl_gmatch_is_accepting(m));
     assert_true(rl_gmatch_is_done(m));
     rl_gmatch_free(m);
@@ -303,7 +305,8 @@ static rl_vocab_trie *synth_trie(unsigned seed) {
     srand(seed);
     for (int i = 0; i < NV; i++) {
         int len = i < 32 ? 1 : 1 + rand() % 6;
-        for (int k = 0; k < len; k++) vstore[i][k] = i < 32 ? alpha[i % na] : alpha[(size_t)rand() % na];
+        for (int k = 0; k < len; k++)
+            vstore[i][k] = i < 32 ? alpha[i % na] : alpha[(size_t)rand() % na];
         vpieces[i] = vstore[i];
         vlens[i] = (size_t)len;
         vkinds[i] = RL_VOCAB_NORMAL;
@@ -333,7 +336,9 @@ static void check_mask(rl_gmatch *m, int *n_allowed_out) {
         bool ok = rl_gmatch_accept_token(c, id, &err) == RL_OK;
         rl_gmatch_free(c);
         bool bit = (bits[id >> 6] >> (id & 63)) & 1;
-        if (ok != bit) fail_msg("token %d '%.*s': brute force %d, mask %d", id, (int)vlens[id], vpieces[id], ok, bit);
+        if (ok != bit)
+            fail_msg("token %d '%.*s': brute force %d, mask %d", id, (int)vlens[id], vpieces[id],
+                     ok, bit);
         cnt += ok;
     }
     assert_int_equal(cnt, n);
@@ -343,8 +348,10 @@ static void check_mask(rl_gmatch *m, int *n_allowed_out) {
     assert_int_equal(rl_gmatch_mask(m, logits, NV + 3, &err), RL_OK);
     for (int i = 0; i < NV; i++) {
         bool bit = (bits[i >> 6] >> (i & 63)) & 1;
-        if (bit) assert_true(logits[i] == (float)i);
-        else assert_true(isinf(logits[i]) && logits[i] < 0);
+        if (bit)
+            assert_true(logits[i] == (float)i);
+        else
+            assert_true(isinf(logits[i]) && logits[i] < 0);
     }
     for (int i = NV; i < NV + 3; i++) assert_true(isinf(logits[i]));
     *n_allowed_out = cnt;
@@ -389,8 +396,10 @@ static void random_walk_check(const char *gtext, unsigned seed, int steps, int c
         assert_int_equal(rl_gmatch_accept_token(m, id, &err), RL_OK);
     }
     rl_gmatch_stats stt = rl_gmatch_get_stats(m);
-    if (cache) assert_true(stt.n_mask_hits > 0);
-    else assert_int_equal(stt.n_mask_hits, 0);
+    if (cache)
+        assert_true(stt.n_mask_hits > 0);
+    else
+        assert_int_equal(stt.n_mask_hits, 0);
     rl_gmatch_free(m);
     rl_grammar_free(g);
     rl_vocab_trie_free(t);
@@ -398,7 +407,8 @@ static void random_walk_check(const char *gtext, unsigned seed, int steps, int c
 
 static void test_mask_bruteforce(void **st) {
     (void)st;
-    for (unsigned seed = 1; seed <= 6; seed++) random_walk_check(JSONISH, seed, 60, seed % 2 ? 256 : 0);
+    for (unsigned seed = 1; seed <= 6; seed++)
+        random_walk_check(JSONISH, seed, 60, seed % 2 ? 256 : 0);
     random_walk_check("root ::= (\"ab\" | \"a\" [0-9]+ | \"\\\"\" [^\"]{0,5} \"\\\"\")+", 9, 80, 4);
 }
 
@@ -443,7 +453,8 @@ static void test_eog_and_excluded(void **st) {
 
 static void test_forced(void **st) {
     (void)st;
-    const char *p[] = {"{", "\"", "{\"", "name", "na", "\":", " \"", "\": \"", "a", "b", "\"}", "}", "\"", "x", "</s>"};
+    const char *p[] = {"{", "\"", "{\"", "name", "na", "\":", " \"", "\": \"",
+                       "a", "b",  "\"}", "}",    "\"", "x",   "</s>"};
     size_t n = sizeof p / sizeof p[0];
     size_t lens[16];
     uint8_t kinds[16] = {0};
@@ -465,7 +476,7 @@ static void test_forced(void **st) {
     for (int i = 0; i < k; i++) assert_int_equal(rl_gmatch_accept_token(m, out[i], &err), RL_OK);
     assert_int_equal(rl_gmatch_forced(m, out, 16), 0); /* a choice now */
     assert_int_equal(rl_gmatch_accept_token(m, 8, &err), RL_OK);
-    assert_int_equal(rl_gmatch_forced(m, out, 16), 0); /* [ab]+ may go on */
+    assert_int_equal(rl_gmatch_forced(m, out, 16), 0);            /* [ab]+ may go on */
     assert_int_equal(rl_gmatch_accept_token(m, 12, &err), RL_OK); /* the lone quote */
     k = rl_gmatch_forced(m, out, 16);
     assert_int_equal(k, 1);
@@ -566,10 +577,11 @@ static void test_schema(void **st) {
     assert_int_equal(RUN(g, "{\"c\": 1}"), -1);             /* a required first */
     assert_int_equal(RUN(g, "{\"a\": 1.5, \"c\": 1}"), -1); /* integer */
     assert_int_equal(RUN(g, "{\"a\": 01, \"c\": 1}"), -1);
-    assert_int_equal(RUN(g, "{\"a\": 1, \"c\": 2}"), -1);   /* enum */
+    assert_int_equal(RUN(g, "{\"a\": 1, \"c\": 2}"), -1); /* enum */
     assert_int_equal(RUN(g, "{\"a\": 1, \"c\": 1, \"d\": 1}"), -1);
     rl_grammar_free(g);
-    g = schema_ok("{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":1,\"maxItems\":2}");
+    g = schema_ok(
+        "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":1,\"maxItems\":2}");
     assert_int_equal(RUN(g, "[true]"), 1);
     assert_int_equal(RUN(g, "[true, false]"), 1);
     assert_int_equal(RUN(g, "[]"), -1);
@@ -598,7 +610,8 @@ static void test_schema(void **st) {
     strcat(deep, "{}");
     for (int i = 0; i < 40; i++) strcat(deep, "}");
     schema_err(deep, RL_ERR_LIMIT, "deeper");
-    schema_err("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}", RL_ERR_FORMAT, "");
+    schema_err("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}", RL_ERR_FORMAT,
+               "");
 }
 
 /* The text API: a schema given as JSON text -> grammar text. */
@@ -628,7 +641,8 @@ static void test_schema_text(void **st) {
     assert_non_null(strstr(err.msg, "duplicate"));
     /* converter errors come through too */
     const char *uns = "{\"not\":{}}";
-    assert_int_equal(rl_json_schema_to_grammar(uns, strlen(uns), &out, NULL, &err), RL_ERR_UNSUPPORTED);
+    assert_int_equal(rl_json_schema_to_grammar(uns, strlen(uns), &out, NULL, &err),
+                     RL_ERR_UNSUPPORTED);
     assert_null(out);
 }
 

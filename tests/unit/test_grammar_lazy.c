@@ -49,7 +49,8 @@ static rl_vocab_trie *trie(void) {
 
 #define CALL_G "root ::= \"<call>{\" [a-z]* \"}</call>\""
 
-static rl_grammar *lazy_ok(const char *text, const char *const *w, int nw, const int32_t *tk, int nt) {
+static rl_grammar *lazy_ok(const char *text, const char *const *w, int nw, const int32_t *tk,
+                           int nt) {
     rl_err err;
     rl_grammar *g = rl_grammar_compile_lazy(text, strlen(text), w, nw, tk, nt, &err);
     if (!g) fail_msg("compile_lazy: %s", err.msg);
@@ -71,7 +72,8 @@ static bool allowed(rl_gmatch *m, int32_t id) {
 
 static void feed(rl_gmatch *m, const char *s) {
     rl_err err;
-    if (rl_gmatch_accept_bytes(m, s, strlen(s), &err) != RL_OK) fail_msg("accept '%s': %s", s, err.msg);
+    if (rl_gmatch_accept_bytes(m, s, strlen(s), &err) != RL_OK)
+        fail_msg("accept '%s': %s", s, err.msg);
 }
 
 static void test_waiting_is_unconstrained(void **st) {
@@ -94,12 +96,14 @@ static void test_waiting_is_unconstrained(void **st) {
     assert_false(rl_gmatch_is_done(m));
     assert_int_equal(rl_gmatch_min_remaining(m), 0);
     feed(m, "Sure, let me look <that> up. ");
-    assert_int_equal(rl_gmatch_accept_token(m, 257, &err), RL_OK); /* control token: fine while waiting */
+    assert_int_equal(rl_gmatch_accept_token(m, 257, &err),
+                     RL_OK); /* control token: fine while waiting */
     assert_true(rl_gmatch_is_waiting(m));
     /* an EOG while waiting ends the output */
     assert_int_equal(rl_gmatch_accept_token(m, 256, &err), RL_OK);
     assert_true(rl_gmatch_is_done(m));
-    assert_int_equal(rl_gmatch_accept_token(m, 'a', &err), RL_ERR_INVALID); /* nothing after the end */
+    assert_int_equal(rl_gmatch_accept_token(m, 'a', &err),
+                     RL_ERR_INVALID); /* nothing after the end */
     rl_gmatch_free(m);
     /* a plain grammar is never waiting */
     rl_grammar *p = rl_grammar_compile(CALL_G, strlen(CALL_G), &err);
@@ -128,7 +132,8 @@ static void test_trigger_word(void **st) {
     assert_int_equal(n_allowed(m), 1); /* only '{' now */
     assert_true(allowed(m, '{'));
     assert_int_equal(rl_gmatch_accept_token(m, 'Z', &err), RL_ERR_INVALID);
-    assert_int_equal(rl_gmatch_accept_token(m, 256, &err), RL_ERR_INVALID); /* a call once begun must finish */
+    assert_int_equal(rl_gmatch_accept_token(m, 256, &err),
+                     RL_ERR_INVALID); /* a call once begun must finish */
     feed(m, "{ab");
     assert_int_equal(rl_gmatch_accept_token(m, 261, &err), RL_OK);
     assert_true(rl_gmatch_is_done(m));
@@ -146,7 +151,8 @@ static void test_trigger_word(void **st) {
     /* byte by byte */
     m = rl_gmatch_new(g, t, &err);
     const char *s = "a<b<cal<call>{";
-    for (size_t i = 0; s[i]; i++) assert_int_equal(rl_gmatch_accept_token(m, (unsigned char)s[i], &err), RL_OK);
+    for (size_t i = 0; s[i]; i++)
+        assert_int_equal(rl_gmatch_accept_token(m, (unsigned char)s[i], &err), RL_OK);
     assert_false(rl_gmatch_is_waiting(m));
     feed(m, "z}</call>");
     assert_true(rl_gmatch_is_accepting(m));
@@ -249,7 +255,7 @@ static void test_clone_restore(void **st) {
     rl_gmatch *c = rl_gmatch_clone(m, &err);
     assert_non_null(c);
     assert_true(rl_gmatch_is_waiting(c));
-    feed(c, "ll>{");  /* the clone kept the partial word */
+    feed(c, "ll>{"); /* the clone kept the partial word */
     assert_false(rl_gmatch_is_waiting(c));
     assert_true(rl_gmatch_is_waiting(m));
     assert_int_equal(rl_gmatch_restore(c, m, &err), RL_OK); /* rollback to waiting */
@@ -266,7 +272,8 @@ static void test_clone_restore(void **st) {
     rl_vocab_trie_free(t);
 }
 
-static void expect_bad(const char *const *w, int nw, const int32_t *tk, int nt, const char *needle) {
+static void expect_bad(const char *const *w, int nw, const int32_t *tk, int nt,
+                       const char *needle) {
     rl_err err;
     rl_grammar *g = rl_grammar_compile_lazy(CALL_G, strlen(CALL_G), w, nw, tk, nt, &err);
     if (g) fail_msg("bad trigger list accepted (%s)", needle);
@@ -300,18 +307,23 @@ static void test_bad_triggers(void **st) {
  * one or several items, special characters in the strings escaped. */
 static void test_framed_schema(void **st) {
     (void)st;
-    static const char schema[] = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
-                                 "\"required\":[\"n\"],\"additionalProperties\":false}";
-    rl_grammar_frame f = {.item_open = "<c>\n\"", .item_close = "\"\\</c>", .sep = "\n", .many = true};
+    static const char schema[] =
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
+        "\"required\":[\"n\"],\"additionalProperties\":false}";
+    rl_grammar_frame f = {
+        .item_open = "<c>\n\"", .item_close = "\"\\</c>", .sep = "\n", .many = true};
     char *txt = NULL;
     size_t n = 0;
     rl_err err;
-    assert_int_equal(rl_json_schema_to_grammar_framed(schema, sizeof schema - 1, &f, &txt, &n, &err), RL_OK);
+    assert_int_equal(
+        rl_json_schema_to_grammar_framed(schema, sizeof schema - 1, &f, &txt, &n, &err), RL_OK);
     rl_grammar *g = rl_grammar_compile(txt, n, &err);
     if (!g) fail_msg("framed grammar: %s\n%s", err.msg, txt);
     rl_vocab_trie *t = trie();
-    const char *yes[] = {"<c>\n\"{\"n\": 1}\"\\</c>", "<c>\n\"{\"n\":2}\"\\</c>\n<c>\n\"{\"n\": 3}\"\\</c>"};
-    const char *no[] = {"{\"n\": 1}", "<c>\n\"{\"n\": \"x\"}\"\\</c>", "<c>\n\"{\"n\": 1}\"\\</c><c>"};
+    const char *yes[] = {"<c>\n\"{\"n\": 1}\"\\</c>",
+                         "<c>\n\"{\"n\":2}\"\\</c>\n<c>\n\"{\"n\": 3}\"\\</c>"};
+    const char *no[] = {"{\"n\": 1}", "<c>\n\"{\"n\": \"x\"}\"\\</c>",
+                        "<c>\n\"{\"n\": 1}\"\\</c><c>"};
     for (int i = 0; i < 2; i++) {
         rl_gmatch *m = rl_gmatch_new(g, t, &err);
         assert_int_equal(rl_gmatch_accept_bytes(m, yes[i], strlen(yes[i]), &err), RL_OK);
@@ -320,7 +332,8 @@ static void test_framed_schema(void **st) {
     }
     for (int i = 0; i < 3; i++) {
         rl_gmatch *m = rl_gmatch_new(g, t, &err);
-        bool ok = rl_gmatch_accept_bytes(m, no[i], strlen(no[i]), &err) == RL_OK && rl_gmatch_is_accepting(m);
+        bool ok = rl_gmatch_accept_bytes(m, no[i], strlen(no[i]), &err) == RL_OK &&
+                  rl_gmatch_is_accepting(m);
         assert_false(ok);
         rl_gmatch_free(m);
     }
@@ -328,7 +341,8 @@ static void test_framed_schema(void **st) {
     rl_free(txt);
     /* one item only, with an outer frame */
     rl_grammar_frame f2 = {.open = "[", .close = "]", .sep = ",", .many = false};
-    assert_int_equal(rl_json_schema_to_grammar_framed(schema, sizeof schema - 1, &f2, &txt, &n, &err), RL_OK);
+    assert_int_equal(
+        rl_json_schema_to_grammar_framed(schema, sizeof schema - 1, &f2, &txt, &n, &err), RL_OK);
     g = rl_grammar_compile(txt, n, &err);
     assert_non_null(g);
     rl_gmatch *m = rl_gmatch_new(g, t, &err);

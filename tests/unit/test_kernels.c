@@ -32,9 +32,9 @@
 
 #define KT_SEED 0x9E3779B97F4A7C15ull /* the data these tests were written against */
 
-static const rl_type k_types[] = {RL_TYPE_F32,  RL_TYPE_F16,  RL_TYPE_BF16, RL_TYPE_Q4_0,
-                                  RL_TYPE_Q4_1, RL_TYPE_Q5_0, RL_TYPE_Q5_1, RL_TYPE_Q8_0,
-                                  RL_TYPE_Q2_K, RL_TYPE_Q3_K, RL_TYPE_Q4_K, RL_TYPE_Q5_K,
+static const rl_type k_types[] = {RL_TYPE_F32,  RL_TYPE_F16,    RL_TYPE_BF16,   RL_TYPE_Q4_0,
+                                  RL_TYPE_Q4_1, RL_TYPE_Q5_0,   RL_TYPE_Q5_1,   RL_TYPE_Q8_0,
+                                  RL_TYPE_Q2_K, RL_TYPE_Q3_K,   RL_TYPE_Q4_K,   RL_TYPE_Q5_K,
                                   RL_TYPE_Q6_K, RL_TYPE_IQ4_NL, RL_TYPE_IQ4_XS, RL_TYPE_MXFP4};
 #define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
 
@@ -109,7 +109,8 @@ static void oracle(const test_mat *tm, const float *x, int64_t r, double *y, dou
     *bound = b + 1e-5 * swx + 1e-30;
 }
 
-static void run_matmul(const rl_mat *m, const float *x, float *y, int64_t n_tok, rl_threadpool *tp) {
+static void run_matmul(const rl_mat *m, const float *x, float *y, int64_t n_tok,
+                       rl_threadpool *tp) {
     size_t ss = rl_matmul_scratch_size(m, n_tok);
     void *scratch = ss ? malloc(ss) : NULL;
     rl_matmul(m, x, y, n_tok, scratch, tp);
@@ -215,8 +216,9 @@ static void test_avx2_vs_ref(void **state) {
         rl_type at = rl__act_type(t);
         const void *xa = x;
         if (at != RL_TYPE_F32) {
-            rl__quant_fn q = at == RL_TYPE_Q8_0 ? ref->quant_q8_0
-                             : at == RL_TYPE_Q8_1 ? ref->quant_q8_1 : ref->quant_q8_K;
+            rl__quant_fn q = at == RL_TYPE_Q8_0   ? ref->quant_q8_0
+                             : at == RL_TYPE_Q8_1 ? ref->quant_q8_1
+                                                  : ref->quant_q8_K;
             q(x, qa[1], n);
             xa = qa[1];
         }
@@ -283,10 +285,12 @@ static void test_elementwise(void **state) {
             for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
             double r = 1.0 / sqrt(ss / n + 1e-6);
             rl_rmsnorm(out, x, w, n, 1e-6f);
-            for (int i = 0; i < n; i++) assert_float_equal(out[i], x[i] * r * w[i], 1e-5 * fabs(x[i] * r * w[i]) + 1e-7);
+            for (int i = 0; i < n; i++)
+                assert_float_equal(out[i], x[i] * r * w[i], 1e-5 * fabs(x[i] * r * w[i]) + 1e-7);
             memcpy(out, x, sizeof x);
             rl_rmsnorm(out, out, NULL, n, 1e-6f); /* aliasing */
-            for (int i = 0; i < n; i++) assert_float_equal(out[i], x[i] * r, 1e-5 * fabs(x[i] * r) + 1e-7);
+            for (int i = 0; i < n; i++)
+                assert_float_equal(out[i], x[i] * r, 1e-5 * fabs(x[i] * r) + 1e-7);
             double m = -1e30, se = 0;
             for (int i = 0; i < n; i++) m = fmax(m, x[i]);
             for (int i = 0; i < n; i++) se += exp(x[i] - m);
@@ -304,7 +308,8 @@ static void test_elementwise(void **state) {
             rl_gelu_mul(out, g, u, n);
             for (int i = 0; i < n; i++) {
                 double gx = g[i];
-                double e = 0.5 * gx * (1 + tanh(0.7978845608028654 * (gx + 0.044715 * gx * gx * gx))) * u[i];
+                double e = 0.5 * gx *
+                           (1 + tanh(0.7978845608028654 * (gx + 0.044715 * gx * gx * gx))) * u[i];
                 assert_float_equal(out[i], e, 2e-6 * fabs(e) + 1e-6);
             }
         }
@@ -328,7 +333,8 @@ static void test_rope(void **state) {
                 if (i < n_rot) {
                     int k = md == RL_ROPE_NEOX ? i % (n_rot / 2) : i / 2;
                     int lo = md == RL_ROPE_NEOX ? (i < n_rot / 2) : (i % 2 == 0);
-                    int partner = md == RL_ROPE_NEOX ? (lo ? i + n_rot / 2 : i - n_rot / 2) : (lo ? i + 1 : i - 1);
+                    int partner = md == RL_ROPE_NEOX ? (lo ? i + n_rot / 2 : i - n_rot / 2)
+                                                     : (lo ? i + 1 : i - 1);
                     double th = 123 * 0.5 * pow(10000.0, -2.0 * k / n_rot);
                     double a = x[h * HD + (lo ? i : partner)], b = x[h * HD + (lo ? partner : i)];
                     e = lo ? a * cos(th) - b * sin(th) : a * sin(th) + b * cos(th);
@@ -349,9 +355,15 @@ static void test_get_row_kv_store(void **state) {
     enum { NKV = 2, HD = 8, BS = 4, NB = 3 };
     rl_fp16 kbuf[NB * NKV * BS * HD];
     float vbuf[NB * NKV * BS * HD];
-    rl_kv_layer kv = {.k_type = RL_TYPE_F16, .v_type = RL_TYPE_F32, .n_kv_head = NKV, .head_dim = HD,
-                      .block_size = BS, .k_base = kbuf, .v_base = vbuf,
-                      .k_block_bytes = NKV * BS * HD * 2, .v_block_bytes = NKV * BS * HD * 4};
+    rl_kv_layer kv = {.k_type = RL_TYPE_F16,
+                      .v_type = RL_TYPE_F32,
+                      .n_kv_head = NKV,
+                      .head_dim = HD,
+                      .block_size = BS,
+                      .k_base = kbuf,
+                      .v_base = vbuf,
+                      .k_block_bytes = NKV * BS * HD * 2,
+                      .v_block_bytes = NKV * BS * HD * 4};
     int32_t bt[2] = {2, 0};
     float k[NKV * HD], v[NKV * HD];
     for (int i = 0; i < NKV * HD; i++) {
@@ -379,7 +391,8 @@ static void att_fix_init(att_fix *f, rl_type kt, rl_type vt, int nkv, int hd, in
     int nblk = (n_pos + bs - 1) / bs + 3;
     assert_true(nblk <= 64);
     f->n_pos = n_pos;
-    f->kv = (rl_kv_layer){.k_type = kt, .v_type = vt, .n_kv_head = nkv, .head_dim = hd, .block_size = bs};
+    f->kv = (rl_kv_layer){
+        .k_type = kt, .v_type = vt, .n_kv_head = nkv, .head_dim = hd, .block_size = bs};
     f->kv.k_block_bytes = (size_t)nkv * bs * rl_type_row_size(kt, hd);
     f->kv.v_block_bytes = (size_t)nkv * bs * rl_type_row_size(vt, hd);
     f->kv.k_base = calloc(nblk, f->kv.k_block_bytes);
@@ -426,7 +439,8 @@ static void naive_attention(const att_fix *f, const float *q, int n_head, int32_
         double m = -1e300, z = 0;
         for (int p = lo; p <= pos; p++) {
             double d = 0;
-            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * f->kf[((size_t)p * nkv + kvh) * hd + i];
+            for (int i = 0; i < hd; i++)
+                d += (double)q[h * hd + i] * f->kf[((size_t)p * nkv + kvh) * hd + i];
             d *= scale;
             if (softcap > 0) d = softcap * tanh(d / softcap);
             s[p] = d;
@@ -452,15 +466,24 @@ static void check_attention(rl_type kt, rl_type vt, int n_head, int nkv, int hd,
     float *out = malloc(sizeof(float) * n_tok * n_head * hd);
     float *out1 = malloc(sizeof(float) * n_head * hd);
     double *ref = malloc(sizeof(double) * n_head * hd);
-    rl_attn_args a = {.q = q, .out = out, .n_tok = n_tok, .n_head = n_head, .pos = pos, .block_table = f.bt,
-                      .kv = &f.kv, .scale = 1.0f / sqrtf((float)hd), .window = window, .softcap = softcap};
+    rl_attn_args a = {.q = q,
+                      .out = out,
+                      .n_tok = n_tok,
+                      .n_head = n_head,
+                      .pos = pos,
+                      .block_table = f.bt,
+                      .kv = &f.kv,
+                      .scale = 1.0f / sqrtf((float)hd),
+                      .window = window,
+                      .softcap = softcap};
     rl_attention(&a, tp);
     for (int t = 0; t < n_tok; t++) {
-        naive_attention(&f, q + (size_t)t * n_head * hd, n_head, pos[t], a.scale, window, softcap, ref);
+        naive_attention(&f, q + (size_t)t * n_head * hd, n_head, pos[t], a.scale, window, softcap,
+                        ref);
         for (int i = 0; i < n_head * hd; i++)
             if (fabs(out[(size_t)t * n_head * hd + i] - ref[i]) > 1e-4 * 4.0)
-                fail_msg("attention %s tok %d elem %d: got %g want %g", rl_kernels_impl_name(), t, i,
-                         out[(size_t)t * n_head * hd + i], ref[i]);
+                fail_msg("attention %s tok %d elem %d: got %g want %g", rl_kernels_impl_name(), t,
+                         i, out[(size_t)t * n_head * hd + i], ref[i]);
         /* batch invariance: the same token alone, single-threaded */
         rl_attn_args a1 = a;
         a1.q = q + (size_t)t * n_head * hd;
@@ -498,11 +521,11 @@ static void test_attention(void **state) {
     rl_threadpool *tp = rl_threadpool_new(2);
     for (int ii = 0; ii < ni; ii++) {
         rl_kernels_init(impls[ii]);
-        check_attention(RL_TYPE_F32, RL_TYPE_F32, 4, 4, 32, 16, 0, 0, NULL);     /* MHA */
-        check_attention(RL_TYPE_F16, RL_TYPE_F16, 9, 3, 64, 16, 0, 0, tp);      /* GQA 9/3 */
-        check_attention(RL_TYPE_F16, RL_TYPE_F16, 4, 1, 256, 8, 40, 0, tp);     /* window, MQA */
-        check_attention(RL_TYPE_F16, RL_TYPE_F32, 8, 2, 48, 32, 0, 5.0f, tp);   /* softcap */
-        check_attention(RL_TYPE_F32, RL_TYPE_F16, 6, 2, 40, 7, 20, 30.0f, tp);  /* odd block size */
+        check_attention(RL_TYPE_F32, RL_TYPE_F32, 4, 4, 32, 16, 0, 0, NULL);   /* MHA */
+        check_attention(RL_TYPE_F16, RL_TYPE_F16, 9, 3, 64, 16, 0, 0, tp);     /* GQA 9/3 */
+        check_attention(RL_TYPE_F16, RL_TYPE_F16, 4, 1, 256, 8, 40, 0, tp);    /* window, MQA */
+        check_attention(RL_TYPE_F16, RL_TYPE_F32, 8, 2, 48, 32, 0, 5.0f, tp);  /* softcap */
+        check_attention(RL_TYPE_F32, RL_TYPE_F16, 6, 2, 40, 7, 20, 30.0f, tp); /* odd block size */
     }
     rl_threadpool_free(tp);
 }
@@ -533,8 +556,9 @@ static void test_vnni_vs_avx2(void **state) {
         }
         size_t xrow = rl_type_row_size(at, n);
         assert_true(xrow <= 8192);
-        rl__quant_fn q = at == RL_TYPE_Q8_0 ? avx->quant_q8_0
-                         : at == RL_TYPE_Q8_1 ? avx->quant_q8_1 : avx->quant_q8_K;
+        rl__quant_fn q = at == RL_TYPE_Q8_0   ? avx->quant_q8_0
+                         : at == RL_TYPE_Q8_1 ? avx->quant_q8_1
+                                              : avx->quant_q8_K;
         float *x = make_x(n * T, 1.1f);
         for (int k = 0; k < T; k++) q(x + k * n, xq + k * xrow, n);
         for (int r = 0; r < ROWS; r++) {
@@ -550,9 +574,10 @@ static void test_vnni_vs_avx2(void **state) {
             vn->vec_dot4[t](n, s4 + 4, 1, wr, xq + 4 * xrow, xrow);
             vn->vec_dot8[t](n, s8, 1, wr, xq, xrow);
             for (int k = 0; k < T; k++)
-                if (memcmp(&sa[k], &s1[k], 4) || memcmp(&sa[k], &s4[k], 4) || memcmp(&sa[k], &s8[k], 4))
-                    fail_msg("%s row %d tok %d: avx2 %.9g vnni %.9g dot4 %.9g dot8 %.9g", rl_type_name(t), r,
-                             k, sa[k], s1[k], s4[k], s8[k]);
+                if (memcmp(&sa[k], &s1[k], 4) || memcmp(&sa[k], &s4[k], 4) ||
+                    memcmp(&sa[k], &s8[k], 4))
+                    fail_msg("%s row %d tok %d: avx2 %.9g vnni %.9g dot4 %.9g dot8 %.9g",
+                             rl_type_name(t), r, k, sa[k], s1[k], s4[k], s8[k]);
         }
         if (vn->vec_dot2r[t]) /* two rows per call == one row per vec_dot call */
             for (int r = 0; r + 1 < ROWS; r++)
@@ -584,7 +609,8 @@ static void test_vnni_vs_avx2(void **state) {
         for (int64_t tk = 0; tk < n_tok; tk++) {
             run_matmul(&tm.m, x + tk * cols, y1, 1, NULL);
             if (memcmp(y1, y + tk * rows, sizeof(float) * rows))
-                fail_msg("%s: 13-token vnni matmul differs from avx2 at token %ld", rl_type_name(t), (long)tk);
+                fail_msg("%s: 13-token vnni matmul differs from avx2 at token %ld", rl_type_name(t),
+                         (long)tk);
         }
         free(x);
         free(y);
@@ -605,7 +631,8 @@ static void test_matmul_multi(void **state) {
     int ni = kt_impls(impls);
     rl_threadpool *tp = rl_threadpool_new(2);
     const int64_t cols = 512;
-    const rl_type grp[2][3] = {{RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_K}, {RL_TYPE_Q4_K, RL_TYPE_Q8_0, RL_TYPE_Q4_K}};
+    const rl_type grp[2][3] = {{RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_K},
+                               {RL_TYPE_Q4_K, RL_TYPE_Q8_0, RL_TYPE_Q4_K}};
     const int64_t rows[3] = {96, 33, 200};
     for (int g = 0; g < 2; g++) {
         test_mat tm[3];
@@ -650,14 +677,10 @@ static void test_matmul_multi(void **state) {
 int main(void) {
     kt_seed(KT_SEED);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul_oracle),
-        cmocka_unit_test(test_matmul_batch_invariance),
-        cmocka_unit_test(test_avx2_vs_ref),
-        cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_get_row_kv_store),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_vnni_vs_avx2),
+        cmocka_unit_test(test_matmul_oracle), cmocka_unit_test(test_matmul_batch_invariance),
+        cmocka_unit_test(test_avx2_vs_ref),   cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_rope),          cmocka_unit_test(test_get_row_kv_store),
+        cmocka_unit_test(test_attention),     cmocka_unit_test(test_vnni_vs_avx2),
         cmocka_unit_test(test_matmul_multi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

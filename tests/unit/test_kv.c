@@ -15,8 +15,13 @@
 #include "kv/kv.h"
 
 static rl_kv_pool *make_pool(int32_t n_blocks, int32_t bs) {
-    rl_kv_config c = {.n_layer = 2, .n_kv_head = 2, .head_dim = 8, .block_size = bs,
-                      .k_type = RL_TYPE_F16, .v_type = RL_TYPE_F16, .n_blocks = n_blocks};
+    rl_kv_config c = {.n_layer = 2,
+                      .n_kv_head = 2,
+                      .head_dim = 8,
+                      .block_size = bs,
+                      .k_type = RL_TYPE_F16,
+                      .v_type = RL_TYPE_F16,
+                      .n_blocks = n_blocks};
     rl_kv_pool *p = NULL;
     rl_err err = {0};
     assert_int_equal(rl_kv_pool_new(&c, &p, &err), RL_OK);
@@ -160,8 +165,13 @@ static void test_reserve_all_or_nothing(void **state) {
 
 static void test_bad_config(void **state) {
     (void)state;
-    rl_kv_config c = {.n_layer = 2, .n_kv_head = 2, .head_dim = 8, .block_size = 16,
-                      .k_type = RL_TYPE_F16, .v_type = RL_TYPE_F16, .mem_bytes = 100};
+    rl_kv_config c = {.n_layer = 2,
+                      .n_kv_head = 2,
+                      .head_dim = 8,
+                      .block_size = 16,
+                      .k_type = RL_TYPE_F16,
+                      .v_type = RL_TYPE_F16,
+                      .mem_bytes = 100};
     rl_kv_pool *p = NULL;
     rl_err err = {0};
     assert_int_equal(rl_kv_pool_new(&c, &p, &err), RL_ERR_LIMIT);
@@ -173,9 +183,9 @@ static void test_bad_config(void **state) {
 }
 
 /* ---- property test ---- */
-#define NSEQ 6
+#define NSEQ    6
 #define PBLOCKS 20
-#define PBS 4
+#define PBS     4
 
 static void verify_refcounts(rl_kv_pool *p, rl_kv_seq *seqs) {
     int32_t count[PBLOCKS] = {0};
@@ -223,7 +233,8 @@ static void test_property_random_ops(void **state) {
             int32_t avail = rl_kv_pool_available(p);
             int32_t need = rl_kv_seq_blocks_needed(p, q, n);
             rl_status st = rl_kv_seq_reserve(p, q, n);
-            if (need <= avail) assert_int_equal(st, RL_OK);
+            if (need <= avail)
+                assert_int_equal(st, RL_OK);
             else {
                 assert_int_equal(st, RL_ERR_LIMIT);
                 fails++;
@@ -235,7 +246,8 @@ static void test_property_random_ops(void **state) {
             rl_kv_seq_free(p, q);
             break;
         case 4: { /* speculative rollback */
-            if (q->n_tokens > 0) rl_kv_seq_truncate(p, q, (int32_t)rl_rng_below(&rng, (uint64_t)q->n_tokens));
+            if (q->n_tokens > 0)
+                rl_kv_seq_truncate(p, q, (int32_t)rl_rng_below(&rng, (uint64_t)q->n_tokens));
             break;
         }
         case 5: { /* fork into an empty sibling */
@@ -256,8 +268,8 @@ static void test_property_random_ops(void **state) {
     rl_kv_stats st = rl_kv_pool_stats(p);
     assert_int_equal(st.n_used, 0);
     assert_int_equal(st.n_free + st.n_cached, PBLOCKS - 1);
-    assert_true(hits_seen > 1000);   /* the prefix cache was exercised */
-    assert_true(fails > 100);        /* and so was running out of blocks */
+    assert_true(hits_seen > 1000); /* the prefix cache was exercised */
+    assert_true(fails > 100);      /* and so was running out of blocks */
     assert_true(st.n_evictions > 100);
     rl_kv_pool_free(p);
 }

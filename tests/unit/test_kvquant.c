@@ -55,15 +55,20 @@
 
 #define KT_SEED 0x2545F4914F6CDD1Dull /* the data these tests were written against */
 
-static const rl_type kv_types[] = {RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q8_64};
+static const rl_type kv_types[] = {RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL,
+                                   RL_TYPE_Q8_64};
 #define N_KV_TYPES 5
 
-static bool is_q(rl_type t) { return rl_kv_type_quantized(t); }
+static bool is_q(rl_type t) {
+    return rl_kv_type_quantized(t);
+}
 
 /* The quantizer rl_kv_store uses for a page type. */
 static void kv_quantize(rl_type t, const float *x, void *row, int hd) {
-    if (t == RL_TYPE_IQ4_NL) rl__quant_iq4_nl_kv(x, row, hd);
-    else rl_type_get(t)->from_float(x, row, hd);
+    if (t == RL_TYPE_IQ4_NL)
+        rl__quant_iq4_nl_kv(x, row, hd);
+    else
+        rl_type_get(t)->from_float(x, row, hd);
 }
 
 /* iq4_nl (scale search): per 32-block, RMS error <= 0.112 amax.  The
@@ -76,11 +81,14 @@ static void kv_quantize(rl_type t, const float *x, void *row, int hd) {
 /* Element error bound of a page format for a row x, written to e[hd]. */
 static void elem_bound(rl_type t, const float *x, const void *row, int hd, float *e) {
     for (int i = 0; i < hd; i++) {
-        if (t == RL_TYPE_F32) e[i] = 0.0f;
-        else if (t == RL_TYPE_F16) e[i] = ldexpf(fabsf(x[i]), -11) + ldexpf(1.0f, -25); /* subnormals */
+        if (t == RL_TYPE_F32)
+            e[i] = 0.0f;
+        else if (t == RL_TYPE_F16)
+            e[i] = ldexpf(fabsf(x[i]), -11) + ldexpf(1.0f, -25); /* subnormals */
         else if (t == RL_TYPE_Q8_0 || t == RL_TYPE_Q8_64) {
-            float d = fabsf(rl_fp16_to_f32(t == RL_TYPE_Q8_0 ? ((const rl_block_q8_0 *)row)[i / 32].d
-                                                              : ((const rl_block_q8_64 *)row)[i / 64].d));
+            float d =
+                fabsf(rl_fp16_to_f32(t == RL_TYPE_Q8_0 ? ((const rl_block_q8_0 *)row)[i / 32].d
+                                                       : ((const rl_block_q8_64 *)row)[i / 64].d));
             e[i] = d * 0.5f + d * 128.0f * ldexpf(1.0f, -10); /* code x fp16 rounding of d */
         } else if (t == RL_TYPE_Q4_0) {
             e[i] = fabsf(rl_fp16_to_f32(((const rl_block_q4_0 *)row)[i / 32].d)) * 1.0001f;
@@ -105,10 +113,14 @@ static void *make_rows(rl_type t, int n, int hd, size_t *stride, float *deq) {
         float sc = 0.2f + (rnd_unif() + 1.0f);
         for (int i = 0; i < hd; i++) x[i] = rnd_gauss() * sc * (i % 11 == 0 ? 3.0f : 1.0f);
         uint8_t *row = p + (size_t)r * *stride;
-        if (t == RL_TYPE_F32) memcpy(row, x, sizeof(float) * hd);
-        else kv_quantize(t, x, row, hd);
-        if (t == RL_TYPE_F32) memcpy(deq + (size_t)r * hd, x, sizeof(float) * hd);
-        else tr->to_float(row, deq + (size_t)r * hd, hd);
+        if (t == RL_TYPE_F32)
+            memcpy(row, x, sizeof(float) * hd);
+        else
+            kv_quantize(t, x, row, hd);
+        if (t == RL_TYPE_F32)
+            memcpy(deq + (size_t)r * hd, x, sizeof(float) * hd);
+        else
+            tr->to_float(row, deq + (size_t)r * hd, hd);
     }
     free(x);
     return p;
@@ -118,7 +130,8 @@ static void test_leaves(void **state) {
     (void)state;
     const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2();
     const rl__ktab *tabs[2] = {ref, avx};
-    const rl_type types[6] = {RL_TYPE_F32, RL_TYPE_F16, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q8_64};
+    const rl_type types[6] = {RL_TYPE_F32,  RL_TYPE_F16,    RL_TYPE_Q8_0,
+                              RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q8_64};
     const int hds[3] = {64, 128, 256};
     for (int ti = 0; ti < 6; ti++)
         for (int hi = 0; hi < 3; hi++) {
@@ -146,9 +159,11 @@ static void test_leaves(void **state) {
                 /* one call over n rows == n single-row calls, bit for bit */
                 for (int r = 0; r < n; r++) {
                     float s1;
-                    tabs[k]->kq_rows[t](qarg, (const uint8_t *)rows + r * stride, stride, 1, hd, &s1);
+                    tabs[k]->kq_rows[t](qarg, (const uint8_t *)rows + r * stride, stride, 1, hd,
+                                        &s1);
                     assert_memory_equal(&s1, &s[k][r], sizeof s1);
-                    tabs[k]->v_rows[t](acc1, (const uint8_t *)rows + r * stride, stride, &w[r], 1, hd);
+                    tabs[k]->v_rows[t](acc1, (const uint8_t *)rows + r * stride, stride, &w[r], 1,
+                                       hd);
                 }
                 assert_memory_equal(acc1, acc[k], sizeof(float) * hd);
                 /* against a double oracle on the dequantized rows:
@@ -160,8 +175,8 @@ static void test_leaves(void **state) {
                         b += fabs((double)qv[i] * deq[r * hd + i]);
                     }
                     if (fabs(s[k][r] - d) > 1e-5 * b + 1e-30)
-                        fail_msg("kq %s %s hd %d row %d: %g vs %g", tabs[k]->name, rl_type_name(t), hd, r,
-                                 s[k][r], d);
+                        fail_msg("kq %s %s hd %d row %d: %g vs %g", tabs[k]->name, rl_type_name(t),
+                                 hd, r, s[k][r], d);
                 }
                 for (int i = 0; i < hd; i++) {
                     double d = 0.25 * i, b = 0.25 * i;
@@ -170,8 +185,8 @@ static void test_leaves(void **state) {
                         b += fabs((double)w[r] * deq[r * hd + i]);
                     }
                     if (fabs(acc[k][i] - d) > 1e-5 * b + 1e-30)
-                        fail_msg("v %s %s hd %d elem %d: %g vs %g", tabs[k]->name, rl_type_name(t), hd, i,
-                                 acc[k][i], d);
+                        fail_msg("v %s %s hd %d elem %d: %g vs %g", tabs[k]->name, rl_type_name(t),
+                                 hd, i, acc[k][i], d);
                 }
             }
             if (is_q(t)) {
@@ -188,8 +203,8 @@ static void test_leaves(void **state) {
                             b += fabs((double)q[i] * deq[r * hd + i]);
                         }
                         if (fabs(s[k][r] - d) > 1e-5 * b + 1e-30)
-                            fail_msg("kqf %s %s hd %d row %d: %g vs %g", tabs[k]->name, rl_type_name(t), hd, r,
-                                     s[k][r], d);
+                            fail_msg("kqf %s %s hd %d row %d: %g vs %g", tabs[k]->name,
+                                     rl_type_name(t), hd, r, s[k][r], d);
                     }
                 }
             }
@@ -197,7 +212,8 @@ static void test_leaves(void **state) {
                 /* f16/f32 runs repeat the single-row float leaves exactly */
                 for (int r = 0; r < n; r++) {
                     const void *row = (const uint8_t *)rows + r * stride;
-                    float d = t == RL_TYPE_F16 ? avx->dot_f16(q, row, hd) : avx->dot_f32(q, row, hd);
+                    float d =
+                        t == RL_TYPE_F16 ? avx->dot_f16(q, row, hd) : avx->dot_f32(q, row, hd);
                     assert_memory_equal(&d, &s[1][r], sizeof d);
                 }
             }
@@ -232,8 +248,10 @@ typedef struct att_fix {
 } att_fix;
 
 static void read_row(rl_type t, const void *row, float *out, int hd) {
-    if (t == RL_TYPE_F32) memcpy(out, row, sizeof(float) * hd);
-    else rl_type_get(t)->to_float(row, out, hd);
+    if (t == RL_TYPE_F32)
+        memcpy(out, row, sizeof(float) * hd);
+    else
+        rl_type_get(t)->to_float(row, out, hd);
 }
 
 static const void *page_row(const att_fix *f, bool v, int p, int h) {
@@ -245,14 +263,20 @@ static const void *page_row(const att_fix *f, bool v, int p, int h) {
            ((size_t)h * kv->block_size + p % kv->block_size) * rb;
 }
 
-static void att_fix_init_rot(att_fix *f, rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vrot, int nkv,
-                             int hd, int bs, int n_pos) {
+static void att_fix_init_rot(att_fix *f, rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vrot,
+                             int nkv, int hd, int bs, int n_pos) {
     int nblk = (n_pos + bs - 1) / bs + 3;
     assert_true(nblk <= 160);
     f->n_pos = n_pos;
     f->nblk = nblk;
-    f->kv = (rl_kv_layer){.k_type = kt, .v_type = vt, .n_kv_head = nkv, .head_dim = hd, .block_size = bs,
-                          .k_rot = krot, .v_rot = vrot, .k_shift = g_shift_off ? NULL : g_shift,
+    f->kv = (rl_kv_layer){.k_type = kt,
+                          .v_type = vt,
+                          .n_kv_head = nkv,
+                          .head_dim = hd,
+                          .block_size = bs,
+                          .k_rot = krot,
+                          .v_rot = vrot,
+                          .k_shift = g_shift_off ? NULL : g_shift,
                           .k_scale = g_scale};
     f->k_shift = rl_kv_k_shifted(&f->kv);
     f->k_scale = rl_kv_k_scaled(&f->kv);
@@ -281,8 +305,10 @@ static void att_fix_init_rot(att_fix *f, rl_type kt, rl_type vt, rl_kv_rot krot,
         for (int h = 0; h < nkv; h++) {
             float sc = 0.3f + (rnd_unif() + 1.0f); /* per-row magnitude, outlier channels */
             for (int i = 0; i < hd; i++) {
-                k[h * hd + i] =
-                    rnd_gauss() * sc * (g_kstd ? g_kstd[h * hd + i] : i % 16 == 3 ? 4.0f : 1.0f);
+                k[h * hd + i] = rnd_gauss() * sc *
+                                (g_kstd        ? g_kstd[h * hd + i]
+                                 : i % 16 == 3 ? 4.0f
+                                               : 1.0f);
                 v[h * hd + i] = rnd_gauss() * sc;
             }
         }
@@ -363,9 +389,10 @@ static void att_fix_free(att_fix *f) {
  * (NULL = 0).  k_quant: the kernel scores with a q8_0 query.  off (NULL =
  * none): per head, off[2h] is added to every raw score (q . k_shift) and
  * off[2h+1] = sum |q_i k_shift_i| joins the float-summation term. */
-static void oracle(const att_fix *f, const float *kk, const float *vv, const float *ek, const float *ev,
-                   bool k_quant, const float *q, int n_head, int32_t pos, float scale, int window,
-                   float softcap, const double *off, double *out, double *bound) {
+static void oracle(const att_fix *f, const float *kk, const float *vv, const float *ek,
+                   const float *ev, bool k_quant, const float *q, int n_head, int32_t pos,
+                   float scale, int window, float softcap, const double *off, double *out,
+                   double *bound) {
     int nkv = f->kv.n_kv_head, hd = f->kv.head_dim;
     double *s = malloc(sizeof(double) * (pos + 1));
     float eq[512];
@@ -416,10 +443,10 @@ typedef struct att_case {
 } att_case;
 
 static const att_case cases[] = {
-    {9, 3, 64, 16, 0, 0.0f},      /* SmolLM2 shape, GQA 9/3 */
-    {4, 1, 256, 8, 40, 0.0f},     /* MQA, sliding window (gemma3 local layers) */
-    {8, 2, 128, 32, 0, 30.0f},    /* softcap */
-    {6, 2, 64, 7, 20, 0.0f},      /* odd block size, window */
+    {9, 3, 64, 16, 0, 0.0f},   /* SmolLM2 shape, GQA 9/3 */
+    {4, 1, 256, 8, 40, 0.0f},  /* MQA, sliding window (gemma3 local layers) */
+    {8, 2, 128, 32, 0, 30.0f}, /* softcap */
+    {6, 2, 64, 7, 20, 0.0f},   /* odd block size, window */
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -428,7 +455,8 @@ static const att_case cases[] = {
 static void hadamard_naive(const float *x, double *y, int n) {
     for (int i = 0; i < n; i++) {
         double a = 0;
-        for (int j = 0; j < n; j++) a += (__builtin_popcount((unsigned)(i & j)) & 1) ? -(double)x[j] : x[j];
+        for (int j = 0; j < n; j++)
+            a += (__builtin_popcount((unsigned)(i & j)) & 1) ? -(double)x[j] : x[j];
         y[i] = a / sqrt((double)n);
     }
 }
@@ -441,8 +469,9 @@ static void hadamard_naive(const float *x, double *y, int n) {
  * again in double and compared with the page-domain oracle, the bound
  * growing by the float transform's rounding, (log2 n + 2) 2^-24 ||o||_1
  * with ||o||_1 <= sqrt(n) ||out||_2 (n = head_dim). */
-static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vrot, const att_case *c,
-                           rl_threadpool *tp, float *out_keep, double *worst_a, double *worst_b) {
+static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vrot,
+                           const att_case *c, rl_threadpool *tp, float *out_keep, double *worst_a,
+                           double *worst_b) {
     att_fix f;
     const int n_pos = 150, n_tok = 5, nh = c->n_head, hd = c->hd;
     att_fix_init_rot(&f, kt, vt, krot, vrot, c->nkv, hd, c->bs, n_pos);
@@ -451,11 +480,19 @@ static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vro
     double *off = malloc(sizeof(double) * 2 * nh);
     int32_t pos[5] = {0, 31, 32, 97, 149};
     float *q = malloc(sizeof(float) * n_tok * nh * hd);
-    for (int i = 0; i < n_tok * nh * hd; i++) q[i] = rnd_gauss() * 0.6f * (i % 7 == 0 ? 3.0f : 1.0f);
+    for (int i = 0; i < n_tok * nh * hd; i++)
+        q[i] = rnd_gauss() * 0.6f * (i % 7 == 0 ? 3.0f : 1.0f);
     float *out = malloc(sizeof(float) * n_tok * nh * hd), *out1 = malloc(sizeof(float) * nh * hd);
     double *ref = malloc(sizeof(double) * nh * hd), *bnd = malloc(sizeof(double) * nh * hd);
-    rl_attn_args a = {.q = q, .out = out, .n_tok = n_tok, .n_head = nh, .pos = pos, .block_table = f.bt,
-                      .kv = &f.kv, .scale = 1.0f / sqrtf((float)hd), .window = c->window,
+    rl_attn_args a = {.q = q,
+                      .out = out,
+                      .n_tok = n_tok,
+                      .n_head = nh,
+                      .pos = pos,
+                      .block_table = f.bt,
+                      .kv = &f.kv,
+                      .scale = 1.0f / sqrtf((float)hd),
+                      .window = c->window,
                       .softcap = c->softcap};
     rl_attention(&a, tp);
     for (int t = 0; t < n_tok; t++) {
@@ -485,19 +522,20 @@ static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vro
         for (int pass = 0; pass < 2; pass++) {
             /* pass 0: (a) dequantized pages; pass 1: (b) original f32 K/V */
             if (pass == 0)
-                oracle(&f, f.kd, f.vd, NULL, NULL, is_q(kt), qp, nh, pos[t], a.scale, c->window, c->softcap,
-                       f.k_shift ? off : NULL, ref, bnd);
+                oracle(&f, f.kd, f.vd, NULL, NULL, is_q(kt), qp, nh, pos[t], a.scale, c->window,
+                       c->softcap, f.k_shift ? off : NULL, ref, bnd);
             else
-                oracle(&f, f.kt, f.vt, f.ek, f.ev, is_q(kt), qp, nh, pos[t], a.scale, c->window, c->softcap,
-                       f.k_shift ? off : NULL, ref, bnd);
+                oracle(&f, f.kt, f.vt, f.ek, f.ev, is_q(kt), qp, nh, pos[t], a.scale, c->window,
+                       c->softcap, f.k_shift ? off : NULL, ref, bnd);
             for (int i = 0; i < nh * hd; i++) {
                 double err = fabs(op[i] - ref[i]);
                 bnd[i] += rb[i / hd];
                 if (err > bnd[i])
-                    fail_msg("attention %s K %s V %s (%d/%d hd %d) pass %d tok %d elem %d: got %g want %g "
+                    fail_msg("attention %s K %s V %s (%d/%d hd %d) pass %d tok %d elem %d: got %g "
+                             "want %g "
                              "bound %g (rot K %d V %d)",
-                             rl_kernels_impl_name(), rl_type_name(kt), rl_type_name(vt), nh, c->nkv, hd, pass,
-                             t, i, op[i], ref[i], bnd[i], f.k_rot, f.v_rot);
+                             rl_kernels_impl_name(), rl_type_name(kt), rl_type_name(vt), nh, c->nkv,
+                             hd, pass, t, i, op[i], ref[i], bnd[i], f.k_rot, f.v_rot);
                 double *w = pass == 0 ? worst_a : worst_b;
                 if (w && err > *w) *w = err;
             }
@@ -524,8 +562,8 @@ static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vro
     att_fix_free(&f);
 }
 
-static void check_case(rl_type kt, rl_type vt, const att_case *c, rl_threadpool *tp, float *out_keep,
-                       double *worst_a, double *worst_b) {
+static void check_case(rl_type kt, rl_type vt, const att_case *c, rl_threadpool *tp,
+                       float *out_keep, double *worst_a, double *worst_b) {
     check_case_rot(kt, vt, RL_KV_ROT_AUTO, RL_KV_ROT_AUTO, c, tp, out_keep, worst_a, worst_b);
 }
 
@@ -541,9 +579,10 @@ static void test_attention_all_types(void **state) {
                 double wa = 0, wb = 0;
                 for (int ci = 0; ci < N_CASES; ci++)
                     check_case(kv_types[ki], kv_types[vi], &cases[ci], tp, NULL, &wa, &wb);
-                print_message("  %-4s K %-5s V %-5s max|err| vs dequantized oracle %.2e, vs f32 oracle %.2e\n",
-                              rl_kernels_impl_name(), rl_type_name(kv_types[ki]), rl_type_name(kv_types[vi]),
-                              wa, wb);
+                print_message("  %-4s K %-5s V %-5s max|err| vs dequantized oracle %.2e, vs f32 "
+                              "oracle %.2e\n",
+                              rl_kernels_impl_name(), rl_type_name(kv_types[ki]),
+                              rl_type_name(kv_types[vi]), wa, wb);
             }
         /* f32 pages mixed with quantized ones */
         check_case(RL_TYPE_F32, RL_TYPE_Q4_0, &cases[0], tp, NULL, NULL, NULL);
@@ -587,14 +626,17 @@ static void test_block_copy(void **state) {
         const int nkv = 3, hd = 64, bs = 16, n_pos = 100, nh = 9;
         att_fix_init(&f, kv_types[ki], kv_types[(ki + 1) % N_KV_TYPES], nkv, hd, bs, n_pos);
         int nb_used = (n_pos + bs - 1) / bs;
-        uint8_t *k2 = calloc((size_t)nb_used, f.kv.k_block_bytes), *v2 = calloc((size_t)nb_used, f.kv.v_block_bytes);
+        uint8_t *k2 = calloc((size_t)nb_used, f.kv.k_block_bytes),
+                *v2 = calloc((size_t)nb_used, f.kv.v_block_bytes);
         int32_t bt2[16];
         for (int b = 0; b < nb_used; b++) {
             bt2[b] = nb_used - 1 - b; /* reversed placement in a new pool */
             memcpy(k2 + (size_t)bt2[b] * f.kv.k_block_bytes,
-                   (uint8_t *)f.kv.k_base + (size_t)f.bt[b] * f.kv.k_block_bytes, f.kv.k_block_bytes);
+                   (uint8_t *)f.kv.k_base + (size_t)f.bt[b] * f.kv.k_block_bytes,
+                   f.kv.k_block_bytes);
             memcpy(v2 + (size_t)bt2[b] * f.kv.v_block_bytes,
-                   (uint8_t *)f.kv.v_base + (size_t)f.bt[b] * f.kv.v_block_bytes, f.kv.v_block_bytes);
+                   (uint8_t *)f.kv.v_base + (size_t)f.bt[b] * f.kv.v_block_bytes,
+                   f.kv.v_block_bytes);
         }
         rl_kv_layer kv2 = f.kv;
         kv2.k_base = k2;
@@ -602,8 +644,14 @@ static void test_block_copy(void **state) {
         float q[9 * 64], o1[9 * 64], o2[9 * 64];
         for (int i = 0; i < nh * hd; i++) q[i] = rnd_gauss();
         int32_t pos = n_pos - 1;
-        rl_attn_args a = {.q = q, .out = o1, .n_tok = 1, .n_head = nh, .pos = &pos, .block_table = f.bt,
-                          .kv = &f.kv, .scale = 0.125f};
+        rl_attn_args a = {.q = q,
+                          .out = o1,
+                          .n_tok = 1,
+                          .n_head = nh,
+                          .pos = &pos,
+                          .block_table = f.bt,
+                          .kv = &f.kv,
+                          .scale = 0.125f};
         rl_attention(&a, NULL);
         a.out = o2;
         a.block_table = bt2;
@@ -877,7 +925,8 @@ static void test_k_scale(void **state) {
             sk[i] = 3.0 * 100, sk2[i] = (s * s + 9.0) * 100, sq2[i] = r * r * 700; /* mean 3 */
         }
         double gain = rl_model_k_scale_fit(sk, sk2, sq2, 100, 700, HD, Dfit);
-        print_message("  K scale fit: predicted gain %.2f (%s)\n", gain, iso ? "isotropic" : "quiet channels");
+        print_message("  K scale fit: predicted gain %.2f (%s)\n", gain,
+                      iso ? "isotropic" : "quiet channels");
         if (iso) {
             assert_true(gain < 1.0001);
             for (int i = 0; i < HD; i++) assert_float_equal(Dfit[i], 1.0f, 1e-5f);
@@ -893,8 +942,8 @@ static void test_k_scale(void **state) {
         g_kstd = kstd;
         g_scale = r ? D : NULL;
         att_fix f;
-        att_fix_init_rot(&f, RL_TYPE_Q4_0, RL_TYPE_F16, RL_KV_ROT_HADAMARD, RL_KV_ROT_NONE, NKV, HD, 16,
-                         NPOS);
+        att_fix_init_rot(&f, RL_TYPE_Q4_0, RL_TYPE_F16, RL_KV_ROT_HADAMARD, RL_KV_ROT_NONE, NKV, HD,
+                         16, NPOS);
         assert_true(f.k_scale == (r == 1));
         for (int i = 0; i < NH * HD; i++) q[i] = rnd_gauss() * rq[(i / (HD * GROUP)) * HD + i % HD];
         se[r] = score_sq_err(&f, q, NH, r ? D : NULL);
@@ -924,17 +973,30 @@ static void test_iq4_nl_quant_twins(void **state) {
         float mag = ldexpf(1.0f, (int)(rnd_u32() % 40) - 20);
         for (int i = 0; i < hd; i++) {
             switch (kind) {
-            case 0: x[i] = rnd_gauss() * mag; break;
-            case 1: x[i] = (i == (int)(rnd_u32() % (uint32_t)hd) ? 40.0f : 1.0f) * rnd_gauss() * mag; break;
-            case 2: x[i] = mag; break;
-            case 3: x[i] = (float)rl__iq4nl_values[rnd_u32() % 16] * mag; break;
-            case 4: x[i] = (i % 3) ? 0.0f : rnd_gauss(); break;
-            case 5: x[i] = rnd_gauss() * 1e-30f; break;
+            case 0:
+                x[i] = rnd_gauss() * mag;
+                break;
+            case 1:
+                x[i] = (i == (int)(rnd_u32() % (uint32_t)hd) ? 40.0f : 1.0f) * rnd_gauss() * mag;
+                break;
+            case 2:
+                x[i] = mag;
+                break;
+            case 3:
+                x[i] = (float)rl__iq4nl_values[rnd_u32() % 16] * mag;
+                break;
+            case 4:
+                x[i] = (i % 3) ? 0.0f : rnd_gauss();
+                break;
+            case 5:
+                x[i] = rnd_gauss() * 1e-30f;
+                break;
             default: { /* -127 sets the candidate scale 1 exactly: midpoints are ties */
                 int k = (int)(rnd_u32() % 15);
-                x[i] = i % 32 == 0  ? -127.0f
-                       : i % 8 == 3 ? 0.5f * ((float)rl__iq4nl_values[k] + (float)rl__iq4nl_values[k + 1])
-                                    : (float)rl__iq4nl_values[k];
+                x[i] = i % 32 == 0 ? -127.0f
+                       : i % 8 == 3
+                           ? 0.5f * ((float)rl__iq4nl_values[k] + (float)rl__iq4nl_values[k + 1])
+                           : (float)rl__iq4nl_values[k];
             }
             }
         }

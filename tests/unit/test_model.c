@@ -26,14 +26,14 @@
 typedef struct spec {
     const char *arch;
     int64_t n_layer, n_head, n_kv, n_embd, n_ff, n_vocab;
-    const char *skip;        /* tensor to leave out */
-    const char *bad_shape;   /* tensor whose last dim gets +1 */
+    const char *skip;      /* tensor to leave out */
+    const char *bad_shape; /* tensor whose last dim gets +1 */
     bool no_head_count;
-    const char *extra;       /* an extra [n_embd] tensor of this name */
-    const char *scaling;     /* rope.scaling.type, or NULL */
-    bool rope_freqs;         /* write rope_freqs.weight [head_dim/2] */
-    bool no_granite_keys;    /* leave out granite.logit_scale */
-    const char *fkey;        /* "<arch>.<fkey>" = fval (f32) instead of the default */
+    const char *extra;    /* an extra [n_embd] tensor of this name */
+    const char *scaling;  /* rope.scaling.type, or NULL */
+    bool rope_freqs;      /* write rope_freqs.weight [head_dim/2] */
+    bool no_granite_keys; /* leave out granite.logit_scale */
+    const char *fkey;     /* "<arch>.<fkey>" = fval (f32) instead of the default */
     float fval;
 } spec;
 
@@ -42,18 +42,23 @@ static spec base_spec(const char *arch) {
     return s;
 }
 
-static bool is(const spec *s, const char *arch) { return !strcmp(s->arch, arch); }
+static bool is(const spec *s, const char *arch) {
+    return !strcmp(s->arch, arch);
+}
 
 static float g_data[64 * 80]; /* the largest tensor: a mis-shaped phi3 ffn_up, 32 x 129 */
 
 static void add_t(rl_gguf_writer *w, const spec *s, const char *name, int64_t ne0, int64_t ne1) {
     if (s->skip && !strcmp(s->skip, name)) return;
     if (s->bad_shape && !strcmp(s->bad_shape, name)) {
-        if (ne1 > 1) ne1++;
-        else ne0++;
+        if (ne1 > 1)
+            ne1++;
+        else
+            ne0++;
     }
     int64_t ne[2] = {ne0, ne1};
-    assert_int_equal(rl_gguf_writer_tensor(w, name, RL_TYPE_F32, ne1 > 1 ? 2 : 1, ne, g_data), RL_OK);
+    assert_int_equal(rl_gguf_writer_tensor(w, name, RL_TYPE_F32, ne1 > 1 ? 2 : 1, ne, g_data),
+                     RL_OK);
 }
 
 /* Builds the GGUF bytes for spec s; caller frees *buf with rl_free. */
@@ -66,7 +71,7 @@ static void build(const spec *s, void **buf, size_t *size) {
     rl_gguf_writer_str(w, "general.architecture", s->arch, strlen(s->arch));
 #define KV(key, v)                                                                                 \
     do {                                                                                           \
-        snprintf(k, sizeof k, "%s." key, s->arch);                                                \
+        snprintf(k, sizeof k, "%s." key, s->arch);                                                 \
         rl_gguf_writer_u32(w, k, (uint32_t)(v));                                                   \
     } while (0)
     KV("block_count", s->n_layer);
@@ -79,7 +84,8 @@ static void build(const spec *s, void **buf, size_t *size) {
     snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", s->arch);
     rl_gguf_writer_f32(w, k, 1e-5f);
     if (is(s, "granite")) {
-        const char *keys[] = {"embedding_scale", "residual_scale", "attention.scale", "logit_scale"};
+        const char *keys[] = {"embedding_scale", "residual_scale", "attention.scale",
+                              "logit_scale"};
         const float vals[] = {12.0f, 0.22f, 0.125f, 4.0f};
         for (int i = 0; i < (s->no_granite_keys ? 3 : 4); i++) {
             if (s->fkey && !strcmp(s->fkey, keys[i])) continue;
@@ -119,7 +125,7 @@ static void build(const spec *s, void **buf, size_t *size) {
         char n[64];
 #define T(suffix, a, b)                                                                            \
     do {                                                                                           \
-        snprintf(n, sizeof n, "blk.%d." suffix, (int)il);                                         \
+        snprintf(n, sizeof n, "blk.%d." suffix, (int)il);                                          \
         add_t(w, s, n, a, b);                                                                      \
     } while (0)
         T("attn_norm.weight", s->n_embd, 1);
@@ -157,7 +163,8 @@ static void build(const spec *s, void **buf, size_t *size) {
 }
 
 /* Loads spec s; returns the status, the model in *out (or NULL). */
-static rl_status load(const spec *s, const rl_model_opts *o, rl_model **out, void **buf, rl_err *err) {
+static rl_status load(const spec *s, const rl_model_opts *o, rl_model **out, void **buf,
+                      rl_err *err) {
     size_t size;
     build(s, buf, &size);
     rl_gguf *g = NULL;
@@ -235,14 +242,21 @@ static void test_bad_hparams(void **state) {
         float v;
         const char *needle;
     } bad[] = {
-        {"granite", NULL, "logit_scale", 0.0f, "hyperparameter 'granite.logit_scale' = 0 out of range"},
+        {"granite", NULL, "logit_scale", 0.0f,
+         "hyperparameter 'granite.logit_scale' = 0 out of range"},
         {"granite", NULL, "residual_scale", -1.0f, "'granite.residual_scale' = -1 out of range"},
-        {"llama", NULL, "rope.scaling.factor", -2.0f, "'llama.rope.scaling.factor' = -2 out of range"},
-        {"llama", "linear", "rope.scaling.factor", 1e-5f, "'llama.rope.scaling.factor' = 1e-05 out of range"},
-        {"qwen3", "yarn", "rope.scaling.factor", 0.5f, "qwen3.rope.scaling.factor = 0.5: YaRN needs a factor >= 1"},
-        {"phi3", "longrope", "rope.scaling.attn_factor", 0.0f, "'phi3.rope.scaling.attn_factor' = 0 out of range"},
-        {"gemma2", NULL, "attn_logit_softcapping", -3.0f, "'gemma2.attn_logit_softcapping' = -3 out of range"},
-        {"gemma2", NULL, "final_logit_softcapping", INFINITY, "'gemma2.final_logit_softcapping' = inf out of range"},
+        {"llama", NULL, "rope.scaling.factor", -2.0f,
+         "'llama.rope.scaling.factor' = -2 out of range"},
+        {"llama", "linear", "rope.scaling.factor", 1e-5f,
+         "'llama.rope.scaling.factor' = 1e-05 out of range"},
+        {"qwen3", "yarn", "rope.scaling.factor", 0.5f,
+         "qwen3.rope.scaling.factor = 0.5: YaRN needs a factor >= 1"},
+        {"phi3", "longrope", "rope.scaling.attn_factor", 0.0f,
+         "'phi3.rope.scaling.attn_factor' = 0 out of range"},
+        {"gemma2", NULL, "attn_logit_softcapping", -3.0f,
+         "'gemma2.attn_logit_softcapping' = -3 out of range"},
+        {"gemma2", NULL, "final_logit_softcapping", INFINITY,
+         "'gemma2.final_logit_softcapping' = inf out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         s = base_spec(bad[i].arch);
@@ -306,10 +320,12 @@ static void test_bad_tensors(void **state) {
     expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.4.attn_norm.weight'");
     s = base_spec("llama");
     s.skip = "blk.0.attn_q.weight";
-    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.0.attn_q.weight' (expected shape [32, 32])");
+    expect_error(&s, RL_ERR_FORMAT,
+                 "missing tensor 'blk.0.attn_q.weight' (expected shape [32, 32])");
     s = base_spec("qwen3");
     s.skip = "blk.1.attn_q_norm.weight";
-    expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.1.attn_q_norm.weight' (expected shape [8])");
+    expect_error(&s, RL_ERR_FORMAT,
+                 "missing tensor 'blk.1.attn_q_norm.weight' (expected shape [8])");
     s = base_spec("phi3");
     s.bad_shape = "blk.0.attn_qkv.weight";
     expect_error(&s, RL_ERR_FORMAT, "tensor 'blk.0.attn_qkv.weight' has shape [32, 65]");
@@ -394,8 +410,14 @@ static void check_invariance(const char *arch) {
         bs[j] = i % 2;
         want[j] = true;
     }
-    rl_batch b = {.n_tok = 2 * N, .token = bt, .pos = bp, .seq = bs, .want_logits = want,
-                  .n_seq = 2, .block_tables = kv.tables, .n_blocks = kv.n_blocks};
+    rl_batch b = {.n_tok = 2 * N,
+                  .token = bt,
+                  .pos = bp,
+                  .seq = bs,
+                  .want_logits = want,
+                  .n_seq = 2,
+                  .block_tables = kv.tables,
+                  .n_blocks = kv.n_blocks};
     assert_int_equal(rl_batch_n_logits(&b), 2 * N);
     assert_int_equal(rl_model_forward(m, &b, kv.layers, multi, NULL, &err), RL_ERR_LIMIT);
     rl_model_free(m);
@@ -428,8 +450,13 @@ static void test_forward_errors(void **state) {
     assert_int_equal(rl_seqkv_init(&kv, m, 16, 1, 4, RL_TYPE_F16, &err), RL_OK);
     static float lg[8 * 64];
     int32_t tok[3] = {1, 64, 2}, pos[3] = {0, 1, 2}, seq[3] = {0, 0, 0};
-    rl_batch b = {.n_tok = 3, .token = tok, .pos = pos, .seq = seq, .n_seq = 1,
-                  .block_tables = kv.tables, .n_blocks = kv.n_blocks};
+    rl_batch b = {.n_tok = 3,
+                  .token = tok,
+                  .pos = pos,
+                  .seq = seq,
+                  .n_seq = 1,
+                  .block_tables = kv.tables,
+                  .n_blocks = kv.n_blocks};
     assert_int_equal(rl_model_forward(m, &b, kv.layers, lg, NULL, &err), RL_ERR_RANGE);
     assert_non_null(strstr(err.msg, "token[1] = 64 out of range"));
     tok[1] = 3;
@@ -477,10 +504,10 @@ static void test_file_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_load_ok),       cmocka_unit_test(test_bad_hparams),
-        cmocka_unit_test(test_bad_tensors),   cmocka_unit_test(test_alloc_failure),
-        cmocka_unit_test(test_invariance),    cmocka_unit_test(test_forward_errors),
-        cmocka_unit_test(test_file_errors),   cmocka_unit_test(test_rope_scaling_load),
+        cmocka_unit_test(test_load_ok),     cmocka_unit_test(test_bad_hparams),
+        cmocka_unit_test(test_bad_tensors), cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_invariance),  cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_file_errors), cmocka_unit_test(test_rope_scaling_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

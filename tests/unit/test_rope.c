@@ -70,7 +70,8 @@ static void oracle(const float *x, double *y, double *tol, int32_t pos, const or
         double a = x[i0], b = x[i1];
         y[i0] = (a * cos(th) - b * sin(th)) * mscale;
         y[i1] = (a * sin(th) + b * cos(th)) * mscale;
-        tol[i0] = tol[i1] = 1e-5 * (1 + fabs(a) + fabs(b)) + 4e-7 * fabs(th) * (fabs(a) + fabs(b)) * mscale;
+        tol[i0] = tol[i1] =
+            1e-5 * (1 + fabs(a) + fabs(b)) + 4e-7 * fabs(th) * (fabs(a) + fabs(b)) * mscale;
     }
 }
 
@@ -115,9 +116,11 @@ static void test_freq_factors(void **state) {
     (void)state;
     kt_seed(0x52);
     float ff[HD / 2];
-    for (int i = 0; i < HD / 2; i++) ff[i] = i < 8 ? 1.0f : 1.0f + 0.9f * (float)(i - 8); /* up to ~22 */
+    for (int i = 0; i < HD / 2; i++)
+        ff[i] = i < 8 ? 1.0f : 1.0f + 0.9f * (float)(i - 8); /* up to ~22 */
     for (int mode = 0; mode < 2; mode++) {
-        rl_rope_cfg c = rl_rope_cfg_plain(HD, 500000.0f, 1.0f, mode ? RL_ROPE_NEOX : RL_ROPE_NORMAL);
+        rl_rope_cfg c =
+            rl_rope_cfg_plain(HD, 500000.0f, 1.0f, mode ? RL_ROPE_NEOX : RL_ROPE_NORMAL);
         c.freq_factors = ff;
         oracle_cfg o = {HD, mode != 0, 500000.0, 1.0, 1.0, ff, 0, 0};
         for (int32_t pos = 0; pos < 5000; pos += 1237) check(&c, &o, pos);
@@ -137,7 +140,8 @@ static void test_yarn(void **state) {
     const int n_ctx_orig = 64;
     const float base = 1e6f, factor = 4.0f;
     for (int mode = 0; mode < 2; mode++) {
-        rl_rope_cfg c = rl_rope_cfg_plain(HD, base, 1.0f / factor, mode ? RL_ROPE_NEOX : RL_ROPE_NORMAL);
+        rl_rope_cfg c =
+            rl_rope_cfg_plain(HD, base, 1.0f / factor, mode ? RL_ROPE_NEOX : RL_ROPE_NORMAL);
         c.ext_factor = 1.0f;
         rl_rope_yarn_corr_dims(HD, n_ctx_orig, base, 32.0f, 1.0f, c.corr_dims);
         oracle_cfg o = {HD, mode != 0, base, 1.0 / factor, 1.0, NULL, factor, n_ctx_orig};
@@ -157,12 +161,17 @@ static void test_corr_dims(void **state) {
     struct {
         int n_rot, n_ctx;
         float base;
-    } cases[] = {{128, 32768, 1e6f}, {128, 4096, 1e6f}, {64, 64, 1e6f}, {64, 8192, 10000.0f}, {96, 4096, 10000.0f}};
+    } cases[] = {{128, 32768, 1e6f},
+                 {128, 4096, 1e6f},
+                 {64, 64, 1e6f},
+                 {64, 8192, 10000.0f},
+                 {96, 4096, 10000.0f}};
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         float d[2];
         rl_rope_yarn_corr_dims(cases[t].n_rot, cases[t].n_ctx, cases[t].base, 32.0f, 1.0f, d);
         double lo = fmax(0, floor(corr_dim(cases[t].n_rot, cases[t].n_ctx, 32, cases[t].base)));
-        double hi = fmin(cases[t].n_rot - 1, ceil(corr_dim(cases[t].n_rot, cases[t].n_ctx, 1, cases[t].base)));
+        double hi = fmin(cases[t].n_rot - 1,
+                         ceil(corr_dim(cases[t].n_rot, cases[t].n_ctx, 1, cases[t].base)));
         assert_float_equal(d[0], lo, 0);
         assert_float_equal(d[1], hi, 0);
         assert_true(d[0] <= d[1]);
@@ -192,8 +201,10 @@ static void test_no_rotation(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain_bit_identical), cmocka_unit_test(test_freq_factors),
-        cmocka_unit_test(test_yarn), cmocka_unit_test(test_corr_dims),
+        cmocka_unit_test(test_plain_bit_identical),
+        cmocka_unit_test(test_freq_factors),
+        cmocka_unit_test(test_yarn),
+        cmocka_unit_test(test_corr_dims),
         cmocka_unit_test(test_no_rotation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

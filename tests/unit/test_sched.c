@@ -25,9 +25,9 @@
 #include "kv/kv.h"
 #include "sched/sched.h"
 
-#define MAX_TOK 64
+#define MAX_TOK  64
 #define MAX_SEQS 8
-#define BS 4 /* tokens per KV block in every test */
+#define BS       4 /* tokens per KV block in every test */
 
 /* A request as the engine holds one: the scheduler's part first, so a
  * plan entry converts back (as engine.c does with its ereq). */
@@ -44,8 +44,8 @@ typedef struct sim {
     rl_sched *s;
     rl_sched_config cfg;
     rl_sched_req *plan[MAX_SEQS];
-    char step[256];   /* trace of the last step */
-    char run[2048];   /* trace of the last sim_run */
+    char step[256]; /* trace of the last step */
+    char run[2048]; /* trace of the last sim_run */
 } sim;
 
 static void pool_ok(rl_kv_pool *p) {
@@ -56,8 +56,13 @@ static void pool_ok(rl_kv_pool *p) {
 /* A pool of n_usable blocks of BS tokens (2 layers, 1 KV head of 8). */
 static void sim_init(sim *m, int32_t n_usable, rl_sched_config cfg) {
     memset(m, 0, sizeof *m);
-    rl_kv_config kc = {.n_layer = 2, .n_kv_head = 1, .head_dim = 8, .block_size = BS,
-                       .k_type = RL_TYPE_F16, .v_type = RL_TYPE_F16, .n_blocks = n_usable + 1};
+    rl_kv_config kc = {.n_layer = 2,
+                       .n_kv_head = 1,
+                       .head_dim = 8,
+                       .block_size = BS,
+                       .k_type = RL_TYPE_F16,
+                       .v_type = RL_TYPE_F16,
+                       .n_blocks = n_usable + 1};
     rl_err err = {0};
     assert_int_equal(rl_kv_pool_new(&kc, &m->pool, &err), RL_OK);
     assert_int_equal(rl_kv_pool_stats(m->pool).n_blocks, n_usable);
@@ -151,8 +156,9 @@ static const char *sim_run(sim *m, int max_steps) {
     for (int i = 0;; i++) {
         rl_sched_stats ss = rl_sched_stats_of(m->s);
         if (ss.n_running == 0 && ss.n_waiting == 0) break;
-        if (i == max_steps) fail_msg("still %d running, %d waiting after %d steps: %s", ss.n_running,
-                                     ss.n_waiting, max_steps, m->run);
+        if (i == max_steps)
+            fail_msg("still %d running, %d waiting after %d steps: %s", ss.n_running, ss.n_waiting,
+                     max_steps, m->run);
         const char *t = sim_step(m);
         at += (size_t)snprintf(m->run + at, sizeof m->run - at, "%s%s", i ? "|" : "", t);
         assert_true(at < sizeof m->run);
@@ -340,8 +346,12 @@ static void test_static_batches(void **state) {
  * max_total does not fit the free blocks waits even though its prompt would. */
 static void test_full_reservation(void **state) {
     (void)state;
-    rl_sched_config naive = {.max_batch_tokens = 16, .max_seqs = 4, .chunked_prefill = false,
-                             .prefix_cache = false, .reserve_full = true, .static_batching = true};
+    rl_sched_config naive = {.max_batch_tokens = 16,
+                             .max_seqs = 4,
+                             .chunked_prefill = false,
+                             .prefix_cache = false,
+                             .reserve_full = true,
+                             .static_batching = true};
     sim m;
     sim_init(&m, 6, naive);
     sreq a, b;

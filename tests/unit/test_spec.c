@@ -66,8 +66,10 @@ static double chi2(const long *counts, const double *p, long n) {
     double c = 0;
     for (int v = 0; v < V; v++) {
         double e = p[v] * (double)n;
-        if (e > 0) c += ((double)counts[v] - e) * ((double)counts[v] - e) / e;
-        else if (counts[v]) return INFINITY;
+        if (e > 0)
+            c += ((double)counts[v] - e) * ((double)counts[v] - e) / e;
+        else if (counts[v])
+            return INFINITY;
     }
     return c;
 }
@@ -160,7 +162,6 @@ static void test_verify_greedy_exact(void **state) {
     assert_int_equal(out[2], 0);
     rl_sampler_free(s);
 }
-
 
 /* A draft restricted to ids [0, 4): its distribution q is the softmax of
  * its logits renormalized over the head, zero for ids 4 and 5, which the
@@ -259,9 +260,13 @@ static const int32_t REP[] = {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3};
 
 static rl_spec_planner *planner(int32_t max_seqs, int32_t draft_max, int32_t spec_max_batch,
                                 int32_t max_rows, bool fixed) {
-    rl_spec_planner_config cfg = {.max_seqs = max_seqs, .draft_max = draft_max,
-                                  .spec_max_batch = spec_max_batch, .max_rows = max_rows,
-                                  .draft_fixed = fixed, .ngram_min = 1, .ngram_max = 3};
+    rl_spec_planner_config cfg = {.max_seqs = max_seqs,
+                                  .draft_max = draft_max,
+                                  .spec_max_batch = spec_max_batch,
+                                  .max_rows = max_rows,
+                                  .draft_fixed = fixed,
+                                  .ngram_min = 1,
+                                  .ngram_max = 3};
     rl_spec_planner *p = NULL;
     rl_err err = {0};
     if (rl_spec_planner_new(&cfg, &p, &err)) fail_msg("planner: %s", err.msg);
@@ -532,8 +537,14 @@ static void test_forward_restricted_head(void **state) {
     bool want[5] = {false, true, false, true, true};
     float *full = malloc((size_t)3 * (size_t)nv * sizeof(float));
     float *part = malloc((size_t)3 * (size_t)nr * sizeof(float));
-    rl_batch b = {.n_tok = 5, .token = tok, .pos = pos, .seq = seq, .want_logits = want,
-                  .n_seq = 1, .block_tables = kv.tables, .n_blocks = kv.n_blocks};
+    rl_batch b = {.n_tok = 5,
+                  .token = tok,
+                  .pos = pos,
+                  .seq = seq,
+                  .want_logits = want,
+                  .n_seq = 1,
+                  .block_tables = kv.tables,
+                  .n_blocks = kv.n_blocks};
     assert_int_equal(rl_model_forward(m, &b, kv.layers, full, NULL, &err), RL_OK);
     b.n_vocab_out = nr;
     assert_int_equal(rl_model_forward(m, &b, kv.layers, part, NULL, &err), RL_OK);
@@ -567,7 +578,8 @@ static void test_draft_restricted_proposals(void **state) {
     assert_int_equal(rl_spec_draft_new(model_path(), nv, 0, 2, 128, 64, &full, &err), RL_OK);
     assert_int_equal(rl_spec_draft_n_vocab(full), nv);
     rl_spec_draft *bad = NULL;
-    assert_int_equal(rl_spec_draft_new(model_path(), nv, -1, 2, 128, 64, &bad, &err), RL_ERR_INVALID);
+    assert_int_equal(rl_spec_draft_new(model_path(), nv, -1, 2, 128, 64, &bad, &err),
+                     RL_ERR_INVALID);
     assert_null(bad);
     rl_spec_draft_seq s0, s1;
     rl_spec_draft_seq_init(&s0);

@@ -311,7 +311,8 @@ static void test_block_layouts(void **state) {
     for (int ib = 0; ib < 8; ib++) {
         bx.scales_l[ib / 2] |= (uint8_t)((ls[ib] & 15) << (4 * (ib % 2)));
         bx.scales_h |= (uint16_t)((ls[ib] >> 4) << (2 * ib));
-        for (int j = 0; j < 16; j++) bx.qs[16 * ib + j] = (uint8_t)((j + ib) % 16 | ((15 - j) << 4));
+        for (int j = 0; j < 16; j++)
+            bx.qs[16 * ib + j] = (uint8_t)((j + ib) % 16 | ((15 - j) << 4));
     }
     rl_type_get(RL_TYPE_IQ4_XS)->to_float(&bx, y, 256);
     for (int ib = 0; ib < 8; ib++)
@@ -452,7 +453,8 @@ static float bound_for(rl_type t, const void *blk, const float *xb, int e) {
          * largest gap (12 |dl|) inside the codebook, |x| - 113|dl| beyond */
         const rl_block_iq4_xs *b = blk;
         const int ib = e / 32;
-        const int u = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | ((b->scales_h >> (2 * ib)) & 3) << 4;
+        const int u =
+            ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | ((b->scales_h >> (2 * ib)) & 3) << 4;
         const float dl = fabsf(rl_fp16_to_f32(b->d) * (float)(u - 32));
         return fmaxf(12.0f * dl, fabsf(xb[e]) - 113.0f * dl) * 1.0001f + slop;
     }

@@ -21,8 +21,10 @@ typedef struct job {
 
 static void job_fn(void *p, int ith, int nth) {
     job *j = p;
-    if (nth != j->nth_expected || ith < 0 || ith >= nth) atomic_fetch_add(&j->bad_nth, 1);
-    else atomic_fetch_add(&j->hits[ith], 1);
+    if (nth != j->nth_expected || ith < 0 || ith >= nth)
+        atomic_fetch_add(&j->bad_nth, 1);
+    else
+        atomic_fetch_add(&j->hits[ith], 1);
     atomic_fetch_add(&j->sum, ith + 1);
 }
 

@@ -17,9 +17,19 @@
 
 static const char *build_pre; /* tokenizer.ggml.pre of the next build, if set */
 
-enum { F_NO_TOKENS = 1, F_SHORT_SCORES = 2, F_FLOAT_TYPES = 4, F_BAD_BOS = 8, F_BAD_MERGE = 16,
-       F_BAD_MODEL = 32, F_BAD_TYPE_VALUE = 64, F_MERGE_NO_SPACE = 128, F_SCORES_STR = 256,
-       F_NO_UNK = 512, F_WPM_KEYS = 1024 };
+enum {
+    F_NO_TOKENS = 1,
+    F_SHORT_SCORES = 2,
+    F_FLOAT_TYPES = 4,
+    F_BAD_BOS = 8,
+    F_BAD_MERGE = 16,
+    F_BAD_MODEL = 32,
+    F_BAD_TYPE_VALUE = 64,
+    F_MERGE_NO_SPACE = 128,
+    F_SCORES_STR = 256,
+    F_NO_UNK = 512,
+    F_WPM_KEYS = 1024
+};
 
 static rl_tokenizer *build(const char *model, const char *const *toks, const int32_t *types,
                            size_t n, const char *const *merges, size_t n_merges, int bad,
@@ -46,19 +56,21 @@ static rl_tokenizer *build(const char *model, const char *const *toks, const int
     for (size_t i = 0; i < n; i++) ty[i] = types[i];
     if (bad & F_BAD_TYPE_VALUE) ty[0] = 42;
     if (bad & F_FLOAT_TYPES)
-        assert_int_equal(rl_gguf_writer_arr(w, "tokenizer.ggml.token_type", RL_GGUF_FLOAT32, scores, n),
-                         RL_OK);
+        assert_int_equal(
+            rl_gguf_writer_arr(w, "tokenizer.ggml.token_type", RL_GGUF_FLOAT32, scores, n), RL_OK);
     else
-        assert_int_equal(rl_gguf_writer_arr(w, "tokenizer.ggml.token_type", RL_GGUF_INT32, ty, n), RL_OK);
+        assert_int_equal(rl_gguf_writer_arr(w, "tokenizer.ggml.token_type", RL_GGUF_INT32, ty, n),
+                         RL_OK);
     if (n_merges) {
         const char *mm[16];
         for (size_t i = 0; i < n_merges; i++) mm[i] = merges[i];
         if (bad & F_BAD_MERGE) mm[0] = "a zz";
         if (bad & F_MERGE_NO_SPACE) mm[0] = "ab";
-        assert_int_equal(rl_gguf_writer_arr_str(w, "tokenizer.ggml.merges", mm, NULL, n_merges), RL_OK);
+        assert_int_equal(rl_gguf_writer_arr_str(w, "tokenizer.ggml.merges", mm, NULL, n_merges),
+                         RL_OK);
     }
-    assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", bad & F_BAD_BOS ? 1000 : 1),
-                     RL_OK);
+    assert_int_equal(
+        rl_gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", bad & F_BAD_BOS ? 1000 : 1), RL_OK);
     assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", 2), RL_OK);
     if (!(bad & F_NO_UNK))
         assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.unknown_token_id", 0), RL_OK);
@@ -81,9 +93,22 @@ static rl_tokenizer *build(const char *model, const char *const *toks, const int
 }
 
 /* SentencePiece: ids 0..2 specials, then pieces, byte tokens for 0xE2 0x82 0xAC 0xFF */
-static const char *const spm_toks[] = {
-    "<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "ab", "\xE2\x96\x81" "ab", "c",
-    "<0xE2>", "<0x82>", "<0xAC>", "<0xFF>", "<0x41>", "<end_of_turn>"};
+static const char *const spm_toks[] = {"<unk>",
+                                       "<s>",
+                                       "</s>",
+                                       "\xE2\x96\x81",
+                                       "a",
+                                       "b",
+                                       "ab",
+                                       "\xE2\x96\x81"
+                                       "ab",
+                                       "c",
+                                       "<0xE2>",
+                                       "<0x82>",
+                                       "<0xAC>",
+                                       "<0xFF>",
+                                       "<0x41>",
+                                       "<end_of_turn>"};
 static const int32_t spm_types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 6, 6, 6, 6, 6, 3};
 #define N_SPM (sizeof spm_toks / sizeof spm_toks[0])
 
@@ -96,8 +121,18 @@ static rl_tokenizer *spm(void) {
 }
 
 /* byte-level BPE: "Ġ" is the space byte */
-static const char *const bpe_toks[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "b",
-                                       "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0" "ab", "1"};
+static const char *const bpe_toks[] = {"<|endoftext|>",
+                                       "<|im_start|>",
+                                       "<|im_end|>",
+                                       "a",
+                                       "b",
+                                       "c",
+                                       "ab",
+                                       "abc",
+                                       "\xC4\xA0",
+                                       "\xC4\xA0"
+                                       "ab",
+                                       "1"};
 static const int32_t bpe_types[] = {3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
 static const char *const bpe_merges[] = {"a b", "ab c", "\xC4\xA0 ab"};
 #define N_BPE (sizeof bpe_toks / sizeof bpe_toks[0])
@@ -215,15 +250,45 @@ static rl_tokenizer *bpe_pre(const char *pre, const char *const *toks, size_t n,
 #define BL_NL "\xC4\x8A"
 #define BL_C2 "\xC3\x82"
 #define BL_BD "\xC2\xBD"
-static const char *const pre_toks[] = {
-    BL_SP, BL_NL, BL_C2, BL_BD, "=", "1", "2", "3", "4",                     /* 0..8 */
-    BL_SP BL_C2, BL_SP BL_C2 BL_BD, BL_C2 BL_BD, BL_NL BL_SP, BL_SP "=",     /* 9..13 */
-    "12", "123", "1234", BL_SP "1", BL_SP "12", "\xC3\x85", "\xC2\xBE",      /* 14..20 */
-    "\xC3\x85\xC2\xBE", "a", "b", "c", "ab", "abc"};                         /* 21..26 */
-static const char *const pre_merges[] = {
-    BL_SP " " BL_C2, BL_SP BL_C2 " " BL_BD, BL_C2 " " BL_BD, BL_NL " " BL_SP, BL_SP " =",
-    "1 2", "12 3", "123 4", BL_SP " 12", "\xC3\x85 \xC2\xBE", "a b"};
-#define N_PRE_TOKS (sizeof pre_toks / sizeof pre_toks[0])
+static const char *const pre_toks[] = {BL_SP,
+                                       BL_NL,
+                                       BL_C2,
+                                       BL_BD,
+                                       "=",
+                                       "1",
+                                       "2",
+                                       "3",
+                                       "4", /* 0..8 */
+                                       BL_SP BL_C2,
+                                       BL_SP BL_C2 BL_BD,
+                                       BL_C2 BL_BD,
+                                       BL_NL BL_SP,
+                                       BL_SP "=", /* 9..13 */
+                                       "12",
+                                       "123",
+                                       "1234",
+                                       BL_SP "1",
+                                       BL_SP "12",
+                                       "\xC3\x85",
+                                       "\xC2\xBE", /* 14..20 */
+                                       "\xC3\x85\xC2\xBE",
+                                       "a",
+                                       "b",
+                                       "c",
+                                       "ab",
+                                       "abc"}; /* 21..26 */
+static const char *const pre_merges[] = {BL_SP " " BL_C2,
+                                         BL_SP BL_C2 " " BL_BD,
+                                         BL_C2 " " BL_BD,
+                                         BL_NL " " BL_SP,
+                                         BL_SP " =",
+                                         "1 2",
+                                         "12 3",
+                                         "123 4",
+                                         BL_SP " 12",
+                                         "\xC3\x85 \xC2\xBE",
+                                         "a b"};
+#define N_PRE_TOKS   (sizeof pre_toks / sizeof pre_toks[0])
 #define N_PRE_MERGES (sizeof pre_merges / sizeof pre_merges[0])
 
 static void expect_pre(const char *pre, const char *text, const int32_t *want, size_t n_want) {
@@ -310,10 +375,26 @@ static void test_pre_deepseek_trailing_ws(void **state) {
 /* WordPiece as llama.cpp's converter stores it: "\u2581x" for a word-initial
  * "x", bare "x" for "##x" */
 #define WB "\xE2\x96\x81"
-static const char *const wpm_toks[] = {
-    "[UNK]", "[CLS]", "[SEP]", "[MASK]", WB "hello", WB "world", WB "un", "aff", "able", /* 0..8 */
-    WB "a", "pf", "el", WB "!", WB ",", WB "\xE4\xB8\xAD", WB "\xE1\x84\x80", "\xE1\x85\xA1", /* 9..16 */
-    WB "x", "x", WB "\xCE\xBF"};                                                  /* 17..19 */
+static const char *const wpm_toks[] = {"[UNK]",
+                                       "[CLS]",
+                                       "[SEP]",
+                                       "[MASK]",
+                                       WB "hello",
+                                       WB "world",
+                                       WB "un",
+                                       "aff",
+                                       "able", /* 0..8 */
+                                       WB "a",
+                                       "pf",
+                                       "el",
+                                       WB "!",
+                                       WB ",",
+                                       WB "\xE4\xB8\xAD",
+                                       WB "\xE1\x84\x80",
+                                       "\xE1\x85\xA1", /* 9..16 */
+                                       WB "x",
+                                       "x",
+                                       WB "\xCE\xBF"}; /* 17..19 */
 static const int32_t wpm_types[] = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 #define N_WPM (sizeof wpm_toks / sizeof wpm_toks[0])
 
@@ -443,7 +524,8 @@ static void test_detok_split_utf8(void **state) {
     /* an interrupted sequence becomes U+FFFD and the interrupting byte is kept */
     push_str(&d, "\xE2\x82", 2, 0);
     push_str(&d, "A", 1, 4);
-    assert_string_equal(d.buf, "\xEF\xBF\xBD" "A");
+    assert_string_equal(d.buf, "\xEF\xBF\xBD"
+                               "A");
     rl_detok_clear(&d);
     /* bytes that never start a sequence, overlong and surrogate forms */
     push_str(&d, "\xFF\xC0\x80", 3, 9);
@@ -528,11 +610,16 @@ static void test_alloc_failure(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_ids),
-        cmocka_unit_test(test_bpe_encode),        cmocka_unit_test(test_detok_split_utf8),
-        cmocka_unit_test(test_bad_metadata),      cmocka_unit_test(test_alloc_failure),
-        cmocka_unit_test(test_pre_digits_isolate_no), cmocka_unit_test(test_pre_falcon),
-        cmocka_unit_test(test_pre_ignore_merges), cmocka_unit_test(test_pre_deepseek_trailing_ws),
-        cmocka_unit_test(test_wpm_basic),         cmocka_unit_test(test_wpm_edges),
+        cmocka_unit_test(test_bpe_encode),
+        cmocka_unit_test(test_detok_split_utf8),
+        cmocka_unit_test(test_bad_metadata),
+        cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_pre_digits_isolate_no),
+        cmocka_unit_test(test_pre_falcon),
+        cmocka_unit_test(test_pre_ignore_merges),
+        cmocka_unit_test(test_pre_deepseek_trailing_ws),
+        cmocka_unit_test(test_wpm_basic),
+        cmocka_unit_test(test_wpm_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

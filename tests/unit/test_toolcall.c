@@ -26,14 +26,17 @@ static rl_chat_output parse(rl_tool_format f, bool reasoning, bool think_open, c
     return o;
 }
 
-static void check_call(const rl_chat_output *o, int i, const char *name, const char *args, bool complete) {
+static void check_call(const rl_chat_output *o, int i, const char *name, const char *args,
+                       bool complete) {
     assert_true(i < o->n_calls);
     assert_string_equal(o->calls[i].name, name);
     assert_string_equal(o->calls[i].arguments, args);
     assert_int_equal(o->calls[i].complete, complete);
 }
 
-static bool is_prefix(const char *a, const char *b) { return strncmp(a, b, strlen(a)) == 0; }
+static bool is_prefix(const char *a, const char *b) {
+    return strncmp(a, b, strlen(a)) == 0;
+}
 
 /* Every prefix of text, parsed as partial, is consistent with the final
  * parse: content, reasoning, the calls so far and their arguments are
@@ -48,8 +51,8 @@ static void check_streaming(rl_tool_format f, bool reasoning, bool think_open, c
         buf[k] = 0;
         rl_chat_output o = parse(f, reasoning, think_open, buf, true);
         if (!is_prefix(o.content, fin.content) || !is_prefix(o.reasoning, fin.reasoning))
-            fail_msg("prefix %zu of %s: content '%s' / reasoning '%s' not prefixes of '%s' / '%s'", k, text,
-                     o.content, o.reasoning, fin.content, fin.reasoning);
+            fail_msg("prefix %zu of %s: content '%s' / reasoning '%s' not prefixes of '%s' / '%s'",
+                     k, text, o.content, o.reasoning, fin.content, fin.reasoning);
         assert_true(o.n_calls <= fin.n_calls);
         assert_true(o.n_calls >= prev_calls);
         prev_calls = o.n_calls;
@@ -68,7 +71,8 @@ static void check_streaming(rl_tool_format f, bool reasoning, bool think_open, c
 
 static void test_hermes(void **state) {
     (void)state;
-    const char *t = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    const char *t = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                    "\"Paris\"}}\n</tool_call>";
     rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, t, false);
     assert_int_equal(o.n_calls, 1);
     check_call(&o, 0, "get_weather", "{\"city\": \"Paris\"}", true);
@@ -78,12 +82,15 @@ static void test_hermes(void **state) {
     check_streaming(RL_TOOLS_HERMES, false, false, t);
 
     /* text around, two calls, escapes, nested arguments, keys in either order */
-    t = "Let me look.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": \"x\\\"y</tool_call>\", "
-        "\"n\": [1, 2.5e3, {\"d\": null}]}}\n</tool_call>\n<tool_call>\n{\"arguments\": {}, \"name\": \"b\\u00e9\"}\n"
+    t = "Let me look.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": "
+        "\"x\\\"y</tool_call>\", "
+        "\"n\": [1, 2.5e3, {\"d\": null}]}}\n</tool_call>\n<tool_call>\n{\"arguments\": {}, "
+        "\"name\": \"b\\u00e9\"}\n"
         "</tool_call>\nDone.";
     o = parse(RL_TOOLS_HERMES, false, false, t, false);
     assert_int_equal(o.n_calls, 2);
-    check_call(&o, 0, "a", "{\"q\": \"x\\\"y</tool_call>\", \"n\": [1, 2.5e3, {\"d\": null}]}", true);
+    check_call(&o, 0, "a", "{\"q\": \"x\\\"y</tool_call>\", \"n\": [1, 2.5e3, {\"d\": null}]}",
+               true);
     check_call(&o, 1, "b\xc3\xa9", "{}", true);
     assert_string_equal(o.content, "Let me look.\n\n\nDone.");
     rl_chat_output_free(&o);
@@ -98,7 +105,8 @@ static void test_hermes(void **state) {
     check_call(&o, 0, "f", "{\"a\": 1}", true);
     rl_chat_output_free(&o);
     /* a missing closing tag is tolerated */
-    o = parse(RL_TOOLS_HERMES, false, false, "<tool_call>{\"name\": \"f\", \"arguments\": {}} bye", false);
+    o = parse(RL_TOOLS_HERMES, false, false, "<tool_call>{\"name\": \"f\", \"arguments\": {}} bye",
+              false);
     check_call(&o, 0, "f", "{}", true);
     assert_string_equal(o.content, "bye");
     rl_chat_output_free(&o);
@@ -141,7 +149,8 @@ static void test_hermes_bare(void **state) {
         rl_chat_output_free(&o);
     }
     /* cut short by the length limit: an unfinished call */
-    rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, "{\"name\": \"f\", \"arguments\": {\"a\": 1", false);
+    rl_chat_output o =
+        parse(RL_TOOLS_HERMES, false, false, "{\"name\": \"f\", \"arguments\": {\"a\": 1", false);
     assert_int_equal(o.n_calls, 1);
     assert_false(o.calls[0].complete);
     rl_chat_output_free(&o);
@@ -165,12 +174,14 @@ static void test_hermes_streaming_holdback(void **state) {
     o = parse(RL_TOOLS_HERMES, false, false, "<tool_call>\n{\"name\": \"get_wea", true);
     assert_int_equal(o.n_calls, 0);
     rl_chat_output_free(&o);
-    o = parse(RL_TOOLS_HERMES, false, false, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci", true);
+    o = parse(RL_TOOLS_HERMES, false, false,
+              "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci", true);
     assert_int_equal(o.n_calls, 1);
     check_call(&o, 0, "get_weather", "{\"ci", false);
     rl_chat_output_free(&o);
     /* the object closed, the closing tag still coming: complete */
-    o = parse(RL_TOOLS_HERMES, false, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool", true);
+    o = parse(RL_TOOLS_HERMES, false, false,
+              "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool", true);
     check_call(&o, 0, "f", "{}", true);
     assert_string_equal(o.content, "");
     rl_chat_output_free(&o);
@@ -182,7 +193,8 @@ static void test_malformed_and_truncated(void **state) {
     const char *t = "a <tool_call>{\"name\": \"f\", \"arguments\": {\"x\": tru}}</tool_call> b";
     rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, t, false);
     assert_int_equal(o.n_calls, 0);
-    assert_string_equal(o.content, "a <tool_call>{\"name\": \"f\", \"arguments\": {\"x\": tru}}</tool_call> b");
+    assert_string_equal(
+        o.content, "a <tool_call>{\"name\": \"f\", \"arguments\": {\"x\": tru}}</tool_call> b");
     rl_chat_output_free(&o);
     /* not an object, a name that is not a string, an empty name, no name */
     const char *bad[] = {
@@ -200,7 +212,8 @@ static void test_malformed_and_truncated(void **state) {
         rl_chat_output_free(&o);
     }
     /* truncated (the length limit): the call with the arguments so far */
-    o = parse(RL_TOOLS_HERMES, false, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, ", false);
+    o = parse(RL_TOOLS_HERMES, false, false,
+              "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, ", false);
     assert_int_equal(o.n_calls, 1);
     check_call(&o, 0, "f", "{\"a\": [1,", false);
     rl_chat_output_free(&o);
@@ -238,7 +251,8 @@ static void test_llama3(void **state) {
     rl_chat_output_free(&o);
     check_streaming(RL_TOOLS_LLAMA3, false, false, t);
     /* <|python_tag|> with a call object, and with code */
-    o = parse(RL_TOOLS_LLAMA3, false, false, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"q\": 1}}", false);
+    o = parse(RL_TOOLS_LLAMA3, false, false,
+              "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"q\": 1}}", false);
     check_call(&o, 0, "f", "{\"q\": 1}", true);
     rl_chat_output_free(&o);
     t = "<|python_tag|>print(\"hi\")\nx = 1";
@@ -269,8 +283,9 @@ static void test_llama3(void **state) {
 
 static void test_mistral(void **state) {
     (void)state;
-    const char *t = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"abc123xyz\"}, "
-                    "{\"name\": \"b\", \"arguments\": {}}]";
+    const char *t =
+        "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"abc123xyz\"}, "
+        "{\"name\": \"b\", \"arguments\": {}}]";
     rl_chat_output o = parse(RL_TOOLS_MISTRAL, false, false, t, false);
     assert_int_equal(o.n_calls, 2);
     check_call(&o, 0, "a", "{\"x\": 1}", true);
@@ -280,7 +295,8 @@ static void test_mistral(void **state) {
     rl_chat_output_free(&o);
     check_streaming(RL_TOOLS_MISTRAL, false, false, t);
     /* v11: name[ARGS]{..}, with a call id, repeated */
-    t = "Checking.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]f[CALL_ID]k9[ARGS]{}";
+    t = "Checking.[TOOL_CALLS]get_weather[ARGS]{\"city\": "
+        "\"Paris\"}[TOOL_CALLS]f[CALL_ID]k9[ARGS]{}";
     o = parse(RL_TOOLS_MISTRAL, false, false, t, false);
     assert_int_equal(o.n_calls, 2);
     check_call(&o, 0, "get_weather", "{\"city\": \"Paris\"}", true);
@@ -298,14 +314,17 @@ static void test_mistral(void **state) {
 
 static void test_granite(void **state) {
     (void)state;
-    const char *t = "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]";
+    const char *t =
+        "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]";
     rl_chat_output o = parse(RL_TOOLS_GRANITE, false, false, t, false);
     assert_int_equal(o.n_calls, 1);
     check_call(&o, 0, "get_weather", "{\"city\": \"Rome\"}", true);
     rl_chat_output_free(&o);
     check_streaming(RL_TOOLS_GRANITE, false, false, t);
     /* truncated inside the array */
-    o = parse(RL_TOOLS_GRANITE, false, false, "<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"argu", false);
+    o = parse(RL_TOOLS_GRANITE, false, false,
+              "<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"argu",
+              false);
     assert_int_equal(o.n_calls, 2);
     check_call(&o, 0, "a", "{}", true);
     assert_false(o.calls[1].complete);
@@ -329,7 +348,8 @@ static void test_reasoning(void **state) {
     rl_chat_output_free(&o);
     check_streaming(RL_TOOLS_NONE, true, true, t);
     /* reasoning then a tool call */
-    t = "<think>I need the tool.</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+    t = "<think>I need the tool.</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": "
+        "1}}\n</tool_call>";
     o = parse(RL_TOOLS_HERMES, true, false, t, false);
     assert_string_equal(o.reasoning, "I need the tool.");
     assert_int_equal(o.n_calls, 1);
@@ -385,7 +405,8 @@ static void test_no_tools(void **state) {
 static void test_detect(void **state) {
     (void)state;
     rl_chat_format f;
-    static const char qwen[] = "{%- if tools %}<tools>{{ tool | tojson }}</tools>{%- endif %}<tool_call>\n";
+    static const char qwen[] =
+        "{%- if tools %}<tools>{{ tool | tojson }}</tools>{%- endif %}<tool_call>\n";
     rl_chat_format_detect(qwen, sizeof qwen - 1, &f);
     assert_int_equal(f.tools, RL_TOOLS_HERMES);
     assert_true(f.native_tools);
@@ -393,7 +414,8 @@ static void test_detect(void **state) {
     static const char qwen3[] = "{%- if tools %}x{% endif %}<tool_call> <think>\n\n</think>";
     rl_chat_format_detect(qwen3, sizeof qwen3 - 1, &f);
     assert_true(f.reasoning);
-    static const char r1[] = "{% set content = content.split('</think>')[-1] %}<｜Assistant｜><think>\n";
+    static const char r1[] =
+        "{% set content = content.split('</think>')[-1] %}<｜Assistant｜><think>\n";
     rl_chat_format_detect(r1, sizeof r1 - 1, &f);
     assert_int_equal(f.tools, RL_TOOLS_HERMES);
     assert_false(f.native_tools);
@@ -409,7 +431,8 @@ static void test_detect(void **state) {
     rl_chat_format_detect(granite, sizeof granite - 1, &f);
     assert_int_equal(f.tools, RL_TOOLS_GRANITE);
     /* SmolLM2's template knows no tools: the generic format */
-    static const char smol[] = "{% for message in messages %}{{'<|im_start|>' + message['role']}}{% endfor %}";
+    static const char smol[] =
+        "{% for message in messages %}{{'<|im_start|>' + message['role']}}{% endfor %}";
     rl_chat_format_detect(smol, sizeof smol - 1, &f);
     assert_int_equal(f.tools, RL_TOOLS_HERMES);
     assert_false(f.native_tools);

@@ -55,7 +55,8 @@ static inline const int8_t *q8_qs(const uint8_t *row, int pb, int qk) {
 }
 
 /* Per 32-element query block b (page block b / (qk/32)), as q8_0. */
-static inline void kq_q8_ref(const void *q, const void *k, size_t stride, int n, int hd, float *s, int qk) {
+static inline void kq_q8_ref(const void *q, const void *k, size_t stride, int n, int hd, float *s,
+                             int qk) {
     const rl_block_q8_0 *x = q;
     const int per = qk / RL_QK8_0;
     for (int r = 0; r < n; r++) {
@@ -109,7 +110,8 @@ static void rl__v_f16_ref(float *acc, const void *v, size_t stride, const float 
     }
 }
 
-static inline void v_q8_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd, int qk) {
+static inline void v_q8_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd,
+                            int qk) {
     for (int r = 0; r < n; r++) {
         const uint8_t *row = ROW(v, r, stride);
         for (int b = 0; b < hd / qk; b++) {
@@ -121,14 +123,17 @@ static inline void v_q8_ref(float *acc, const void *v, size_t stride, const floa
     }
 }
 
-static void rl__v_q8_0_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+static void rl__v_q8_0_ref(float *acc, const void *v, size_t stride, const float *w, int n,
+                           int hd) {
     v_q8_ref(acc, v, stride, w, n, hd, RL_QK8_0);
 }
-static void rl__v_q8_64_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+static void rl__v_q8_64_ref(float *acc, const void *v, size_t stride, const float *w, int n,
+                            int hd) {
     v_q8_ref(acc, v, stride, w, n, hd, RL_QK8_64);
 }
 
-static void rl__v_q4_0_ref(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+static void rl__v_q4_0_ref(float *acc, const void *v, size_t stride, const float *w, int n,
+                           int hd) {
     for (int r = 0; r < n; r++) {
         const rl_block_q4_0 *x = (const rl_block_q4_0 *)ROW(v, r, stride);
         for (int b = 0; b < hd / RL_QK4_0; b++) {
@@ -143,7 +148,8 @@ static void rl__v_q4_0_ref(float *acc, const void *v, size_t stride, const float
 }
 
 /* Float-query variants for quantized K: s[r] = sum_b d_b * sum_i q_i*code_i. */
-static inline void kqf_q8_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s, int qk) {
+static inline void kqf_q8_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s,
+                              int qk) {
     const float *q = vq;
     for (int r = 0; r < n; r++) {
         const uint8_t *row = ROW(k, r, stride);
@@ -158,14 +164,17 @@ static inline void kqf_q8_ref(const void *vq, const void *k, size_t stride, int 
     }
 }
 
-static void rl__kqf_q8_0_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static void rl__kqf_q8_0_ref(const void *vq, const void *k, size_t stride, int n, int hd,
+                             float *s) {
     kqf_q8_ref(vq, k, stride, n, hd, s, RL_QK8_0);
 }
-static void rl__kqf_q8_64_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static void rl__kqf_q8_64_ref(const void *vq, const void *k, size_t stride, int n, int hd,
+                              float *s) {
     kqf_q8_ref(vq, k, stride, n, hd, s, RL_QK8_64);
 }
 
-static void rl__kqf_q4_0_ref(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static void rl__kqf_q4_0_ref(const void *vq, const void *k, size_t stride, int n, int hd,
+                             float *s) {
     const float *q = vq;
     for (int r = 0; r < n; r++) {
         const rl_block_q4_0 *w = (const rl_block_q4_0 *)ROW(k, r, stride);
@@ -173,7 +182,8 @@ static void rl__kqf_q4_0_ref(const void *vq, const void *k, size_t stride, int n
         for (int b = 0; b < hd / RL_QK4_0; b++) {
             float t = 0.0f;
             for (int j = 0; j < 16; j++) t += q[b * 32 + j] * (float)((int)(w[b].qs[j] & 0x0F) - 8);
-            for (int j = 0; j < 16; j++) t += q[b * 32 + 16 + j] * (float)((int)(w[b].qs[j] >> 4) - 8);
+            for (int j = 0; j < 16; j++)
+                t += q[b * 32 + 16 + j] * (float)((int)(w[b].qs[j] >> 4) - 8);
             acc += rl_fp16_to_f32(w[b].d) * t;
         }
         s[r] = acc;

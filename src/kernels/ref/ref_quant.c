@@ -1,8 +1,8 @@
 /* Scalar reference kernels for matmul: the activation quantizers (q8_0,
  * q8_1, q8_K) and one vec-dot per weight type against its paired
  * activation type (matmul.c's rl__act_type: q8_0 for q4_0, q5_0, q8_0,
- * iq4_nl, mxfp4; q8_1 for q4_1, q5_1; q8_K for the K-quants and iq4_xs).  These are the oracles the AVX2 kernels are tested
- * against, so they are written for clarity, not speed.
+ * iq4_nl, mxfp4; q8_1 for q4_1, q5_1; q8_K for the K-quants and iq4_xs).  These are the oracles the
+ * AVX2 kernels are tested against, so they are written for clarity, not speed.
  *
  * Conventions (fixed, because SIMD twins reproduce them):
  *   - activation quantization is symmetric: d = amax/127, q = rint(x/d)
@@ -197,7 +197,8 @@ static void rl__dot_iq4_nl_ref(int64_t n, float *s, const void *vw, const void *
     const rl_block_q8_0 *x = vx;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / RL_QK8_0; i++)
-        sum += (float)rl__dot_nib_tbl(rl_iq4nl_values, w[i].qs, x[i].qs) * (F16(w[i].d) * F16(x[i].d));
+        sum +=
+            (float)rl__dot_nib_tbl(rl_iq4nl_values, w[i].qs, x[i].qs) * (F16(w[i].d) * F16(x[i].d));
     *s = sum;
 }
 
@@ -341,8 +342,10 @@ static void rl__dot_iq4_xs_ref(int64_t n, float *s, const void *vw, const void *
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         int sumi = 0;
         for (int ib = 0; ib < RL_QK_K / 32; ib++) {
-            int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | ((w[i].scales_h >> (2 * ib)) & 3) << 4;
-            sumi += (ls - 32) * rl__dot_nib_tbl(rl_iq4nl_values, w[i].qs + 16 * ib, x[i].qs + 32 * ib);
+            int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) |
+                     ((w[i].scales_h >> (2 * ib)) & 3) << 4;
+            sumi +=
+                (ls - 32) * rl__dot_nib_tbl(rl_iq4nl_values, w[i].qs + 16 * ib, x[i].qs + 32 * ib);
         }
         sum += x[i].d * F16(w[i].d) * (float)sumi;
     }

@@ -47,7 +47,8 @@ static void rl__softmax_avx2(float *x, int64_t n) {
     }
     float is = (float)(1.0 / s);
     __m256 iv = _mm256_set1_ps(is);
-    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
     for (; i < n; i++) x[i] *= is;
 }
 
@@ -89,7 +90,8 @@ static float rl__dot_f32_avx2(const float *a, const float *b, int64_t n) {
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
     }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     float s = rl__hsum_ps(_mm256_add_ps(s0, s1));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
@@ -105,7 +107,8 @@ static float rl__dot_f16_avx2(const float *a, const rl_fp16 *b, int64_t n) {
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, s1);
     }
     for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
     float s = rl__hsum_ps(_mm256_add_ps(s0, s1));
     for (; i < n; i++) s += a[i] * _cvtsh_ss(b[i]);
     return s;
@@ -115,7 +118,8 @@ static void rl__axpy_f32_avx2(float *y, const float *x, float a, int64_t n) {
     __m256 av = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
 

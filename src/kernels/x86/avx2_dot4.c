@@ -79,9 +79,10 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
             __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
             __m256i lo = _mm256_and_si256(qb, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
-            __m256i s0 = _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
-            __m256i s1 =
-                _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+            __m256i s0 =
+                _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+            __m256i s1 = _mm256_shuffle_epi8(
+                scb, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
             RL_UNROLL for (int k = 0; k < T; k++) {
                 const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * j;
                 __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
@@ -91,8 +92,8 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
                 sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p0, p1));
             }
         }
-        RL_UNROLL for (int k = 0; k < T; k++)
-            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -117,30 +118,36 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
             const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
             /* scales 8h..8h+7 in both lanes; chunk kk uses 8h+2kk (lane 0)
              * and 8h+2kk+1 (lane 1) */
-            const __m256i scb = _mm256_broadcastsi128_si256(
-                h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m256i scb = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                                              : _mm256_castsi256_si128(sc16));
             __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_and_si256(hb, m30));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
             RL_UNROLL for (int kk = 0; kk < 4; kk++) {
                 const __m256i scv = _mm256_shuffle_epi8(
-                    scb, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * kk + 3) << 8) | (4 * kk + 2))),
-                                          _mm_set1_epi16((short)(((4 * kk + 1) << 8) | (4 * kk)))));
+                    scb,
+                    _mm256_set_m128i(_mm_set1_epi16((short)(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                                     _mm_set1_epi16((short)(((4 * kk + 1) << 8) | (4 * kk)))));
                 RL_UNROLL for (int k = 0; k < T; k++) {
                     const int8_t *y = XB(rl_block_q8_K, k, i).qs + 128 * h + 32 * kk;
                     __m256i yk = _mm256_loadu_si256((const __m256i *)y);
-                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(_mm256_maddubs_epi16(q[kk], yk), scv));
+                    sumi[k] = _mm256_add_epi32(
+                        sumi[k], _mm256_madd_epi16(_mm256_maddubs_epi16(q[kk], yk), scv));
                 }
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }

@@ -18,7 +18,9 @@
 
 #define ROW(base, r, stride) ((const uint8_t *)(base) + (size_t)(r) * (stride))
 
-static inline float rl__h2f(rl_fp16 h) { return _cvtsh_ss(h); }
+static inline float rl__h2f(rl_fp16 h) {
+    return _cvtsh_ss(h);
+}
 
 static void rl__kq_f32_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
     const float *a = q;
@@ -30,7 +32,8 @@ static void rl__kq_f32_avx2(const void *q, const void *k, size_t stride, int n, 
             s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
             s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
         }
-        for (; i + 8 <= hd; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        for (; i + 8 <= hd; i += 8)
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
         float acc = rl__hsum_ps(_mm256_add_ps(s0, s1));
         for (; i < hd; i++) acc += a[i] * b[i];
         s[r] = acc;
@@ -69,8 +72,8 @@ static inline const int8_t *rl__q8_qs(const uint8_t *row, int pb, int qk) {
 
 /* Per page block: its scale read once, then each of its 32-element parts
  * against query block pb * (qk/32) + part. */
-static inline __attribute__((always_inline)) void rl__kq_q8(const void *q, const void *k, size_t stride, int n,
-                                                            int hd, float *s, int qk) {
+static inline __attribute__((always_inline)) void
+rl__kq_q8(const void *q, const void *k, size_t stride, int n, int hd, float *s, int qk) {
     const rl_block_q8_0 *x = q;
     const int per = qk / RL_QK8_0;
     for (int r = 0; r < n; r++) {
@@ -94,7 +97,8 @@ static inline __attribute__((always_inline)) void rl__kq_q8(const void *q, const
 static void rl__kq_q8_0_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
     rl__kq_q8(q, k, stride, n, hd, s, RL_QK8_0);
 }
-static void rl__kq_q8_64_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+static void rl__kq_q8_64_avx2(const void *q, const void *k, size_t stride, int n, int hd,
+                              float *s) {
     rl__kq_q8(q, k, stride, n, hd, s, RL_QK8_64);
 }
 
@@ -116,55 +120,63 @@ static void rl__kq_q4_0_avx2(const void *q, const void *k, size_t stride, int n,
 }
 
 /* 8 int8 at p -> 8 float lanes. */
-static inline __m256 rl__i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+static inline __m256 rl__i8x8_ps(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+}
 
 /* a0..a3 += wd * the 32 int8 codes lo (0..15) and hi (16..31) as floats:
  * the V-row accumulation step shared by the q8_0, q4_0 and iq4_nl leaves. */
-static inline __attribute__((always_inline)) void rl__fma_codes32(__m256 wd, __m128i lo, __m128i hi,
-                                                                  __m256 *a0, __m256 *a1,
-                                                                  __m256 *a2, __m256 *a3) {
+static inline __attribute__((always_inline)) void
+rl__fma_codes32(__m256 wd, __m128i lo, __m128i hi, __m256 *a0, __m256 *a1, __m256 *a2, __m256 *a3) {
     *a0 = _mm256_fmadd_ps(wd, rl__i8x8_ps(lo), *a0);
     *a1 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(lo, lo)), *a1);
     *a2 = _mm256_fmadd_ps(wd, rl__i8x8_ps(hi), *a2);
     *a3 = _mm256_fmadd_ps(wd, rl__i8x8_ps(_mm_unpackhi_epi64(hi, hi)), *a3);
 }
 
-static inline __m256 rl__ld_f32(const float *p) { return _mm256_loadu_ps(p); }
+static inline __m256 rl__ld_f32(const float *p) {
+    return _mm256_loadu_ps(p);
+}
 static inline __m256 rl__ld_f16(const rl_fp16 *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
-static inline float rl__f32_at(const float *p) { return *p; }
-static inline float rl__f16_at(const rl_fp16 *p) { return _cvtsh_ss(*p); }
+static inline float rl__f32_at(const float *p) {
+    return *p;
+}
+static inline float rl__f16_at(const rl_fp16 *p) {
+    return _cvtsh_ss(*p);
+}
 
 /* acc[0..hd) += sum_r w[r] * V[r][0..hd) for float rows of type T, loaded 8 at a time by LD and
  * one at a time (the tail) by AT: 32 columns in four registers over all rows, then 8, then 1. */
-#define RL_V_FLOAT_AVX2(NAME, T, LD, AT)                                                          \
-    static void NAME(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {   \
-        int i = 0;                                                                                \
-        for (; i + 32 <= hd; i += 32) {                                                           \
-            __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);              \
-            __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);        \
-            for (int r = 0; r < n; r++) {                                                         \
-                const T *x = (const T *)ROW(v, r, stride) + i;                                    \
-                __m256 wr = _mm256_set1_ps(w[r]);                                                 \
-                a0 = _mm256_fmadd_ps(wr, LD(x), a0);                                              \
-                a1 = _mm256_fmadd_ps(wr, LD(x + 8), a1);                                          \
-                a2 = _mm256_fmadd_ps(wr, LD(x + 16), a2);                                         \
-                a3 = _mm256_fmadd_ps(wr, LD(x + 24), a3);                                         \
-            }                                                                                     \
-            _mm256_storeu_ps(acc + i, a0);                                                        \
-            _mm256_storeu_ps(acc + i + 8, a1);                                                    \
-            _mm256_storeu_ps(acc + i + 16, a2);                                                   \
-            _mm256_storeu_ps(acc + i + 24, a3);                                                   \
-        }                                                                                         \
-        for (; i + 8 <= hd; i += 8) {                                                             \
-            __m256 a0 = _mm256_loadu_ps(acc + i);                                                 \
-            for (int r = 0; r < n; r++)                                                           \
-                a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), LD((const T *)ROW(v, r, stride) + i), a0); \
-            _mm256_storeu_ps(acc + i, a0);                                                        \
-        }                                                                                         \
-        for (; i < hd; i++)                                                                       \
-            for (int r = 0; r < n; r++) acc[i] += w[r] * AT((const T *)ROW(v, r, stride) + i);    \
+#define RL_V_FLOAT_AVX2(NAME, T, LD, AT)                                                           \
+    static void NAME(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {    \
+        int i = 0;                                                                                 \
+        for (; i + 32 <= hd; i += 32) {                                                            \
+            __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);               \
+            __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);         \
+            for (int r = 0; r < n; r++) {                                                          \
+                const T *x = (const T *)ROW(v, r, stride) + i;                                     \
+                __m256 wr = _mm256_set1_ps(w[r]);                                                  \
+                a0 = _mm256_fmadd_ps(wr, LD(x), a0);                                               \
+                a1 = _mm256_fmadd_ps(wr, LD(x + 8), a1);                                           \
+                a2 = _mm256_fmadd_ps(wr, LD(x + 16), a2);                                          \
+                a3 = _mm256_fmadd_ps(wr, LD(x + 24), a3);                                          \
+            }                                                                                      \
+            _mm256_storeu_ps(acc + i, a0);                                                         \
+            _mm256_storeu_ps(acc + i + 8, a1);                                                     \
+            _mm256_storeu_ps(acc + i + 16, a2);                                                    \
+            _mm256_storeu_ps(acc + i + 24, a3);                                                    \
+        }                                                                                          \
+        for (; i + 8 <= hd; i += 8) {                                                              \
+            __m256 a0 = _mm256_loadu_ps(acc + i);                                                  \
+            for (int r = 0; r < n; r++)                                                            \
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), LD((const T *)ROW(v, r, stride) + i),   \
+                                     a0);                                                          \
+            _mm256_storeu_ps(acc + i, a0);                                                         \
+        }                                                                                          \
+        for (; i < hd; i++)                                                                        \
+            for (int r = 0; r < n; r++) acc[i] += w[r] * AT((const T *)ROW(v, r, stride) + i);     \
     }
 
 RL_V_FLOAT_AVX2(rl__v_f32_avx2, float, rl__ld_f32, rl__f32_at)
@@ -193,14 +205,17 @@ static inline __attribute__((always_inline)) void rl__v_q8(float *acc, const voi
     }
 }
 
-static void rl__v_q8_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+static void rl__v_q8_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n,
+                            int hd) {
     rl__v_q8(acc, v, stride, w, n, hd, RL_QK8_0);
 }
-static void rl__v_q8_64_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+static void rl__v_q8_64_avx2(float *acc, const void *v, size_t stride, const float *w, int n,
+                             int hd) {
     rl__v_q8(acc, v, stride, w, n, hd, RL_QK8_64);
 }
 
-static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n, int hd) {
+static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n,
+                            int hd) {
     const __m128i m4 = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(8);
     for (int b = 0; b < hd / RL_QK4_0; b++) {
         float *y = acc + b * RL_QK4_0;
@@ -210,7 +225,7 @@ static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const floa
             const rl_block_q4_0 *x = (const rl_block_q4_0 *)ROW(v, r, stride) + b;
             __m256 wd = _mm256_set1_ps(w[r] * rl__h2f(x->d));
             __m128i t = _mm_loadu_si128((const __m128i *)x->qs);
-            __m128i lo = _mm_sub_epi8(_mm_and_si128(t, m4), off);                   /* elems 0..15 */
+            __m128i lo = _mm_sub_epi8(_mm_and_si128(t, m4), off); /* elems 0..15 */
             __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(t, 4), m4), off); /* 16..31 */
             rl__fma_codes32(wd, lo, hi, &a0, &a1, &a2, &a3);
         }
@@ -230,31 +245,36 @@ static inline __m256 rl__blk_dot_f(const float *q, __m128i c0, __m128i c1, __m12
     return _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), rl__i8x8_ps(c3), t);
 }
 
-static inline __attribute__((always_inline)) void rl__kqf_q8(const void *vq, const void *k, size_t stride, int n,
-                                                             int hd, float *s, int qk) {
+static inline __attribute__((always_inline)) void
+rl__kqf_q8(const void *vq, const void *k, size_t stride, int n, int hd, float *s, int qk) {
     const float *q = vq;
     const int per = qk / RL_QK8_0;
     for (int r = 0; r < n; r++) {
         const uint8_t *row = ROW(k, r, stride);
         __m256 acc = _mm256_setzero_ps();
         for (int b = 0; b < hd / RL_QK8_0; b++) {
-            __m256i c = _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * 32));
+            __m256i c =
+                _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * 32));
             __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
-            __m256 t = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi));
+            __m256 t = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi,
+                                     _mm_unpackhi_epi64(hi, hi));
             acc = _mm256_fmadd_ps(_mm256_set1_ps(rl__q8_d(row, b / per, qk)), t, acc);
         }
         s[r] = rl__hsum_ps(acc);
     }
 }
 
-static void rl__kqf_q8_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static void rl__kqf_q8_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd,
+                              float *s) {
     rl__kqf_q8(vq, k, stride, n, hd, s, RL_QK8_0);
 }
-static void rl__kqf_q8_64_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static void rl__kqf_q8_64_avx2(const void *vq, const void *k, size_t stride, int n, int hd,
+                               float *s) {
     rl__kqf_q8(vq, k, stride, n, hd, s, RL_QK8_64);
 }
 
-static void rl__kqf_q4_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd, float *s) {
+static void rl__kqf_q4_0_avx2(const void *vq, const void *k, size_t stride, int n, int hd,
+                              float *s) {
     const float *q = vq;
     const __m128i m4 = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(8);
     for (int r = 0; r < n; r++) {
@@ -264,7 +284,8 @@ static void rl__kqf_q4_0_avx2(const void *vq, const void *k, size_t stride, int 
             __m128i t = _mm_loadu_si128((const __m128i *)w[b].qs);
             __m128i lo = _mm_sub_epi8(_mm_and_si128(t, m4), off);
             __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(t, 4), m4), off);
-            __m256 x = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi));
+            __m256 x = rl__blk_dot_f(q + b * 32, lo, _mm_unpackhi_epi64(lo, lo), hi,
+                                     _mm_unpackhi_epi64(hi, hi));
             acc = _mm256_fmadd_ps(_mm256_set1_ps(rl__h2f(w[b].d)), x, acc);
         }
         s[r] = rl__hsum_ps(acc);
@@ -402,8 +423,8 @@ static void rl__quant_iq4_nl_kv_avx2(const float *x, void *vy, int64_t n) {
                     const __m256 xj = _mm256_set1_ps(x[j]), xs = _mm256_mul_ps(xj, id);
                     __m256i lo = _mm256_setzero_si256();
                     for (int k = 1; k < 15; k++) /* lo = #{k in 1..14: v[k] <= xs} */
-                        lo = _mm256_sub_epi32(
-                            lo, _mm256_castps_si256(_mm256_cmp_ps(_mm256_set1_ps(vf[k]), xs, _CMP_LE_OQ)));
+                        lo = _mm256_sub_epi32(lo, _mm256_castps_si256(_mm256_cmp_ps(
+                                                      _mm256_set1_ps(vf[k]), xs, _CMP_LE_OQ)));
                     const __m256i hi = _mm256_add_epi32(lo, _mm256_set1_epi32(1));
                     const __m256 vlo = _mm256_blendv_ps(
                         _mm256_permutevar8x32_ps(tlo, lo), _mm256_permutevar8x32_ps(thi, lo),

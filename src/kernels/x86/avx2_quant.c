@@ -11,7 +11,9 @@
 
 #define F16(h) rl_fp16_to_f32(h)
 
-static inline float rl__f16(rl_fp16 h) { return _cvtsh_ss(h); }
+static inline float rl__f16(rl_fp16 h) {
+    return _cvtsh_ss(h);
+}
 
 /* ---------------- activation quantizers ---------------- */
 
@@ -19,7 +21,8 @@ static inline float rl__f16(rl_fp16 h) { return _cvtsh_ss(h); }
 static inline float rl__amax32(const float *x) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 m = _mm256_andnot_ps(sign, _mm256_loadu_ps(x));
-    for (int j = 8; j < 32; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    for (int j = 8; j < 32; j += 8)
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
@@ -57,8 +60,8 @@ static void rl__quant_q8_1_avx2(const float *x, void *vy, int64_t n) {
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         __m256i q = rl__q8_32(x + 32 * i, id);
         _mm256_storeu_si256((__m256i *)y[i].qs, q);
-        int sum = rl__hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
-                                                   _mm256_set1_epi16(1)));
+        int sum = rl__hsum_epi32(
+            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
         y[i].d = rl_f32_to_fp16(d);
         y[i].s = rl_f32_to_fp16(d * (float)sum);
     }

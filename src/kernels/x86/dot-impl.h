@@ -20,11 +20,15 @@
  * registers. */
 #define RL_UNROLL _Pragma("GCC unroll 8")
 
-static inline float rl__f16(rl_fp16 h) { return _cvtsh_ss(h); }
+static inline float rl__f16(rl_fp16 h) {
+    return _cvtsh_ss(h);
+}
 
 /* The first 4 fp16 values at p as floats (one vcvtph2ps from memory; reads
  * 8 bytes, which every 32-element block has after its scale). */
-RL_AI __m128 rl__h4(const void *p) { return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)); }
+RL_AI __m128 rl__h4(const void *p) {
+    return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p));
+}
 
 /* 16 bytes of packed nibbles -> 32 bytes, low nibbles then high nibbles
  * (same result as rl__nibbles32, one uop fewer). */
@@ -36,7 +40,7 @@ RL_AI __m256i rl__nib32(const uint8_t *p) {
 
 /* Activation block i of token k (rows xs bytes apart; the templates name
  * their activation pointer vx and row stride xs). */
-#define XB(type, k, i) (((const type *)((const uint8_t *)vx + (size_t)(k) * xs))[i])
+#define XB(type, k, i) (((const type *)((const uint8_t *)vx + (size_t)(k)*xs))[i])
 
 /* Weight unpackers: 32 int8 values of block i, signed (for the sign trick
  * of the signed-weight types). */
@@ -50,24 +54,32 @@ RL_AI __m256i rl__w_q5_0(const rl_block_q5_0 *b) {
     __m256i hi = _mm256_andnot_si256(rl__bits32(qh), _mm256_set1_epi8((char)0xF0));
     return _mm256_or_si256(rl__nib32(b->qs), hi);
 }
-RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
+RL_AI __m256i rl__w_q8_0(const rl_block_q8_0 *b) {
+    return _mm256_loadu_si256((const __m256i *)b->qs);
+}
 /* Codebook types: the nibbles index a 16-entry int8 table (vpshufb). */
 RL_AI __m256i rl__iq4nl_tbl(void) {
-    return _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113, -127, -104,
-                            -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    return _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
+                            113, -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69,
+                            89, 113);
 }
-RL_AI __m256i rl__w_iq4_nl(const rl_block_iq4_nl *b) { return _mm256_shuffle_epi8(rl__iq4nl_tbl(), rl__nib32(b->qs)); }
+RL_AI __m256i rl__w_iq4_nl(const rl_block_iq4_nl *b) {
+    return _mm256_shuffle_epi8(rl__iq4nl_tbl(), rl__nib32(b->qs));
+}
 RL_AI __m256i rl__w_mxfp4(const rl_block_mxfp4 *b) {
-    const __m256i tbl = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8,
-                                         12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const __m256i tbl = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0,
+                                         1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     return _mm256_shuffle_epi8(tbl, rl__nib32(b->qs));
 }
 /* Unsigned weights of the affine types (q4_1: 0..15, q5_1: 0..31). */
-RL_AI __m256i rl__w_q4_1(const rl_block_q4_1 *b) { return rl__nib32(b->qs); }
+RL_AI __m256i rl__w_q4_1(const rl_block_q4_1 *b) {
+    return rl__nib32(b->qs);
+}
 RL_AI __m256i rl__w_q5_1(const rl_block_q5_1 *b) {
     uint32_t qh;
     memcpy(&qh, b->qh, 4);
-    return _mm256_or_si256(rl__nib32(b->qs), _mm256_and_si256(rl__bits32(qh), _mm256_set1_epi8(0x10)));
+    return _mm256_or_si256(rl__nib32(b->qs),
+                           _mm256_and_si256(rl__bits32(qh), _mm256_set1_epi8(0x10)));
 }
 
 /* Weight scales of the signed types as lane 0 of an __m128: the fp16 d
@@ -138,7 +150,8 @@ RL_AI __m128 rl__ws_e8m0(const rl_block_mxfp4 *b) {
             i_--;                                                                                  \
         }                                                                                          \
         if (i_ < nb) RL_BLK_SIGNED(WTYPE, UNPACK, WSCALE, acc0);                                   \
-        RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k])); \
+        RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] =                                          \
+            rl__hsum_ps(_mm256_add_ps(acc0[k], acc1[k]));                                          \
     }
 
 RL_DOT_SIGNED(rl__dotT_q4_0, rl_block_q4_0, rl__w_q4_0, RL_WS_F16)
@@ -206,12 +219,14 @@ RL_DOT_AFFINE(rl__dotT_q5_1, rl_block_q5_1, rl__w_q5_1)
  * int16: scb holds scales 8h..8h+7 in both 128-bit lanes; chunk j uses
  * scale 8h+2j in lane 0 (its first 16 elements) and 8h+2j+1 in lane 1. */
 RL_AI __m256i rl__kscale_pair(__m256i scb, int j) {
-    return _mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))),
-                                                     _mm_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j)))));
+    return _mm256_shuffle_epi8(
+        scb, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))),
+                              _mm_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j)))));
 }
 /* Half h (scales 8h..8h+7) of 16 int16 scales, in both 128-bit lanes. */
 RL_AI __m256i rl__khalf(__m256i sc16, int h) {
-    return _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+    return _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                         : _mm256_castsi256_si128(sc16));
 }
 
 /* acc + (dx*d) * sumi: the end of a super-block without minimums (q3_K,
@@ -242,7 +257,8 @@ RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const v
         if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
         const __m128i sb = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm256_castsi256_si128(m4)));
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(_mm_andnot_si128(_mm256_castsi256_si128(m4), sb), 4));
+        const __m256i mins = _mm256_cvtepu8_epi16(
+            _mm_srli_epi16(_mm_andnot_si128(_mm256_castsi256_si128(m4), sb), 4));
         __m256i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
         RL_UNROLL for (int h = 0; h < 2; h++) {
@@ -259,8 +275,8 @@ RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++)
-            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -296,15 +312,18 @@ RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const v
         __m256i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) {
             __m256i b = _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums);
-            sumi[k] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(b, sc16), 2));
+            sumi[k] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(b, sc16), 2));
         }
         RL_UNROLL for (int h = 0; h < 2; h++) {
             const __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * h));
             const __m256i scb = rl__khalf(sc16, h);
             RL_UNROLL for (int j = 0; j < 4; j++) {
                 /* element 128h + 32j + l: hmask[l] bit 4h + j, moved to bit 2 */
-                const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, 4 * h + j), 2), m4);
-                const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * j), m3), hi);
+                const __m256i hi =
+                    _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hm, 4 * h + j), 2), m4);
+                const __m256i q =
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * j), m3), hi);
                 const __m256i scv = rl__kscale_pair(scb, j);
                 RL_UNROLL for (int k = 0; k < T; k++) {
                     const int8_t *y = XB(rl_block_q8_K, k, i).qs + 128 * h + 32 * j;
@@ -314,7 +333,8 @@ RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -332,22 +352,24 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
         if (T == 1) RL_PF3(&w[i]);
         int sc[8], mn[8];
         for (int j = 0; j < 8; j++) rl_scale_min_k4(w[i].scales, j, &sc[j], &mn[j]);
-        const __m256i mins = _mm256_setr_epi16((short)mn[0], (short)mn[0], (short)mn[1], (short)mn[1], (short)mn[2],
-                                               (short)mn[2], (short)mn[3], (short)mn[3], (short)mn[4], (short)mn[4],
-                                               (short)mn[5], (short)mn[5], (short)mn[6], (short)mn[6], (short)mn[7],
-                                               (short)mn[7]);
+        const __m256i mins = _mm256_setr_epi16(
+            (short)mn[0], (short)mn[0], (short)mn[1], (short)mn[1], (short)mn[2], (short)mn[2],
+            (short)mn[3], (short)mn[3], (short)mn[4], (short)mn[4], (short)mn[5], (short)mn[5],
+            (short)mn[6], (short)mn[6], (short)mn[7], (short)mn[7]);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
         __m256i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
         RL_UNROLL for (int j = 0; j < 4; j++) {
-            /* sub-block 2j: low nibbles, qh bit 2j; 2j+1: high nibbles, bit 2j+1 (moved to bit 4) */
+            /* sub-block 2j: low nibbles, qh bit 2j; 2j+1: high nibbles, bit 2j+1 (moved to bit 4)
+             */
             const __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
             const __m256i h0 = _mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j), 4);
             const __m256i h1 = _mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * j + 1), 4);
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4), _mm256_and_si256(h0, m16));
-            const __m256i hi =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), _mm256_and_si256(h1, m16));
-            const __m256i s0 = _mm256_set1_epi16((short)sc[2 * j]), s1 = _mm256_set1_epi16((short)sc[2 * j + 1]);
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                               _mm256_and_si256(h1, m16));
+            const __m256i s0 = _mm256_set1_epi16((short)sc[2 * j]),
+                          s1 = _mm256_set1_epi16((short)sc[2 * j + 1]);
             RL_UNROLL for (int k = 0; k < T; k++) {
                 const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * j;
                 __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
@@ -357,8 +379,8 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++)
-            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -366,8 +388,8 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
 /* iq4_xs: w = d*(ls - 32)*v per 32 elements, v the iq4_nl codebook value
  * (signed, -127..113: the sign trick of the 32-element types, |v| x
  * sign(y, v) in vpmaddubsw, at most 2*127*127 per pair). */
-RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                           const int T) {
+RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
+                           size_t xs, const int T) {
     const rl_block_iq4_xs *w = vw;
     const __m256i tbl = rl__iq4nl_tbl();
     __m256 acc[RL_TMAX];
@@ -387,11 +409,13 @@ RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const
             RL_UNROLL for (int k = 0; k < T; k++) {
                 const int8_t *y = XB(rl_block_q8_K, k, i).qs + 32 * ib;
                 __m256i yk = _mm256_loadu_si256((const __m256i *)y);
-                sumi[k] = RL_DOT_MADDW(sumi[k], _mm256_maddubs_epi16(aw, _mm256_sign_epi8(yk, qw)), scv);
+                sumi[k] =
+                    RL_DOT_MADDW(sumi[k], _mm256_maddubs_epi16(aw, _mm256_sign_epi8(yk, qw)), scv);
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -415,10 +439,11 @@ RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const
     } while (0)
 
 /* Row r of the R-row templates (rows wrs bytes apart from vw). */
-#define WR(type, r) ((const type *)((const uint8_t *)vw + (size_t)(r) * wrs))
+#define WR(type, r) ((const type *)((const uint8_t *)vw + (size_t)(r)*wrs))
 
 #define RL_DOT_SIGNED_R(NAME, WTYPE, UNPACK, WSCALE)                                               \
-    RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx, const int R) { \
+    RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx,               \
+                    const int R) {                                                                 \
         __m256 acc0[RL_RMAX], acc1[RL_RMAX];                                                       \
         RL_UNROLL for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();             \
         const int64_t nb = n / 32;                                                                 \
@@ -457,7 +482,8 @@ RL_DOT_SIGNED_R(rl__dotR_mxfp4, rl_block_mxfp4, rl__w_mxfp4, rl__ws_e8m0)
     } while (0)
 
 #define RL_DOT_AFFINE_R(NAME, WTYPE, UNPACK)                                                       \
-    RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx, const int R) { \
+    RL_AI void NAME(int64_t n, float *s, const void *vw, size_t wrs, const void *vx,               \
+                    const int R) {                                                                 \
         __m256 acc0[RL_RMAX], acc1[RL_RMAX];                                                       \
         __m128 summ0[RL_RMAX], summ1[RL_RMAX];                                                     \
         RL_UNROLL for (int r = 0; r < R; r++) {                                                    \

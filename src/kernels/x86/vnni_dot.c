@@ -5,9 +5,9 @@
  * 32-element types (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4) and
  * q2_K, q3_K, q5_K, iq4_xs use the templates the AVX2 table uses (dot-impl.h),
  * with vpdpbusd as their int8 and vpdpwssd as their int16 multiply-add;
- * the q4_K and q6_K templates are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw -mavx512vl
- * -mavx512vnni (Makefile), and reached only through that table, which
- * dispatch.c builds only when CPUID and XCR0 report the features.
+ * the q4_K and q6_K templates are this file's own (zmm layout).  Compiled with -mavx512f -mavx512bw
+ * -mavx512vl -mavx512vnni (Makefile), and reached only through that table, which dispatch.c builds
+ * only when CPUID and XCR0 report the features.
  *
  * Bit-identity with the AVX2 table (tested in test_kernels.c): every float
  * operation a token sees is the one avx2_dot4.c applies, on the same
@@ -70,7 +70,7 @@ RL_AI void rl__q4k_scales(const uint8_t *q, __m128i *sc, __m256i *mins) {
  * so the 64 activation bytes load as one zmm; the scale vector holds sc[2j]
  * in the low half and sc[2j+1] in the high half. */
 RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                          const int T) {
+                         const int T) {
     const rl_block_q4_K *w = vw;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i nshift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
@@ -86,7 +86,8 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
         __m512i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm512_setzero_si512();
         RL_UNROLL for (int j = 0; j < 4; j++) {
-            __m512i qb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j)));
+            __m512i qb =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j)));
             __m512i q = _mm512_and_si512(_mm512_srlv_epi64(qb, nshift), m4);
             __m512i scj = _mm512_permutexvar_epi16(
                 _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(2 * j))),
@@ -98,8 +99,8 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
                 sumi[k] = _mm512_dpwssd_epi32(sumi[k], _mm512_maddubs_epi16(q, yk), scj);
             }
         }
-        RL_UNROLL for (int k = 0; k < T; k++)
-            acc[k] = rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), rl__fold(sumi[k]), mins, dw, dmw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), rl__fold(sumi[k]), mins, dw, dmw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -110,13 +111,14 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
  * (16 elements each).  The -32 offset is folded in as in avx2_dot4.c:
  * sum(q*y*s) - 32*sum(s*bsum), exact int32. */
 RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                          const int T) {
+                         const int T) {
     const rl_block_q6_K *w = vw;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i lsh = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
     const __m512i rsh = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
-    const __m512i lane = _mm512_set_epi64(0x0003000300030003ll, 0x0003000300030003ll, 0x0002000200020002ll,
-                                          0x0002000200020002ll, 0x0001000100010001ll, 0x0001000100010001ll, 0, 0);
+    const __m512i lane =
+        _mm512_set_epi64(0x0003000300030003ll, 0x0003000300030003ll, 0x0002000200020002ll,
+                         0x0002000200020002ll, 0x0001000100010001ll, 0x0001000100010001ll, 0, 0);
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
@@ -126,12 +128,14 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
         __m512i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) {
             __m256i b = _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums);
-            __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(b, sc16), 5));
+            __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                            _mm256_slli_epi32(_mm256_madd_epi16(b, sc16), 5));
             sumi[k] = _mm512_inserti64x4(_mm512_setzero_si512(), corr, 0);
         }
         RL_UNROLL for (int h = 0; h < 2; h++) {
             const __m512i l = _mm512_loadu_si512((const void *)(w[i].ql + 64 * h));
-            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h)));
+            const __m512i hb =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h)));
             const __m512i qa = _mm512_or_si512(_mm512_and_si512(l, m4),
                                                _mm512_and_si512(_mm512_sllv_epi64(hb, lsh), m30));
             const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
@@ -151,8 +155,8 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++)
-            acc[k] = rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), rl__fold(sumi[k]), dw);
+        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+            rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), rl__fold(sumi[k]), dw);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
@@ -160,8 +164,9 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
 /* ---------------- instantiations ---------------- */
 
 #define RL_VINST2R(TY)                                                                             \
-    static void rl__dot2r_##TY##_vnni(int64_t n, float *s, const void *w, size_t ws, const void *x) { \
-        rl__dotR_##TY(n, s, w, ws, x, 2);                                                         \
+    static void rl__dot2r_##TY##_vnni(int64_t n, float *s, const void *w, size_t ws,               \
+                                      const void *x) {                                             \
+        rl__dotR_##TY(n, s, w, ws, x, 2);                                                          \
     }
 RL_VINST2R(q4_0)
 RL_VINST2R(q4_1)
@@ -173,15 +178,15 @@ RL_VINST2R(mxfp4)
 
 #define RL_VINST(TY)                                                                               \
     static void rl__dot_##TY##_vnni(int64_t n, float *s, const void *w, const void *x) {           \
-        rl__dotT_##TY(n, s, 0, w, x, 0, 1);                                                       \
+        rl__dotT_##TY(n, s, 0, w, x, 0, 1);                                                        \
     }                                                                                              \
     static void rl__dot4_##TY##_vnni(int64_t n, float *s, size_t ss, const void *w, const void *x, \
                                      size_t xs) {                                                  \
-        rl__dotT_##TY(n, s, ss, w, x, xs, 4);                                                     \
+        rl__dotT_##TY(n, s, ss, w, x, xs, 4);                                                      \
     }                                                                                              \
     static void rl__dot8_##TY##_vnni(int64_t n, float *s, size_t ss, const void *w, const void *x, \
                                      size_t xs) {                                                  \
-        rl__dotT_##TY(n, s, ss, w, x, xs, 8);                                                     \
+        rl__dotT_##TY(n, s, ss, w, x, xs, 8);                                                      \
     }
 
 RL_VINST(q4_0)

@@ -33,8 +33,8 @@ static rl_status gemma3_hparams(rl_model *m, rl_err *err) {
         (st = rl__hp_f32(m, "rope.freq_base_swa", 10000.0, 1.0, 1e12, &hp->rope_base_local, err)) ||
         (st = rl__hp_i32(m, "attention.sliding_window", false, 0, 0, 1 << 24, &hp->sliding_window,
                          err)) ||
-        (st = rl__hp_i32(m, "attention.sliding_window_pattern", false, 6, 1, 1024,
-                         &hp->swa_pattern, err)))
+        (st = rl__hp_i32(m, "attention.sliding_window_pattern", false, 6, 1, 1024, &hp->swa_pattern,
+                         err)))
         return st;
     return rl__hp_gemma_query_scale(m, 62, err);
 }

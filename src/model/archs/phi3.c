@@ -27,8 +27,8 @@ static rl_status phi3_hparams(rl_model *m, rl_err *err) {
     m->hp.rope_mode = RL_ROPE_NEOX;
     m->hp.act = RL__ACT_SILU;
     m->hp.swa_pattern = 0;
-    rl_status st = rl__hp_i32(m, "attention.sliding_window", false, 0, 0, 1 << 30,
-                              &m->hp.sliding_window, err);
+    rl_status st =
+        rl__hp_i32(m, "attention.sliding_window", false, 0, 0, 1 << 30, &m->hp.sliding_window, err);
     return st ? st : rl__bind_rope_factors(m, true, err);
 }
 
@@ -38,7 +38,8 @@ static rl_status phi3_bind_layer(rl_model *m, int32_t il, rl_err *err) {
     int64_t nq = (int64_t)hp->n_head * hp->head_dim, nkv = (int64_t)hp->n_kv_head * hp->head_dim;
     rl_mat qkv, gu;
     rl_status st;
-    if ((st = rl__bind_layer_vec(m, il, "attn_norm.weight", hp->n_embd, true, &L->attn_norm, err)) ||
+    if ((st =
+             rl__bind_layer_vec(m, il, "attn_norm.weight", hp->n_embd, true, &L->attn_norm, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_qkv.weight", nq + 2 * nkv, hp->n_embd, true, &qkv,
                                  err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)) ||
