@@ -131,8 +131,9 @@ fuzz:
 	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -O1 -g -fsanitize=fuzzer,address,undefined \
 	    -o $(FUZZ_BUILD)/$$n $$f $(FUZZ_BUILD)/lib/librl.a $(LIBS) || exit 1; done
 
-# Generated tables (src/tokenizer/wpm_tables.c, written by tests/tools/gen_wpm_tables.py) keep the generator's layout.
-FORMAT_FILES = $$(git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h' 'examples/*.c' 'bench/*.c' 'bench/*.h' | grep -v '_tables\.c$$')
+# Generated files keep their generator's layout: src/tokenizer/wpm_tables.c (tests/tools/gen_wpm_tables.py)
+# and src/server/webpage.c (tests/python/test_webpage.py --write, which checks it is current).
+FORMAT_FILES = $$(git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h' 'examples/*.c' 'bench/*.c' 'bench/*.h' | grep -v -e '_tables\.c$$' -e '^src/server/webpage\.c$$')
 
 format:
 	clang-format -i $(FORMAT_FILES)
