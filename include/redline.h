@@ -228,7 +228,7 @@ void rl_vocab_free(rl_vocab *v); /* NULL is a no-op */
 /* What a model file says about itself. */
 typedef struct rl_model_info {
     char name[RL_MODEL_NAME_MAX]; /* general.name; "" when absent */
-    char arch[32];                /* general.architecture: "llama", "qwen2", "gemma3" */
+    char arch[32];                /* general.architecture, e.g. "llama", "qwen3", "gemma2" */
     int32_t n_vocab;              /* token ids are [0, n_vocab) */
     int32_t n_ctx_train;          /* trained context length */
     int32_t n_layer, n_embd, n_head, n_kv_head, head_dim;
