@@ -1,6 +1,10 @@
 /* Server metrics: latency histograms and counters kept by the HTTP side,
  * plus the engine's own counters, rendered as Prometheus text with
- * vLLM-style names (redline:num_requests_running, ...).
+ * vLLM-style names (redline:num_requests_running, ...), and the load and
+ * cache gauges again under the names inference gateways scrape by default
+ * (vllm:num_requests_waiting, vllm:kv_cache_usage_perc, sglang:num_queue_reqs,
+ * ...; the list is in docs/SCALE.md), so an endpoint picker needs no
+ * per-engine configuration.  Aliases carry the same values as redline's own.
  *
  * Invariants: histogram counts are stored per bucket (non-cumulative) and
  * made cumulative only when rendered; every update holds m->mu, which is
@@ -110,6 +114,31 @@ static void hist(sbuf *b, const char *name, const char *help, const char *lbl, c
               (unsigned long long)h->count);
 }
 
+/* The gateway-facing aliases.  vLLM counts prefix-cache queries and hits
+ * in tokens: redline's are whole blocks, so both are scaled by the block
+ * size (the hit ratio is the same). */
+static void render_aliases(sbuf *b, const char *lbl, const rl_engine_stats *st) {
+    double kv = st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0;
+    double bs = st->block_size;
+    gauge(b, "vllm:num_requests_running", "Alias of redline:num_requests_running.", lbl,
+          st->n_running);
+    gauge(b, "vllm:num_requests_waiting", "Alias of redline:num_requests_waiting.", lbl,
+          st->n_waiting);
+    gauge(b, "vllm:kv_cache_usage_perc", "Alias of redline:kv_cache_usage_perc.", lbl, kv);
+    gauge(b, "vllm:gpu_cache_usage_perc", "Alias of redline:kv_cache_usage_perc (older name).", lbl,
+          kv);
+    counter(b, "vllm:prefix_cache_queries_total",
+            "redline:prefix_cache_queries_total in tokens (blocks x block size).", lbl,
+            (double)st->prefix_queries * bs);
+    counter(b, "vllm:prefix_cache_hits_total",
+            "redline:prefix_cache_hits_total in tokens (blocks x block size).", lbl,
+            (double)st->prefix_hits * bs);
+    gauge(b, "sglang:num_running_reqs", "Alias of redline:num_requests_running.", lbl,
+          st->n_running);
+    gauge(b, "sglang:num_queue_reqs", "Alias of redline:num_requests_waiting.", lbl, st->n_waiting);
+    gauge(b, "sglang:token_usage", "Alias of redline:kv_cache_usage_perc.", lbl, kv);
+}
+
 char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *model_id) {
     sbuf b = {0};
     if (rl_buf_reserve(&b.b, 8192)) return NULL;
@@ -158,6 +187,10 @@ char *rl_metrics_render(rl_metrics *m, const rl_engine_stats *st, const char *mo
     gauge(&b, "redline:spec_decode_mean_accepted_length",
           "Mean tokens emitted per verification (accepted drafts + 1).", lbl,
           st->spec_verifies ? 1.0 + (double)st->spec_accepted / (double)st->spec_verifies : 0.0);
+    counter(&b, "redline:prompt_tokens_cached_total",
+            "Prompt tokens served from the prefix cache (not recomputed).", lbl,
+            (double)st->cached_prompt_tokens);
+    render_aliases(&b, lbl, st);
     counter(&b, "redline:engine_steps_total", "Engine steps run.", lbl, (double)st->steps);
     counter(&b, "redline:engine_busy_seconds_total", "Seconds the engine spent in steps.", lbl,
             st->busy_s);

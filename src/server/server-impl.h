@@ -107,6 +107,13 @@ enum MHD_Result rl_srv_responses(rl_srv_req *rq); /* POST /v1/responses */
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq);
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq);
 
+/* ---- probes and info routes for routers (info.c) ---- */
+enum MHD_Result rl_srv_livez(rl_srv_req *rq);           /* GET /livez */
+enum MHD_Result rl_srv_health_generate(rl_srv_req *rq); /* GET /health_generate */
+enum MHD_Result rl_srv_server_info(rl_srv_req *rq);     /* GET /server_info */
+enum MHD_Result rl_srv_model_info(rl_srv_req *rq);      /* GET /model_info */
+enum MHD_Result rl_srv_get_load(rl_srv_req *rq);        /* GET /get_load */
+
 /* ---- tool calls and reasoning (oai_tools.c) ---- */
 #define RL_SRV_MAX_CALLS 64 /* calls of one choice that are streamed */
 

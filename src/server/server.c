@@ -1,7 +1,8 @@
 /* The HTTP side of `redline serve`: libmicrohttpd daemon (one thread per
  * connection), routing, limits, authentication, CORS, access log, the
  * background model load, the busy-summary logger and graceful shutdown.
- * Generation endpoints live in oai.c, metrics in metrics.c.
+ * Generation endpoints live in oai.c, metrics in metrics.c, the probes and
+ * info routes routers read (/livez, /server_info, /get_load, ...) in info.c.
  *
  * Request flow: MHD calls on_request first with *con_cls == NULL (we
  * allocate an rl_srv_req and check headers: size, Content-Length, auth),
@@ -186,6 +187,8 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
 static enum MHD_Result route_health(rl_srv_req *rq) {
     rl_srv *s = rq->srv;
     int st = atomic_load(&s->state);
+    if (st == RL_SRV_READY && atomic_load(&s->draining))
+        return rl_srv_reply_json(rq, 503, json_pack("{s:s}", "status", "draining"));
     if (st == RL_SRV_READY) return rl_srv_reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
     if (st == RL_SRV_LOADING)
         return rl_srv_reply_json(rq, 503, json_pack("{s:s}", "status", "loading"));
@@ -253,6 +256,11 @@ typedef enum route_id {
     R_NONE,
     R_PAGE,
     R_HEALTH,
+    R_LIVEZ,
+    R_HEALTH_GEN,
+    R_SERVER_INFO,
+    R_MODEL_INFO,
+    R_GET_LOAD,
     R_METRICS,
     R_MODELS,
     R_MODEL_ONE,
@@ -267,7 +275,12 @@ typedef enum route_id {
 static route_id find_route(const char *p, const char **arg) {
     *arg = NULL;
     if (!strcmp(p, "/") || !strcmp(p, "/index.html")) return R_PAGE;
-    if (!strcmp(p, "/health") || !strcmp(p, "/v1/health")) return R_HEALTH;
+    if (!strcmp(p, "/health") || !strcmp(p, "/v1/health") || !strcmp(p, "/readyz")) return R_HEALTH;
+    if (!strcmp(p, "/livez")) return R_LIVEZ;
+    if (!strcmp(p, "/health_generate")) return R_HEALTH_GEN;
+    if (!strcmp(p, "/server_info") || !strcmp(p, "/get_server_info")) return R_SERVER_INFO;
+    if (!strcmp(p, "/model_info") || !strcmp(p, "/get_model_info")) return R_MODEL_INFO;
+    if (!strcmp(p, "/get_load")) return R_GET_LOAD;
     if (!strcmp(p, "/metrics")) return R_METRICS;
     if (!strcmp(p, "/v1/models") || !strcmp(p, "/models")) return R_MODELS;
     if (!strncmp(p, "/v1/models/", 11) && p[11]) {
@@ -310,6 +323,16 @@ static enum MHD_Result dispatch(rl_srv_req *rq) {
         return route_page(rq);
     case R_HEALTH:
         return route_health(rq);
+    case R_LIVEZ:
+        return rl_srv_livez(rq);
+    case R_HEALTH_GEN:
+        return rl_srv_health_generate(rq);
+    case R_SERVER_INFO:
+        return rl_srv_server_info(rq);
+    case R_MODEL_INFO:
+        return rl_srv_model_info(rq);
+    case R_GET_LOAD:
+        return rl_srv_get_load(rq);
     case R_METRICS:
         return route_metrics(rq);
     case R_MODELS:
@@ -369,7 +392,7 @@ static bool early_checks(rl_srv_req *rq, enum MHD_Result *ret) {
     }
     const char *arg;
     route_id r = find_route(rq->path, &arg);
-    if (r != R_HEALTH && r != R_PAGE && !auth_ok(s, rq->conn)) {
+    if (r != R_HEALTH && r != R_LIVEZ && r != R_PAGE && !auth_ok(s, rq->conn)) {
         *ret = reply_err(rq, 401, NULL, "invalid_api_key",
                          "missing or invalid API key (Authorization: Bearer <key>)");
         return true;
