@@ -114,12 +114,12 @@ def tenant_workload(n_tenants, per_tenant, seed=0):
     return reqs
 
 
-def chat_stream(url, messages, max_tokens=4, timeout=60, model="smollm2-135m"):
+def chat_stream(url, messages, max_tokens=4, timeout=60, model="smollm2-135m", extra=None):
     """One streaming chat request.  Returns {"status", "ttft", "latency",
     "ok", "error"}: ok = HTTP 200 and the stream ended with [DONE]."""
     u = urllib.parse.urlparse(url)
     body = json.dumps({"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": True}).encode()
+                       "stream": True, **(extra or {})}).encode()
     t0 = time.time()
     out = {"status": None, "ttft": None, "latency": None, "ok": False, "error": None}
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
@@ -155,7 +155,7 @@ def chat_stream(url, messages, max_tokens=4, timeout=60, model="smollm2-135m"):
     return out
 
 
-def run_load(url, reqs, concurrency, max_tokens=4, timeout=60, on_result=None):
+def run_load(url, reqs, concurrency, max_tokens=4, timeout=60, on_result=None, extra=None):
     """Sends reqs ([(tenant, messages)]) with `concurrency` in flight at once
     and returns the results in request order (each also has "tenant" and
     "t_start", seconds since the load began)."""
@@ -173,7 +173,7 @@ def run_load(url, reqs, concurrency, max_tokens=4, timeout=60, on_result=None):
                 return
             t, msgs = reqs[i]
             t_start = time.time() - t_load
-            r = chat_stream(url, msgs, max_tokens, timeout)
+            r = chat_stream(url, msgs, max_tokens, timeout, extra=extra)
             r.update(tenant=t, t_start=t_start)
             results[i] = r
             if on_result:
