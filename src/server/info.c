@@ -71,10 +71,15 @@ enum MHD_Result rl_srv_health_generate(rl_srv_req *rq) {
         double t_end = rl_time_s() + HEALTH_GEN_TIMEOUT_MS / 1000.0;
         rl_event ev;
         for (;;) {
-            if (rl_engine_next(s->eng, id, &ev, 100) == RL_OK) {
+            rl_status nst = rl_engine_next(s->eng, id, &ev, 100);
+            if (nst == RL_OK) {
                 if (ev.kind != RL_EV_DONE) continue;
                 ok = ev.finish == RL_FINISH_LENGTH || ev.finish == RL_FINISH_STOP;
                 msg = ok ? "" : ev.error[0] ? ev.error : "the probe generation did not finish";
+                break;
+            }
+            if (nst != RL_ERR_LIMIT) { /* not a timeout: the request is gone */
+                msg = "the probe generation was lost";
                 break;
             }
             if (rl_time_s() > t_end || atomic_load(&s->abort_all)) {

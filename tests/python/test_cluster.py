@@ -85,7 +85,7 @@ def test_prefix_affinity(router, policy):
 def test_replica_killed_mid_load(router, policy):
     need(router)
     with Cluster(router, policy, n=2, serve_args=SERVE) as c:
-        reqs = tenant_workload(4, 6, seed=5)
+        reqs = tenant_workload(4, 5, seed=5)
         killed = {}
 
         def on_result(i, r):  # kill replica 1 once a few requests have finished
@@ -93,7 +93,7 @@ def test_replica_killed_mid_load(router, policy):
                 killed["t"] = time.time()
                 os.kill(c.replicas[1]["pid"], signal.SIGKILL)
         t0 = time.time()
-        res = run_load(c.url, reqs, concurrency=4, max_tokens=24, timeout=60, on_result=on_result)
+        res = run_load(c.url, reqs, concurrency=4, max_tokens=16, timeout=60, on_result=on_result)
         assert killed, "the load finished before the kill"
         assert all(r is not None for r in res), "a request never returned"
         assert max(r["latency"] for r in res) < 60, "a request hung"

@@ -285,6 +285,10 @@ static void test_metrics_render(void **state) {
     st.n_running = 2;
     st.kv_blocks_total = 10;
     st.kv_blocks_used = 5;
+    st.block_size = 16;
+    st.prefix_queries = 3;
+    st.prefix_hits = 2;
+    st.cached_prompt_tokens = 30;
     char *t = rl_metrics_render(&m, &st, "my\"model");
     assert_non_null(t);
     assert_non_null(strstr(t, "redline:num_requests_running{model_name=\"my_model\"} 2\n"));
@@ -300,6 +304,15 @@ static void test_metrics_render(void **state) {
     assert_non_null(
         strstr(t, "redline:time_to_first_token_seconds_count{model_name=\"my_model\"} 3\n"));
     assert_non_null(strstr(t, "finished_reason=\"stop\"} 1\n"));
+    /* the gateway-facing aliases carry the same values (prefix counts in tokens) */
+    assert_non_null(strstr(t, "vllm:num_requests_running{model_name=\"my_model\"} 2\n"));
+    assert_non_null(strstr(t, "sglang:num_running_reqs{model_name=\"my_model\"} 2\n"));
+    assert_non_null(strstr(t, "vllm:kv_cache_usage_perc{model_name=\"my_model\"} 0.5\n"));
+    assert_non_null(strstr(t, "vllm:gpu_cache_usage_perc{model_name=\"my_model\"} 0.5\n"));
+    assert_non_null(strstr(t, "sglang:token_usage{model_name=\"my_model\"} 0.5\n"));
+    assert_non_null(strstr(t, "vllm:prefix_cache_queries_total{model_name=\"my_model\"} 48\n"));
+    assert_non_null(strstr(t, "vllm:prefix_cache_hits_total{model_name=\"my_model\"} 32\n"));
+    assert_non_null(strstr(t, "redline:prompt_tokens_cached_total{model_name=\"my_model\"} 30\n"));
     free(t);
     t = rl_metrics_render(&m, NULL, "x"); /* while loading */
     assert_non_null(strstr(t, "redline:num_requests_waiting{model_name=\"x\"} 0\n"));
