@@ -35,9 +35,33 @@ def router_available(name):
     return bool(shutil.which("haproxy") or os.path.exists("/usr/sbin/haproxy"))
 
 
-class Cluster:
+class ProcessHandle:
+    """A child process in self.proc: stop() sends `sig` (SIGTERM), waits up
+    to `timeout` (stop_timeout) seconds, then SIGKILLs, and returns the exit
+    status; usable as a context manager (stops on exit)."""
+    stop_timeout = 40
+
+    def stop(self, sig=signal.SIGTERM, timeout=None):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout or self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.stop()
+
+
+class Cluster(ProcessHandle):
     """scripts/cluster as a context manager.  .url is the router, .replicas
     a list of {"pid", "url"}; stop() sends SIGTERM and returns the status."""
+    stop_timeout = 90
 
     def __init__(self, router="smg", policy=None, n=2, serve_args=(), extra=(), timeout=120):
         self.port = free_port()
@@ -72,22 +96,6 @@ class Cluster:
             if self.proc.poll() is not None or time.time() > t_end:
                 self.stop()
                 raise RuntimeError("cluster did not start:\n" + "".join(self.err) + "\n".join(self.lines))
-
-    def stop(self, timeout=90):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.stop()
 
 
 WORDS = ("orders refunds shipping invoices warranty repairs accounts passwords delivery returns sizes colours "
@@ -189,7 +197,11 @@ def run_load(url, reqs, concurrency, max_tokens=4, timeout=60, on_result=None, e
 def metrics(url):
     """{name: value} of a replica's /metrics (labels dropped, no buckets)."""
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        txt = r.read().decode()
+        return parse_metrics(r.read().decode())
+
+
+def parse_metrics(txt):
+    """Prometheus text -> {name: value}, labels dropped, histogram buckets skipped."""
     out = {}
     for line in txt.splitlines():
         if line.startswith("#") or not line.strip():

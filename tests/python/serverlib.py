@@ -4,17 +4,17 @@ for /health, and always stop it (SIGTERM, then SIGKILL)."""
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import threading
 import time
 import urllib.request
 
+from clusterlib import ProcessHandle, parse_metrics
 from conftest import BUILD, MODELS
 
 
-class Server:
+class Server(ProcessHandle):
     def __init__(self, *extra, env=None, wait_ready=True, model="smollm2-135m"):
         exe = BUILD / "redline"
         assert exe.exists(), f"{exe} not built (make)"
@@ -72,32 +72,7 @@ class Server:
 
     def metrics(self):
         _, _, txt = self.request("GET", "/metrics")
-        out = {}
-        for line in txt.splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            name, val = line.rsplit(" ", 1)
-            base = re.sub(r"\{.*\}", "", name)
-            if "_bucket" in base:
-                continue
-            out[base] = float(val)
-        return out
-
-    def stop(self, sig=signal.SIGTERM, timeout=40):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.stop()
+        return parse_metrics(txt)
 
 
 def raw_http(port, data, timeout=10):
