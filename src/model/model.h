@@ -3,8 +3,9 @@
  *
  * A model owns its GGUF reader (the mmap); weight matrices are rl_mat views
  * into the mapping and are never copied.  One architecture file per family
- * (archs/llama.c, qwen2.c, qwen3.c, phi3.c, gemma2.c, gemma3.c, granite.c)
- * plugs into a small vtable;
+ * (archs/llama.c, qwen2.c, qwen3.c, phi3.c, gemma2.c, gemma3.c, granite.c;
+ * bert.c, an encoder without an output head, for rl_model_embed) plugs into
+ * a small vtable;
  * the shared blocks (attention, FFN, norms) live in blocks.c.
  *
  * Forward: rl_model_forward() runs a batch of tokens that may belong to
@@ -83,7 +84,7 @@ void rl_model_free(rl_model *m);
 
 /* ---- accessors ---- */
 const char *rl_model_arch(const rl_model *m); /* "llama", "qwen2", "qwen3", "phi3", "gemma2",
-                                               * "gemma3", "granite" */
+                                               * "gemma3", "granite", "bert" */
 const char *rl_model_name(const rl_model *m); /* general.name or "" */
 int32_t rl_model_n_vocab(const rl_model *m);
 int32_t rl_model_n_ctx_train(const rl_model *m);
