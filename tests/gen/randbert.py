@@ -16,7 +16,8 @@ is cls).  Tensors (names/shapes as llama.cpp loads LLM_ARCH_BERT):
   token_embd_norm.{weight,bias}; per layer attn_{q,k,v}.{weight,bias},
   attn_output.{weight,bias}, attn_output_norm.{weight,bias},
   ffn_up.{weight,bias}, ffn_down.{weight,bias}, layer_output_norm.{weight,bias}
-2-D weights F16 (or --dtype f32), vectors F32.  Weights are Gaussian with
+2-D weights F16 (or --dtype f32); vectors, position_embd and token_types F32
+(as the converter writes them: llama.cpp adds token_types' row 0 as F32).  Weights are Gaussian with
 1/sqrt(fan_in) scale, norm weights in [0.6, 1.4], biases N(0, 0.1): random,
 not peaked (an embedding has no next-token distribution to shape), but large
 enough that every tensor moves the pooled vector.
@@ -94,8 +95,9 @@ def generate(out: str, assets: str, preset: str = "tiny", seed: int = 0, pooling
 
     t = {}
     t["token_embd.weight"] = mat(n_vocab, E, 1.0)
-    t["token_types.weight"] = mat(2, E, 0.5)
-    t["position_embd.weight"] = mat(n_ctx, E, 0.5)
+    # the converter keeps the position and token-type tables in F32
+    t["token_types.weight"] = mat(2, E, 0.5).astype(np.float32)
+    t["position_embd.weight"] = mat(n_ctx, E, 0.5).astype(np.float32)
     t["token_embd_norm.weight"] = vec(E, 0.6, 1.4)
     t["token_embd_norm.bias"] = vec(E)
     for l in range(L):

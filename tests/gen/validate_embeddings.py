@@ -16,16 +16,19 @@ llama-embedding is given --pooling mean).
 Texts: TEXTS below (short and long, up to ~330 WordPiece tokens, with
 punctuation, accents and numbers), tokenized by each program itself (so the
 comparison covers WordPiece/BPE tokenization and the BOS/[CLS]/[SEP] rules
-too).  llama-embedding runs with -c 2048 -b 2048 -ub 2048 -t 2,
+too).  llama-embedding runs with -c/-b/-ub 512 (bert: its position table has
+512 rows; llama.cpp aborts beyond it) or 2048 (SmolLM2), -t 2,
 --embd-normalize 2 (L2) and --embd-output-format json (7 decimals);
 redline serve -t 2 answers a POST /v1/embeddings with all texts as a list.
+--oracle llama-server instead asks llama.cpp's llama-server (--embeddings,
+the same -c/-b/-ub/-t and --pooling; it L2-normalises its /v1/embeddings
+answer) the same request.
 Reported per file: the cosine of each text's two vectors, min and mean.
 """
 
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -50,9 +53,10 @@ TEXTS = [
 ]
 
 
-def llama_embed(bin_dir, path, texts, pooling=None):
+def llama_embed(bin_dir, path, texts, pooling=None, ctx=2048):
+    c = str(ctx)
     cmd = [os.path.join(bin_dir, "llama-embedding"), "-m", path, "-p", "\n".join(texts),
-           "-c", "2048", "-b", "2048", "-ub", "2048", "-t", "2", "--embd-normalize", "2",
+           "-c", c, "-b", c, "-ub", c, "-t", "2", "--embd-normalize", "2",
            "--embd-output-format", "json"]
     if pooling:
         cmd += ["--pooling", pooling]
@@ -63,21 +67,19 @@ def llama_embed(bin_dir, path, texts, pooling=None):
     return [d["embedding"] for d in json.loads(out)["data"]]
 
 
-def redline_embed(path, texts):
-    exe = os.path.join(ROOT, "build", "redline")
-    proc = subprocess.Popen([exe, "serve", "-m", path, "--host", "127.0.0.1", "--port", "0", "-t", "2",
-                             "-c", "2048"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def free_port():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def serve_embed(cmd, port, texts):
+    """Starts a server (cmd), waits for /health, POSTs /v1/embeddings."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        port = None
-        for line in proc.stderr:
-            m = re.search(r"listening on http://[^ ]*:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-                break
-        if port is None:
-            raise RuntimeError("redline serve did not start")
         base = f"http://127.0.0.1:{port}"
-        for _ in range(600):
+        for _ in range(1200):
             try:
                 with urllib.request.urlopen(base + "/health", timeout=5) as r:
                     if r.status == 200:
@@ -94,6 +96,22 @@ def redline_embed(path, texts):
         proc.wait(30)
 
 
+def redline_embed(path, texts):
+    port = free_port()
+    cmd = [os.path.join(ROOT, "build", "redline"), "serve", "-m", path, "--host", "127.0.0.1",
+           "--port", str(port), "-t", "2", "-c", "2048"]
+    return serve_embed(cmd, port, texts)
+
+
+def llama_server_embed(bin_dir, path, texts, pooling=None, ctx=2048):
+    port, c = free_port(), str(ctx)
+    cmd = [os.path.join(bin_dir, "llama-server"), "-m", path, "--host", "127.0.0.1", "--port", str(port),
+           "--embeddings", "-c", c, "-b", c, "-ub", c, "-t", "2"]
+    if pooling:
+        cmd += ["--pooling", pooling]
+    return serve_embed(cmd, port, texts)[0]
+
+
 def cos(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
@@ -105,6 +123,9 @@ def main(argv=None):
     ap.add_argument("--preset", default="real", choices=("real", "tiny"))
     ap.add_argument("--dir", default="/tmp/embd-validate")
     ap.add_argument("--smollm2", default=os.path.join(ROOT, "models", "smollm2-135m.gguf"))
+    ap.add_argument("--oracle", default="llama-embedding", choices=("llama-embedding", "llama-server"),
+                    help="llama.cpp program to compare with (llama-server: its /v1/embeddings "
+                         "with --embeddings)")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     os.makedirs(a.dir, exist_ok=True)
@@ -114,18 +135,21 @@ def main(argv=None):
         f = os.path.join(a.dir, f"bert-{a.preset}-{pooling}.gguf")
         if not os.path.exists(f):
             randbert.generate(f, assets, a.preset, seed=100 + i, pooling=pooling)
-        runs.append((f"bert {a.preset} pooling={pooling}", f, None))
+        runs.append((f"bert {a.preset} pooling={pooling}", f, None, 512))
     if a.smollm2 and os.path.exists(a.smollm2):
-        runs.append(("smollm2-135m (Q4_1) pooling=mean", a.smollm2, "mean"))
+        runs.append(("smollm2-135m (Q4_1) pooling=mean", a.smollm2, "mean", 2048))
     results = []
-    for label, f, pool in runs:
-        ll = llama_embed(a.llama_bin, f, TEXTS, pool)
+    for label, f, pool, ctx in runs:
+        if a.oracle == "llama-server":
+            ll = llama_server_embed(a.llama_bin, f, TEXTS, pool, ctx)
+        else:
+            ll = llama_embed(a.llama_bin, f, TEXTS, pool, ctx)
         rl, n_tok = redline_embed(f, TEXTS)
         cs = [cos(x, y) for x, y in zip(rl, ll)]
-        results.append(dict(label=label, file=f, cosines=cs, min=min(cs), mean=float(np.mean(cs)),
+        results.append(dict(label=label, oracle=a.oracle, file=f, cosines=cs, min=min(cs), mean=float(np.mean(cs)),
                             prompt_tokens=n_tok))
-        print(f"{label:40} min cos {min(cs):.6f} mean {np.mean(cs):.6f}  per text "
-              + " ".join(f"{c:.6f}" for c in cs) + f"  ({n_tok} tokens)", flush=True)
+        print(f"{label:40} min cos {min(cs):.7f} mean {np.mean(cs):.7f}  per text "
+              + " ".join(f"{c:.7f}" for c in cs) + f"  ({n_tok} tokens)", flush=True)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(results, fh, indent=1)
