@@ -23,7 +23,9 @@ redline serve -t 2 answers a POST /v1/embeddings with all texts as a list.
 --oracle llama-server instead asks llama.cpp's llama-server (--embeddings,
 the same -c/-b/-ub/-t and --pooling; it L2-normalises its /v1/embeddings
 answer) the same request.
-Reported per file: the cosine of each text's two vectors, min and mean.
+Reported per file: the cosine of each text's two vectors, min and mean, and
+the prompt tokens each counted (llama-server's usage; llama-embedding prints
+none).
 """
 
 import argparse
@@ -64,7 +66,7 @@ def llama_embed(bin_dir, path, texts, pooling=None, ctx=2048):
     if p.returncode != 0:
         raise RuntimeError(f"llama-embedding failed: {p.stderr[-2000:]}")
     out = p.stdout[p.stdout.index("{"):]
-    return [d["embedding"] for d in json.loads(out)["data"]]
+    return [d["embedding"] for d in json.loads(out)["data"]], None
 
 
 def free_port():
@@ -109,7 +111,7 @@ def llama_server_embed(bin_dir, path, texts, pooling=None, ctx=2048):
            "--embeddings", "-c", c, "-b", c, "-ub", c, "-t", "2"]
     if pooling:
         cmd += ["--pooling", pooling]
-    return serve_embed(cmd, port, texts)[0]
+    return serve_embed(cmd, port, texts)
 
 
 def cos(a, b):
@@ -141,15 +143,16 @@ def main(argv=None):
     results = []
     for label, f, pool, ctx in runs:
         if a.oracle == "llama-server":
-            ll = llama_server_embed(a.llama_bin, f, TEXTS, pool, ctx)
+            ll, ll_tok = llama_server_embed(a.llama_bin, f, TEXTS, pool, ctx)
         else:
-            ll = llama_embed(a.llama_bin, f, TEXTS, pool, ctx)
+            ll, ll_tok = llama_embed(a.llama_bin, f, TEXTS, pool, ctx)
         rl, n_tok = redline_embed(f, TEXTS)
         cs = [cos(x, y) for x, y in zip(rl, ll)]
-        results.append(dict(label=label, oracle=a.oracle, file=f, cosines=cs, min=min(cs), mean=float(np.mean(cs)),
-                            prompt_tokens=n_tok))
+        results.append(dict(label=label, oracle=a.oracle, file=f, cosines=cs, min=min(cs),
+                            mean=float(np.mean(cs)), prompt_tokens=n_tok, llama_prompt_tokens=ll_tok))
+        toks = f"{n_tok} tokens" + (f", llama.cpp {ll_tok}" if ll_tok is not None else "")
         print(f"{label:40} min cos {min(cs):.7f} mean {np.mean(cs):.7f}  per text "
-              + " ".join(f"{c:.7f}" for c in cs) + f"  ({n_tok} tokens)", flush=True)
+              + " ".join(f"{c:.7f}" for c in cs) + f"  ({toks})", flush=True)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(results, fh, indent=1)
