@@ -183,6 +183,28 @@ rl_engine_stats rl_engine_get_stats(rl_engine *e);
 /* The context length of one sequence (rl_engine_params.n_ctx resolved). */
 int32_t rl_engine_n_ctx(const rl_engine *e);
 
+/* ---- embeddings ----
+ * rl_engine_embed: the embedding of tokens[0..n) into out[rl_engine_n_embd]:
+ * the model's final hidden states (a decoder's after its output norm)
+ * pooled by the GGUF's <arch>.pooling_type (mean when absent; "cls" = the
+ * first token, "last" = the last), L2-normalised.  Thread-safe; blocks
+ * until done.  With the step thread running, the job is queued and the
+ * step loop runs it between generation steps (its own forward, on KV blocks
+ * borrowed from the pool; not batched with generated tokens); without it
+ * the call runs in the caller's thread (do not step concurrently).
+ * Errors: RL_ERR_RANGE for an empty input or a token id outside the
+ * vocabulary, RL_ERR_LIMIT beyond rl_engine_embed_max_tokens (the message
+ * names "input"). */
+rl_status rl_engine_embed(rl_engine *e, const int32_t *tokens, int32_t n, float *out, rl_err *err);
+int32_t rl_engine_n_embd(const rl_engine *e);
+/* Longest input rl_engine_embed takes: the context for a causal model;
+ * bert: min(max_batch_tokens, its trained context) (one forward). */
+int32_t rl_engine_embed_max_tokens(const rl_engine *e);
+/* "mean", "cls" or "last" (static string). */
+const char *rl_engine_pooling(const rl_engine *e);
+/* False for an embedding-only model (bert): rl_engine_submit refuses it. */
+bool rl_engine_can_generate(const rl_engine *e);
+
 /* ---- structured output ---- */
 
 typedef enum rl_grammar_syntax {
@@ -250,6 +272,9 @@ void rl_vocab_model_info(const rl_vocab *v, rl_model_info *out);
 #define RL_TOKENIZE_PARSE_SPECIAL                                                                  \
     2u /* text that spells a control token ("<|im_start|>")                                        \
           becomes that token (templates write them) */
+#define RL_TOKENIZE_ADD_EOS                                                                        \
+    4u /* append EOS when the model adds one (WordPiece:                                           \
+          [SEP]) and the text does not already end with it */
 /* rl_detokenize / rl_detokenizer_new flags */
 #define RL_DETOKENIZE_SKIP_SPECIAL 1u /* render control tokens as nothing */
 

@@ -187,21 +187,25 @@ rl_status rl_tokenize(const rl_vocab *v, const char *text, size_t len, unsigned 
     int32_t bos = v->info.bos;
     bool add =
         (flags & RL_TOKENIZE_ADD_BOS) && v->info.add_bos && bos >= 0 && (cnt == 0 || a[0] != bos);
-    if (cnt + add > (size_t)INT32_MAX / 2) {
+    if (cnt + 2 > (size_t)INT32_MAX / 2) {
         rl_free(a);
         return rl_err_set(err, RL_ERR_LIMIT, "text: %zu tokens are too many", cnt);
     }
-    if (add) {
-        int32_t *b = rl_malloc((cnt + 1) * sizeof *b);
+    /* the end token: EOS when the metadata adds one, else WordPiece's [SEP] */
+    int32_t eos = v->info.add_eos ? v->info.eos : rl_tokenizer_sep(v->tok);
+    bool add_e = (flags & RL_TOKENIZE_ADD_EOS) && eos >= 0 && (cnt == 0 || a[cnt - 1] != eos);
+    if (add || add_e) {
+        int32_t *b = rl_malloc((cnt + 2) * sizeof *b);
         if (!b) {
             rl_free(a);
             return rl_err_set(err, RL_ERR_NOMEM, "tokenize: out of memory");
         }
-        b[0] = bos;
-        if (cnt) memcpy(b + 1, a, cnt * sizeof *b);
+        if (add) b[0] = bos;
+        if (cnt) memcpy(b + add, a, cnt * sizeof *b);
+        if (add_e) b[cnt + add] = eos;
         rl_free(a);
         a = b;
-        cnt++;
+        cnt += (size_t)add + (size_t)add_e;
     }
     *ids = a;
     *n = (int32_t)cnt;

@@ -48,6 +48,17 @@ typedef struct ereq {
     int32_t ev_head, ev_n, ev_cap;
 } ereq;
 
+/* One embedding request (embed.c): on the caller's stack while it waits. */
+typedef struct rl__embed_job {
+    const int32_t *tokens; /* [n] borrowed */
+    int32_t n;
+    float *out;    /* [n_embd] */
+    rl_status st;  /* set when done */
+    char msg[512]; /* error message */
+    bool done;     /* (under mu) */
+    struct rl__embed_job *next;
+} rl__embed_job;
+
 struct rl_engine {
     rl_engine_params params;
     rl_model *model;
@@ -70,10 +81,11 @@ struct rl_engine {
     ereq *inbox; /* submitted, not yet given to the scheduler, newest
                     first (under mu) */
     int32_t n_inbox;
-    ereq *cancels;    /* cancelled and not finished, highest id first (under mu) */
-    int32_t n_queued; /* requests not finished (under mu): the queue limit */
-    ereq *active;     /* given to the scheduler and not finished, newest
-                         first (engine thread) */
+    ereq *cancels;         /* cancelled and not finished, highest id first (under mu) */
+    int32_t n_queued;      /* requests not finished (under mu): the queue limit */
+    rl__embed_job *embeds; /* embedding jobs waiting, oldest first (under mu) */
+    ereq *active;          /* given to the scheduler and not finished, newest
+                              first (engine thread) */
     uint64_t next_id;
 
     /* buffers sized at creation, all in `arena` */
@@ -113,6 +125,14 @@ void rl__engine_finish(rl_engine *e, ereq *r, rl_finish_reason why, rl_status co
 void rl__engine_take_inbox(rl_engine *e);
 /* Frees every request (rl_engine_free, after the thread has stopped). */
 void rl__engine_free_requests(rl_engine *e);
+
+/* ---- embed.c ---- */
+/* A step's embedding stage (engine thread): runs the queued embedding
+ * jobs (those whose KV blocks the pool cannot supply now wait); returns
+ * the tokens computed. */
+int32_t rl__engine_run_embeds(rl_engine *e);
+/* Ends every queued embedding job with an error (rl_engine_free). */
+void rl__engine_fail_embeds(rl_engine *e);
 
 /* ---- output.c ---- */
 /* Queues ev on r's event ring (caller holds e->mu); wakes rl_engine_next. */

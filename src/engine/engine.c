@@ -127,6 +127,16 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
                         .n_ctx = p->n_ctx > 0 ? p->n_ctx : 0, /* same default as below */
                         .weights = (rl_model_weights)p->weights};
     if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
+    /* an encoder (bert) embeds a whole input in one forward: give it room
+     * for its full context rather than one step's token budget */
+    int32_t enc_ctx = rl_model_n_ctx_train(e->model);
+    if (p->n_ctx > 0 && p->n_ctx < enc_ctx) enc_ctx = p->n_ctx;
+    if (!rl_model_has_head(e->model) && rl_model_embed_max_tokens(e->model) < enc_ctx) {
+        rl_model_free(e->model);
+        e->model = NULL;
+        mo.max_batch = enc_ctx;
+        if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
+    }
     if ((s = rl_tokenizer_load(rl_model_gguf(e->model), &e->tok, err))) goto fail;
     e->n_vocab = rl_model_n_vocab(e->model);
     int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : rl_model_n_ctx_train(e->model);
@@ -143,7 +153,8 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     }
 
     /* quantized K pages store k - the calibrated mean key (docs/KVQUANT.md) */
-    if (rl_kv_type_quantized(kt) && (s = rl_model_calibrate_k(e->model, e->tok, e->tp, err)))
+    if (rl_kv_type_quantized(kt) && rl_model_has_head(e->model) &&
+        (s = rl_model_calibrate_k(e->model, e->tok, e->tp, err)))
         goto fail;
 
     rl_model_kv_shape ks = rl_model_kv_shape_of(e->model);
@@ -217,6 +228,7 @@ void rl_engine_free(rl_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
+    rl__engine_fail_embeds(e);
     rl__engine_free_requests(e);
     rl_sched_free(e->sched);
     rl_spec_planner_free(e->spec);
@@ -449,12 +461,13 @@ static rl_batch build_batch(rl_engine *e, int32_t n_plan, int32_t *n_logits) {
 
 int32_t rl_engine_step(rl_engine *e) {
     rl__engine_take_inbox(e);
+    int32_t n_embd_tok = rl__engine_run_embeds(e); /* embed.c */
     plan_drafts(e);
     int32_t n_plan = rl_sched_step(e->sched, e->plan);
     trim_drafts(e);
     if (n_plan == 0) {
         update_stats(e);
-        return 0;
+        return n_embd_tok;
     }
     double t0 = now_s();
     int32_t n_logits;
@@ -500,7 +513,7 @@ static void *engine_thread(void *arg) {
         if (stop) break;
         if (rl_engine_step(e) == 0) {
             pthread_mutex_lock(&e->mu);
-            bool pending = e->inbox || e->cancels;
+            bool pending = e->inbox || e->cancels || e->embeds;
             rl_sched_stats ss = rl_sched_stats_of(e->sched);
             if (!pending && !e->stop && ss.n_running == 0 && ss.n_waiting == 0)
                 pthread_cond_wait(&e->work_cond, &e->mu);

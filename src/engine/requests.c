@@ -150,6 +150,11 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     rl_gen_params_default(&dg);
     if (!gp) gp = &dg;
     if (n_prompt <= 0 || !prompt) return rl_err_set(err, RL_ERR_RANGE, "prompt: must not be empty");
+    if (!rl_model_has_head(e->model))
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          "model: the %s model is an embedding model (no output head): it "
+                          "serves embeddings only",
+                          rl_model_arch(e->model));
     for (int32_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
             return rl_err_set(err, RL_ERR_RANGE,

@@ -12,6 +12,8 @@
 #include "model/kcal.h"
 #include "model/model-impl.h"
 
+#include <math.h>
+
 typedef struct tok_job {
     rl_model *m;
     rl__fwd *f;
@@ -92,7 +94,7 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
             .out = m->att + s * nq,
             .n_tok = e - s,
             .n_head = hp->n_head,
-            .pos = f->pos + s,
+            .pos = f->attn_pos + s,
             .block_table = f->bt[s],
             .kv = &kvl,
             .scale = hp->attn_scale,
@@ -189,4 +191,21 @@ void rl__layer_sandwich(rl_model *m, rl__fwd *f, int32_t il) {
     rl__resid_norm(f, m->tmp, L->post_attn_norm, 1.0f, m->x, m->xn, L->ffn_norm, E, hp->eps);
     rl__block_ffn(m, f, il, m->xn, m->tmp);
     rl__resid_norm(f, m->tmp, L->post_ffn_norm, 1.0f, m->x, NULL, NULL, E, hp->eps);
+}
+
+void rl__layernorm_rows(float *y, const float *x, const float *w, const float *b, int32_t n,
+                        int64_t d, float eps) {
+    for (int32_t i = 0; i < n; i++) {
+        const float *xr = x + i * d;
+        float *yr = y + i * d;
+        double sum = 0.0, sq = 0.0;
+        for (int64_t c = 0; c < d; c++) sum += xr[c];
+        double mean = sum / (double)d;
+        for (int64_t c = 0; c < d; c++) sq += ((double)xr[c] - mean) * ((double)xr[c] - mean);
+        float inv = (float)(1.0 / sqrt(sq / (double)d + (double)eps)), mf = (float)mean;
+        for (int64_t c = 0; c < d; c++) {
+            float v = (xr[c] - mf) * inv * w[c];
+            yr[c] = b ? v + b[c] : v;
+        }
+    }
 }

@@ -54,6 +54,9 @@ typedef struct rl_hparams {
     float resid_scale; /* multiplier on each block's output before the residual add (granite) */
     float logit_mul;   /* multiplier on the logits (granite: 1/logit_scale) */
     rl__act act;
+    bool causal;        /* false: a query attends to every token of its sequence
+                         * (bert; <arch>.attention.causal) */
+    rl_pooling pooling; /* <arch>.pooling_type (rl_model_embed) */
 } rl_hparams;
 
 typedef struct rl_layer {
@@ -76,6 +79,13 @@ typedef struct rl_layer {
     rl_mat w_up;                 /* [n_ff][n_embd]; phi3: second half of ffn_up */
     rl_mat w_down;               /* [n_embd][n_ff] */
     const float *post_ffn_norm;  /* [n_embd] or NULL (gemma2, gemma3) */
+    /* bert (post-norm encoder): attn_norm / ffn_norm hold attn_output_norm
+     * and layer_output_norm, LayerNorms with these biases */
+    const float *attn_norm_b; /* [n_embd] or NULL */
+    const float *ffn_norm_b;  /* [n_embd] or NULL */
+    const float *bo;          /* [n_embd] attn_output.bias or NULL */
+    const float *b_up;        /* [n_ff] ffn_up.bias or NULL */
+    const float *b_down;      /* [n_embd] ffn_down.bias or NULL */
     /* per-layer attention setup, filled at load from the hyperparameters */
     rl_rope_cfg rope; /* base, scale and factors of this layer's RoPE */
     int32_t window;   /* 0 = full causal */
@@ -83,7 +93,7 @@ typedef struct rl_layer {
 
 typedef struct rl__fwd rl__fwd;
 
-/* Architecture vtable; every slot required. */
+/* Architecture vtable; every slot required unless marked may-be-NULL. */
 typedef struct rl__arch {
     const char *name;
     /* Arch-specific hyperparameters and defaults, after the common ones
@@ -93,6 +103,15 @@ typedef struct rl__arch {
     rl_status (*bind_layer)(rl_model *m, int32_t il, rl_err *err);
     /* Runs layer il on f->x in place. */
     void (*layer)(rl_model *m, rl__fwd *f, int32_t il);
+    /* may-be-NULL: binds the tensors beside token_embd (NULL: output_norm
+     * and the output head, tied when absent).  An encoder without a head
+     * leaves m->output empty: rl_model_forward refuses it, rl_model_embed
+     * runs it. */
+    rl_status (*bind_globals)(rl_model *m, rl_err *err);
+    /* may-be-NULL: finishes the input rows m->x[f->n][n_embd], which hold
+     * the token embeddings times hp.embd_scale (bert: + position and token
+     * type embeddings, LayerNorm). */
+    void (*embed)(rl_model *m, rl__fwd *f);
 } rl__arch;
 
 extern const rl__arch rl__arch_llama;
@@ -102,6 +121,7 @@ extern const rl__arch rl__arch_phi3;
 extern const rl__arch rl__arch_gemma2;
 extern const rl__arch rl__arch_gemma3;
 extern const rl__arch rl__arch_granite;
+extern const rl__arch rl__arch_bert;
 
 struct rl_model {
     rl_gguf *gguf; /* owned */
@@ -116,6 +136,10 @@ struct rl_model {
     const float *rope_freqs;  /* [n_rot/2] rope_freqs.weight (Llama 3.1+) or NULL */
     const float *rope_long;   /* [n_rot/2] rope_factors_long.weight (LongRoPE) or NULL */
     const float *rope_short;  /* [n_rot/2] rope_factors_short.weight or NULL */
+    rl_mat pos_embd;          /* [n_ctx_train][n_embd] position_embd.weight (bert) or empty */
+    const float *type_embd0;  /* [n_embd] row 0 of token_types.weight (bert) or NULL */
+    const float *tok_norm;    /* [n_embd] token_embd_norm.weight (bert) or NULL */
+    const float *tok_norm_b;  /* [n_embd] token_embd_norm.bias */
     uint8_t *t_used;          /* [n_tensors] set when a tensor is bound (load only) */
     void **owned;             /* buffers converted at load (vectors, dequant) */
     int32_t n_owned, cap_owned;
@@ -142,6 +166,10 @@ struct rl_model {
     const int32_t **bt_s;   /* [max_batch] block table of sorted slot */
     int32_t *run_start;     /* [max_batch+1] sequence runs in sorted order */
     rl_attn_args *att_args; /* [max_batch] one per sequence run */
+    int32_t *attn_pos;      /* [max_batch] non-causal: the last position of each
+                             * token's run (rl__fwd.attn_pos) */
+    double *pool_acc;       /* [n_embd] rl_model_embed's running sum */
+    int32_t *emb_idx;       /* [2][max_batch] rl_model_embed's batch positions, seq ids */
     double *kcal_sum;       /* [3][n_layer][n_kv_head*head_dim] while calibrating:
                              * sums of k, k^2 and q^2 (q over the KV head's group) */
 };
@@ -152,6 +180,8 @@ struct rl__fwd {
     const int32_t *pos;       /* [n] sorted positions */
     const int32_t *const *bt; /* [n] block table per token */
     const int32_t *run_start; /* [n_run+1] */
+    const int32_t *attn_pos;  /* [n] the position each query attends up to: f->pos
+                               * (causal) or its run's last (non-causal) */
     int32_t n_run;
     const rl_kv_layer *kv; /* [n_layer] */
     rl_threadpool *tp;
@@ -226,6 +256,11 @@ void rl__layer_prenorm(rl_model *m, rl__fwd *f, int32_t il);
 /* The "sandwich" layer (gemma2, gemma3):
  *   x += postnorm(attn(norm(x))); x += postnorm(ffn(norm(x))). */
 void rl__layer_sandwich(rl_model *m, rl__fwd *f, int32_t il);
+
+/* y[i] = layernorm(x[i]) * w + b for n rows of width d (b may be NULL);
+ * y may alias x.  Statistics in double. */
+void rl__layernorm_rows(float *y, const float *x, const float *w, const float *b, int32_t n,
+                        int64_t d, float eps);
 
 /* Allocates a buffer the model frees with itself; NULL on OOM (model.c). */
 void *rl__model_own_alloc(rl_model *m, size_t bytes);

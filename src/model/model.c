@@ -15,9 +15,9 @@
 
 #include "base/buf.h"
 
-static const rl__arch *const archs[] = {&rl__arch_llama,  &rl__arch_qwen2,  &rl__arch_qwen3,
-                                        &rl__arch_phi3,   &rl__arch_gemma2, &rl__arch_gemma3,
-                                        &rl__arch_granite};
+static const rl__arch *const archs[] = {&rl__arch_llama,   &rl__arch_qwen2,  &rl__arch_qwen3,
+                                        &rl__arch_phi3,    &rl__arch_gemma2, &rl__arch_gemma3,
+                                        &rl__arch_granite, &rl__arch_bert};
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
 /* ---------------------------------------------------------------- helpers */
@@ -393,6 +393,10 @@ static rl_status hparams_common(rl_model *m, rl_err *err) {
     hp->logit_mul = 1.0f;
     hp->rope_mode = RL_ROPE_NORMAL;
     hp->act = RL__ACT_SILU;
+    hp->causal = true;
+    int32_t pool;
+    if ((st = rl__hp_i32(m, "pooling_type", false, RL_POOLING_MEAN, 0, 3, &pool, err))) return st;
+    hp->pooling = pool == 0 ? RL_POOLING_MEAN : (rl_pooling)pool;
     return RL_OK;
 }
 
@@ -425,6 +429,7 @@ static rl_status bind_globals(rl_model *m, rl_err *err) {
     if ((st = rl__bind_mat(m, "token_embd.weight", m->hp.n_vocab, m->hp.n_embd, true, &m->tok_embd,
                            err)))
         return st;
+    if (m->arch->bind_globals) return m->arch->bind_globals(m, err);
     if ((st = rl__bind_vec(m, "output_norm.weight", m->hp.n_embd, true, &m->output_norm, err)))
         return st;
     if ((st =
@@ -497,8 +502,11 @@ static rl_status alloc_scratch(rl_model *m, rl_err *err) {
     m->bt_s = rl_calloc(B, sizeof(*m->bt_s));
     m->run_start = rl_calloc(B + 1, sizeof(int32_t));
     m->att_args = rl_calloc(B, sizeof *m->att_args);
+    m->attn_pos = rl_calloc(B, sizeof(int32_t));
+    m->pool_acc = rl_calloc((size_t)hp->n_embd, sizeof(double));
+    m->emb_idx = rl_calloc(2 * B, sizeof(int32_t));
     if (!m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s ||
-        !m->run_start || !m->att_args)
+        !m->run_start || !m->att_args || !m->attn_pos || !m->pool_acc || !m->emb_idx)
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory for scratch");
     return RL_OK;
 }
@@ -634,6 +642,9 @@ void rl_model_free(rl_model *m) {
     rl_free((void *)m->bt_s);
     rl_free(m->run_start);
     rl_free(m->att_args);
+    rl_free(m->attn_pos);
+    rl_free(m->pool_acc);
+    rl_free(m->emb_idx);
     rl_gguf_close(m->gguf);
     rl_free(m);
 }
@@ -675,6 +686,19 @@ size_t rl_model_weight_bytes(const rl_model *m) {
 }
 const rl_gguf *rl_model_gguf(const rl_model *m) {
     return m->gguf;
+}
+
+rl_pooling rl_model_pooling(const rl_model *m) {
+    return m->hp.pooling;
+}
+bool rl_model_has_head(const rl_model *m) {
+    return m->output.data != NULL;
+}
+int32_t rl_model_embed_max_tokens(const rl_model *m) {
+    int32_t n = m->hp.causal ? m->hp.n_ctx : m->max_batch;
+    /* a position table has n_ctx_train rows */
+    if ((m->pos_embd.data || !m->hp.causal) && n > m->hp.n_ctx_train) n = m->hp.n_ctx_train;
+    return n;
 }
 
 rl_model_kv_shape rl_model_kv_shape_of(const rl_model *m) {
@@ -770,26 +794,49 @@ static rl_status sort_batch(rl_model *m, const rl_batch *b, rl__fwd *f, rl_err *
     return RL_OK;
 }
 
-rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
-                           float *logits_out, rl_threadpool *tp, rl_err *err) {
+/* Embedding and layers of a checked batch: m->x holds the final hidden
+ * states of the sorted batch after. */
+static rl_status run_layers(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
+                            rl_threadpool *tp, rl__fwd *f, rl_err *err) {
     rl_status st = check_batch(m, b, kv_layers, err);
     if (st) return st;
-    if (!logits_out && rl_batch_n_logits(b) > 0)
-        return rl_err_set(err, RL_ERR_INVALID, "forward: logits wanted but logits_out is NULL");
-    rl__fwd f = {0};
-    f.kv = kv_layers;
-    f.tp = tp;
-    if ((st = sort_batch(m, b, &f, err))) return st;
-
+    *f = (rl__fwd){0};
+    f->kv = kv_layers;
+    f->tp = tp;
+    if ((st = sort_batch(m, b, f, err))) return st;
+    f->attn_pos = f->pos;
+    if (!m->hp.causal) {
+        for (int32_t r = 0; r < f->n_run; r++)
+            for (int32_t j = f->run_start[r]; j < f->run_start[r + 1]; j++)
+                m->attn_pos[j] = f->pos[f->run_start[r + 1] - 1];
+        f->attn_pos = m->attn_pos;
+    }
     const rl_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
-    for (int32_t j = 0; j < f.n; j++) {
+    for (int32_t j = 0; j < f->n; j++) {
         float *row = m->x + (size_t)j * E;
         rl_get_row(&m->tok_embd, m->tok_s[j], row);
         if (hp->embd_scale != 1.0f)
             for (int64_t d = 0; d < E; d++) row[d] *= hp->embd_scale;
     }
-    for (int32_t il = 0; il < hp->n_layer; il++) m->arch->layer(m, &f, il);
+    if (m->arch->embed) m->arch->embed(m, f);
+    for (int32_t il = 0; il < hp->n_layer; il++) m->arch->layer(m, f, il);
+    return RL_OK;
+}
+
+rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
+                           float *logits_out, rl_threadpool *tp, rl_err *err) {
+    if (!m->output.data)
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          "forward: the %s model has no output head (an embedding model)",
+                          m->arch_name);
+    if (b && !logits_out && rl_batch_n_logits(b) > 0)
+        return rl_err_set(err, RL_ERR_INVALID, "forward: logits wanted but logits_out is NULL");
+    rl__fwd f;
+    rl_status st = run_layers(m, b, kv_layers, tp, &f, err);
+    if (st) return st;
+    const rl_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
 
     /* Rows that want logits, in batch order. */
     for (int32_t j = 0; j < f.n; j++) m->slot_of[m->order[j]] = j;
@@ -817,5 +864,60 @@ rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv
         size_t total = (size_t)n_out * (size_t)out.n_rows;
         for (size_t i = 0; i < total; i++) logits_out[i] = c * tanhf(logits_out[i] / c);
     }
+    return RL_OK;
+}
+
+rl_status rl_model_embed(rl_model *m, const int32_t *tokens, int32_t n,
+                         const rl_kv_layer *kv_layers, const int32_t *block_table, int32_t n_blocks,
+                         float *out, rl_threadpool *tp, rl_err *err) {
+    const rl_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    if (n < 1 || !tokens || !out)
+        return rl_err_set(err, RL_ERR_INVALID, "embed: empty input (n = %d)", (int)n);
+    int32_t max = rl_model_embed_max_tokens(m);
+    if (n > max)
+        return rl_err_set(err, RL_ERR_LIMIT, "embed: %d tokens exceed the %d this model takes",
+                          (int)n, (int)max);
+    /* causal: chunks of max_batch (each attends to the K/V of the ones
+     * before); non-causal: one forward (n <= max_batch) */
+    for (int64_t d = 0; d < E; d++) m->pool_acc[d] = 0.0;
+    for (int32_t p0 = 0; p0 < n; p0 += m->max_batch) {
+        int32_t nc = n - p0 < m->max_batch ? n - p0 : m->max_batch;
+        int32_t *pos = m->emb_idx, *seq = m->emb_idx + m->max_batch;
+        for (int32_t j = 0; j < nc; j++) {
+            pos[j] = p0 + j;
+            seq[j] = 0;
+        }
+        rl_batch b = {.n_tok = nc,
+                      .token = tokens + p0,
+                      .pos = pos,
+                      .seq = seq,
+                      .n_seq = 1,
+                      .block_tables = &block_table,
+                      .n_blocks = &n_blocks};
+        rl__fwd f;
+        rl_status st = run_layers(m, &b, kv_layers, tp, &f, err);
+        if (st) return st;
+        for (int32_t j = 0; j < nc; j++) {
+            int32_t p = p0 + j;
+            bool take = hp->pooling == RL_POOLING_MEAN ||
+                        (hp->pooling == RL_POOLING_CLS && p == 0) ||
+                        (hp->pooling == RL_POOLING_LAST && p == n - 1);
+            if (!take) continue;
+            float *row = m->x + (size_t)j * E;
+            if (m->output_norm) {
+                rl__norm_rows(m->xn, row, m->output_norm, 1, E, hp->eps);
+                row = m->xn;
+            }
+            for (int64_t d = 0; d < E; d++) m->pool_acc[d] += row[d];
+        }
+    }
+    double norm = 0.0, div = hp->pooling == RL_POOLING_MEAN ? (double)n : 1.0;
+    for (int64_t d = 0; d < E; d++) {
+        m->pool_acc[d] /= div;
+        norm += m->pool_acc[d] * m->pool_acc[d];
+    }
+    norm = norm > 0.0 ? 1.0 / sqrt(norm) : 0.0;
+    for (int64_t d = 0; d < E; d++) out[d] = (float)(m->pool_acc[d] * norm);
     return RL_OK;
 }

@@ -3,8 +3,9 @@
  *
  * A model owns its GGUF reader (the mmap); weight matrices are rl_mat views
  * into the mapping and are never copied.  One architecture file per family
- * (archs/llama.c, qwen2.c, qwen3.c, phi3.c, gemma2.c, gemma3.c, granite.c)
- * plugs into a small vtable;
+ * (archs/llama.c, qwen2.c, qwen3.c, phi3.c, gemma2.c, gemma3.c, granite.c;
+ * bert.c, an encoder without an output head, for rl_model_embed) plugs into
+ * a small vtable;
  * the shared blocks (attention, FFN, norms) live in blocks.c.
  *
  * Forward: rl_model_forward() runs a batch of tokens that may belong to
@@ -34,6 +35,15 @@
 #include "kernels/kernels.h"
 
 typedef struct rl_model rl_model; /* opaque */
+
+/* How rl_model_embed pools a sequence's final hidden states into one
+ * vector: <arch>.pooling_type, llama.cpp's values (0, "none", is read as
+ * mean: the API returns one vector per input; 4, "rank", is refused). */
+typedef enum rl_pooling {
+    RL_POOLING_MEAN = 1,
+    RL_POOLING_CLS = 2,  /* the first token's state */
+    RL_POOLING_LAST = 3, /* the last token's state */
+} rl_pooling;
 
 /* Load progress: frac in [0, 1]; `what` is a short phase name. */
 typedef void (*rl_model_progress_fn)(float frac, const char *what, void *ud);
@@ -74,7 +84,7 @@ void rl_model_free(rl_model *m);
 
 /* ---- accessors ---- */
 const char *rl_model_arch(const rl_model *m); /* "llama", "qwen2", "qwen3", "phi3", "gemma2",
-                                               * "gemma3", "granite" */
+                                               * "gemma3", "granite", "bert" */
 const char *rl_model_name(const rl_model *m); /* general.name or "" */
 int32_t rl_model_n_vocab(const rl_model *m);
 int32_t rl_model_n_ctx_train(const rl_model *m);
@@ -87,6 +97,15 @@ int32_t rl_model_max_batch(const rl_model *m);
 size_t rl_model_weight_bytes(const rl_model *m); /* bytes of tensor data mapped */
 /* The GGUF reader (for the tokenizer, templates); borrowed until free. */
 const rl_gguf *rl_model_gguf(const rl_model *m);
+rl_pooling rl_model_pooling(const rl_model *m);
+/* False for an encoder without an output head (bert): no logits, only
+ * rl_model_embed. */
+bool rl_model_has_head(const rl_model *m);
+/* The longest input rl_model_embed takes: n_ctx for a causal model (it
+ * runs in chunks of max_batch tokens); min(max_batch, n_ctx_train) for a
+ * non-causal one (the whole input in one forward; bert's position table
+ * has n_ctx_train rows). */
+int32_t rl_model_embed_max_tokens(const rl_model *m);
 
 /* What a caller needs to allocate KV blocks: n_layer rl_kv_layer, each with
  * n_kv_head heads of head_dim elements per token slot. */
@@ -126,16 +145,27 @@ typedef struct rl_batch {
 /* Number of rows rl_model_forward writes for batch b. */
 int32_t rl_batch_n_logits(const rl_batch *b);
 
-/* Runs the batch.  kv_layers[n_layer] describes the caller's KV memory
- * (n_kv_head and head_dim must match rl_model_kv_shape_of).  logits_out
- * receives [rl_batch_n_logits(b)][n_vocab_out or n_vocab] floats, one row per token with
- * want_logits set, in batch order.  tp may be NULL (single thread).
- * Errors (nothing is computed): RL_ERR_RANGE for a token id outside
- * [0, n_vocab) or a position beyond the sequence's blocks, RL_ERR_LIMIT for
- * n_tok > max_batch, RL_ERR_INVALID for other malformed batches (and an
- * n_vocab_out outside [0, n_vocab]). */
+/* Runs the batch (RL_ERR_UNSUPPORTED for a model without a head).  kv_layers[n_layer] describes the
+ * caller's KV memory (n_kv_head and head_dim must match rl_model_kv_shape_of).  logits_out receives
+ * [rl_batch_n_logits(b)][n_vocab_out or n_vocab] floats, one row per token with want_logits set, in
+ * batch order.  tp may be NULL (single thread). Errors (nothing is computed): RL_ERR_RANGE for a
+ * token id outside [0, n_vocab) or a position beyond the sequence's blocks, RL_ERR_LIMIT for n_tok
+ * > max_batch, RL_ERR_INVALID for other malformed batches (and an n_vocab_out outside [0,
+ * n_vocab]). */
 rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
                            float *logits_out, rl_threadpool *tp, rl_err *err);
+
+/* The embedding of one sequence tokens[0..n): the model runs it from
+ * position 0 (writing K/V into block_table[0..n_blocks) of kv_layers, which
+ * the caller owns and may free after), pools the final hidden states (for
+ * a decoder: after output_norm; for bert: the last layer's output) by
+ * rl_model_pooling and L2-normalises into out[n_embd].  Errors (nothing
+ * written): RL_ERR_RANGE for a token id outside [0, n_vocab) or n beyond
+ * the blocks, RL_ERR_LIMIT for n > rl_model_embed_max_tokens,
+ * RL_ERR_INVALID for n < 1. */
+rl_status rl_model_embed(rl_model *m, const int32_t *tokens, int32_t n,
+                         const rl_kv_layer *kv_layers, const int32_t *block_table, int32_t n_blocks,
+                         float *out, rl_threadpool *tp, rl_err *err);
 
 /* K calibration of quantized K pages (the K shift and channel scale the
  * forward applies): model/kcal.h. */

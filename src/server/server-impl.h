@@ -105,6 +105,7 @@ enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind);
 enum MHD_Result rl_srv_messages(rl_srv_req *rq);  /* POST /v1/messages */
 enum MHD_Result rl_srv_responses(rl_srv_req *rq); /* POST /v1/responses */
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq);
+enum MHD_Result rl_srv_embeddings(rl_srv_req *rq); /* POST /v1/embeddings (embeddings.c) */
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq);
 
 /* ---- probes and info routes for routers (info.c) ---- */

@@ -270,6 +270,7 @@ typedef enum route_id {
     R_DETOKENIZE,
     R_MESSAGES,
     R_RESPONSES,
+    R_EMBEDDINGS,
 } route_id;
 
 static route_id find_route(const char *p, const char **arg) {
@@ -291,6 +292,7 @@ static route_id find_route(const char *p, const char **arg) {
     if (!strcmp(p, "/v1/completions") || !strcmp(p, "/completions")) return R_COMPL;
     if (!strcmp(p, "/v1/messages") || !strcmp(p, "/messages")) return R_MESSAGES;
     if (!strcmp(p, "/v1/responses") || !strcmp(p, "/responses")) return R_RESPONSES;
+    if (!strcmp(p, "/v1/embeddings") || !strcmp(p, "/embeddings")) return R_EMBEDDINGS;
     if (!strcmp(p, "/tokenize") || !strcmp(p, "/v1/tokenize")) return R_TOKENIZE;
     if (!strcmp(p, "/detokenize") || !strcmp(p, "/v1/detokenize")) return R_DETOKENIZE;
     return R_NONE;
@@ -298,7 +300,7 @@ static route_id find_route(const char *p, const char **arg) {
 
 static bool route_is_post(route_id r) {
     return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_MESSAGES ||
-           r == R_RESPONSES;
+           r == R_RESPONSES || r == R_EMBEDDINGS;
 }
 
 static enum MHD_Result dispatch(rl_srv_req *rq) {
@@ -368,6 +370,8 @@ static enum MHD_Result dispatch(rl_srv_req *rq) {
         return rl_srv_tokenize(rq);
     case R_DETOKENIZE:
         return rl_srv_detokenize(rq);
+    case R_EMBEDDINGS:
+        return rl_srv_embeddings(rq);
     default:
         return reply_err(rq, 500, NULL, NULL, "internal routing error");
     }

@@ -594,11 +594,14 @@ class Model:
         return (act * up) @ w[p + "ffn_down.weight"].T
 
     # ---- full forward ------------------------------------------------------
-    def forward(self, tokens, cache: KVCache, all_logits: bool = False) -> np.ndarray:
+    def forward(self, tokens, cache: KVCache, all_logits: bool = False,
+                hidden: bool = False) -> np.ndarray:
         """Run `tokens` at positions cache.n .. cache.n+len-1.
 
         Returns logits (n_vocab,) of the last token, or (len, n_vocab) when
-        all_logits is set. The cache is extended by len(tokens)."""
+        all_logits is set; with `hidden`, the final hidden states after
+        output_norm (len, n_embd) instead (what embeddings pool). The cache
+        is extended by len(tokens)."""
         hp, w = self.hp, self.w
         tokens = np.asarray(tokens, dtype=np.int64)
         if tokens.ndim != 1 or tokens.size == 0:
@@ -628,6 +631,8 @@ class Model:
             x = x + f
         cache.n = pos0 + len(tokens)
 
+        if hidden:
+            return rms_norm(x, w["output_norm.weight"], hp.eps).astype(np.float32)
         if not all_logits:
             x = x[-1:]
         x = rms_norm(x, w["output_norm.weight"], hp.eps)

@@ -6,7 +6,8 @@
  * any UTF-8; control tokens are parsed only when asked; the streaming
  * detokenizer gives the one-shot text in complete characters; the chat
  * template renders the file's template; EOG and special ids are reported;
- * grammar construction reports bad input.  On Gemma 3 (when fetched): the
+ * grammar construction reports bad input; rl_engine_embed gives the same
+ * unit vector inline, on the step thread and beside a generation.  On Gemma 3 (when fetched): the
  * built-in template fallback and BOS handling.
  */
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "redline.h"
 
@@ -116,6 +118,67 @@ static void test_engine_vocab_matches_file(void **state) {
     rl_engine_free(e); /* the engine's vocabulary may outlive the engine... */
     rl_vocab_free(ve); /* ...as long as it is only freed */
     rl_vocab_free(vf);
+}
+
+/* rl_engine_embed: unit length, the same vector with and without the step
+ * thread and with a generation in flight (its own forward), different
+ * inputs give different vectors, errors name "input". */
+static void test_engine_embed(void **state) {
+    (void)state;
+    rl_err err = {0};
+    rl_engine_params ep;
+    rl_engine_params_default(&ep);
+    ep.model_path = model_path();
+    ep.max_seqs = 2;
+    ep.n_ctx = 256;
+    ep.max_batch_tokens = 8; /* a 20-token input runs in 3 chunks */
+    rl_engine *e = NULL;
+    assert_int_equal(rl_engine_new(&ep, &e, &err), RL_OK);
+    assert_true(rl_engine_can_generate(e));
+    assert_string_equal(rl_engine_pooling(e), "mean");
+    assert_int_equal(rl_engine_embed_max_tokens(e), 256);
+    int32_t E = rl_engine_n_embd(e);
+    float *a = calloc((size_t)E, sizeof *a), *b = calloc((size_t)E, sizeof *b),
+          *c = calloc((size_t)E, sizeof *c);
+    int32_t toks[20];
+    for (int i = 0; i < 20; i++) toks[i] = 500 + 37 * i;
+    assert_int_equal(rl_engine_embed(e, toks, 20, a, &err), RL_OK); /* no thread: inline */
+    double norm = 0;
+    for (int32_t d = 0; d < E; d++) norm += (double)a[d] * a[d];
+    assert_true(norm > 0.9999 && norm < 1.0001);
+    assert_int_equal(rl_engine_embed(e, toks, 10, c, &err), RL_OK);
+    assert_true(memcmp(a, c, (size_t)E * sizeof *a) != 0);
+    assert_int_equal(rl_engine_embed(e, toks, 0, b, &err), RL_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "input"));
+    int32_t bad[2] = {1, 1 << 30};
+    assert_int_equal(rl_engine_embed(e, bad, 2, b, &err), RL_ERR_RANGE);
+    assert_int_equal(rl_engine_embed(e, toks, 257, b, &err), RL_ERR_LIMIT);
+    assert_non_null(strstr(err.msg, "input"));
+    /* with the step thread and a generation running */
+    assert_int_equal(rl_engine_start(e, &err), RL_OK);
+    rl_gen_params gp;
+    rl_gen_params_default(&gp);
+    gp.max_tokens = 24;
+    gp.ignore_eos = true;
+    uint64_t id;
+    assert_int_equal(rl_engine_submit(e, toks, 12, &gp, &id, &err), RL_OK);
+    assert_int_equal(rl_engine_embed(e, toks, 20, b, &err), RL_OK);
+    assert_memory_equal(a, b, (size_t)E * sizeof *a);
+    rl_event ev;
+    do assert_int_equal(rl_engine_next(e, id, &ev, 60000), RL_OK);
+    while (ev.kind != RL_EV_DONE);
+    assert_int_equal(ev.finish, RL_FINISH_LENGTH);
+    /* every block went back (the stats are published at the end of a step) */
+    int32_t used = -1;
+    for (int i = 0; i < 500 && used != 0; i++) {
+        used = rl_engine_get_stats(e).kv_blocks_used;
+        if (used) nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    assert_int_equal(used, 0);
+    free(a);
+    free(b);
+    free(c);
+    rl_engine_free(e);
 }
 
 static void test_tokenize_roundtrip(void **state) {
@@ -292,6 +355,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_engine_vocab_matches_file),
+        cmocka_unit_test(test_engine_embed),
         cmocka_unit_test(test_tokenize_roundtrip),
         cmocka_unit_test(test_streaming_detokenizer),
         cmocka_unit_test(test_chat_render_and_specials),
