@@ -142,8 +142,13 @@ struct rl_model {
     const int32_t **bt_s;   /* [max_batch] block table of sorted slot */
     int32_t *run_start;     /* [max_batch+1] sequence runs in sorted order */
     rl_attn_args *att_args; /* [max_batch] one per sequence run */
-    double *kcal_sum;       /* [3][n_layer][n_kv_head*head_dim] while calibrating:
-                             * sums of k, k^2 and q^2 (q over the KV head's group) */
+    /* pipeline stage (opts.stage / n_stages): layers [l0, l1) are bound;
+     * has_io: the embeddings and the head are (stage 0) */
+    int32_t l0, l1;
+    bool has_io;
+    rl_kv_layer *kv_stage; /* [n_layer] a stage's kv_layers at their layer index (l0 > 0) */
+    double *kcal_sum;      /* [3][n_layer][n_kv_head*head_dim] while calibrating:
+                            * sums of k, k^2 and q^2 (q over the KV head's group) */
 };
 
 /* State of one forward call. */
@@ -153,7 +158,7 @@ struct rl__fwd {
     const int32_t *const *bt; /* [n] block table per token */
     const int32_t *run_start; /* [n_run+1] */
     int32_t n_run;
-    const rl_kv_layer *kv; /* [n_layer] */
+    const rl_kv_layer *kv; /* [n_layer], entries [l0, l1) used */
     rl_threadpool *tp;
 };
 
