@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "dist/dist.h"
 
 typedef int (*cmd_fn)(int argc, char **argv);
 
@@ -32,7 +33,7 @@ static void usage(FILE *f) {
                "The technique table (ablation) is its own program: build/bench/ablation --help.\n");
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -49,4 +50,12 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "redline: unknown command '%s' (see redline --help)\n", argv[1]);
     return 2;
+}
+
+/* Under mpirun with several ranks (dist.h) the workers never reach the
+ * command: rl_dist_main runs them to the end of the job. */
+int main(int argc, char **argv) {
+    int rc = 0;
+    if (rl_dist_main(&argc, argv, &rc)) return rc;
+    return rl_dist_finalize(dispatch(argc, argv));
 }
