@@ -127,16 +127,17 @@ static int32_t handle(worker *w, const rl_kv_layer *kv, bool check) {
 }
 
 /* The K calibration's forward on this stage: rank 0 runs the same
- * calibration, so the next message is this batch's. */
+ * calibration, so the next messages are this batch's micro-batches. */
 static rl_status calib_fwd(void *ud, rl_model *m, const rl_batch *b, const rl_kv_layer *kv,
                            float *logits, rl_threadpool *tp, rl_err *err) {
     (void)m;
-    (void)b;
     (void)logits;
     (void)tp;
     (void)err;
-    if (handle(ud, kv, false) != MSG_STEP)
-        rl__dist_fatal(((worker *)ud)->d, "K calibration out of step with rank 0");
+    worker *w = ud;
+    for (int32_t done = 0; done < b->n_tok; done += w->meta[H_NTOK])
+        if (handle(w, kv, false) != MSG_STEP)
+            rl__dist_fatal(w->d, "K calibration out of step with rank 0");
     return RL_OK;
 }
 
