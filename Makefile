@@ -93,6 +93,9 @@ $(BUILD)/obj/src/kernels/x86/%.o: src/kernels/x86/%.c
 $(BUILD)/obj/src/cli/version.o: EXTRA_DEFS = -DRL_GIT_COMMIT=\"$(GIT_COMMIT)\"
 
 $(BUILD)/obj/src/dist/%.o: EXTRA_DEFS = $(MPI_CFLAGS)
+ifeq ($(MPI),1)
+$(BUILD)/obj/src/cli/main.o: EXTRA_DEFS = -DRL_HAVE_MPI
+endif
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

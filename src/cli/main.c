@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "dist/dist.h"
+#include "engine/engine.h"
 
 typedef int (*cmd_fn)(int argc, char **argv);
 
@@ -57,5 +58,17 @@ static int dispatch(int argc, char **argv) {
 int main(int argc, char **argv) {
     int rc = 0;
     if (rl_dist_main(&argc, argv, &rc)) return rc;
+#ifdef RL_HAVE_MPI
+    if (rl_dist_size() > 1) { /* rank 0 of a pipeline: its engine runs through src/dist/ */
+        rl_engine_hooks h = {.stage = 0,
+                             .n_stages = rl_dist_size(),
+                             .forward = rl_dist_forward,
+                             .ud = rl_dist_ctx(),
+                             .on_model = rl_dist_on_model,
+                             .on_pool = rl_dist_on_pool,
+                             .on_free = rl_dist_on_free};
+        rl_engine_set_hooks(&h);
+    }
+#endif
     return rl_dist_finalize(dispatch(argc, argv));
 }

@@ -3,7 +3,7 @@
  * and the code both sides share (receiving, the block-op mirror, the
  * report).  Built only with `make MPI=1`.
  *
- * Rank 0's forward, per call: the batch is cut into n_micro contiguous
+ * Rank 0's forward (rl_dist_forward), per call: the batch is cut into n_micro contiguous
  * token ranges (a sequence's tokens stay in position order, so a later
  * micro-batch's attention finds the earlier one's K/V on every stage, and
  * batch-invariant kernels make the logits bit-identical to one forward);
@@ -28,7 +28,6 @@
 
 #include "base/env.h"
 #include "base/buf.h"
-#include "engine/engine.h"
 #include "tensor/tensor.h"
 
 /* ------------------------------------------------------------ shared */
@@ -53,13 +52,14 @@ _Noreturn void rl__dist_fatal(const rl__dist *d, const char *msg) {
 }
 
 static void nap(int *idle) {
-    /* spin briefly (a reply is usually a step away), then sleep up to 1 ms */
-    if (++*idle < 200) {
+    /* a reply is usually a step away: yield for a while, then 50 us sleeps
+     * (about 20 ms of them), then 1 ms ones, so an idle rank costs no core */
+    int n = ++*idle;
+    if (n < 200) {
         sched_yield();
         return;
     }
-    long ns = *idle < 1000 ? 50000 : 1000000;
-    struct timespec ts = {0, ns};
+    struct timespec ts = {0, n < 600 ? 50000 : 1000000};
     nanosleep(&ts, NULL);
 }
 
@@ -250,8 +250,8 @@ static rl_batch sub_batch(const rl_batch *b, const bool *want, int32_t i0, int32
     return s;
 }
 
-static rl_status fwd0(void *ud, rl_model *m, const rl_batch *b, const rl_kv_layer *kv,
-                      float *logits, rl_threadpool *tp, rl_err *err) {
+rl_status rl_dist_forward(void *ud, rl_model *m, const rl_batch *b, const rl_kv_layer *kv,
+                          float *logits, rl_threadpool *tp, rl_err *err) {
     pipe0 *p = ud;
     rl__dist *d = &p->d;
     if (!b || b->n_tok < 1 || b->n_tok > d->max_batch || b->n_seq < 1 || b->n_seq > RL_DIST_SEQ_MAX)
@@ -314,7 +314,7 @@ static void send_cfg(pipe0 *p, const rl__dist_cfg *c) {
     }
 }
 
-static rl_status on_model(void *ud, const rl_engine_params *ep, rl_model *m, rl_err *err) {
+rl_status rl_dist_on_model(void *ud, const rl_engine_params *ep, rl_model *m, rl_err *err) {
     pipe0 *p = ud;
     rl__dist_cfg c;
     memset(&c, 0, sizeof c);
@@ -341,7 +341,7 @@ static rl_status on_model(void *ud, const rl_engine_params *ep, rl_model *m, rl_
     return RL_OK;
 }
 
-static rl_status on_pool(void *ud, rl_kv_pool *pool, rl_err *err) {
+rl_status rl_dist_on_pool(void *ud, rl_kv_pool *pool, rl_err *err) {
     pipe0 *p = ud;
     rl__dist_cfg c;
     memset(&c, 0, sizeof c);
@@ -359,7 +359,7 @@ static rl_status on_pool(void *ud, rl_kv_pool *pool, rl_err *err) {
 
 /* The engine is gone: the last ops and the end down the chain (or, before
  * the pool existed, the end to every worker), and the report. */
-static void on_free(void *ud) {
+void rl_dist_on_free(void *ud) {
     pipe0 *p = ud;
     if (p->ended) return;
     p->ended = true;
@@ -427,15 +427,15 @@ bool rl_dist_main(int *argc, char **argv, int *exit_code) {
         *exit_code = rl_dist_finalize(2);
         return true;
     }
-    rl_engine_hooks h = {.stage = 0,
-                         .n_stages = d->size,
-                         .forward = fwd0,
-                         .ud = &g_p,
-                         .on_model = on_model,
-                         .on_pool = on_pool,
-                         .on_free = on_free};
-    rl_engine_set_hooks(&h);
     return false;
+}
+
+int rl_dist_size(void) {
+    return g_p.d.size > 1 ? g_p.d.size : 1;
+}
+
+void *rl_dist_ctx(void) {
+    return &g_p;
 }
 
 int rl_dist_finalize(int exit_code) {
@@ -448,7 +448,6 @@ int rl_dist_finalize(int exit_code) {
         c.kind = CFG_END;
         send_cfg(p, &c);
     }
-    rl_engine_set_hooks(NULL);
     for (int c = 0; c < RL_DIST_MICRO_MAX; c++) rl_free(p->meta[c]);
     rl_free(p->x);
     rl_free(p->back);

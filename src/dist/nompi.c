@@ -25,3 +25,7 @@ bool rl_dist_main(int *argc, char **argv, int *exit_code) {
 int rl_dist_finalize(int exit_code) {
     return exit_code;
 }
+
+int rl_dist_size(void) {
+    return 1;
+}
