@@ -53,6 +53,11 @@ typedef struct rl__dist_cfg {
 typedef struct rl__dist {
     int rank, size, n_micro;
     int32_t n_embd, max_batch;
+    /* this rank's stage (rl__dist_note_model), kept for the report: rank 0
+     * reports after its engine has freed the model */
+    int32_t l0, l1;
+    bool has_io;
+    size_t weight_bytes;
     /* refcount of every block id as the op stream says (both sides) */
     int32_t *mirror, n_blocks;
     bool mirror_bad; /* an op or a batch contradicted the stream */
@@ -77,10 +82,12 @@ int rl__dist_recv(rl__dist *d, void **buf, int *cap, MPI_Datatype type, size_t e
 void rl__dist_apply_ops(rl__dist *d, const int32_t *ops, int32_t n, rl_kv_pool *pool);
 /* Blocks in use by d->mirror (the null block aside). */
 int32_t rl__dist_held(const rl__dist *d);
+/* Records m's layer range and weight bytes in d for the report. */
+void rl__dist_note_model(rl__dist *d, const rl_model *m);
 /* One line on stderr: layers, steps, tokens, times, bytes, weights, RSS,
  * blocks held.  Returns false when blocks are still held or the stream
  * was contradicted. */
-bool rl__dist_report(const rl__dist *d, const rl_model *m);
+bool rl__dist_report(const rl__dist *d);
 
 /* Runs a worker rank to the end of the job; the process's exit code. */
 int rl__dist_worker(rl__dist *d);

@@ -146,21 +146,23 @@ static double rss_mib(void) {
     return kb / 1024.0;
 }
 
-bool rl__dist_report(const rl__dist *d, const rl_model *m) {
-    int32_t l0 = 0, l1 = 0, held = rl__dist_held(d);
-    bool io = false;
-    if (m) rl_model_layer_range(m, &l0, &l1, &io);
-    fprintf(
-        stderr,
-        "redline pipeline: rank %d/%d layers [%d, %d)%s: %llu micro-batches, %llu tokens, compute "
-        "%.3f s, wait %.3f s, sent %llu bytes (%.0f per token), weights %.1f MiB, peak rss "
-        "%.1f MiB; kv blocks held at exit: %d of %d\n",
-        d->rank, d->size, (int)l0, (int)l1, io ? " + embeddings and head" : "",
-        (unsigned long long)d->steps, (unsigned long long)d->tokens, d->compute_s, d->wait_s,
-        (unsigned long long)d->bytes_sent,
-        d->tokens ? (double)d->bytes_sent / (double)d->tokens : 0.0,
-        m ? (double)rl_model_weight_bytes(m) / 1048576.0 : 0.0, rss_mib(), (int)held,
-        d->n_blocks > 0 ? (int)d->n_blocks - 1 : 0);
+void rl__dist_note_model(rl__dist *d, const rl_model *m) {
+    rl_model_layer_range(m, &d->l0, &d->l1, &d->has_io);
+    d->weight_bytes = rl_model_weight_bytes(m);
+}
+
+bool rl__dist_report(const rl__dist *d) {
+    int32_t held = rl__dist_held(d);
+    fprintf(stderr,
+            "redline pipeline: rank %d/%d layers [%d, %d)%s: %llu micro-batches, %llu tokens, "
+            "compute %.3f s, wait %.3f s, sent %llu bytes (%.0f per token), weights %.1f MiB, "
+            "peak rss %.1f MiB; kv blocks held at exit: %d of %d\n",
+            d->rank, d->size, (int)d->l0, (int)d->l1, d->has_io ? " + embeddings and head" : "",
+            (unsigned long long)d->steps, (unsigned long long)d->tokens, d->compute_s, d->wait_s,
+            (unsigned long long)d->bytes_sent,
+            d->tokens ? (double)d->bytes_sent / (double)d->tokens : 0.0,
+            (double)d->weight_bytes / 1048576.0, rss_mib(), (int)held,
+            d->n_blocks > 0 ? (int)d->n_blocks - 1 : 0);
     return held == 0 && !d->mirror_bad;
 }
 
@@ -330,6 +332,7 @@ rl_status rl_dist_on_model(void *ud, const rl_engine_params *ep, rl_model *m, rl
         return rl_err_set(err, RL_ERR_LIMIT, "pipeline: model path too long");
     strcpy(c.model_path, ep->model_path);
     p->m = m;
+    rl__dist_note_model(&p->d, m);
     p->d.n_embd = rl_model_n_embd(m);
     p->d.max_batch = ep->max_batch_tokens;
     size_t rows = (size_t)p->d.max_batch * (size_t)p->d.n_embd;
@@ -371,7 +374,7 @@ void rl_dist_on_free(void *ud) {
         c.kind = CFG_END;
         send_cfg(p, &c);
     }
-    if (!rl__dist_report(&p->d, p->m)) p->failed = true;
+    if (!rl__dist_report(&p->d)) p->failed = true;
     p->m = NULL;
 }
 

@@ -169,6 +169,7 @@ int rl__dist_worker(rl__dist *d) {
     if (rl_model_load(c.model_path, &mo, &w.m, &err)) return fail(&w, "loading the model", &err);
     int nt = c.n_threads > 0 ? c.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     w.tp = rl_threadpool_new(nt > 0 ? nt : 1);
+    rl__dist_note_model(d, w.m);
     d->n_embd = rl_model_n_embd(w.m);
     d->max_batch = c.max_batch;
     size_t rows = (size_t)c.max_batch * (size_t)d->n_embd;
@@ -198,7 +199,7 @@ int rl__dist_worker(rl__dist *d) {
     const rl_kv_layer *kv = rl_kv_pool_layers(w.pool);
     while (handle(&w, kv, true) != MSG_END) {
     }
-    bool ok = rl__dist_report(d, w.m);
+    bool ok = rl__dist_report(d);
     rl_kv_pool_free(w.pool);
     rl_free(d->mirror);
     rl_free(w.meta);
