@@ -7,6 +7,9 @@
 #   make examples                -> examples/*.c under $(BUILD)/examples/ (-Iinclude only)
 #   make check-header            -> include/redline.h compiles alone (-Iinclude, C11, -Werror)
 #   make fuzz                    -> libFuzzer targets (clang) under build-fuzz/
+#   make MPI=1                   -> with the MPI pipeline (src/dist/dist.c, worker.c; Open
+#                                   MPI's mpicc gives the flags) in build-mpi/; without it
+#                                   src/dist/nompi.c refuses to run under mpirun
 # Sources are found by wildcard: a new .c file under src/<module>/ is built
 # with no Makefile change.  Files under src/kernels/x86/ get AVX2/FMA/F16C
 # flags, and src/kernels/x86/vnni*.c also AVX512F/BW/VL/VNNI (no other file
@@ -15,6 +18,9 @@
 # start-up (src/kernels/dispatch.c).
 CC      ?= cc
 comma   := ,
+ifeq ($(MPI),1)
+BUILD   ?= build-mpi$(if $(SAN),-$(subst $(comma),-,$(SAN)))
+endif
 ifneq ($(SAN),)
 BUILD   ?= build-$(subst $(comma),-,$(SAN))
 SANFLAGS = -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -39,6 +45,13 @@ LIBS    = -lm -lpthread -lpcre2-8 -ljansson -lmicrohttpd -lnettle
 TESTLIBS = -lcmocka
 
 LIB_SRC  := $(filter-out src/cli/% src/server/%,$(wildcard src/*/*.c src/*/*/*.c))
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell mpicc --showme:compile)
+LIBS     += $(shell mpicc --showme:link)
+LIB_SRC  := $(filter-out src/dist/nompi.c,$(LIB_SRC))
+else
+LIB_SRC  := $(filter-out src/dist/dist.c src/dist/worker.c,$(LIB_SRC))
+endif
 SRV_SRC  := $(wildcard src/server/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -78,6 +91,11 @@ $(BUILD)/obj/src/kernels/x86/%.o: src/kernels/x86/%.c
 	$(CC) $(CFLAGS_COMMON) $(SIMDFLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/cli/version.o: EXTRA_DEFS = -DRL_GIT_COMMIT=\"$(GIT_COMMIT)\"
+
+$(BUILD)/obj/src/dist/%.o: EXTRA_DEFS = $(MPI_CFLAGS)
+ifeq ($(MPI),1)
+$(BUILD)/obj/src/cli/main.o: EXTRA_DEFS = -DRL_HAVE_MPI
+endif
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

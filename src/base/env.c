@@ -35,6 +35,9 @@ static const rl_env_var g_vars[RL_ENV_COUNT] = {
     [RL_ENV_TEST_LOAD_DELAY_MS] = {"REDLINE_TEST_LOAD_DELAY_MS", "milliseconds > 0",
                                    "test hook: the server holds its loading state that long",
                                    "src/server/server.c"},
+    [RL_ENV_OMPI_SIZE] = {"OMPI_COMM_WORLD_SIZE", "ranks > 1 (set by mpirun)",
+                          "runs `redline run`/`serve` as a pipeline over MPI (docs/PIPELINE.md)",
+                          "src/dist/dist.c"},
 };
 
 static const char *g_val[RL_ENV_COUNT];

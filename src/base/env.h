@@ -28,6 +28,7 @@ typedef enum rl_env_id {
     RL_ENV_MODEL = 5,              /* REDLINE_MODEL */
     RL_ENV_API_KEY = 6,            /* REDLINE_API_KEY */
     RL_ENV_TEST_LOAD_DELAY_MS = 7, /* REDLINE_TEST_LOAD_DELAY_MS */
+    RL_ENV_OMPI_SIZE = 8,          /* OMPI_COMM_WORLD_SIZE (set by Open MPI's mpirun) */
     RL_ENV_COUNT
 } rl_env_id;
 

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "dist/dist.h"
+#include "engine/engine.h"
 
 typedef int (*cmd_fn)(int argc, char **argv);
 
@@ -32,7 +34,7 @@ static void usage(FILE *f) {
                "The technique table (ablation) is its own program: build/bench/ablation --help.\n");
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -49,4 +51,24 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "redline: unknown command '%s' (see redline --help)\n", argv[1]);
     return 2;
+}
+
+/* Under mpirun with several ranks (dist.h) the workers never reach the
+ * command: rl_dist_main runs them to the end of the job. */
+int main(int argc, char **argv) {
+    int rc = 0;
+    if (rl_dist_main(&argc, argv, &rc)) return rc;
+#ifdef RL_HAVE_MPI
+    if (rl_dist_size() > 1) { /* rank 0 of a pipeline: its engine runs through src/dist/ */
+        rl_engine_hooks h = {.stage = 0,
+                             .n_stages = rl_dist_size(),
+                             .forward = rl_dist_forward,
+                             .ud = rl_dist_ctx(),
+                             .on_model = rl_dist_on_model,
+                             .on_pool = rl_dist_on_pool,
+                             .on_free = rl_dist_on_free};
+        rl_engine_set_hooks(&h);
+    }
+#endif
+    return rl_dist_finalize(dispatch(argc, argv));
 }

@@ -61,6 +61,8 @@ typedef struct rl__embed_job {
 
 struct rl_engine {
     rl_engine_params params;
+    rl_engine_hooks hooks; /* rl_engine_set_hooks at creation; forward always set */
+    bool hooked;           /* hooks came from rl_engine_set_hooks (on_* slots) */
     rl_model *model;
     rl_tokenizer *tok;
     rl_threadpool *tp;

@@ -66,6 +66,35 @@ static void update_stats(rl_engine *e);
 
 /* ---- creation ---- */
 
+/* rl_engine_set_hooks (under g_hooks_mu): the hooks and whether an engine
+ * has taken them. */
+static pthread_mutex_t g_hooks_mu = PTHREAD_MUTEX_INITIALIZER;
+static rl_engine_hooks g_hooks;
+static bool g_hooks_set, g_hooks_taken;
+
+void rl_engine_set_hooks(const rl_engine_hooks *h) {
+    pthread_mutex_lock(&g_hooks_mu);
+    g_hooks_set = h != NULL;
+    g_hooks_taken = false;
+    if (h) g_hooks = *h;
+    pthread_mutex_unlock(&g_hooks_mu);
+}
+
+/* Copies the process's hooks into e (false: they are taken already). */
+static bool take_hooks(rl_engine *e) {
+    bool ok = true;
+    pthread_mutex_lock(&g_hooks_mu);
+    if (g_hooks_set) {
+        ok = !g_hooks_taken;
+        g_hooks_taken = true;
+        e->hooks = g_hooks;
+        e->hooked = ok;
+    }
+    pthread_mutex_unlock(&g_hooks_mu);
+    if (!e->hooks.forward) e->hooks.forward = rl_model_forward_plain;
+    return ok;
+}
+
 /* The buffers sized at creation, from one arena (called twice: measure,
  * then carve; see base/arena.h). */
 static void carve(rl_engine *e, rl_arena *a) {
@@ -122,10 +151,16 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
     pthread_cond_init(&e->work_cond, NULL);
     pthread_cond_init(&e->ev_cond, NULL);
     e->next_id = 1;
+    if (!take_hooks(e)) {
+        s = rl_err_set(err, RL_ERR_INVALID, "engine: a pipeline runs one engine per process");
+        goto fail;
+    }
 
     rl_model_opts mo = {.max_batch = p->max_batch_tokens,
                         .n_ctx = p->n_ctx > 0 ? p->n_ctx : 0, /* same default as below */
-                        .weights = (rl_model_weights)p->weights};
+                        .weights = (rl_model_weights)p->weights,
+                        .stage = e->hooks.stage,
+                        .n_stages = e->hooks.n_stages};
     if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
     /* an encoder (bert) embeds a whole input in one forward: give it room
      * for its full context rather than one step's token budget */
@@ -137,6 +172,8 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
         mo.max_batch = enc_ctx;
         if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
     }
+    if (e->hooked && e->hooks.on_model && (s = e->hooks.on_model(e->hooks.ud, p, e->model, err)))
+        goto fail;
     if ((s = rl_tokenizer_load(rl_model_gguf(e->model), &e->tok, err))) goto fail;
     e->n_vocab = rl_model_n_vocab(e->model);
     int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : rl_model_n_ctx_train(e->model);
@@ -154,7 +191,8 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
 
     /* quantized K pages store k - the calibrated mean key (docs/KVQUANT.md) */
     if (rl_kv_type_quantized(kt) && rl_model_has_head(e->model) &&
-        (s = rl_model_calibrate_k(e->model, e->tok, e->tp, err)))
+        (s = rl_model_calibrate_k_with(e->model, e->tok, e->tp, e->hooks.forward, e->hooks.ud,
+                                       err)))
         goto fail;
 
     rl_model_kv_shape ks = rl_model_kv_shape_of(e->model);
@@ -171,6 +209,8 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
         kc.mem_bytes = blocks * rl_kv_block_bytes(&kc);
     }
     if ((s = rl_kv_pool_new(&kc, &e->pool, err))) goto fail;
+    if (e->hooked && e->hooks.on_pool && (s = e->hooks.on_pool(e->hooks.ud, e->pool, err)))
+        goto fail;
     e->kv_bytes_per_token = rl_kv_block_bytes(&kc) / (size_t)p->block_size;
 
     rl_sched_config sc = {.max_batch_tokens = p->max_batch_tokens,
@@ -242,7 +282,10 @@ void rl_engine_free(rl_engine *e) {
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->work_cond);
     pthread_cond_destroy(&e->ev_cond);
+    bool hooked = e->hooked;
+    rl_engine_hooks h = e->hooks;
     rl_free(e);
+    if (hooked && h.on_free) h.on_free(h.ud);
 }
 
 struct rl_model *rl_engine_model(rl_engine *e) {
@@ -474,8 +517,8 @@ int32_t rl_engine_step(rl_engine *e) {
     rl_batch batch = build_batch(e, n_plan, &n_logits);
     rl_err err = {0};
     double tf = now_s();
-    rl_status s =
-        rl_model_forward(e->model, &batch, rl_kv_pool_layers(e->pool), e->logits, e->tp, &err);
+    rl_status s = e->hooks.forward(e->hooks.ud, e->model, &batch, rl_kv_pool_layers(e->pool),
+                                   e->logits, e->tp, &err);
     /* decode-only steps (every token wants logits) feed the cost model */
     if (!s && n_logits == batch.n_tok)
         rl_spec_planner_observe_fwd(e->spec, batch.n_tok, now_s() - tf);

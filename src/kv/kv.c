@@ -35,7 +35,14 @@ struct rl_kv_pool {
     blist plain, cached;
     int32_t n_used;
     uint64_t n_evictions, prefix_queries, prefix_hits;
+    rl_kv_observer_fn observer; /* may be NULL (rl_kv_pool_set_observer) */
+    void *observer_ud;
 };
+
+#define OBSERVE(p, op, a, b)                                                                       \
+    do {                                                                                           \
+        if ((p)->observer) (p)->observer((p)->observer_ud, (op), (a), (b));                        \
+    } while (0)
 
 /* ---- lists ---- */
 static blist *list_of(rl_kv_pool *p, int which) {
@@ -300,6 +307,7 @@ int32_t rl_kv_block_alloc(rl_kv_pool *p) {
     list_remove(p, id);
     p->refcnt[id] = 1;
     p->n_used++;
+    OBSERVE(p, RL_KV_OP_ALLOC, id, 0);
     return id;
 }
 
@@ -310,10 +318,12 @@ void rl_kv_block_ref(rl_kv_pool *p, int32_t id) {
         p->n_used++;
     }
     p->refcnt[id]++;
+    OBSERVE(p, RL_KV_OP_REF, id, 0);
 }
 
 void rl_kv_block_unref(rl_kv_pool *p, int32_t id) {
     RL_ASSERT(id > 0 && id < p->n_blocks && p->refcnt[id] > 0);
+    OBSERVE(p, RL_KV_OP_UNREF, id, 0);
     if (--p->refcnt[id] == 0) {
         p->n_used--;
         list_push_tail(p, p->has_hash[id] ? LIST_CACHED : LIST_PLAIN, id);
@@ -324,7 +334,13 @@ int32_t rl_kv_block_refcount(const rl_kv_pool *p, int32_t id) {
     return id >= 0 && id < p->n_blocks ? p->refcnt[id] : -1;
 }
 
+void rl_kv_pool_set_observer(rl_kv_pool *p, rl_kv_observer_fn fn, void *ud) {
+    p->observer = fn;
+    p->observer_ud = ud;
+}
+
 void rl_kv_block_copy(rl_kv_pool *p, int32_t dst, int32_t src) {
+    OBSERVE(p, RL_KV_OP_COPY, dst, src);
     for (int32_t l = 0; l < p->cfg.n_layer; l++) {
         rl_kv_layer *L = &p->layers[l];
         memcpy((uint8_t *)L->k_base + (size_t)dst * L->k_block_bytes,

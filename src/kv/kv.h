@@ -58,6 +58,19 @@ rl_status rl_kv_pool_new(const rl_kv_config *cfg, rl_kv_pool **out, rl_err *err)
 void rl_kv_pool_free(rl_kv_pool *p);
 /* Per-layer storage descriptors for the model, [n_layer]; borrowed. */
 rl_kv_layer *rl_kv_pool_layers(rl_kv_pool *p);
+/* Observer of the block operations that change refcounts or contents:
+ * ALLOC (a = the id handed out), REF, UNREF (a = id), COPY (a = dst,
+ * b = src).  The pipeline (src/dist/) replays them on the other ranks'
+ * pools, whose blocks hold the other layers of the same ids.  fn NULL =
+ * none; called synchronously from the pool's functions. */
+typedef enum rl_kv_op {
+    RL_KV_OP_ALLOC = 1,
+    RL_KV_OP_REF = 2,
+    RL_KV_OP_UNREF = 3,
+    RL_KV_OP_COPY = 4
+} rl_kv_op;
+typedef void (*rl_kv_observer_fn)(void *ud, rl_kv_op op, int32_t a, int32_t b);
+void rl_kv_pool_set_observer(rl_kv_pool *p, rl_kv_observer_fn fn, void *ud);
 const rl_kv_config *rl_kv_pool_config(const rl_kv_pool *p);
 rl_kv_stats rl_kv_pool_stats(const rl_kv_pool *p);
 /* Blocks obtainable now (free + cached). */

@@ -106,8 +106,10 @@ bool rl_model_k_calibrated(const rl_model *m) {
     return m->hp.n_layer > 0 && m->layers[0].k_cal;
 }
 
-rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, bool with_scale,
-                                     rl_threadpool *tp, rl_err *err) {
+/* rl_model_calibrate_k_shift with its forwards run by fwd(ud, ...). */
+static rl_status calibrate_shift(rl_model *m, const int32_t *ids, int32_t n, bool with_scale,
+                                 rl_threadpool *tp, rl_model_forward_fn fwd, void *ud,
+                                 rl_err *err) {
     if (rl_model_k_calibrated(m)) return RL_OK;
     if (n < 1) return rl_err_set(err, RL_ERR_INVALID, "K calibration needs at least one token");
     const rl_hparams *hp = &m->hp;
@@ -147,7 +149,7 @@ rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n,
                       .n_seq = 1,
                       .block_tables = tables,
                       .n_blocks = &nb};
-        if ((st = rl_model_forward(m, &b, kvl, logits, tp, err))) goto done;
+        if ((st = fwd(ud, m, &b, kvl, logits, tp, err))) goto done;
     }
     for (int32_t l = 0; l < L; l++) {
         float *mean = rl__model_own_alloc(m, nkv * sizeof(float));
@@ -195,8 +197,18 @@ done:
     return st;
 }
 
+rl_status rl_model_calibrate_k_shift(rl_model *m, const int32_t *ids, int32_t n, bool with_scale,
+                                     rl_threadpool *tp, rl_err *err) {
+    return calibrate_shift(m, ids, n, with_scale, tp, rl_model_forward_plain, NULL, err);
+}
+
 rl_status rl_model_calibrate_k(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp,
                                rl_err *err) {
+    return rl_model_calibrate_k_with(m, tok, tp, NULL, NULL, err);
+}
+
+rl_status rl_model_calibrate_k_with(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp,
+                                    rl_model_forward_fn fwd, void *ud, rl_err *err) {
     if (rl_model_k_calibrated(m)) return RL_OK;
     if (rl_env_is(RL_ENV_KV_KCAL, "none"))
         return RL_OK; /* keep the bias shift (a measurement aid) */
@@ -205,8 +217,8 @@ rl_status rl_model_calibrate_k(rl_model *m, const rl_tokenizer *tok, rl_threadpo
     rl_status st = rl_tokenizer_encode(tok, k_calib_text, strlen(k_calib_text), 0, &ids, &n, err);
     if (st) return st;
     /* RL_KV_KSCALE=none: shift only (a measurement aid) */
-    st = rl_model_calibrate_k_shift(m, ids, (int32_t)n, !rl_env_is(RL_ENV_KV_KSCALE, "none"), tp,
-                                    err);
+    st = calibrate_shift(m, ids, (int32_t)n, !rl_env_is(RL_ENV_KV_KSCALE, "none"), tp,
+                         fwd ? fwd : rl_model_forward_plain, ud, err);
     rl_free(ids);
     return st;
 }

@@ -29,6 +29,12 @@
 rl_status rl_model_calibrate_k(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp,
                                rl_err *err);
 
+/* The same with the calibration's forwards run by fwd(ud, ...) (NULL =
+ * rl_model_forward): the pipeline runs them through every stage
+ * (src/dist/), each stage's layers calibrated where they live. */
+rl_status rl_model_calibrate_k_with(rl_model *m, const rl_tokenizer *tok, rl_threadpool *tp,
+                                    rl_model_forward_fn fwd, void *ud, rl_err *err);
+
 /* K shift of quantized K pages.  A quantized K page stores k - s and the
  * attention adds q . s back, which is exact for any s; the quantization
  * error shrinks with |k - s|, so the best constant s is the mean key.

@@ -170,8 +170,13 @@ struct rl_model {
                              * token's run (rl__fwd.attn_pos) */
     double *pool_acc;       /* [n_embd] rl_model_embed's running sum */
     int32_t *emb_idx;       /* [2][max_batch] rl_model_embed's batch positions, seq ids */
-    double *kcal_sum;       /* [3][n_layer][n_kv_head*head_dim] while calibrating:
-                             * sums of k, k^2 and q^2 (q over the KV head's group) */
+    /* pipeline stage (opts.stage / n_stages): layers [l0, l1) are bound;
+     * has_io: the embeddings and the head are (stage 0) */
+    int32_t l0, l1;
+    bool has_io;
+    rl_kv_layer *kv_stage; /* [n_layer] a stage's kv_layers at their layer index (l0 > 0) */
+    double *kcal_sum;      /* [3][n_layer][n_kv_head*head_dim] while calibrating:
+                            * sums of k, k^2 and q^2 (q over the KV head's group) */
 };
 
 /* State of one forward call. */
@@ -183,7 +188,7 @@ struct rl__fwd {
     const int32_t *attn_pos;  /* [n] the position each query attends up to: f->pos
                                * (causal) or its run's last (non-causal) */
     int32_t n_run;
-    const rl_kv_layer *kv; /* [n_layer] */
+    const rl_kv_layer *kv; /* [n_layer], entries [l0, l1) used */
     rl_threadpool *tp;
 };
 

@@ -426,6 +426,7 @@ static rl_status bind_globals(rl_model *m, rl_err *err) {
     if (!tr || !tr->to_float)
         return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor 'token_embd.weight' has type %s",
                           rl_type_name(t->type));
+    if (!m->has_io) return RL_OK; /* a later pipeline stage: n_vocab from the header only */
     if ((st = rl__bind_mat(m, "token_embd.weight", m->hp.n_vocab, m->hp.n_embd, true, &m->tok_embd,
                            err)))
         return st;
@@ -442,10 +443,22 @@ static rl_status bind_globals(rl_model *m, rl_err *err) {
 /* Every tensor of the file must be one the architecture uses (llama.cpp
  * refuses such files too): an unknown tensor is a feature redline would
  * silently skip, e.g. a bias the forward does not add. */
+/* A pipeline stage leaves out the other stages' layers (blk.N.* with N
+ * outside [l0, l1)) and, after stage 0, the embeddings and the head; the
+ * stage holding them checks those. */
+static bool other_stage_tensor(const rl_model *m, const char *name) {
+    if (!m->has_io && (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
+                       !strcmp(name, "output.weight")))
+        return true;
+    int il, len = 0;
+    if (sscanf(name, "blk.%d.%n", &il, &len) == 1 && len > 0) return il < m->l0 || il >= m->l1;
+    return false;
+}
+
 static rl_status check_all_used(rl_model *m, rl_err *err) {
     int64_t n = rl_gguf_n_tensors(m->gguf);
     for (int64_t i = 0; i < n; i++)
-        if (!m->t_used[i])
+        if (!m->t_used[i] && !other_stage_tensor(m, rl_gguf_tensor_at(m->gguf, i)->name))
             return rl_err_set(err, RL_ERR_UNSUPPORTED,
                               "tensor '%s' is not used by the %s architecture (not supported)",
                               rl_gguf_tensor_at(m->gguf, i)->name, m->arch_name);
@@ -519,7 +532,7 @@ static void prefault(rl_model *m, const rl_model_opts *o) {
     for (int64_t i = 0; i < n; i++) {
         const rl_gguf_tensor *t = rl_gguf_tensor_at(m->gguf, i);
         const uint8_t *p = t->data;
-        if (!p) continue;
+        if (!p || !m->t_used[i]) continue; /* a pipeline stage reads its own tensors only */
         for (size_t off = 0; off < t->nbytes; off += 4096) sink ^= p[off];
         if (o->progress && (i % 16 == 15 || i + 1 == n))
             o->progress(0.2f + 0.8f * (float)(i + 1) / (float)n, "reading weights", o->progress_ud);
@@ -585,13 +598,34 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
     }
     m->hp.n_ctx = o.n_ctx;
     if ((st = hparams_common(m, err)) || (st = m->arch->hparams(m, err))) goto fail;
+    if (o.n_stages < 0 || o.n_stages > m->hp.n_layer || o.stage < 0 ||
+        (o.n_stages > 1 && o.stage >= o.n_stages)) {
+        st = rl_err_set(err, RL_ERR_INVALID,
+                        "pipeline stage %d of %d: need 0 <= stage < n_stages <= "
+                        "n_layer (%d)",
+                        (int)o.stage, (int)o.n_stages, (int)m->hp.n_layer);
+        goto fail;
+    }
+    if (o.n_stages > 1) {
+        m->l0 = (int32_t)((int64_t)o.stage * m->hp.n_layer / o.n_stages);
+        m->l1 = (int32_t)((int64_t)(o.stage + 1) * m->hp.n_layer / o.n_stages);
+    } else {
+        m->l0 = 0;
+        m->l1 = m->hp.n_layer;
+    }
+    m->has_io = m->l0 == 0;
     if ((st = bind_globals(m, err))) goto fail;
     m->layers = rl_calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) {
         st = rl_err_set(err, RL_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+    m->kv_stage = rl_calloc((size_t)m->hp.n_layer, sizeof *m->kv_stage);
+    if (!m->kv_stage) {
+        st = rl_err_set(err, RL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int32_t il = m->l0; il < m->l1; il++) {
         if ((st = m->arch->bind_layer(m, il, err))) goto fail;
         rl_layer *L = &m->layers[il];
         /* llama.cpp's rule: pattern 0 = every layer local, else layer il
@@ -605,10 +639,10 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
                        o.progress_ud);
     }
     if ((st = check_all_used(m, err))) goto fail;
-    rl_free(m->t_used);
-    m->t_used = NULL;
     if ((st = alloc_scratch(m, err))) goto fail;
     if (o.prefault) prefault(m, &o);
+    rl_free(m->t_used);
+    m->t_used = NULL;
     if (o.progress) o.progress(1.0f, "done", o.progress_ud);
     *out = m;
     return RL_OK;
@@ -631,6 +665,7 @@ void rl_model_free(rl_model *m) {
     for (int32_t i = 0; i < m->n_owned; i++) rl_free(m->owned[i]);
     rl_free(m->owned);
     rl_free(m->layers);
+    rl_free(m->kv_stage);
     rl_free(m->t_used);
     float *bufs[] = {m->x, m->xn, m->tmp, m->q, m->k, m->v, m->att, m->gate, m->up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rl_free(bufs[i]);
@@ -702,8 +737,14 @@ int32_t rl_model_embed_max_tokens(const rl_model *m) {
 }
 
 rl_model_kv_shape rl_model_kv_shape_of(const rl_model *m) {
-    rl_model_kv_shape s = {m->hp.n_layer, m->hp.n_kv_head, m->hp.head_dim};
+    rl_model_kv_shape s = {m->l1 - m->l0, m->hp.n_kv_head, m->hp.head_dim};
     return s;
+}
+
+void rl_model_layer_range(const rl_model *m, int32_t *l0, int32_t *l1, bool *has_io) {
+    *l0 = m->l0;
+    *l1 = m->l1;
+    *has_io = m->has_io;
 }
 
 /* -------------------------------------------------------------- forward */
@@ -729,7 +770,7 @@ static rl_status check_batch(const rl_model *m, const rl_batch *b, const rl_kv_l
     if (b->n_vocab_out < 0 || b->n_vocab_out > m->hp.n_vocab)
         return rl_err_set(err, RL_ERR_INVALID, "forward: n_vocab_out %d outside [0, %d]",
                           (int)b->n_vocab_out, (int)m->hp.n_vocab);
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+    for (int32_t il = 0; il < m->l1 - m->l0; il++) {
         const rl_kv_layer *L = &kv[il];
         if (L->n_kv_head != m->hp.n_kv_head || L->head_dim != m->hp.head_dim || L->block_size < 1 ||
             !L->k_base || !L->v_base || L->block_size != kv[0].block_size)
@@ -794,14 +835,20 @@ static rl_status sort_batch(rl_model *m, const rl_batch *b, rl__fwd *f, rl_err *
     return RL_OK;
 }
 
-/* Embedding and layers of a checked batch: m->x holds the final hidden
- * states of the sorted batch after. */
+/* The common part of every forward: checks and sorts b into *f, fills m->x
+ * with the embedded tokens (x_in NULL) or x_in's rows (batch order), runs
+ * the layers [l0, l1) and leaves m->slot_of set: m->x holds the final
+ * hidden states of the sorted batch after. */
 static rl_status run_layers(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
-                            rl_threadpool *tp, rl__fwd *f, rl_err *err) {
+                            const float *x_in, rl_threadpool *tp, rl__fwd *f, rl_err *err) {
     rl_status st = check_batch(m, b, kv_layers, err);
     if (st) return st;
     *f = (rl__fwd){0};
     f->kv = kv_layers;
+    if (m->l0 > 0) { /* the arch code indexes KV by layer: place the stage's at l0.. */
+        memcpy(m->kv_stage + m->l0, kv_layers, (size_t)(m->l1 - m->l0) * sizeof *kv_layers);
+        f->kv = m->kv_stage;
+    }
     f->tp = tp;
     if ((st = sort_batch(m, b, f, err))) return st;
     f->attn_pos = f->pos;
@@ -815,41 +862,24 @@ static rl_status run_layers(rl_model *m, const rl_batch *b, const rl_kv_layer *k
     const int64_t E = hp->n_embd;
     for (int32_t j = 0; j < f->n; j++) {
         float *row = m->x + (size_t)j * E;
+        if (x_in) {
+            memcpy(row, x_in + (size_t)m->order[j] * E, (size_t)E * sizeof *row);
+            continue;
+        }
         rl_get_row(&m->tok_embd, m->tok_s[j], row);
         if (hp->embd_scale != 1.0f)
             for (int64_t d = 0; d < E; d++) row[d] *= hp->embd_scale;
     }
-    if (m->arch->embed) m->arch->embed(m, f);
-    for (int32_t il = 0; il < hp->n_layer; il++) m->arch->layer(m, f, il);
+    if (m->arch->embed && !x_in) m->arch->embed(m, f);
+    for (int32_t il = m->l0; il < m->l1; il++) m->arch->layer(m, f, il);
+    for (int32_t j = 0; j < f->n; j++) m->slot_of[m->order[j]] = j;
     return RL_OK;
 }
 
-rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
-                           float *logits_out, rl_threadpool *tp, rl_err *err) {
-    if (!m->output.data)
-        return rl_err_set(err, RL_ERR_UNSUPPORTED,
-                          "forward: the %s model has no output head (an embedding model)",
-                          m->arch_name);
-    if (b && !logits_out && rl_batch_n_logits(b) > 0)
-        return rl_err_set(err, RL_ERR_INVALID, "forward: logits wanted but logits_out is NULL");
-    rl__fwd f;
-    rl_status st = run_layers(m, b, kv_layers, tp, &f, err);
-    if (st) return st;
+/* logits_out[n_out][n_vocab_out] from the normed rows m->xn[n_out]. */
+static void head_logits(rl_model *m, const rl_batch *b, int32_t n_out, float *logits_out,
+                        rl_threadpool *tp) {
     const rl_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd;
-
-    /* Rows that want logits, in batch order. */
-    for (int32_t j = 0; j < f.n; j++) m->slot_of[m->order[j]] = j;
-    int32_t n_out = 0;
-    for (int32_t i = 0; i < b->n_tok; i++) {
-        bool want = b->want_logits ? b->want_logits[i] : (i == b->n_tok - 1);
-        if (!want) continue;
-        int32_t slot = m->slot_of[i];
-        rl__norm_rows(m->xn + (size_t)n_out * E, m->x + (size_t)slot * E, m->output_norm, 1, E,
-                      hp->eps);
-        n_out++;
-    }
-    if (n_out == 0) return RL_OK;
     /* a restricted head is a view of the first rows: each row's dot
      * product is unchanged, only fewer rows are read */
     rl_mat out = m->output;
@@ -864,6 +894,75 @@ rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv
         size_t total = (size_t)n_out * (size_t)out.n_rows;
         for (size_t i = 0; i < total; i++) logits_out[i] = c * tanhf(logits_out[i] / c);
     }
+}
+
+rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
+                           float *logits_out, rl_threadpool *tp, rl_err *err) {
+    if (m->l0 != 0 || m->l1 != m->hp.n_layer)
+        return rl_err_set(err, RL_ERR_INVALID,
+                          "forward: model holds layers [%d, %d) of %d only (a pipeline stage: "
+                          "rl_model_forward_stage)",
+                          (int)m->l0, (int)m->l1, (int)m->hp.n_layer);
+    if (!m->output.data)
+        return rl_err_set(err, RL_ERR_UNSUPPORTED,
+                          "forward: the %s model has no output head (an embedding model)",
+                          m->arch_name);
+    if (b && !logits_out && rl_batch_n_logits(b) > 0)
+        return rl_err_set(err, RL_ERR_INVALID, "forward: logits wanted but logits_out is NULL");
+    rl__fwd f;
+    rl_status st = run_layers(m, b, kv_layers, NULL, tp, &f, err);
+    if (st) return st;
+
+    /* Rows that want logits, in batch order. */
+    const int64_t E = m->hp.n_embd;
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n_tok; i++) {
+        bool want = b->want_logits ? b->want_logits[i] : (i == b->n_tok - 1);
+        if (!want) continue;
+        int32_t slot = m->slot_of[i];
+        rl__norm_rows(m->xn + (size_t)n_out * E, m->x + (size_t)slot * E, m->output_norm, 1, E,
+                      m->hp.eps);
+        n_out++;
+    }
+    if (n_out == 0) return RL_OK;
+    head_logits(m, b, n_out, logits_out, tp);
+    return RL_OK;
+}
+
+rl_status rl_model_forward_plain(void *ud, rl_model *m, const rl_batch *b,
+                                 const rl_kv_layer *kv_layers, float *logits_out, rl_threadpool *tp,
+                                 rl_err *err) {
+    (void)ud;
+    return rl_model_forward(m, b, kv_layers, logits_out, tp, err);
+}
+
+rl_status rl_model_forward_stage(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
+                                 const float *x_in, float *x_out, rl_threadpool *tp, rl_err *err) {
+    if (!x_in && !m->has_io)
+        return rl_err_set(err, RL_ERR_INVALID,
+                          "forward: stage at layer %d needs the hidden state (x_in)", (int)m->l0);
+    if (!x_out) return rl_err_set(err, RL_ERR_INVALID, "forward: x_out is NULL");
+    rl__fwd f;
+    rl_status st = run_layers(m, b, kv_layers, x_in, tp, &f, err);
+    if (st) return st;
+    const int64_t E = m->hp.n_embd;
+    for (int32_t i = 0; i < b->n_tok; i++)
+        memcpy(x_out + (size_t)i * E, m->x + (size_t)m->slot_of[i] * E, (size_t)E * sizeof(float));
+    return RL_OK;
+}
+
+rl_status rl_model_forward_head(rl_model *m, const rl_batch *b, const float *x, float *logits_out,
+                                rl_threadpool *tp, rl_err *err) {
+    if (!m->has_io)
+        return rl_err_set(err, RL_ERR_INVALID, "forward: this stage holds no output head");
+    if (!b || b->n_tok < 1 || b->n_tok > m->max_batch || !x || !logits_out || b->n_vocab_out < 0 ||
+        b->n_vocab_out > m->hp.n_vocab)
+        return rl_err_set(err, RL_ERR_INVALID, "forward head: malformed batch or buffers");
+    int32_t n_out = rl_batch_n_logits(b);
+    const int64_t E = m->hp.n_embd;
+    for (int32_t r = 0; r < n_out; r++)
+        rl__norm_rows(m->xn + (size_t)r * E, x + (size_t)r * E, m->output_norm, 1, E, m->hp.eps);
+    if (n_out > 0) head_logits(m, b, n_out, logits_out, tp);
     return RL_OK;
 }
 
@@ -896,7 +995,7 @@ rl_status rl_model_embed(rl_model *m, const int32_t *tokens, int32_t n,
                       .block_tables = &block_table,
                       .n_blocks = &n_blocks};
         rl__fwd f;
-        rl_status st = run_layers(m, &b, kv_layers, tp, &f, err);
+        rl_status st = run_layers(m, &b, kv_layers, NULL, tp, &f, err);
         if (st) return st;
         for (int32_t j = 0; j < nc; j++) {
             int32_t p = p0 + j;

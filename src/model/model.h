@@ -70,6 +70,14 @@ typedef struct rl_model_opts {
     rl_model_weights weights;      /* see rl_model_weights */
     rl_model_progress_fn progress; /* may be NULL */
     void *progress_ud;
+    /* Pipeline stage (src/dist/): with n_stages > 1 only layers
+     * [stage * n_layer / n_stages, (stage + 1) * n_layer / n_stages) are
+     * bound (the other layers' pages are never read), and the token
+     * embeddings, output norm and output projection only on stage 0 (which
+     * embeds, and applies the head to what the last stage returns).  Such a
+     * model runs rl_model_forward_stage / rl_model_forward_head, not
+     * rl_model_forward.  0 or 1 = the whole model. */
+    int32_t stage, n_stages;
 } rl_model_opts;
 
 /* Opens `path` (rl_gguf_open), reads and validates the hyperparameters and
@@ -107,8 +115,14 @@ bool rl_model_has_head(const rl_model *m);
  * has n_ctx_train rows). */
 int32_t rl_model_embed_max_tokens(const rl_model *m);
 
+/* Layers [*l0, *l1) this model holds (the whole [0, n_layer) unless loaded
+ * as a pipeline stage), and whether it holds the embeddings and the head. */
+void rl_model_layer_range(const rl_model *m, int32_t *l0, int32_t *l1, bool *has_io);
+
 /* What a caller needs to allocate KV blocks: n_layer rl_kv_layer, each with
- * n_kv_head heads of head_dim elements per token slot. */
+ * n_kv_head heads of head_dim elements per token slot.  For a pipeline
+ * stage n_layer is the stage's layer count and kv_layers[i] below is its
+ * layer l0 + i. */
 typedef struct rl_model_kv_shape {
     int32_t n_layer, n_kv_head, head_dim;
 } rl_model_kv_shape;
@@ -166,6 +180,33 @@ rl_status rl_model_forward(rl_model *m, const rl_batch *b, const rl_kv_layer *kv
 rl_status rl_model_embed(rl_model *m, const int32_t *tokens, int32_t n,
                          const rl_kv_layer *kv_layers, const int32_t *block_table, int32_t n_blocks,
                          float *out, rl_threadpool *tp, rl_err *err);
+
+/* A forward in the shape of rl_model_forward with a context pointer: the
+ * engine's and the K calibration's seam for running a batch somewhere else
+ * (the pipeline over MPI, src/dist/).  rl_model_forward_plain adapts
+ * rl_model_forward to it (ud unused). */
+typedef rl_status (*rl_model_forward_fn)(void *ud, rl_model *m, const rl_batch *b,
+                                         const rl_kv_layer *kv_layers, float *logits_out,
+                                         rl_threadpool *tp, rl_err *err);
+rl_status rl_model_forward_plain(void *ud, rl_model *m, const rl_batch *b,
+                                 const rl_kv_layer *kv_layers, float *logits_out, rl_threadpool *tp,
+                                 rl_err *err);
+
+/* Pipeline stages.  rl_model_forward_stage runs the model's layers
+ * [l0, l1) over batch b: x_in [n_tok][n_embd] is the hidden state entering
+ * layer l0 in batch order (NULL on stage 0: the tokens are embedded), x_out
+ * [n_tok][n_embd] receives the hidden state leaving layer l1 - 1, in batch
+ * order.  kv_layers[l1 - l0].  Errors as rl_model_forward.
+ * rl_model_forward_head applies the output norm and projection (stage 0's
+ * model, which holds them) to x [rl_batch_n_logits(b)][n_embd], the final
+ * hidden rows of the tokens with want_logits, in batch order, writing
+ * logits_out as rl_model_forward does.  Stage forwards of every stage in
+ * order and then the head give bit-identical logits to rl_model_forward on
+ * the whole model (the same kernels on the same rows). */
+rl_status rl_model_forward_stage(rl_model *m, const rl_batch *b, const rl_kv_layer *kv_layers,
+                                 const float *x_in, float *x_out, rl_threadpool *tp, rl_err *err);
+rl_status rl_model_forward_head(rl_model *m, const rl_batch *b, const float *x, float *logits_out,
+                                rl_threadpool *tp, rl_err *err);
 
 /* K calibration of quantized K pages (the K shift and channel scale the
  * forward applies): model/kcal.h. */
