@@ -15,9 +15,10 @@
 
 #include "base/buf.h"
 
-static const rl__arch *const archs[] = {&rl__arch_llama,  &rl__arch_qwen2,  &rl__arch_qwen3,
-                                        &rl__arch_phi3,   &rl__arch_gemma2, &rl__arch_gemma3,
-                                        &rl__arch_granite};
+static const rl__arch *const archs[] = {&rl__arch_llama,   &rl__arch_qwen2,     &rl__arch_qwen3,
+                                        &rl__arch_phi3,    &rl__arch_gemma2,    &rl__arch_gemma3,
+                                        &rl__arch_granite, &rl__arch_qwen3moe,  &rl__arch_qwen2moe,
+                                        &rl__arch_olmoe,   &rl__arch_granitemoe};
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
 /* ---------------------------------------------------------------- helpers */
@@ -137,8 +138,10 @@ static rl_status dequant_mat(rl_model *m, const char *name, rl_mat *w, rl_err *e
     return RL_OK;
 }
 
-rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols, bool required,
-                       rl_mat *out, rl_err *err) {
+/* rl__bind_mat / rl__bind_mat3: n_mat stacked [n_rows][n_cols] matrices
+ * (ne[2] = n_mat; 1 for a plain matrix) bound as one of n_mat*n_rows rows. */
+static rl_status bind_mat_n(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
+                            int64_t n_mat, bool required, rl_mat *out, rl_err *err) {
     memset(out, 0, sizeof *out);
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -147,9 +150,13 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
                           name, (long long)n_cols, (long long)n_rows);
     }
     mark_used(m, t);
-    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
+    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != n_mat || t->ne[3] != 1) {
         char s[96];
         shape_str(t, s, sizeof s);
+        if (n_mat != 1)
+            return rl_err_set(err, RL_ERR_FORMAT,
+                              "tensor '%s' has shape %s, expected [%lld, %lld, %lld]", name, s,
+                              (long long)n_cols, (long long)n_rows, (long long)n_mat);
         return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld, %lld]",
                           name, s, (long long)n_cols, (long long)n_rows);
     }
@@ -159,7 +166,7 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
                           rl_type_name(t->type));
     if (!t->data) return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has no data", name);
     out->type = t->type;
-    out->n_rows = n_rows;
+    out->n_rows = n_rows * n_mat;
     out->n_cols = n_cols;
     out->row_size = rl_type_row_size(t->type, n_cols);
     out->data = t->data;
@@ -169,6 +176,16 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
                           (long long)n_cols, rl_type_name(t->type));
     m->weight_bytes += t->nbytes;
     return m->dequant ? dequant_mat(m, name, out, err) : RL_OK;
+}
+
+rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols, bool required,
+                       rl_mat *out, rl_err *err) {
+    return bind_mat_n(m, name, n_rows, n_cols, 1, required, out, err);
+}
+
+rl_status rl__bind_mat3(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
+                        int64_t n_mat, bool required, rl_mat *out, rl_err *err) {
+    return bind_mat_n(m, name, n_rows, n_cols, n_mat, required, out, err);
 }
 
 rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
@@ -232,8 +249,10 @@ rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
         (st = rl__bind_layer_mat(m, il, "attn_k.weight", nkv, hp->n_embd, true, &L->wk, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_v.weight", nkv, hp->n_embd, true, &L->wv, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)) ||
-        (st = rl__bind_layer_vec(m, il, "ffn_norm.weight", hp->n_embd, true, &L->ffn_norm, err)) ||
-        (st = rl__bind_layer_mat(m, il, "ffn_gate.weight", hp->n_ff, hp->n_embd, true, &L->w_gate,
+        (st = rl__bind_layer_vec(m, il, "ffn_norm.weight", hp->n_embd, true, &L->ffn_norm, err)))
+        return st;
+    if (hp->moe.n_expert > 0) return rl__bind_moe(m, il, true, err); /* experts instead */
+    if ((st = rl__bind_layer_mat(m, il, "ffn_gate.weight", hp->n_ff, hp->n_embd, true, &L->w_gate,
                                  err)) ||
         (st = rl__bind_layer_mat(m, il, "ffn_up.weight", hp->n_ff, hp->n_embd, true, &L->w_up,
                                  err)) ||
@@ -488,6 +507,12 @@ static rl_status alloc_scratch(rl_model *m, rl_err *err) {
         for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
             s = max_sz(s, rl_matmul_scratch_size(ms[j], m->max_batch));
     }
+    if (hp->moe.n_expert > 0) {
+        for (int32_t il = 0; il < hp->n_layer; il++)
+            s = max_sz(s, rl__moe_mm_scratch_size(&hp->moe, &m->layers[il].moe, m->max_batch));
+        rl_status st = rl__moe_scratch_init(&m->moe_s, &hp->moe, m->max_batch, err);
+        if (st) return st;
+    }
     m->mm_scratch_size = s;
     m->mm_scratch = rl_malloc(s ? s : 1);
     m->order = rl_calloc(B, sizeof(int32_t));
@@ -557,7 +582,7 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
         if (strlen(archs[i]->name) == s.len && !memcmp(archs[i]->name, s.ptr, s.len))
             m->arch = archs[i];
     if (!m->arch) {
-        char list[160];
+        char list[256];
         size_t n = 0;
         for (size_t i = 0; i < N_ARCHS; i++)
             n += (size_t)snprintf(list + n, sizeof list - n, i ? ", %s" : "%s", archs[i]->name);
@@ -634,6 +659,7 @@ void rl_model_free(rl_model *m) {
     rl_free((void *)m->bt_s);
     rl_free(m->run_start);
     rl_free(m->att_args);
+    rl__moe_scratch_free(&m->moe_s);
     rl_gguf_close(m->gguf);
     rl_free(m);
 }

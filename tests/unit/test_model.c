@@ -229,7 +229,8 @@ static void test_bad_hparams(void **state) {
     s = base_spec("mamba");
     expect_error(&s, RL_ERR_UNSUPPORTED, "general.architecture 'mamba'");
     expect_error(&s, RL_ERR_UNSUPPORTED,
-                 "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, granite)");
+                 "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, granite, qwen3moe, "
+                 "qwen2moe, olmoe, granitemoe)");
     s = base_spec("llama");
     s.scaling = "ntk-by-parts";
     expect_error(&s, RL_ERR_UNSUPPORTED, "llama.rope.scaling.type = 'ntk-by-parts' not supported");
