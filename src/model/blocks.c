@@ -103,10 +103,14 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
             .scale = hp->attn_scale,
             .window = L->window,
             .softcap = hp->attn_softcap,
+            .sinks = L->attn_sinks,
         };
     }
     rl_attention_runs(m->att_args, f->n_run, f->tp);
     rl_matmul(&L->wo, m->att, out, f->n, m->mm_scratch, f->tp);
+    if (L->bo)
+        for (int32_t j = 0; j < f->n; j++)
+            for (int32_t d = 0; d < hp->n_embd; d++) out[(size_t)j * hp->n_embd + d] += L->bo[d];
 }
 
 static void ffn_act(void *ctx, int ith, int nth) {

@@ -14,7 +14,13 @@
 #define RL_MODEL_MAX_DIM    (1 << 20) /* bound on n_embd, n_ff, n_vocab rows etc. */
 #define RL_MODEL_MAX_HEADS  1024
 
-typedef enum rl__act { RL__ACT_SILU = 0, RL__ACT_GELU_TANH = 1 } rl__act;
+/* FFN activations; SWIGLU_OAI (gpt-oss experts): min(g, 7) * sigmoid(1.702
+ * min(g, 7)) * (clamp(u, -7, 7) + 1). */
+typedef enum rl__act {
+    RL__ACT_SILU = 0,
+    RL__ACT_GELU_TANH = 1,
+    RL__ACT_SWIGLU_OAI = 2,
+} rl__act;
 
 /* ---- mixture of experts (moe.c) ---- */
 #define RL_MOE_MAX_EXPERTS 512
@@ -24,6 +30,8 @@ typedef enum rl__act { RL__ACT_SILU = 0, RL__ACT_GELU_TANH = 1 } rl__act;
 typedef enum rl__moe_gating {
     RL__MOE_GATING_SOFTMAX = 1,
     RL__MOE_GATING_SIGMOID = 2,
+    /* top-k on the raw logits, weights = softmax over the k selected (gpt-oss) */
+    RL__MOE_GATING_SOFTMAX_WEIGHT = 3,
 } rl__moe_gating;
 
 /* Shape and routing rule of a routed FFN.  n_expert 0 = a dense model. */
@@ -50,6 +58,10 @@ typedef struct rl__moe_w {
     rl_mat sh_gate, sh_up;    /* [n_ff_sh][n_embd] shared expert, data NULL = none */
     rl_mat sh_down;           /* [n_embd][n_ff_sh] */
     const float *sh_gate_inp; /* [n_embd] sigmoid gate of the shared expert, or NULL */
+    const float *router_b;    /* [n_expert] router bias, or NULL (gpt-oss, also the rest) */
+    const float *gate_b;      /* [n_expert*n_ff_exp] expert biases, or NULL */
+    const float *up_b;        /* [n_expert*n_ff_exp] */
+    const float *down_b;      /* [n_expert*n_embd] */
 } rl__moe_w;
 
 /* Step scratch of the routed FFN, sized once for max_batch tokens
@@ -144,6 +156,8 @@ typedef struct rl_layer {
     const float *bq;             /* [n_head*head_dim] or NULL (qwen2) */
     const float *bk;             /* [n_kv_head*head_dim] or NULL */
     const float *bv;             /* [n_kv_head*head_dim] or NULL */
+    const float *bo;             /* [n_embd] attn_output bias or NULL (gpt-oss) */
+    const float *attn_sinks;     /* [n_head] attention-sink logits or NULL (gpt-oss) */
     const float *q_norm;         /* [head_dim] or NULL (gemma3, qwen3); olmoe: [n_head*head_dim] */
     const float *k_norm;         /* [head_dim] or NULL; olmoe: [n_kv_head*head_dim] */
     const float *k_cal;          /* [n_kv_head*head_dim] mean post-RoPE key, or NULL
@@ -186,6 +200,7 @@ extern const rl__arch rl__arch_qwen3moe;
 extern const rl__arch rl__arch_qwen2moe;
 extern const rl__arch rl__arch_olmoe;
 extern const rl__arch rl__arch_granitemoe;
+extern const rl__arch rl__arch_gptoss;
 
 struct rl_model {
     rl_gguf *gguf; /* owned */
@@ -251,6 +266,10 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
  * Absent: error if required, else *out = NULL. */
 rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
                        rl_err *err);
+/* Binds a 2-D tensor of ne = [n0, n1] (per-expert biases) as n0*n1 floats
+ * (rl__bind_vec otherwise). */
+rl_status rl__bind_vec2(rl_model *m, const char *name, int64_t n0, int64_t n1, bool required,
+                        const float **out, rl_err *err);
 /* Binds a 3-D tensor `name` of ne = [n_cols, n_rows, n_mat] (n_mat stacked
  * matrices, MoE experts) as one matrix of n_mat*n_rows rows.  Absent: error
  * if required, else out->data = NULL. */

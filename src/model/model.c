@@ -15,10 +15,10 @@
 
 #include "base/buf.h"
 
-static const rl__arch *const archs[] = {&rl__arch_llama,   &rl__arch_qwen2,     &rl__arch_qwen3,
-                                        &rl__arch_phi3,    &rl__arch_gemma2,    &rl__arch_gemma3,
-                                        &rl__arch_granite, &rl__arch_qwen3moe,  &rl__arch_qwen2moe,
-                                        &rl__arch_olmoe,   &rl__arch_granitemoe};
+static const rl__arch *const archs[] = {&rl__arch_llama,   &rl__arch_qwen2,      &rl__arch_qwen3,
+                                        &rl__arch_phi3,    &rl__arch_gemma2,     &rl__arch_gemma3,
+                                        &rl__arch_granite, &rl__arch_qwen3moe,   &rl__arch_qwen2moe,
+                                        &rl__arch_olmoe,   &rl__arch_granitemoe, &rl__arch_gptoss};
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
 /* ---------------------------------------------------------------- helpers */
@@ -188,8 +188,11 @@ rl_status rl__bind_mat3(rl_model *m, const char *name, int64_t n_rows, int64_t n
     return bind_mat_n(m, name, n_rows, n_cols, n_mat, required, out, err);
 }
 
-rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
-                       rl_err *err) {
+/* rl__bind_vec (n1 = 0: a vector of n0, whatever its dims) / rl__bind_vec2
+ * (n1 > 0: ne = [n0, n1]). */
+static rl_status bind_vec_n(rl_model *m, const char *name, int64_t n0, int64_t n1, bool required,
+                            const float **out, rl_err *err) {
+    int64_t n = n1 > 0 ? n0 * n1 : n0;
     *out = NULL;
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -198,9 +201,12 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, 
                           (long long)n);
     }
     mark_used(m, t);
-    if (t->n_elements != n || t->ne[0] != n) {
+    if (t->n_elements != n || t->ne[0] != n0 || (n1 > 0 && t->ne[1] != n1)) {
         char s[96];
         shape_str(t, s, sizeof s);
+        if (n1 > 0)
+            return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld, %lld]",
+                              name, s, (long long)n0, (long long)n1);
         return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld]", name, s,
                           (long long)n);
     }
@@ -222,6 +228,16 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, 
         tr->to_float(t->data, buf, n);
     *out = buf;
     return RL_OK;
+}
+
+rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
+                       rl_err *err) {
+    return bind_vec_n(m, name, n, 0, required, out, err);
+}
+
+rl_status rl__bind_vec2(rl_model *m, const char *name, int64_t n0, int64_t n1, bool required,
+                        const float **out, rl_err *err) {
+    return bind_vec_n(m, name, n0, n1, required, out, err);
 }
 
 rl_status rl__bind_layer_mat(rl_model *m, int32_t il, const char *suffix, int64_t n_rows,

@@ -81,8 +81,9 @@ void rl__moe_route(const rl__moe_cfg *c, rl__moe_scratch *s, int32_t n) {
         float *p = s->logits + (size_t)t * ne;
         if (c->gating == RL__MOE_GATING_SIGMOID)
             for (int32_t e = 0; e < ne; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
-        else
+        else if (c->gating == RL__MOE_GATING_SOFTMAX)
             rl_softmax(p, ne);
+        /* SOFTMAX_WEIGHT: select on the logits, softmax over the k below */
         int32_t *sel = s->sel + (size_t)t * k;
         float *w = s->wts + (size_t)t * k;
         /* top-k by repeated scans (k and n_expert are small); strict >
@@ -99,6 +100,10 @@ void rl__moe_route(const rl__moe_cfg *c, rl__moe_scratch *s, int32_t n) {
             w[j] = p[best];
             sum += w[j];
             s->cnt[best]++;
+        }
+        if (c->gating == RL__MOE_GATING_SOFTMAX_WEIGHT) {
+            rl_softmax(w, k); /* w[0] is the largest */
+            sum = 1.0f;
         }
         for (int32_t j = 0; j < k; j++) {
             if (c->norm_w) w[j] /= sum;
@@ -125,11 +130,13 @@ typedef enum { JOB_GATHER, JOB_ACT, JOB_SCATTER } job_kind;
 typedef struct moe_job {
     job_kind kind;
     const rl__moe_cfg *c;
-    const float *x;     /* gather: the layer input [n][n_embd] */
-    float *out;         /* scatter: the layer output [n][n_embd] */
-    const int32_t *tok; /* the group's tokens */
-    const float *tw;    /* their weights (NULL: 1, the shared expert's own gate) */
-    const float *sh_g;  /* scatter of the shared expert: its gate vector, or NULL */
+    const float *x;       /* gather: the layer input [n][n_embd] */
+    float *out;           /* scatter: the layer output [n][n_embd] */
+    const int32_t *tok;   /* the group's tokens */
+    const float *tw;      /* their weights (NULL: 1, the shared expert's own gate) */
+    const float *sh_g;    /* scatter of the shared expert: its gate vector, or NULL */
+    const float *gb, *ub; /* act: the expert's gate / up biases [ff], or NULL */
+    const float *db;      /* scatter: the expert's down bias [n_embd], or NULL */
     float *xg, *g, *u, *yg;
     int32_t cnt;
     int64_t ff;
@@ -151,19 +158,34 @@ static void moe_task(void *ctx, int ith, int nth) {
         case JOB_GATHER:
             memcpy(J->xg + r * E, J->x + (size_t)J->tok[r] * E, (size_t)E * sizeof(float));
             break;
-        case JOB_ACT:
-            if (J->c->act == RL__ACT_GELU_TANH)
-                rl_gelu_mul(J->g + r * F, J->g + r * F, J->u + r * F, F);
+        case JOB_ACT: {
+            float *g = J->g + r * F, *u = J->u + r * F;
+            if (J->gb)
+                for (int64_t i = 0; i < F; i++) g[i] += J->gb[i];
+            if (J->ub)
+                for (int64_t i = 0; i < F; i++) u[i] += J->ub[i];
+            if (J->c->act == RL__ACT_SWIGLU_OAI)
+                for (int64_t i = 0; i < F; i++) {
+                    float x = g[i] < 7.0f ? g[i] : 7.0f;
+                    float y = u[i] < -7.0f ? -7.0f : u[i] > 7.0f ? 7.0f : u[i];
+                    g[i] = x / (1.0f + expf(-1.702f * x)) * (y + 1.0f);
+                }
+            else if (J->c->act == RL__ACT_GELU_TANH)
+                rl_gelu_mul(g, g, u, F);
             else
-                rl_silu_mul(J->g + r * F, J->g + r * F, J->u + r * F, F);
+                rl_silu_mul(g, g, u, F);
             break;
+        }
         case JOB_SCATTER: {
             int32_t t = J->tok ? J->tok[r] : r;
             float w = J->tw ? J->tw[r] : 1.0f;
             if (J->sh_g) w = 1.0f / (1.0f + expf(-dot_f32(J->x + (size_t)t * E, J->sh_g, E)));
             float *o = J->out + (size_t)t * E;
             const float *y = J->yg + r * E;
-            for (int64_t d = 0; d < E; d++) o[d] += w * y[d];
+            if (J->db)
+                for (int64_t d = 0; d < E; d++) o[d] += w * (y[d] + J->db[d]);
+            else
+                for (int64_t d = 0; d < E; d++) o[d] += w * y[d];
             break;
         }
         }
@@ -178,14 +200,22 @@ static void job_run(moe_job *J, rl_threadpool *tp) {
         rl_threadpool_run(tp, moe_task, J);
 }
 
-/* One FFN (gate, up, act, down) over `cnt` gathered rows xin into s->yg. */
+/* One FFN (gate, up, biases gb/ub or NULL, act, down) over `cnt` gathered
+ * rows xin into s->yg. */
 static void ffn_rows(const rl__moe_cfg *c, const rl_mat *g, const rl_mat *u, const rl_mat *d,
-                     const float *xin, int32_t cnt, rl__moe_scratch *s, void *mm,
-                     rl_threadpool *tp) {
+                     const float *gb, const float *ub, const float *xin, int32_t cnt,
+                     rl__moe_scratch *s, void *mm, rl_threadpool *tp) {
     const rl_mat *w2[2] = {g, u};
     float *y2[2] = {s->g, s->u};
     rl_matmul_multi(w2, y2, 2, xin, cnt, mm, tp);
-    moe_job J = {.kind = JOB_ACT, .c = c, .g = s->g, .u = s->u, .cnt = cnt, .ff = g->n_rows};
+    moe_job J = {.kind = JOB_ACT,
+                 .c = c,
+                 .g = s->g,
+                 .u = s->u,
+                 .gb = gb,
+                 .ub = ub,
+                 .cnt = cnt,
+                 .ff = g->n_rows};
     job_run(&J, tp);
     rl_matmul(d, s->g, s->yg, cnt, mm, tp);
 }
@@ -195,6 +225,10 @@ void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, int32
     RL_ASSERT(n >= 1 && n <= s->max_batch);
     const int64_t E = c->n_embd, F = c->n_ff_exp;
     rl_matmul(&w->router, x, s->logits, n, mm_scratch, tp);
+    if (w->router_b)
+        for (int32_t t = 0; t < n; t++)
+            for (int32_t e = 0; e < c->n_expert; e++)
+                s->logits[(size_t)t * c->n_expert + e] += w->router_b[e];
     rl__moe_route(c, s, n);
     memset(out, 0, (size_t)n * (size_t)E * sizeof(float));
     s->n_active = 0;
@@ -214,18 +248,20 @@ void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, int32
         rl_mat ge = rl__mat_rows(&w->gate, (int64_t)e * F, F);
         rl_mat ue = rl__mat_rows(&w->up, (int64_t)e * F, F);
         rl_mat de = rl__mat_rows(&w->down, (int64_t)e * E, E);
-        ffn_rows(c, &ge, &ue, &de, xin, cnt, s, mm_scratch, tp);
+        ffn_rows(c, &ge, &ue, &de, w->gate_b ? w->gate_b + (size_t)e * F : NULL,
+                 w->up_b ? w->up_b + (size_t)e * F : NULL, xin, cnt, s, mm_scratch, tp);
         moe_job S = {.kind = JOB_SCATTER,
                      .c = c,
                      .out = out,
                      .tok = tok,
                      .tw = s->tw + s->off[e],
+                     .db = w->down_b ? w->down_b + (size_t)e * E : NULL,
                      .yg = s->yg,
                      .cnt = cnt};
         job_run(&S, tp);
     }
     if (w->sh_gate.data) { /* the shared expert: every token, gated by sigmoid(x . g) */
-        ffn_rows(c, &w->sh_gate, &w->sh_up, &w->sh_down, x, n, s, mm_scratch, tp);
+        ffn_rows(c, &w->sh_gate, &w->sh_up, &w->sh_down, NULL, NULL, x, n, s, mm_scratch, tp);
         moe_job S = {.kind = JOB_SCATTER,
                      .c = c,
                      .x = x,

@@ -32,6 +32,9 @@ Mixture-of-experts families (tiny only; `arch_base` = the dense design they reus
   olmoe       [olmoe]      OLMoE-1B-7B style: 16 experts, top 4, q/k RMSNorm over the whole
                            projection, gpt-neox vocabulary
   granitemoe  [granitemoe] Granite-3.x-MoE style: 8 experts, top 2, granite multipliers
+  gpt-oss     [gpt-oss]    gpt-oss-20b style: 8 MXFP4 experts, top 2, biases on q/k/v/output,
+                           router and experts, attention sinks, a 16-token window on the
+                           even layers, YaRN, the clamped SwiGLU; gpt-2 vocabulary
 Each layer's dense FFN design becomes every expert's (each with its own dressing
 noise), scaled so the expected weight sum is 1; the router rows are random over
 the small dims (every token picks its own experts, all experts equally likely).
@@ -224,6 +227,12 @@ def _moe_family(family, p):
                  write_head_dim=False, name="OLMoE tiny (random weights)")
         s.base_arch = "qwen2"
         s.moe = dict(n_expert=16, k=4, norm_w=False, ff_key=False)
+    elif family == "gpt-oss":
+        s = Spec("gpt-oss", p, "gpt-oss", 128, 4, 4, 2, 64, 256, 256, 1e-5, "gptoss", None, False, 150000.0,
+                 sliding_window=16, rope_scaling=dict(type="yarn", factor=4.0, orig=64),
+                 name="gpt-oss tiny (random weights)")
+        s.base_arch = "qwen2"
+        s.moe = dict(n_expert=8, k=2, norm_w=True, ff_key=True, mxfp4=True)
     else:
         s = _granite("tiny")
         s.family, s.arch, s.base_arch, s.name = "granitemoe", "granitemoe", "granite", \
@@ -238,7 +247,7 @@ FAMILIES = {
     "qwen3-yarn": lambda p: _qwen3(p, yarn=True), "phi3": _phi3,
     "phi3-swa": lambda p: _phi3(p, swa=True), "gemma2": _gemma2, "granite": _granite,
 }
-MOE_FAMILIES = ("qwen3moe", "qwen2moe", "mixtral", "olmoe", "granitemoe")
+MOE_FAMILIES = ("qwen3moe", "qwen2moe", "mixtral", "olmoe", "granitemoe", "gpt-oss")
 for _f in MOE_FAMILIES:
     FAMILIES[_f] = (lambda f: lambda p: _moe_family(f, p))(_f)
 TINY_ONLY = ("qwen3-yarn", "phi3-swa") + MOE_FAMILIES
@@ -376,7 +385,8 @@ def design_kernel(theta_sets, delta0, horizon, budget, cap=None, steps=400):
 # --------------------------------------------------------------------------
 
 VOCAB_SOURCES = {"llama3": "llama-bpe", "mistral": "llama-bpe", "qwen3": "qwen2",
-                 "phi3": "phi-3", "granite": "refact", "mixtral": "llama-spm", "olmoe": "gpt-neox"}
+                 "phi3": "phi-3", "granite": "refact", "mixtral": "llama-spm", "olmoe": "gpt-neox",
+                 "gptoss": "gpt-2"}
 
 QWEN3_ADDED = [  # ids 151646.. of Qwen2.5/Qwen3 (content, special)
     ("<|object_ref_start|>", 1), ("<|object_ref_end|>", 1), ("<|box_start|>", 1), ("<|box_end|>", 1),
@@ -1010,7 +1020,7 @@ def arch_metadata(spec: Spec, n_vocab: int, file_type: int):
     rs = spec.rope_scaling or {}
     if a in ("llama", "granite"):
         m += [("add_vocab_size", n_vocab), ("add_rope_dimension_count", spec.head_dim)]
-    if a == "qwen3" and rs.get("type") == "yarn":
+    if rs.get("type") == "yarn":
         m += [("add_rope_scaling_type", gguf.RopeScalingType.YARN),
               ("add_rope_scaling_factor", rs["factor"]), ("add_rope_scaling_orig_ctx_len", rs["orig"])]
     if a == "phi3":
@@ -1026,6 +1036,8 @@ def arch_metadata(spec: Spec, n_vocab: int, file_type: int):
         mu = spec.multipliers
         m += [("add_attention_scale", mu["attention_scale"]), ("add_embedding_scale", mu["embedding_scale"]),
               ("add_residual_scale", mu["residual_scale"]), ("add_logit_scale", mu["logit_scale"])]
+    if spec.arch == "gpt-oss":
+        m.append(("add_sliding_window", spec.sliding_window))
     if spec.moe:
         mo = spec.moe
         m += [("add_expert_count", mo["n_expert"]), ("add_expert_used_count", mo["k"])]
@@ -1060,6 +1072,9 @@ def tensor_plan(spec: Spec, n_vocab: int, extra: dict):
             plan.append((p + "attn_qkv.weight", (q + 2 * kv, d)))
         else:
             plan += [(p + "attn_q.weight", (q, d)), (p + "attn_k.weight", (kv, d)), (p + "attn_v.weight", (kv, d))]
+        if spec.arch == "gpt-oss":
+            plan += [(p + "attn_q.bias", (q,)), (p + "attn_k.bias", (kv,)), (p + "attn_v.bias", (kv,)),
+                     (p + "attn_output.bias", (d,)), (p + "attn_sinks.weight", (spec.n_head,))]
         if arch == "qwen3":
             plan += [(p + "attn_q_norm.weight", (hd,)), (p + "attn_k_norm.weight", (hd,))]
         if spec.arch == "olmoe":
@@ -1067,11 +1082,14 @@ def tensor_plan(spec: Spec, n_vocab: int, extra: dict):
         plan.append((p + "attn_output.weight", (d, q)))
         if arch == "gemma2":
             plan.append((p + "post_attention_norm.weight", (d,)))
-        plan.append((p + "ffn_norm.weight", (d,)))
+        plan.append((p + ("post_attention_norm.weight" if spec.arch == "gpt-oss" else "ffn_norm.weight"), (d,)))
         if spec.moe:
             ne = spec.moe["n_expert"]
             plan += [(p + "ffn_gate_inp.weight", (ne, d)), (p + "ffn_gate_exps.weight", (ne, F, d)),
                      (p + "ffn_up_exps.weight", (ne, F, d)), (p + "ffn_down_exps.weight", (ne, d, F))]
+            if spec.arch == "gpt-oss":
+                plan += [(p + "ffn_gate_inp.bias", (ne,)), (p + "ffn_gate_exps.bias", (ne, F)),
+                         (p + "ffn_up_exps.bias", (ne, F)), (p + "ffn_down_exps.bias", (ne, d))]
             if spec.moe.get("sh_ff"):
                 fs = spec.moe["sh_ff"]
                 plan += [(p + "ffn_gate_inp_shexp.weight", (d,)), (p + "ffn_gate_shexp.weight", (fs, d)),
@@ -1151,8 +1169,19 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
             w.kv_data[0].pop(full, None)
 
     plan = [(n, s) for n, s in tensor_plan(spec, n_vocab, extra) if n not in drops]
+    def is_mxfp4(name):
+        return bool(spec.moe and spec.moe.get("mxfp4")) and name.endswith("_exps.weight")
+
+    def file_dtype(name, shape):
+        return np.float32 if len(shape) == 1 or name.endswith(".bias") else ftype[0]
+
+    MX = gguf.GGMLQuantizationType.MXFP4
     for name, shape in plan:
-        dt = np.float32 if len(shape) == 1 else ftype[0]
+        if is_mxfp4(name):
+            bs, ts = gguf.GGML_QUANT_SIZES[MX]
+            w.add_tensor_info(name, shape, np.dtype(np.float32), int(np.prod(shape)) // bs * ts, raw_dtype=MX)
+            continue
+        dt = file_dtype(name, shape)
         w.add_tensor_info(name, shape, np.dtype(dt), int(np.prod(shape)) * np.dtype(dt).itemsize)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -1164,7 +1193,10 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
             return
         pname, shape = next(plan_iter)
         assert pname == name and tuple(arr.shape) == tuple(shape), (pname, name, arr.shape, shape)
-        w.write_tensor_data(arr.astype(np.float32 if arr.ndim == 1 else ftype[0]))
+        if is_mxfp4(name):
+            w.write_tensor_data(gguf.quants.quantize(arr.astype(np.float32), MX))
+        else:
+            w.write_tensor_data(arr.astype(file_dtype(name, arr.shape)))
 
     def matrix(output):
         M = np.empty((n_vocab, spec.n_embd), ftype[0])
@@ -1187,6 +1219,8 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
             olmoe_qk_norms(spec, b, ta, x_in)
         if spec.moe:
             moe_tensors(spec, b, tf, x_att)
+        if spec.arch == "gpt-oss":
+            gptoss_extras(spec, b, l, ta, tf)
         layer = {f"blk.{l}.{k}": v for k, v in list(ta.items()) + list(tf.items())}
         for name, _ in plan:
             if name in layer:
@@ -1247,6 +1281,35 @@ def moe_tensors(spec: Spec, b: Builder, tf: dict, x_att: np.ndarray):
         D = np.zeros((d, fs), np.float32)
         D[b.free] = rng.standard_normal((len(b.free), fs)) * (0.3 / math.sqrt(fs))
         tf["ffn_down_shexp.weight"] = D
+
+
+def gptoss_extras(spec: Spec, b: Builder, l: int, ta: dict, tf: dict):
+    """gpt-oss's biases and sinks: small q/k/v biases, an output bias on the
+    free dims, sink logits that leave the designed heads alone (-8) and
+    matter for the dressing heads; router and expert biases, the up bias -1
+    cancelling the clamped SwiGLU's (u + 1); the FFN norm renamed."""
+    sp, rng, d = spec, b.rng, spec.n_embd
+    q, kv = sp.n_head * sp.head_dim, sp.n_head_kv * sp.head_dim
+    ta["attn_q.bias"] = (rng.standard_normal(q) * 0.02).astype(np.float32)
+    ta["attn_k.bias"] = (rng.standard_normal(kv) * 0.02).astype(np.float32)
+    ta["attn_v.bias"] = (rng.standard_normal(kv) * 0.02).astype(np.float32)
+    bo = np.zeros(d, np.float32)
+    bo[b.free] = rng.standard_normal(len(b.free)) * 0.05
+    ta["attn_output.bias"] = bo
+    G = sp.n_head // sp.n_head_kv
+    sinks = np.full(sp.n_head, -8.0, np.float32)
+    for g, roles in enumerate(b.head_roles(l)):
+        if roles[0] == "dress":
+            sinks[g * G:(g + 1) * G] = rng.uniform(-1.0, 2.0, G)
+    ta["attn_sinks.weight"] = sinks
+    ne, F = sp.moe["n_expert"], sp.n_ff
+    tf["post_attention_norm.weight"] = tf.pop("ffn_norm.weight")
+    tf["ffn_gate_inp.bias"] = (rng.standard_normal(ne) * 0.3).astype(np.float32)
+    tf["ffn_gate_exps.bias"] = (rng.standard_normal((ne, F)) * 0.05).astype(np.float32)
+    tf["ffn_up_exps.bias"] = (-1.0 + rng.standard_normal((ne, F)) * 0.02).astype(np.float32)
+    db = np.zeros((ne, d), np.float32)
+    db[:, b.free] = rng.standard_normal((ne, len(b.free))) * 0.05
+    tf["ffn_down_exps.bias"] = db
 
 
 def quantize_q4km(path: str, out: str, threads: int = 2):

@@ -6,7 +6,8 @@ the family's structure: Llama 3 rope_freqs, Mistral head_dim, Qwen3 Q/K
 norms, YaRN, Phi-3 fused tensors + LongRoPE + sliding window, Gemma 2
 softcaps + alternating windows + post norms, Granite multipliers; the
 mixture-of-experts qwen3moe, qwen2moe with its shared expert, Mixtral,
-OLMoE's full-width q/k norms, Granite-MoE) into
+OLMoE's full-width q/k norms, Granite-MoE, gpt-oss with MXFP4 experts,
+sinks, biases, alternating windows and YaRN) into
 .cache/randmodels/ (fitted on tests/gen/README.md and tests/reference/
 README.md; reused while the generator, the reference, that corpus and the
 vocab files are unchanged, stale files removed).  Its weights make a peaked distribution, so a wrong
@@ -71,7 +72,7 @@ CASES = [("llama3", "llama3", 512, 150), ("mistral", "mistral", 512, 150),
          # mixture of experts (tests/gen/randmodel.py MOE_FAMILIES)
          ("qwen3moe", "qwen3moe", 512, 150), ("qwen2moe", "qwen2moe", 512, 150),
          ("mixtral", "mixtral", 512, 150), ("olmoe", "olmoe", 512, 150),
-         ("granitemoe", "granitemoe", 512, 150)]
+         ("granitemoe", "granitemoe", 512, 150), ("gpt-oss", "gpt-oss", 256, 150)]
 
 
 def tiny_model(family):

@@ -48,8 +48,8 @@ def test_run_moe(family):
     text = "The committee met on Tuesday to discuss the budget for the new library."
     a = redline_run(path, "--raw", "-p", text, "-n", "24", "--temp", "0")
     b = redline_run(path, "--raw", "-p", text, "-n", "24", "--temp", "0")
-    arch = randmodel.get_spec(family).arch
-    assert f"({arch}, 3 layers)" in a.stderr, a.stderr
+    spec = randmodel.get_spec(family)
+    assert f"({spec.arch}, {spec.n_layer} layers)" in a.stderr, a.stderr
     assert "generated 24 tokens" in a.stderr, a.stderr
     assert a.stdout == b.stdout and a.stdout
 
@@ -60,12 +60,15 @@ def layer0_experts(ref, ids):
     x = w["token_embd.weight"][np.asarray(ids)].astype(np.float32) * np.float32(hp.embd_scale)
     h = refmodel.rms_norm(x, w["blk.0.attn_norm.weight"], hp.eps)
     x = x + ref._attention(0, h, ref.new_cache(), 0) * np.float32(hp.residual_scale)
-    h = refmodel.rms_norm(x[-1:], w["blk.0.ffn_norm.weight"], hp.eps)
+    norm = "blk.0.post_attention_norm.weight" if hp.arch == "gpt-oss" else "blk.0.ffn_norm.weight"
+    h = refmodel.rms_norm(x[-1:], w[norm], hp.eps)
     lg = h.astype(np.float64) @ w["blk.0.ffn_gate_inp.weight"].T
+    if "blk.0.ffn_gate_inp.bias" in w:
+        lg = lg + w["blk.0.ffn_gate_inp.bias"]
     return frozenset(np.argsort(-lg[0], kind="stable")[:hp.n_expert_used].tolist())
 
 
-@pytest.mark.parametrize("family", ["qwen2moe", "olmoe", "mixtral"])
+@pytest.mark.parametrize("family", ["qwen2moe", "olmoe", "mixtral", "gpt-oss"])
 def test_server_batch_invariance(family):
     path = tiny_model(family)
     ids = prompt_ids(path, 200)

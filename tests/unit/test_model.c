@@ -230,7 +230,7 @@ static void test_bad_hparams(void **state) {
     expect_error(&s, RL_ERR_UNSUPPORTED, "general.architecture 'mamba'");
     expect_error(&s, RL_ERR_UNSUPPORTED,
                  "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, granite, qwen3moe, "
-                 "qwen2moe, olmoe, granitemoe)");
+                 "qwen2moe, olmoe, granitemoe, gpt-oss)");
     s = base_spec("llama");
     s.scaling = "ntk-by-parts";
     expect_error(&s, RL_ERR_UNSUPPORTED, "llama.rope.scaling.type = 'ntk-by-parts' not supported");

@@ -8,7 +8,9 @@
  * bit-identical to the same call one token at a time (batch invariance);
  * experts no token selected are never read (their weights are poisoned
  * with NaN and the result does not change) and the number of experts run
- * is the number of distinct selections (k at batch 1).
+ * is the number of distinct selections (k at batch 1); gpt-oss's routing
+ * (softmax over the k selected logits) and clamped SwiGLU; attention sinks
+ * against a naive softmax over [scores, sink].
  *
  * MoE files (qwen3moe, qwen2moe, llama with experts, olmoe, granitemoe)
  * written with the gguf writer: they load, the forward is batch-invariant
@@ -78,13 +80,20 @@ static double dotd(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-/* o[E] += wt * down(silu(gate x) * up x) for one token, in double. */
+/* o[E] += wt * down(act(gate x) * up x) for one token, in double. */
+static bool g_oai; /* gpt-oss's clamped SwiGLU instead of SiLU */
 static void naive_expert(const float *g, const float *u, const float *d, int64_t ff, const float *x,
                          double wt, double *o) {
     double h[FS > F ? FS : F];
     for (int64_t r = 0; r < ff; r++) {
         double a = dotd(g + r * E, x, E), b = dotd(u + r * E, x, E);
-        h[r] = a / (1.0 + exp(-a)) * b;
+        if (g_oai) {
+            a = a < 7.0 ? a : 7.0;
+            b = b < -7.0 ? -7.0 : b > 7.0 ? 7.0 : b;
+            h[r] = a / (1.0 + exp(-1.702 * a)) * (b + 1.0);
+        } else {
+            h[r] = a / (1.0 + exp(-a)) * b;
+        }
     }
     for (int64_t c = 0; c < E; c++) {
         double s = 0;
@@ -105,12 +114,15 @@ static void naive_ffn(const rl__moe_cfg *c, const weights *W, bool shared, const
             mx = p[e] > mx ? p[e] : mx;
             idx[e] = e;
         }
-        for (int e = 0; e < NE; e++) {
-            p[e] = c->gating == RL__MOE_GATING_SIGMOID ? 1.0 / (1.0 + exp(-p[e])) : exp(p[e] - mx);
-            sum += p[e];
+        if (c->gating != RL__MOE_GATING_SOFTMAX_WEIGHT) {
+            for (int e = 0; e < NE; e++) {
+                p[e] =
+                    c->gating == RL__MOE_GATING_SIGMOID ? 1.0 / (1.0 + exp(-p[e])) : exp(p[e] - mx);
+                sum += p[e];
+            }
+            if (c->gating == RL__MOE_GATING_SOFTMAX)
+                for (int e = 0; e < NE; e++) p[e] /= sum;
         }
-        if (c->gating == RL__MOE_GATING_SOFTMAX)
-            for (int e = 0; e < NE; e++) p[e] /= sum;
         for (int i = 0; i < NE; i++) /* insertion sort, descending */
             for (int j = i; j > 0 && p[idx[j]] > p[idx[j - 1]]; j--) {
                 int tmp = idx[j];
@@ -118,6 +130,11 @@ static void naive_ffn(const rl__moe_cfg *c, const weights *W, bool shared, const
                 idx[j - 1] = tmp;
             }
         double wsum = 0, o[E] = {0};
+        if (c->gating == RL__MOE_GATING_SOFTMAX_WEIGHT) { /* softmax over the k logits */
+            double top = p[idx[0]], z = 0;
+            for (int j = 0; j < c->n_used; j++) z += exp(p[idx[j]] - top);
+            for (int j = 0; j < c->n_used; j++) p[idx[j]] = exp(p[idx[j]] - top) / z;
+        }
         for (int j = 0; j < c->n_used; j++) wsum += p[idx[j]];
         for (int j = 0; j < c->n_used; j++) {
             int e = idx[j];
@@ -155,7 +172,7 @@ static void check_cfg(rl__moe_gating gating, bool norm_w, float w_scale, bool sh
                      .gating = gating,
                      .norm_w = norm_w,
                      .w_scale = w_scale,
-                     .act = RL__ACT_SILU};
+                     .act = g_oai ? RL__ACT_SWIGLU_OAI : RL__ACT_SILU};
     rl__moe_w w = bind(&W, shared);
     rl__moe_scratch s;
     rl_err err = {0};
@@ -208,6 +225,70 @@ static void test_grouped_vs_twin(void **state) {
     check_cfg(RL__MOE_GATING_SOFTMAX, false, 1.0f, true, 2);  /* qwen2moe */
     check_cfg(RL__MOE_GATING_SIGMOID, true, 2.5f, false, 2);  /* sigmoid + scale */
     check_cfg(RL__MOE_GATING_SIGMOID, false, 0.5f, true, 1);
+    g_oai = true; /* gpt-oss: softmax over the selected logits, clamped SwiGLU */
+    check_cfg(RL__MOE_GATING_SOFTMAX_WEIGHT, false, 1.0f, false, 2);
+    check_cfg(RL__MOE_GATING_SOFTMAX_WEIGHT, false, 1.0f, false, 4);
+    g_oai = false;
+}
+
+/* Attention sinks (gpt-oss): rl_attention with sinks[h] against a naive
+ * softmax over [scores, sink] (f32 pages, one sequence, GQA 4/2). */
+static void test_attention_sinks(void **state) {
+    (void)state;
+    enum { HD = 16, NH = 4, NKV = 2, BS = 4, NP = 11 };
+    static float kbuf[3 * NKV * BS * HD], vbuf[3 * NKV * BS * HD];
+    rl_kv_layer kv = {.k_type = RL_TYPE_F32,
+                      .v_type = RL_TYPE_F32,
+                      .n_kv_head = NKV,
+                      .head_dim = HD,
+                      .block_size = BS,
+                      .k_base = kbuf,
+                      .v_base = vbuf,
+                      .k_block_bytes = NKV * BS * HD * sizeof(float),
+                      .v_block_bytes = NKV * BS * HD * sizeof(float)};
+    int32_t bt[3] = {2, 0, 1};
+    static float K[NP][NKV * HD], V[NP][NKV * HD], q[NH * HD], out[NH * HD];
+    uint32_t seed = 777u;
+    for (int p = 0; p < NP; p++) {
+        fill(K[p], NKV * HD, 1.0f, &seed);
+        fill(V[p], NKV * HD, 1.0f, &seed);
+        rl_kv_store(&kv, bt, p, K[p], V[p]);
+    }
+    fill(q, NH * HD, 1.0f, &seed);
+    const float sinks[NH] = {-30.0f, 0.0f, 1.5f, 4.0f};
+    int32_t pos = NP - 1;
+    rl_attn_args a = {.q = q,
+                      .out = out,
+                      .n_tok = 1,
+                      .n_head = NH,
+                      .pos = &pos,
+                      .block_table = bt,
+                      .kv = &kv,
+                      .scale = 0.25f,
+                      .sinks = sinks};
+    rl_attention(&a, NULL);
+    for (int h = 0; h < NH; h++) {
+        int kh = h / (NH / NKV);
+        double s[NP], mx = sinks[h], den = 0, o[HD] = {0};
+        for (int p = 0; p < NP; p++) {
+            s[p] = dotd(q + h * HD, K[p] + kh * HD, HD) * 0.25;
+            mx = s[p] > mx ? s[p] : mx;
+        }
+        for (int p = 0; p < NP; p++) den += exp(s[p] - mx);
+        den += exp(sinks[h] - mx);
+        for (int p = 0; p < NP; p++)
+            for (int d = 0; d < HD; d++) o[d] += exp(s[p] - mx) / den * V[p][kh * HD + d];
+        for (int d = 0; d < HD; d++)
+            if (fabs(o[d] - out[h * HD + d]) > 1e-5)
+                fail_msg("head %d dim %d: %g vs naive %g", h, d, out[h * HD + d], o[d]);
+    }
+    /* a sink far below every score changes nothing; a high one does */
+    static float plain[NH * HD];
+    a.out = plain;
+    a.sinks = NULL;
+    rl_attention(&a, NULL);
+    for (int d = 0; d < HD; d++) assert_true(fabsf(plain[d] - out[d]) < 1e-6f);
+    assert_true(fabsf(plain[3 * HD] - out[3 * HD]) > 1e-3f);
 }
 
 /* ------------------------------------------------------ MoE GGUF files */
@@ -445,6 +526,7 @@ static void test_moe_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grouped_vs_twin),
+        cmocka_unit_test(test_attention_sinks),
         cmocka_unit_test(test_moe_archs),
         cmocka_unit_test(test_moe_bad_input),
     };
