@@ -275,7 +275,10 @@ rl_status rl__bind_vec2(rl_model *m, const char *name, int64_t n0, int64_t n1, b
  * if required, else out->data = NULL. */
 rl_status rl__bind_mat3(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
                         int64_t n_mat, bool required, rl_mat *out, rl_err *err);
-/* Binds the tensors every pre-norm decoder layer has. */
+/* Binds layer il's attn_norm and q/k/v/output projections. */
+rl_status rl__bind_layer_attn(rl_model *m, int32_t il, rl_err *err);
+/* Binds the tensors every pre-norm decoder layer has (rl__bind_layer_attn,
+ * ffn_norm, the dense FFN or, with hp.moe.n_expert > 0, rl__bind_moe). */
 rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err);
 /* Binds blk.il.<suffix> as a matrix / a vector (rl__bind_mat, rl__bind_vec). */
 rl_status rl__bind_layer_mat(rl_model *m, int32_t il, const char *suffix, int64_t n_rows,

@@ -254,7 +254,7 @@ rl_status rl__bind_layer_vec(rl_model *m, int32_t il, const char *suffix, int64_
     return rl__bind_vec(m, nm, n, required, out, err);
 }
 
-rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
+rl_status rl__bind_layer_attn(rl_model *m, int32_t il, rl_err *err) {
     const rl_hparams *hp = &m->hp;
     rl_layer *L = &m->layers[il];
     int64_t nq = (int64_t)hp->n_head * hp->head_dim, nkv = (int64_t)hp->n_kv_head * hp->head_dim;
@@ -264,7 +264,16 @@ rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
         (st = rl__bind_layer_mat(m, il, "attn_q.weight", nq, hp->n_embd, true, &L->wq, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_k.weight", nkv, hp->n_embd, true, &L->wk, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_v.weight", nkv, hp->n_embd, true, &L->wv, err)) ||
-        (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)) ||
+        (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)))
+        return st;
+    return RL_OK;
+}
+
+rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
+    const rl_hparams *hp = &m->hp;
+    rl_layer *L = &m->layers[il];
+    rl_status st;
+    if ((st = rl__bind_layer_attn(m, il, err)) ||
         (st = rl__bind_layer_vec(m, il, "ffn_norm.weight", hp->n_embd, true, &L->ffn_norm, err)))
         return st;
     if (hp->moe.n_expert > 0) return rl__bind_moe(m, il, true, err); /* experts instead */

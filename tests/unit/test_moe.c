@@ -34,6 +34,7 @@
 #include "base/threadpool.h"
 #include "gguf/gguf.h"
 #include "kv/seqkv.h"
+#include "mtest.h"
 #include "model/model-impl.h"
 
 /* ------------------------------------------------ grouped FFN vs twin */
@@ -442,21 +443,7 @@ static void check_invariance(const char *arch) {
     if (max_diff(all, step, N * MV) != 0.0f) fail_msg("%s: prefill != steps", arch);
     int32_t bt[2 * N], bp[2 * N], bs[2 * N];
     bool want[2 * N];
-    for (int i = 0; i < 2 * N; i++) {
-        int j = 2 * N - 1 - i;
-        bt[j] = toks[i / 2];
-        bp[j] = i / 2;
-        bs[j] = i % 2;
-        want[j] = true;
-    }
-    rl_batch b = {.n_tok = 2 * N,
-                  .token = bt,
-                  .pos = bp,
-                  .seq = bs,
-                  .want_logits = want,
-                  .n_seq = 2,
-                  .block_tables = kv.tables,
-                  .n_blocks = kv.n_blocks};
+    rl_batch b = mt_interleaved_batch(toks, N, &kv, bt, bp, bs, want);
     assert_int_equal(rl_model_forward(m, &b, kv.layers, multi, tp, &err), RL_OK);
     for (int j = 0; j < 2 * N; j++)
         if (max_diff(multi + j * MV, all + bp[j] * MV, MV) != 0.0f)

@@ -40,15 +40,8 @@ static rl_status gptoss_bind_layer(rl_model *m, int32_t il, rl_err *err) {
     const rl__moe_cfg *c = &hp->moe;
     rl_layer *L = &m->layers[il];
     rl__moe_w *w = &L->moe;
-    int64_t nq = (int64_t)hp->n_head * hp->head_dim, nkv = (int64_t)hp->n_kv_head * hp->head_dim;
     rl_status st;
-    if ((st =
-             rl__bind_layer_vec(m, il, "attn_norm.weight", hp->n_embd, true, &L->attn_norm, err)) ||
-        (st = rl__bind_layer_mat(m, il, "attn_q.weight", nq, hp->n_embd, true, &L->wq, err)) ||
-        (st = rl__bind_layer_mat(m, il, "attn_k.weight", nkv, hp->n_embd, true, &L->wk, err)) ||
-        (st = rl__bind_layer_mat(m, il, "attn_v.weight", nkv, hp->n_embd, true, &L->wv, err)) ||
-        (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)) ||
-        (st = rl__bind_qkv_bias(m, il, true, err)) ||
+    if ((st = rl__bind_layer_attn(m, il, err)) || (st = rl__bind_qkv_bias(m, il, true, err)) ||
         (st = rl__bind_layer_vec(m, il, "attn_output.bias", hp->n_embd, true, &L->bo, err)) ||
         (st = rl__bind_layer_vec(m, il, "attn_sinks.weight", hp->n_head, true, &L->attn_sinks,
                                  err)) ||
