@@ -166,6 +166,10 @@ static void rl__att_task(void *p, int ith, int nth) {
             t0 = t1;
         }
         float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        if (a->sinks) { /* the sink joins the denominator: sum e^(s-M) + e^(sink-M) */
+            float sk = a->sinks[h], mx = sk > m ? sk : m, r = expf(m - mx);
+            inv = r / (sum * r + expf(sk - mx));
+        }
         for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
         if (c->v_rot) kt->wht(out, hd); /* sum_p w_p H v_p, rotated back (H H = I) */
     }
@@ -185,7 +189,8 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
     int64_t n_items = 0;
     for (int32_t r = 0; r < n_runs; r++) {
         RL_ASSERT(a[r].kv == kv && a[r].n_head == a->n_head && a[r].scale == a->scale &&
-                  a[r].window == a->window && a[r].softcap == a->softcap && a[r].n_tok >= 0);
+                  a[r].window == a->window && a[r].softcap == a->softcap &&
+                  a[r].sinks == a->sinks && a[r].n_tok >= 0);
         n_items += (int64_t)a[r].n_tok * a[r].n_head;
     }
     if (n_items == 0) return;

@@ -232,7 +232,9 @@ void rl_kv_store(const rl_kv_layer *kv, const int32_t *block_table, int32_t pos,
  *   lo = max(0, pos[t] - window + 1) if window > 0 else 0 (sliding window);
  *   scores = (q·k) * scale, optionally soft-capped: cap * tanh(s / cap)
  *   when softcap > 0; online softmax; GQA: head h uses KV head
- *   h / (n_head / n_kv_head).
+ *   h / (n_head / n_kv_head); sinks (gpt-oss): when set, head h's softmax
+ *   also runs over one extra logit sinks[h] (not scaled) that carries no
+ *   value, so the weights sum to less than 1.
  *   out[n_tok][n_head][head_dim].
  * The keys/values at those positions must already be stored. */
 typedef struct rl_attn_args {
@@ -243,13 +245,14 @@ typedef struct rl_attn_args {
     const int32_t *block_table;
     const rl_kv_layer *kv;
     float scale;
-    int32_t window; /* 0 = full causal */
-    float softcap;  /* 0 = none */
+    int32_t window;     /* 0 = full causal */
+    float softcap;      /* 0 = none */
+    const float *sinks; /* [n_head] attention-sink logits, or NULL; borrowed */
 } rl_attn_args;
 void rl_attention(const rl_attn_args *a, rl_threadpool *tp);
 /* rl_attention for n_runs sequences in one pool dispatch (same results as
- * one call per run); every run shares kv, n_head, scale, window and
- * softcap. */
+ * one call per run); every run shares kv, n_head, scale, window, softcap
+ * and sinks. */
 void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp);
 
 #endif

@@ -55,12 +55,17 @@ static void attn_prep(void *ctx, int ith, int nth) {
             for (int64_t d = 0; d < nkv; d++) k[d] += L->bk[d];
         if (L->bv)
             for (int64_t d = 0; d < nkv; d++) v[d] += L->bv[d];
-        if (L->q_norm)
-            for (int32_t h = 0; h < hp->n_head; h++)
-                rl_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->eps);
-        if (L->k_norm)
-            for (int32_t h = 0; h < hp->n_kv_head; h++)
-                rl_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->eps);
+        if (L->q_norm && hp->qk_norm_full) { /* olmoe: over the whole projection */
+            rl_rmsnorm(q, q, L->q_norm, nq, hp->eps);
+            rl_rmsnorm(k, k, L->k_norm, nkv, hp->eps);
+        } else {
+            if (L->q_norm)
+                for (int32_t h = 0; h < hp->n_head; h++)
+                    rl_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->eps);
+            if (L->k_norm)
+                for (int32_t h = 0; h < hp->n_kv_head; h++)
+                    rl_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->eps);
+        }
         int32_t pos = J->f->pos[j];
         rl_rope_qk_ext(q, hp->n_head, k, hp->n_kv_head, hd, pos, &L->rope);
         rl_kv_store(J->kvl, J->f->bt[j], pos, k, v);
@@ -100,10 +105,14 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
             .scale = hp->attn_scale,
             .window = L->window,
             .softcap = hp->attn_softcap,
+            .sinks = L->attn_sinks,
         };
     }
     rl_attention_runs(m->att_args, f->n_run, f->tp);
     rl_matmul(&L->wo, m->att, out, f->n, m->mm_scratch, f->tp);
+    if (L->bo)
+        for (int32_t j = 0; j < f->n; j++)
+            for (int32_t d = 0; d < hp->n_embd; d++) out[(size_t)j * hp->n_embd + d] += L->bo[d];
 }
 
 static void ffn_act(void *ctx, int ith, int nth) {
@@ -123,6 +132,10 @@ static void ffn_act(void *ctx, int ith, int nth) {
 
 void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out) {
     const rl_layer *L = &m->layers[il];
+    if (L->moe.router.data) {
+        rl__block_moe(m, f, il, in, out); /* moe.c */
+        return;
+    }
     const rl_mat *w2[2] = {&L->w_gate, &L->w_up};
     float *y2[2] = {m->gate, m->up};
     rl_matmul_multi(w2, y2, 2, in, f->n, m->mm_scratch, f->tp);

@@ -14,7 +14,96 @@
 #define RL_MODEL_MAX_DIM    (1 << 20) /* bound on n_embd, n_ff, n_vocab rows etc. */
 #define RL_MODEL_MAX_HEADS  1024
 
-typedef enum rl__act { RL__ACT_SILU = 0, RL__ACT_GELU_TANH = 1 } rl__act;
+/* FFN activations; SWIGLU_OAI (gpt-oss experts): min(g, 7) * sigmoid(1.702
+ * min(g, 7)) * (clamp(u, -7, 7) + 1). */
+typedef enum rl__act {
+    RL__ACT_SILU = 0,
+    RL__ACT_GELU_TANH = 1,
+    RL__ACT_SWIGLU_OAI = 2,
+} rl__act;
+
+/* ---- mixture of experts (moe.c) ---- */
+#define RL_MOE_MAX_EXPERTS 512
+
+/* Router gating: probabilities from the router logits (llama.cpp's
+ * expert_gating_func numbering). */
+typedef enum rl__moe_gating {
+    RL__MOE_GATING_SOFTMAX = 1,
+    RL__MOE_GATING_SIGMOID = 2,
+    /* top-k on the raw logits, weights = softmax over the k selected (gpt-oss) */
+    RL__MOE_GATING_SOFTMAX_WEIGHT = 3,
+} rl__moe_gating;
+
+/* Shape and routing rule of a routed FFN.  n_expert 0 = a dense model. */
+typedef struct rl__moe_cfg {
+    int32_t n_expert; /* expert_count, in [1, RL_MOE_MAX_EXPERTS] */
+    int32_t n_used;   /* expert_used_count k, in [1, n_expert] */
+    int32_t n_embd;
+    int32_t n_ff_exp; /* rows of each expert's gate/up */
+    int32_t n_ff_sh;  /* rows of the shared expert's gate/up; 0 = none */
+    rl__moe_gating gating;
+    bool norm_w;   /* divide the k selected weights by their sum */
+    float w_scale; /* multiplier on the selected weights (1 = none) */
+    rl__act act;
+} rl__moe_cfg;
+
+/* Weights of one MoE layer: views into the mapping (never copied).  The
+ * 3-D expert tensors are bound as one matrix of n_expert stacked blocks;
+ * expert e of `gate` is rows [e*n_ff_exp, (e+1)*n_ff_exp) (rl__mat_rows). */
+typedef struct rl__moe_w {
+    rl_mat router;            /* [n_expert][n_embd] ffn_gate_inp */
+    rl_mat gate;              /* [n_expert*n_ff_exp][n_embd] ffn_gate_exps */
+    rl_mat up;                /* [n_expert*n_ff_exp][n_embd] ffn_up_exps */
+    rl_mat down;              /* [n_expert*n_embd][n_ff_exp] ffn_down_exps */
+    rl_mat sh_gate, sh_up;    /* [n_ff_sh][n_embd] shared expert, data NULL = none */
+    rl_mat sh_down;           /* [n_embd][n_ff_sh] */
+    const float *sh_gate_inp; /* [n_embd] sigmoid gate of the shared expert, or NULL */
+    const float *router_b;    /* [n_expert] router bias, or NULL (gpt-oss, also the rest) */
+    const float *gate_b;      /* [n_expert*n_ff_exp] expert biases, or NULL */
+    const float *up_b;        /* [n_expert*n_ff_exp] */
+    const float *down_b;      /* [n_expert*n_embd] */
+} rl__moe_w;
+
+/* Step scratch of the routed FFN, sized once for max_batch tokens
+ * (rl__moe_scratch_init); the step path never allocates. */
+typedef struct rl__moe_scratch {
+    int32_t max_batch;
+    float *logits;    /* [max_batch][n_expert] router logits, then probabilities */
+    int32_t *sel;     /* [max_batch][k] selected experts, best first */
+    float *wts;       /* [max_batch][k] their weights */
+    int32_t *cnt;     /* [n_expert] tokens per expert this step */
+    int32_t *off;     /* [n_expert+1] start of each expert's group in tok/tw */
+    int32_t *tok;     /* [max_batch*k] token of each (expert, token) pair, grouped */
+    float *tw;        /* [max_batch*k] its weight */
+    float *xg;        /* [max_batch][n_embd] gathered activations of one expert */
+    float *g, *u;     /* [max_batch][max(n_ff_exp, n_ff_sh)] */
+    float *yg;        /* [max_batch][n_embd] one expert's outputs */
+    int32_t n_active; /* experts run by the last call (tests) */
+} rl__moe_scratch;
+
+/* Scratch for up to max_batch tokens; 0 or an rl_status with err set. */
+rl_status rl__moe_scratch_init(rl__moe_scratch *s, const rl__moe_cfg *c, int32_t max_batch,
+                               rl_err *err);
+void rl__moe_scratch_free(rl__moe_scratch *s);
+/* Bytes of rl_matmul scratch rl__moe_ffn needs for max_batch tokens. */
+size_t rl__moe_mm_scratch_size(const rl__moe_cfg *c, const rl__moe_w *w, int32_t max_batch);
+/* Routing of n tokens from their router logits s->logits[n][n_expert]
+ * (overwritten by the probabilities): top-k per token (ties to the lower
+ * expert id), the weights (optionally renormalised, then scaled) in
+ * s->sel / s->wts, and the grouping by expert in s->cnt / off / tok / tw
+ * (each group in ascending token order). */
+void rl__moe_route(const rl__moe_cfg *c, rl__moe_scratch *s, int32_t n);
+/* out[n][n_embd] = the routed FFN of x[n][n_embd] (plus the shared expert
+ * when w has one): router matmul, rl__moe_route, then for each expert that
+ * at least one token selected: its tokens' rows gathered, gate/up in one
+ * rl_matmul_multi, the activation, down, and the weighted rows added to
+ * their tokens' outputs (in ascending expert order per token).  Each
+ * selected expert's weights are streamed once per call; the others are not
+ * read.  Every output row depends only on its own input row (rl_matmul is
+ * batch-invariant), so a token's result does not depend on its companions.
+ * mm_scratch: rl__moe_mm_scratch_size bytes. */
+void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, int32_t n, float *out,
+                 rl__moe_scratch *s, void *mm_scratch, rl_threadpool *tp);
 
 /* rope.scaling.type (llama.cpp's names; absent = linear, as llama.cpp reads it). */
 typedef enum rl__rope_scaling {
@@ -57,6 +146,8 @@ typedef struct rl_hparams {
     bool causal;        /* false: a query attends to every token of its sequence
                          * (bert; <arch>.attention.causal) */
     rl_pooling pooling; /* <arch>.pooling_type (rl_model_embed) */
+    bool qk_norm_full;  /* q/k RMSNorm over the whole projection, not per head (olmoe) */
+    rl__moe_cfg moe;    /* routed FFN; moe.n_expert 0 = dense */
 } rl_hparams;
 
 typedef struct rl_layer {
@@ -68,8 +159,10 @@ typedef struct rl_layer {
     const float *bq;             /* [n_head*head_dim] or NULL (qwen2) */
     const float *bk;             /* [n_kv_head*head_dim] or NULL */
     const float *bv;             /* [n_kv_head*head_dim] or NULL */
-    const float *q_norm;         /* [head_dim] or NULL (gemma3, qwen3) */
-    const float *k_norm;         /* [head_dim] or NULL */
+    const float *bo;             /* [n_embd] attn_output bias or NULL (gpt-oss) */
+    const float *attn_sinks;     /* [n_head] attention-sink logits or NULL (gpt-oss) */
+    const float *q_norm;         /* [head_dim] or NULL (gemma3, qwen3); olmoe: [n_head*head_dim] */
+    const float *k_norm;         /* [head_dim] or NULL; olmoe: [n_kv_head*head_dim] */
     const float *k_cal;          /* [n_kv_head*head_dim] mean post-RoPE key, or NULL
                                   * (rl_model_calibrate_k_shift) */
     const float *k_cal_scale;    /* [n_kv_head*head_dim] K channel scale, or NULL */
@@ -83,9 +176,9 @@ typedef struct rl_layer {
      * and layer_output_norm, LayerNorms with these biases */
     const float *attn_norm_b; /* [n_embd] or NULL */
     const float *ffn_norm_b;  /* [n_embd] or NULL */
-    const float *bo;          /* [n_embd] attn_output.bias or NULL */
     const float *b_up;        /* [n_ff] ffn_up.bias or NULL */
     const float *b_down;      /* [n_embd] ffn_down.bias or NULL */
+    rl__moe_w moe;            /* MoE layers (router.data set): replaces w_gate/up/down */
     /* per-layer attention setup, filled at load from the hyperparameters */
     rl_rope_cfg rope; /* base, scale and factors of this layer's RoPE */
     int32_t window;   /* 0 = full causal */
@@ -122,6 +215,11 @@ extern const rl__arch rl__arch_gemma2;
 extern const rl__arch rl__arch_gemma3;
 extern const rl__arch rl__arch_granite;
 extern const rl__arch rl__arch_bert;
+extern const rl__arch rl__arch_qwen3moe;
+extern const rl__arch rl__arch_qwen2moe;
+extern const rl__arch rl__arch_olmoe;
+extern const rl__arch rl__arch_granitemoe;
+extern const rl__arch rl__arch_gptoss;
 
 struct rl_model {
     rl_gguf *gguf; /* owned */
@@ -175,6 +273,7 @@ struct rl_model {
     int32_t l0, l1;
     bool has_io;
     rl_kv_layer *kv_stage; /* [n_layer] a stage's kv_layers at their layer index (l0 > 0) */
+    rl__moe_scratch moe_s; /* MoE layers' step scratch (hp.moe.n_expert > 0) */
     double *kcal_sum;      /* [3][n_layer][n_kv_head*head_dim] while calibrating:
                             * sums of k, k^2 and q^2 (q over the KV head's group) */
 };
@@ -201,7 +300,19 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
  * Absent: error if required, else *out = NULL. */
 rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
                        rl_err *err);
-/* Binds the tensors every pre-norm decoder layer has. */
+/* Binds a 2-D tensor of ne = [n0, n1] (per-expert biases) as n0*n1 floats
+ * (rl__bind_vec otherwise). */
+rl_status rl__bind_vec2(rl_model *m, const char *name, int64_t n0, int64_t n1, bool required,
+                        const float **out, rl_err *err);
+/* Binds a 3-D tensor `name` of ne = [n_cols, n_rows, n_mat] (n_mat stacked
+ * matrices, MoE experts) as one matrix of n_mat*n_rows rows.  Absent: error
+ * if required, else out->data = NULL. */
+rl_status rl__bind_mat3(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
+                        int64_t n_mat, bool required, rl_mat *out, rl_err *err);
+/* Binds layer il's attn_norm and q/k/v/output projections. */
+rl_status rl__bind_layer_attn(rl_model *m, int32_t il, rl_err *err);
+/* Binds the tensors every pre-norm decoder layer has (rl__bind_layer_attn,
+ * ffn_norm, the dense FFN or, with hp.moe.n_expert > 0, rl__bind_moe). */
 rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err);
 /* Binds blk.il.<suffix> as a matrix / a vector (rl__bind_mat, rl__bind_vec). */
 rl_status rl__bind_layer_mat(rl_model *m, int32_t il, const char *suffix, int64_t n_rows,
@@ -239,6 +350,21 @@ rl_status rl__hp_i32(rl_model *m, const char *key, bool required, int64_t def, i
                      int64_t hi, int32_t *out, rl_err *err);
 rl_status rl__hp_f32(rl_model *m, const char *key, double def, double lo, double hi, float *out,
                      rl_err *err);
+
+/* ---- MoE model glue (moe.c) ---- */
+/* Reads "<arch>.expert_count" (required, or optional with 0 = dense),
+ * expert_used_count and, when ff_exp_key, "<arch>.expert_feed_forward_length"
+ * (default n_ff / k, as llama.cpp), and sets hp.moe with the arch's
+ * routing rule; else moe.n_ff_exp = n_ff.  Errors name the key. */
+rl_status rl__hparams_moe(rl_model *m, bool required, bool ff_exp_key, rl__moe_gating gating,
+                          bool norm_w, rl_err *err);
+/* Binds layer il's router and expert tensors (and the shared expert when
+ * hp.moe.n_ff_sh > 0; with its sigmoid gate when sh_gate). */
+rl_status rl__bind_moe(rl_model *m, int32_t il, bool sh_gate, rl_err *err);
+/* out[n][n_embd] = layer il's MoE FFN of in (rl__moe_ffn on m's scratch). */
+void rl__block_moe(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out);
+/* Granite's multipliers and rope switch (archs/granite.c; granitemoe too). */
+rl_status rl__hparams_granite(rl_model *m, rl_err *err);
 
 /* ---- shared blocks (blocks.c) ---- */
 /* out[n][n_embd] = self-attention of layer il over in[n][n_embd] (q/k/v

@@ -15,9 +15,11 @@
 
 #include "base/buf.h"
 
-static const rl__arch *const archs[] = {&rl__arch_llama,   &rl__arch_qwen2,  &rl__arch_qwen3,
-                                        &rl__arch_phi3,    &rl__arch_gemma2, &rl__arch_gemma3,
-                                        &rl__arch_granite, &rl__arch_bert};
+static const rl__arch *const archs[] = {&rl__arch_llama,   &rl__arch_qwen2,      &rl__arch_qwen3,
+                                        &rl__arch_phi3,    &rl__arch_gemma2,     &rl__arch_gemma3,
+                                        &rl__arch_granite, &rl__arch_qwen3moe,   &rl__arch_qwen2moe,
+                                        &rl__arch_olmoe,   &rl__arch_granitemoe, &rl__arch_gptoss,
+                                        &rl__arch_bert};
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
 /* ---------------------------------------------------------------- helpers */
@@ -137,8 +139,10 @@ static rl_status dequant_mat(rl_model *m, const char *name, rl_mat *w, rl_err *e
     return RL_OK;
 }
 
-rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols, bool required,
-                       rl_mat *out, rl_err *err) {
+/* rl__bind_mat / rl__bind_mat3: n_mat stacked [n_rows][n_cols] matrices
+ * (ne[2] = n_mat; 1 for a plain matrix) bound as one of n_mat*n_rows rows. */
+static rl_status bind_mat_n(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
+                            int64_t n_mat, bool required, rl_mat *out, rl_err *err) {
     memset(out, 0, sizeof *out);
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -147,9 +151,13 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
                           name, (long long)n_cols, (long long)n_rows);
     }
     mark_used(m, t);
-    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
+    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != n_mat || t->ne[3] != 1) {
         char s[96];
         shape_str(t, s, sizeof s);
+        if (n_mat != 1)
+            return rl_err_set(err, RL_ERR_FORMAT,
+                              "tensor '%s' has shape %s, expected [%lld, %lld, %lld]", name, s,
+                              (long long)n_cols, (long long)n_rows, (long long)n_mat);
         return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld, %lld]",
                           name, s, (long long)n_cols, (long long)n_rows);
     }
@@ -159,7 +167,7 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
                           rl_type_name(t->type));
     if (!t->data) return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has no data", name);
     out->type = t->type;
-    out->n_rows = n_rows;
+    out->n_rows = n_rows * n_mat;
     out->n_cols = n_cols;
     out->row_size = rl_type_row_size(t->type, n_cols);
     out->data = t->data;
@@ -171,8 +179,21 @@ rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_
     return m->dequant ? dequant_mat(m, name, out, err) : RL_OK;
 }
 
-rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
-                       rl_err *err) {
+rl_status rl__bind_mat(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols, bool required,
+                       rl_mat *out, rl_err *err) {
+    return bind_mat_n(m, name, n_rows, n_cols, 1, required, out, err);
+}
+
+rl_status rl__bind_mat3(rl_model *m, const char *name, int64_t n_rows, int64_t n_cols,
+                        int64_t n_mat, bool required, rl_mat *out, rl_err *err) {
+    return bind_mat_n(m, name, n_rows, n_cols, n_mat, required, out, err);
+}
+
+/* rl__bind_vec (n1 = 0: a vector of n0, whatever its dims) / rl__bind_vec2
+ * (n1 > 0: ne = [n0, n1]). */
+static rl_status bind_vec_n(rl_model *m, const char *name, int64_t n0, int64_t n1, bool required,
+                            const float **out, rl_err *err) {
+    int64_t n = n1 > 0 ? n0 * n1 : n0;
     *out = NULL;
     const rl_gguf_tensor *t = rl_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -181,9 +202,12 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, 
                           (long long)n);
     }
     mark_used(m, t);
-    if (t->n_elements != n || t->ne[0] != n) {
+    if (t->n_elements != n || t->ne[0] != n0 || (n1 > 0 && t->ne[1] != n1)) {
         char s[96];
         shape_str(t, s, sizeof s);
+        if (n1 > 0)
+            return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld, %lld]",
+                              name, s, (long long)n0, (long long)n1);
         return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld]", name, s,
                           (long long)n);
     }
@@ -207,6 +231,16 @@ rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, 
     return RL_OK;
 }
 
+rl_status rl__bind_vec(rl_model *m, const char *name, int64_t n, bool required, const float **out,
+                       rl_err *err) {
+    return bind_vec_n(m, name, n, 0, required, out, err);
+}
+
+rl_status rl__bind_vec2(rl_model *m, const char *name, int64_t n0, int64_t n1, bool required,
+                        const float **out, rl_err *err) {
+    return bind_vec_n(m, name, n0, n1, required, out, err);
+}
+
 rl_status rl__bind_layer_mat(rl_model *m, int32_t il, const char *suffix, int64_t n_rows,
                              int64_t n_cols, bool required, rl_mat *out, rl_err *err) {
     char nm[96];
@@ -221,7 +255,7 @@ rl_status rl__bind_layer_vec(rl_model *m, int32_t il, const char *suffix, int64_
     return rl__bind_vec(m, nm, n, required, out, err);
 }
 
-rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
+rl_status rl__bind_layer_attn(rl_model *m, int32_t il, rl_err *err) {
     const rl_hparams *hp = &m->hp;
     rl_layer *L = &m->layers[il];
     int64_t nq = (int64_t)hp->n_head * hp->head_dim, nkv = (int64_t)hp->n_kv_head * hp->head_dim;
@@ -231,9 +265,20 @@ rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
         (st = rl__bind_layer_mat(m, il, "attn_q.weight", nq, hp->n_embd, true, &L->wq, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_k.weight", nkv, hp->n_embd, true, &L->wk, err)) ||
         (st = rl__bind_layer_mat(m, il, "attn_v.weight", nkv, hp->n_embd, true, &L->wv, err)) ||
-        (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)) ||
-        (st = rl__bind_layer_vec(m, il, "ffn_norm.weight", hp->n_embd, true, &L->ffn_norm, err)) ||
-        (st = rl__bind_layer_mat(m, il, "ffn_gate.weight", hp->n_ff, hp->n_embd, true, &L->w_gate,
+        (st = rl__bind_layer_mat(m, il, "attn_output.weight", hp->n_embd, nq, true, &L->wo, err)))
+        return st;
+    return RL_OK;
+}
+
+rl_status rl__bind_layer_common(rl_model *m, int32_t il, rl_err *err) {
+    const rl_hparams *hp = &m->hp;
+    rl_layer *L = &m->layers[il];
+    rl_status st;
+    if ((st = rl__bind_layer_attn(m, il, err)) ||
+        (st = rl__bind_layer_vec(m, il, "ffn_norm.weight", hp->n_embd, true, &L->ffn_norm, err)))
+        return st;
+    if (hp->moe.n_expert > 0) return rl__bind_moe(m, il, true, err); /* experts instead */
+    if ((st = rl__bind_layer_mat(m, il, "ffn_gate.weight", hp->n_ff, hp->n_embd, true, &L->w_gate,
                                  err)) ||
         (st = rl__bind_layer_mat(m, il, "ffn_up.weight", hp->n_ff, hp->n_embd, true, &L->w_up,
                                  err)) ||
@@ -506,6 +551,12 @@ static rl_status alloc_scratch(rl_model *m, rl_err *err) {
         for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
             s = max_sz(s, rl_matmul_scratch_size(ms[j], m->max_batch));
     }
+    if (hp->moe.n_expert > 0) {
+        for (int32_t il = 0; il < hp->n_layer; il++)
+            s = max_sz(s, rl__moe_mm_scratch_size(&hp->moe, &m->layers[il].moe, m->max_batch));
+        rl_status st = rl__moe_scratch_init(&m->moe_s, &hp->moe, m->max_batch, err);
+        if (st) return st;
+    }
     m->mm_scratch_size = s;
     m->mm_scratch = rl_malloc(s ? s : 1);
     m->order = rl_calloc(B, sizeof(int32_t));
@@ -578,7 +629,7 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
         if (strlen(archs[i]->name) == s.len && !memcmp(archs[i]->name, s.ptr, s.len))
             m->arch = archs[i];
     if (!m->arch) {
-        char list[160];
+        char list[256];
         size_t n = 0;
         for (size_t i = 0; i < N_ARCHS; i++)
             n += (size_t)snprintf(list + n, sizeof list - n, i ? ", %s" : "%s", archs[i]->name);
@@ -680,6 +731,7 @@ void rl_model_free(rl_model *m) {
     rl_free(m->attn_pos);
     rl_free(m->pool_acc);
     rl_free(m->emb_idx);
+    rl__moe_scratch_free(&m->moe_s);
     rl_gguf_close(m->gguf);
     rl_free(m);
 }

@@ -3,10 +3,13 @@
  *
  * A model owns its GGUF reader (the mmap); weight matrices are rl_mat views
  * into the mapping and are never copied.  One architecture file per family
- * (archs/llama.c, qwen2.c, qwen3.c, phi3.c, gemma2.c, gemma3.c, granite.c;
- * bert.c, an encoder without an output head, for rl_model_embed) plugs into
- * a small vtable;
- * the shared blocks (attention, FFN, norms) live in blocks.c.
+ * (archs/llama.c, qwen2.c, qwen3.c, phi3.c, gemma2.c, gemma3.c, granite.c,
+ * and the mixture-of-experts qwen3moe.c, qwen2moe.c, olmoe.c, granitemoe.c,
+ * gptoss.c;
+ * llama.c also reads Mixtral) plugs into a small vtable;
+ * the shared blocks (attention, FFN, norms) live in blocks.c, the routed
+ * FFN and its expert-grouped matmul in moe.c; bert.c is an encoder without
+ * an output head, for rl_model_embed.
  *
  * Forward: rl_model_forward() runs a batch of tokens that may belong to
  * several sequences.  The caller owns the KV memory (kv/ or a test helper)
@@ -92,7 +95,8 @@ void rl_model_free(rl_model *m);
 
 /* ---- accessors ---- */
 const char *rl_model_arch(const rl_model *m); /* "llama", "qwen2", "qwen3", "phi3", "gemma2",
-                                               * "gemma3", "granite", "bert" */
+                                               * "gemma3", "granite", "qwen3moe", "qwen2moe",
+                                               * "olmoe", "granitemoe", "gpt-oss", "bert" */
 const char *rl_model_name(const rl_model *m); /* general.name or "" */
 int32_t rl_model_n_vocab(const rl_model *m);
 int32_t rl_model_n_ctx_train(const rl_model *m);

@@ -24,6 +24,20 @@ Families (general.architecture in brackets; `real` = the shapes of):
                         models/gemma3-270m.gguf: 262144 tokens, not Gemma 2's 256000)
   granite     [granite] Granite-3.3-2B-Instruct: embedding/residual/attention/logit
                         multipliers, refact tokenizer with Granite's role tokens
+Mixture-of-experts families (tiny only; `arch_base` = the dense design they reuse):
+  qwen3moe    [qwen3moe]   Qwen3-30B-A3B style: 16 experts, top 4, renormalised
+  qwen2moe    [qwen2moe]   Qwen1.5-MoE style: 8 experts, top 2, not renormalised, a shared
+                           expert with its sigmoid gate
+  mixtral     [llama]      Mixtral-8x7B style: 8 experts, top 2, llama-spm vocabulary
+  olmoe       [olmoe]      OLMoE-1B-7B style: 16 experts, top 4, q/k RMSNorm over the whole
+                           projection, gpt-neox vocabulary
+  granitemoe  [granitemoe] Granite-3.x-MoE style: 8 experts, top 2, granite multipliers
+  gpt-oss     [gpt-oss]    gpt-oss-20b style: 8 MXFP4 experts, top 2, biases on q/k/v/output,
+                           router and experts, attention sinks, a 16-token window on the
+                           even layers, YaRN, the clamped SwiGLU; gpt-2 vocabulary
+Each layer's dense FFN design becomes every expert's (each with its own dressing
+noise), scaled so the expected weight sum is 1; the router rows are random over
+the small dims (every token picks its own experts, all experts equally likely).
 `tiny` keeps each family's real vocabulary, structure and quirks (GQA, head_dim,
 windows, scalings shrunk so that they act within a few hundred tokens) with
 n_embd 128 and 3-4 layers (a few tens of MB, most of it the embedding).
@@ -110,6 +124,9 @@ class Spec:
     multipliers: dict | None = None  # granite
     name: str = ""
     extra_kv: dict = field(default_factory=dict)
+    moe: dict | None = None         # n_expert, k, norm_w, ff_key (write expert_feed_forward_length),
+                                    # sh_ff (shared expert rows, qwen2moe)
+    base_arch: str | None = None    # the dense arch whose design the MoE family reuses
 
 
 def _llama3(p):
@@ -188,12 +205,52 @@ def _granite(p):
                 write_head_dim=False, multipliers=mult, name="Granite tiny (random weights)")
 
 
+def _moe_family(family, p):
+    if p != "tiny":
+        raise ValueError(f"family {family} has no preset {p!r}")
+    if family == "qwen3moe":
+        s = _qwen3("tiny")
+        s.arch, s.base_arch, s.name = "qwen3moe", "qwen3", "Qwen3-MoE tiny (random weights)"
+        s.moe = dict(n_expert=16, k=4, norm_w=True, ff_key=True)
+    elif family == "qwen2moe":
+        s = _qwen3("tiny")
+        s.arch, s.base_arch, s.name = "qwen2moe", "qwen2", "Qwen2-MoE tiny (random weights)"
+        s.template = "Qwen-Qwen2.5-7B-Instruct.jinja"
+        s.moe = dict(n_expert=8, k=2, norm_w=False, ff_key=True, sh_ff=128)
+    elif family == "mixtral":
+        s = Spec("mixtral", p, "llama", 128, 3, 4, 2, 64, 256, 32768, 1e-5, "mixtral", None, False, 1e6,
+                 name="Mixtral tiny (random weights)")
+        s.base_arch = "llama"
+        s.moe = dict(n_expert=8, k=2, norm_w=True, ff_key=False)
+    elif family == "olmoe":
+        s = Spec("olmoe", p, "olmoe", 128, 3, 4, 4, 32, 256, 4096, 1e-5, "olmoe", None, False, 10000.0,
+                 write_head_dim=False, name="OLMoE tiny (random weights)")
+        s.base_arch = "qwen2"
+        s.moe = dict(n_expert=16, k=4, norm_w=False, ff_key=False)
+    elif family == "gpt-oss":
+        s = Spec("gpt-oss", p, "gpt-oss", 128, 4, 4, 2, 64, 256, 256, 1e-5, "gptoss", None, False, 150000.0,
+                 sliding_window=16, rope_scaling=dict(type="yarn", factor=4.0, orig=64),
+                 name="gpt-oss tiny (random weights)")
+        s.base_arch = "qwen2"
+        s.moe = dict(n_expert=8, k=2, norm_w=True, ff_key=True, mxfp4=True)
+    else:
+        s = _granite("tiny")
+        s.family, s.arch, s.base_arch, s.name = "granitemoe", "granitemoe", "granite", \
+            "Granite-MoE tiny (random weights)"
+        s.moe = dict(n_expert=8, k=2, norm_w=True, ff_key=False)
+    s.family = family
+    return s
+
+
 FAMILIES = {
     "llama3": _llama3, "mistral": _mistral, "qwen3": _qwen3,
     "qwen3-yarn": lambda p: _qwen3(p, yarn=True), "phi3": _phi3,
     "phi3-swa": lambda p: _phi3(p, swa=True), "gemma2": _gemma2, "granite": _granite,
 }
-TINY_ONLY = ("qwen3-yarn", "phi3-swa")
+MOE_FAMILIES = ("qwen3moe", "qwen2moe", "mixtral", "olmoe", "granitemoe", "gpt-oss")
+for _f in MOE_FAMILIES:
+    FAMILIES[_f] = (lambda f: lambda p: _moe_family(f, p))(_f)
+TINY_ONLY = ("qwen3-yarn", "phi3-swa") + MOE_FAMILIES
 
 
 def get_spec(family: str, preset: str = "tiny") -> Spec:
@@ -328,7 +385,8 @@ def design_kernel(theta_sets, delta0, horizon, budget, cap=None, steps=400):
 # --------------------------------------------------------------------------
 
 VOCAB_SOURCES = {"llama3": "llama-bpe", "mistral": "llama-bpe", "qwen3": "qwen2",
-                 "phi3": "phi-3", "granite": "refact"}
+                 "phi3": "phi-3", "granite": "refact", "mixtral": "llama-spm", "olmoe": "gpt-neox",
+                 "gptoss": "gpt-2"}
 
 QWEN3_ADDED = [  # ids 151646.. of Qwen2.5/Qwen3 (content, special)
     ("<|object_ref_start|>", 1), ("<|object_ref_end|>", 1), ("<|box_start|>", 1), ("<|box_end|>", 1),
@@ -948,7 +1006,7 @@ def hash_normal(seed: int, ids: np.ndarray, ncols: int, salt: int) -> np.ndarray
 
 def arch_metadata(spec: Spec, n_vocab: int, file_type: int):
     """[(method, args)] of GGUFWriter calls in the converter's order."""
-    a = spec.arch
+    a = spec.base_arch or spec.arch
     m = [("add_type", "model"), ("add_name", spec.name),
          ("add_block_count", spec.n_layer), ("add_context_length", spec.ctx),
          ("add_embedding_length", spec.n_embd), ("add_feed_forward_length", spec.n_ff),
@@ -962,7 +1020,7 @@ def arch_metadata(spec: Spec, n_vocab: int, file_type: int):
     rs = spec.rope_scaling or {}
     if a in ("llama", "granite"):
         m += [("add_vocab_size", n_vocab), ("add_rope_dimension_count", spec.head_dim)]
-    if a == "qwen3" and rs.get("type") == "yarn":
+    if rs.get("type") == "yarn":
         m += [("add_rope_scaling_type", gguf.RopeScalingType.YARN),
               ("add_rope_scaling_factor", rs["factor"]), ("add_rope_scaling_orig_ctx_len", rs["orig"])]
     if a == "phi3":
@@ -978,6 +1036,15 @@ def arch_metadata(spec: Spec, n_vocab: int, file_type: int):
         mu = spec.multipliers
         m += [("add_attention_scale", mu["attention_scale"]), ("add_embedding_scale", mu["embedding_scale"]),
               ("add_residual_scale", mu["residual_scale"]), ("add_logit_scale", mu["logit_scale"])]
+    if spec.arch == "gpt-oss":
+        m.append(("add_sliding_window", spec.sliding_window))
+    if spec.moe:
+        mo = spec.moe
+        m += [("add_expert_count", mo["n_expert"]), ("add_expert_used_count", mo["k"])]
+        if mo.get("ff_key"):
+            m.append(("add_expert_feed_forward_length", spec.n_ff))
+        if mo.get("sh_ff"):
+            m.append(("add_expert_shared_feed_forward_length", mo["sh_ff"]))
     return m
 
 
@@ -996,26 +1063,44 @@ def tensor_plan(spec: Spec, n_vocab: int, extra: dict):
     """[(name, numpy shape)] in file order."""
     d, hd, F = spec.n_embd, spec.head_dim, spec.n_ff
     q, kv = spec.n_head * hd, spec.n_head_kv * hd
+    arch = spec.base_arch or spec.arch
     plan = [("token_embd.weight", (n_vocab, d))] + [(k, v.shape) for k, v in extra.items()]
     for l in range(spec.n_layer):
         p = f"blk.{l}."
         plan.append((p + "attn_norm.weight", (d,)))
-        if spec.arch == "phi3":
+        if arch == "phi3":
             plan.append((p + "attn_qkv.weight", (q + 2 * kv, d)))
         else:
             plan += [(p + "attn_q.weight", (q, d)), (p + "attn_k.weight", (kv, d)), (p + "attn_v.weight", (kv, d))]
-        if spec.arch == "qwen3":
+        if spec.arch == "gpt-oss":
+            plan += [(p + "attn_q.bias", (q,)), (p + "attn_k.bias", (kv,)), (p + "attn_v.bias", (kv,)),
+                     (p + "attn_output.bias", (d,)), (p + "attn_sinks.weight", (spec.n_head,))]
+        if arch == "qwen3":
             plan += [(p + "attn_q_norm.weight", (hd,)), (p + "attn_k_norm.weight", (hd,))]
+        if spec.arch == "olmoe":
+            plan += [(p + "attn_q_norm.weight", (q,)), (p + "attn_k_norm.weight", (kv,))]
         plan.append((p + "attn_output.weight", (d, q)))
-        if spec.arch == "gemma2":
+        if arch == "gemma2":
             plan.append((p + "post_attention_norm.weight", (d,)))
-        plan.append((p + "ffn_norm.weight", (d,)))
-        if spec.arch == "phi3":
+        plan.append((p + ("post_attention_norm.weight" if spec.arch == "gpt-oss" else "ffn_norm.weight"), (d,)))
+        if spec.moe:
+            ne = spec.moe["n_expert"]
+            plan += [(p + "ffn_gate_inp.weight", (ne, d)), (p + "ffn_gate_exps.weight", (ne, F, d)),
+                     (p + "ffn_up_exps.weight", (ne, F, d)), (p + "ffn_down_exps.weight", (ne, d, F))]
+            if spec.arch == "gpt-oss":
+                plan += [(p + "ffn_gate_inp.bias", (ne,)), (p + "ffn_gate_exps.bias", (ne, F)),
+                         (p + "ffn_up_exps.bias", (ne, F)), (p + "ffn_down_exps.bias", (ne, d))]
+            if spec.moe.get("sh_ff"):
+                fs = spec.moe["sh_ff"]
+                plan += [(p + "ffn_gate_inp_shexp.weight", (d,)), (p + "ffn_gate_shexp.weight", (fs, d)),
+                         (p + "ffn_up_shexp.weight", (fs, d)), (p + "ffn_down_shexp.weight", (d, fs))]
+            continue
+        if arch == "phi3":
             plan.append((p + "ffn_up.weight", (2 * F, d)))
         else:
             plan += [(p + "ffn_gate.weight", (F, d)), (p + "ffn_up.weight", (F, d))]
         plan.append((p + "ffn_down.weight", (d, F)))
-        if spec.arch == "gemma2":
+        if arch == "gemma2":
             plan.append((p + "post_ffw_norm.weight", (d,)))
     plan.append(("output_norm.weight", (d,)))
     if not spec.tied:
@@ -1050,7 +1135,9 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
     stats = corpus_stats(ids, n_vocab, 4096 if real else 1024, 256 if real else 20,
                          top_logit=18.0 if spec.final_softcap else 8.0)
     extra = extra_tensors(spec)
-    b = Builder(spec, stats, n_vocab, seed, noise)
+    # MoE families: the dense design of their base arch, converted per layer
+    b = Builder(dataclasses.replace(spec, arch=spec.base_arch) if spec.base_arch else spec,
+                stats, n_vocab, seed, noise)
     b.setup_rope(extra)
     diag = dict(corpus_tokens=int(len(ids)), corpus_files=[os.path.relpath(f, ROOT) for f in files],
                 kernel_budget=b.budget,
@@ -1082,8 +1169,19 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
             w.kv_data[0].pop(full, None)
 
     plan = [(n, s) for n, s in tensor_plan(spec, n_vocab, extra) if n not in drops]
+    def is_mxfp4(name):
+        return bool(spec.moe and spec.moe.get("mxfp4")) and name.endswith("_exps.weight")
+
+    def file_dtype(name, shape):
+        return np.float32 if len(shape) == 1 or name.endswith(".bias") else ftype[0]
+
+    MX = gguf.GGMLQuantizationType.MXFP4
     for name, shape in plan:
-        dt = np.float32 if len(shape) == 1 else ftype[0]
+        if is_mxfp4(name):
+            bs, ts = gguf.GGML_QUANT_SIZES[MX]
+            w.add_tensor_info(name, shape, np.dtype(np.float32), int(np.prod(shape)) // bs * ts, raw_dtype=MX)
+            continue
+        dt = file_dtype(name, shape)
         w.add_tensor_info(name, shape, np.dtype(dt), int(np.prod(shape)) * np.dtype(dt).itemsize)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -1095,7 +1193,10 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
             return
         pname, shape = next(plan_iter)
         assert pname == name and tuple(arr.shape) == tuple(shape), (pname, name, arr.shape, shape)
-        w.write_tensor_data(arr.astype(np.float32 if arr.ndim == 1 else ftype[0]))
+        if is_mxfp4(name):
+            w.write_tensor_data(gguf.quants.quantize(arr.astype(np.float32), MX))
+        else:
+            w.write_tensor_data(arr.astype(file_dtype(name, arr.shape)))
 
     def matrix(output):
         M = np.empty((n_vocab, spec.n_embd), ftype[0])
@@ -1110,8 +1211,16 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
     sample = ids[:256] if len(ids) >= 256 else np.resize(ids, 256)
     x = b.rows_of(sample)
     for l in range(spec.n_layer):
+        x_in = x
         ta, x = b.attention(l, x)
+        x_att = x
         tf, x = b.ffn(l, x)
+        if spec.arch == "olmoe":
+            olmoe_qk_norms(spec, b, ta, x_in)
+        if spec.moe:
+            moe_tensors(spec, b, tf, x_att)
+        if spec.arch == "gpt-oss":
+            gptoss_extras(spec, b, l, ta, tf)
         layer = {f"blk.{l}.{k}": v for k, v in list(ta.items()) + list(tf.items())}
         for name, _ in plan:
             if name in layer:
@@ -1123,6 +1232,84 @@ def generate(spec: Spec, out: str, assets: str, corpus_files=None, seed: int = 0
         put("output.weight", matrix(True))
     w.close()
     return diag
+
+
+def olmoe_qk_norms(spec: Spec, b: Builder, ta: dict, x_in: np.ndarray):
+    """OLMoE's RMSNorm over the whole q and k projections, sized so the
+    normed projections stay what the dense design wants (weight = the typical
+    rms of the projection, with jitter folded into the projection rows)."""
+    xn = refmodel.rms_norm(x_in, ta["attn_norm.weight"], spec.eps)
+    for nm, wn in (("attn_q.weight", "attn_q_norm.weight"), ("attn_k.weight", "attn_k_norm.weight")):
+        W = ta[nm]
+        r = float(np.mean(np.sqrt(np.mean((xn @ W.T).astype(np.float64) ** 2, axis=1))))
+        f = b.rng.uniform(0.9, 1.1, W.shape[0])
+        ta[wn] = (f * r).astype(np.float32)
+        ta[nm] = (W / f[:, None]).astype(np.float32)
+
+
+def moe_tensors(spec: Spec, b: Builder, tf: dict, x_att: np.ndarray):
+    """Replaces the dense ffn_{gate,up,down} of tf by the router, the experts
+    (each the dense design with its own noise) and, for qwen2moe, a shared
+    expert of pure dressing with its sigmoid gate."""
+    mo, d, rng = spec.moe, spec.n_embd, b.rng
+    ne, k = mo["n_expert"], mo["k"]
+    xn = refmodel.rms_norm(x_att, tf["ffn_norm.weight"], spec.eps).astype(np.float64)
+    Wg, Wu, Wd = tf.pop("ffn_gate.weight"), tf.pop("ffn_up.weight"), tf.pop("ffn_down.weight")
+    # router over the small dims (the constant block would fix a preference),
+    # then each row's mean logit over the sample cancelled through the constant block
+    R = rng.standard_normal((ne, d))
+    R[:, b.lay.big] = 0.0
+    lg = xn @ R.T
+    R *= 2.0 / max(float(lg.std()), 1e-9)
+    lg = xn @ R.T
+    c1 = b.lay.s["C1"]
+    xc = xn[:, c1].mean(axis=0)
+    R[:, c1] -= lg.mean(axis=0)[:, None] * xc[None, :] / float(xc @ xc)
+    lg = xn @ R.T
+    pr = np.exp(lg - lg.max(axis=1, keepdims=True))
+    pr /= pr.sum(axis=1, keepdims=True)
+    wsum = 1.0 if mo["norm_w"] else float(np.mean(np.sort(pr, axis=1)[:, -k:].sum(axis=1)))
+    tf["ffn_gate_inp.weight"] = R.astype(np.float32)
+    tf["ffn_gate_exps.weight"] = np.stack([b.jitter(Wg, 0.05) for _ in range(ne)]).astype(np.float32)
+    tf["ffn_up_exps.weight"] = np.stack([b.jitter(Wu, 0.05) for _ in range(ne)]).astype(np.float32)
+    tf["ffn_down_exps.weight"] = np.stack([b.jitter(Wd / wsum, 0.05) for _ in range(ne)]).astype(np.float32)
+    if mo.get("sh_ff"):
+        fs = mo["sh_ff"]
+        tf["ffn_gate_inp_shexp.weight"] = (rng.standard_normal(d) * (0.5 / math.sqrt(d))).astype(np.float32)
+        tf["ffn_gate_shexp.weight"] = (rng.standard_normal((fs, d)) * (1.5 / math.sqrt(d))).astype(np.float32)
+        tf["ffn_up_shexp.weight"] = (rng.standard_normal((fs, d)) * (1.0 / math.sqrt(d))).astype(np.float32)
+        D = np.zeros((d, fs), np.float32)
+        D[b.free] = rng.standard_normal((len(b.free), fs)) * (0.3 / math.sqrt(fs))
+        tf["ffn_down_shexp.weight"] = D
+
+
+def gptoss_extras(spec: Spec, b: Builder, l: int, ta: dict, tf: dict):
+    """gpt-oss's biases and sinks: small q/k/v biases, an output bias on the
+    free dims, sink logits that leave the designed heads alone (-8) and
+    matter for the dressing heads; router and expert biases, the up bias -1
+    cancelling the clamped SwiGLU's (u + 1); the FFN norm renamed."""
+    sp, rng, d = spec, b.rng, spec.n_embd
+    q, kv = sp.n_head * sp.head_dim, sp.n_head_kv * sp.head_dim
+    ta["attn_q.bias"] = (rng.standard_normal(q) * 0.02).astype(np.float32)
+    ta["attn_k.bias"] = (rng.standard_normal(kv) * 0.02).astype(np.float32)
+    ta["attn_v.bias"] = (rng.standard_normal(kv) * 0.02).astype(np.float32)
+    bo = np.zeros(d, np.float32)
+    bo[b.free] = rng.standard_normal(len(b.free)) * 0.05
+    ta["attn_output.bias"] = bo
+    G = sp.n_head // sp.n_head_kv
+    sinks = np.full(sp.n_head, -8.0, np.float32)
+    for g, roles in enumerate(b.head_roles(l)):
+        if roles[0] == "dress":
+            sinks[g * G:(g + 1) * G] = rng.uniform(-1.0, 2.0, G)
+    ta["attn_sinks.weight"] = sinks
+    ne, F = sp.moe["n_expert"], sp.n_ff
+    tf["post_attention_norm.weight"] = tf.pop("ffn_norm.weight")
+    tf["ffn_gate_inp.bias"] = (rng.standard_normal(ne) * 0.3).astype(np.float32)
+    tf["ffn_gate_exps.bias"] = (rng.standard_normal((ne, F)) * 0.05).astype(np.float32)
+    tf["ffn_up_exps.bias"] = (-1.0 + rng.standard_normal((ne, F)) * 0.02).astype(np.float32)
+    db = np.zeros((ne, d), np.float32)
+    db[:, b.free] = rng.standard_normal((ne, len(b.free))) * 0.05
+    tf["ffn_down_exps.bias"] = db
 
 
 def quantize_q4km(path: str, out: str, threads: int = 2):

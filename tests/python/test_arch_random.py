@@ -4,7 +4,10 @@ redline's logits and greedy tokens against the NumPy reference.
 tests/gen/randmodel.py writes each family's `tiny` file (real vocabulary,
 the family's structure: Llama 3 rope_freqs, Mistral head_dim, Qwen3 Q/K
 norms, YaRN, Phi-3 fused tensors + LongRoPE + sliding window, Gemma 2
-softcaps + alternating windows + post norms, Granite multipliers) into
+softcaps + alternating windows + post norms, Granite multipliers; the
+mixture-of-experts qwen3moe, qwen2moe with its shared expert, Mixtral,
+OLMoE's full-width q/k norms, Granite-MoE, gpt-oss with MXFP4 experts,
+sinks, biases, alternating windows and YaRN) into
 .cache/randmodels/ (fitted on tests/gen/README.md and tests/reference/
 README.md; reused while the generator, the reference, that corpus and the
 vocab files are unchanged, stale files removed).  Its weights make a peaked distribution, so a wrong
@@ -65,7 +68,11 @@ CASES = [("llama3", "llama3", 512, 150), ("mistral", "mistral", 512, 150),
          ("qwen3", "qwen3", 512, 150), ("qwen3-yarn", "qwen3-yarn", 256, 150),
          ("phi3-long", "phi3", 256, 150), ("phi3-short", "phi3", 64, 30),
          ("phi3-swa", "phi3-swa", 512, 150), ("gemma2", "gemma2", 512, 150),
-         ("granite", "granite", 512, 150)]
+         ("granite", "granite", 512, 150),
+         # mixture of experts (tests/gen/randmodel.py MOE_FAMILIES)
+         ("qwen3moe", "qwen3moe", 512, 150), ("qwen2moe", "qwen2moe", 512, 150),
+         ("mixtral", "mixtral", 512, 150), ("olmoe", "olmoe", 512, 150),
+         ("granitemoe", "granitemoe", 512, 150), ("gpt-oss", "gpt-oss", 256, 150)]
 
 
 def tiny_model(family):

@@ -5,7 +5,27 @@ tokens are compared against (golden tests). It is written from the published
 architecture descriptions (Llama, Qwen2, Gemma 3) and the Hugging Face
 modelling conventions, not from the engine's C code.
 
-Supported `general.architecture` values: llama, qwen2, gemma3.
+Supported `general.architecture` values: llama, qwen2, gemma3, qwen3, phi3,
+gemma2, granite and the mixture-of-experts qwen3moe, qwen2moe, olmoe,
+granitemoe (and llama files with experts, Mixtral).
+
+Mixture of experts (from the Mixtral, Qwen-MoE and OLMoE papers and the
+Hugging Face modelling code): router logits x @ ffn_gate_inp.T, softmax
+over all experts, the top expert_used_count experts per token, their
+probabilities as weights (renormalised to sum 1 for Mixtral, Qwen3-MoE and
+Granite-MoE; as they are for Qwen2-MoE and OLMoE), and the weighted sum of
+each selected expert's SwiGLU FFN (ffn_{gate,up,down}_exps[e]).  Qwen2-MoE
+adds a shared expert (ffn_*_shexp) that every token runs, scaled by
+sigmoid(x . ffn_gate_inp_shexp).  OLMoE normalises q and k over the whole
+projection (attn_q_norm [n_head*head_dim]), not per head.
+
+gpt-oss (from OpenAI's reference implementation): biases on q, k, v, the
+attention output, the router and every expert; one learned sink logit per
+attention head that joins the softmax denominator without a value;
+sliding-window attention on the even layers; the FFN input norm named
+post_attention_norm; top-k on the raw router logits with the weights a
+softmax over the k chosen; the expert activation
+min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1).
 
 Conventions:
   * GGUF lists shapes fastest axis first (ne0, ne1, ...); NumPy is row-major,
@@ -42,7 +62,10 @@ import numpy as np  # noqa: E402
 import gguf  # noqa: E402
 from gguf import quants as gguf_quants  # noqa: E402
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "qwen3", "phi3", "gemma2", "granite")
+SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "qwen3", "phi3", "gemma2", "granite",
+                   "qwen3moe", "qwen2moe", "olmoe", "granitemoe", "gpt-oss")
+# MoE archs whose top-k weights are renormalised to sum 1 (the others: as they are)
+MOE_NORM_W = ("llama", "qwen3moe", "granitemoe")
 
 
 # --------------------------------------------------------------------------
@@ -210,6 +233,9 @@ class HParams:
     residual_scale: float = 1.0    # granite: block outputs times this before the residual add
     logit_scale: float = 1.0       # granite: logits divided by this
     ctx_train: int = 0
+    n_expert: int = 0              # expert_count (0: dense FFN)
+    n_expert_used: int = 0         # expert_used_count (top-k)
+    moe_norm_w: bool = False       # renormalise the top-k weights to sum 1
 
     def is_swa(self, il: int) -> bool:
         if self.sliding_window <= 0:
@@ -278,10 +304,13 @@ def hparams_from_meta(meta: dict, n_vocab: int, phi3_swa: bool = True) -> HParam
         swa_pattern = 2
         attn_softcap = float(g("attn_logit_softcapping", 50.0) or 0.0)
         final_softcap = float(g("final_logit_softcapping", 30.0) or 0.0)
+    if arch == "gpt-oss":  # even layers local
+        sliding_window = int(g("attention.sliding_window", 0) or 0)
+        swa_pattern = 2
     if arch == "phi3" and phi3_swa:
         sliding_window = int(g("attention.sliding_window", 0) or 0)
         swa_pattern = 1
-    if arch == "granite":
+    if arch in ("granite", "granitemoe"):
         embd_scale = float(g("embedding_scale", 1.0) or 1.0)
         residual_scale = float(g("residual_scale", 1.0) or 1.0)
         logit_scale = float(g("logit_scale", 1.0) or 1.0)
@@ -302,7 +331,7 @@ def hparams_from_meta(meta: dict, n_vocab: int, phi3_swa: bool = True) -> HParam
         rope_base=rope_base,
         rope_base_local=rope_base_local,
         # GGUF llama/granite: Q/K rows permuted for adjacent-pair RoPE
-        rope_neox=arch not in ("llama", "granite"),
+        rope_neox=arch not in ("llama", "granite", "granitemoe"),
         rope_scale=rope_scale,
         sliding_window=sliding_window,
         swa_pattern=swa_pattern,
@@ -318,6 +347,9 @@ def hparams_from_meta(meta: dict, n_vocab: int, phi3_swa: bool = True) -> HParam
         residual_scale=residual_scale,
         logit_scale=logit_scale,
         ctx_train=ctx_train,
+        n_expert=int(g("expert_count", 0) or 0),
+        n_expert_used=int(g("expert_used_count", 0) or 0),
+        moe_norm_w=arch in MOE_NORM_W,
     )
 
 
@@ -537,10 +569,13 @@ class Model:
             k = k + w[p + "attn_k.bias"]
         if p + "attn_v.bias" in w:
             v = v + w[p + "attn_v.bias"]
+        if hp.arch == "olmoe":  # RMSNorm over the whole q and k projections
+            q = rms_norm(q, w[p + "attn_q_norm.weight"], hp.eps)
+            k = rms_norm(k, w[p + "attn_k_norm.weight"], hp.eps)
         q = q.reshape(n, hp.n_head, hp.head_dim)
         k = k.reshape(n, hp.n_head_kv, hp.head_dim)
         v = v.reshape(n, hp.n_head_kv, hp.head_dim_v)
-        if p + "attn_q_norm.weight" in w:  # per-head RMSNorm (gemma3, qwen3)
+        if p + "attn_q_norm.weight" in w and hp.arch != "olmoe":  # per-head (gemma3, qwen3)
             q = rms_norm(q, w[p + "attn_q_norm.weight"], hp.eps)
             k = rms_norm(k, w[p + "attn_k_norm.weight"], hp.eps)
 
@@ -567,6 +602,7 @@ class Model:
             allowed &= (qpos - kpos) < hp.sliding_window
 
         group = hp.n_head // hp.n_head_kv
+        sinks = w[p + "attn_sinks.weight"].astype(np.float64) if p + "attn_sinks.weight" in w else None
         out = np.empty((n, hp.n_head, hp.head_dim_v), np.float32)
         for h in range(hp.n_head_kv):
             qh = q[:, h * group:(h + 1) * group, :].transpose(1, 0, 2)  # (g, n, hd)
@@ -574,16 +610,76 @@ class Model:
             if hp.attn_softcap > 0:
                 s = hp.attn_softcap * np.tanh(s / hp.attn_softcap)
             s = np.where(allowed[None], s, -np.inf)
-            s = s - s.max(axis=-1, keepdims=True)
-            pr = np.exp(s)
-            pr /= pr.sum(axis=-1, keepdims=True)
+            if sinks is None:
+                s = s - s.max(axis=-1, keepdims=True)
+                pr = np.exp(s)
+                pr /= pr.sum(axis=-1, keepdims=True)
+            else:  # softmax over [scores, sink]; the sink has no value
+                sk = sinks[h * group:(h + 1) * group][:, None, None]
+                mx = np.maximum(s.max(axis=-1, keepdims=True), sk)
+                pr = np.exp(s - mx)
+                pr /= pr.sum(axis=-1, keepdims=True) + np.exp(sk - mx)
             o = pr.astype(np.float32) @ V[h]                           # (g, n, hdv)
             out[:, h * group:(h + 1) * group, :] = o.transpose(1, 0, 2)
-        return out.reshape(n, hp.n_head * hp.head_dim_v) @ w[p + "attn_output.weight"].T
+        o = out.reshape(n, hp.n_head * hp.head_dim_v) @ w[p + "attn_output.weight"].T
+        if p + "attn_output.bias" in w:
+            o = o + w[p + "attn_output.bias"]
+        return o
+
+    def _moe(self, il: int, x: np.ndarray):
+        """Routed FFN: softmax router, top-k, weighted sum of the selected
+        experts (plus the gated shared expert when the layer has one)."""
+        hp, w = self.hp, self.w
+        p = f"blk.{il}."
+        logits = x.astype(np.float64) @ w[p + "ffn_gate_inp.weight"].T.astype(np.float64)
+        if p + "ffn_gate_inp.bias" in w:
+            logits = logits + w[p + "ffn_gate_inp.bias"]
+        k = hp.n_expert_used
+        if hp.arch == "gpt-oss":  # top-k of the logits, softmax over those k
+            sel = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+            wts = np.take_along_axis(logits, sel, axis=1)
+            wts = np.exp(wts - wts.max(axis=1, keepdims=True))
+            wts /= wts.sum(axis=1, keepdims=True)
+        else:
+            pr = np.exp(logits - logits.max(axis=1, keepdims=True))
+            pr /= pr.sum(axis=1, keepdims=True)
+            sel = np.argsort(-pr, axis=1, kind="stable")[:, :k]
+            wts = np.take_along_axis(pr, sel, axis=1)
+            if hp.moe_norm_w:
+                wts = wts / wts.sum(axis=1, keepdims=True)
+        G, U, D = w[p + "ffn_gate_exps.weight"], w[p + "ffn_up_exps.weight"], w[p + "ffn_down_exps.weight"]
+        bias = {n: w[p + f"ffn_{n}_exps.bias"] for n in ("gate", "up", "down") if p + f"ffn_{n}_exps.bias" in w}
+        out = np.zeros_like(x, dtype=np.float32)
+        for e in np.unique(sel):
+            rows, slot = np.nonzero(sel == e)
+            xe = x[rows]
+            g, u = xe @ G[e].T, xe @ U[e].T
+            if bias:
+                g, u = g + bias["gate"][e], u + bias["up"][e]
+            if hp.arch == "gpt-oss":
+                g = np.minimum(g, 7.0)
+                with np.errstate(over="ignore"):  # exp(large) = inf: the product is -0
+                    h = g / (1.0 + np.exp(-1.702 * g)) * (np.clip(u, -7.0, 7.0) + 1.0)
+            else:
+                h = silu(g) * u
+            y = h @ D[e].T
+            if bias:
+                y = y + bias["down"][e]
+            out[rows] += y * wts[rows, slot][:, None].astype(np.float32)
+        if p + "ffn_gate_shexp.weight" in w:
+            sh = (silu(x @ w[p + "ffn_gate_shexp.weight"].T) * (x @ w[p + "ffn_up_shexp.weight"].T)) \
+                @ w[p + "ffn_down_shexp.weight"].T
+            if p + "ffn_gate_inp_shexp.weight" in w:
+                z = x.astype(np.float64) @ w[p + "ffn_gate_inp_shexp.weight"].reshape(-1).astype(np.float64)
+                sh = sh * (1.0 / (1.0 + np.exp(-z)))[:, None].astype(np.float32)
+            out = out + sh
+        return out
 
     def _ffn(self, il: int, x: np.ndarray):
         w = self.w
         p = f"blk.{il}."
+        if p + "ffn_gate_inp.weight" in w:
+            return self._moe(il, x)
         if p + "ffn_gate.weight" in w:
             gate = x @ w[p + "ffn_gate.weight"].T
             up = x @ w[p + "ffn_up.weight"].T
@@ -617,12 +713,15 @@ class Model:
             p = f"blk.{il}."
             h = rms_norm(x, w[p + "attn_norm.weight"], hp.eps)
             a = self._attention(il, h, cache, pos0)
-            if p + "post_attention_norm.weight" in w:
+            ffn_norm = "ffn_norm.weight"
+            if hp.arch == "gpt-oss":  # its FFN input norm is named post_attention_norm
+                ffn_norm = "post_attention_norm.weight"
+            elif p + "post_attention_norm.weight" in w:
                 a = rms_norm(a, w[p + "post_attention_norm.weight"], hp.eps)
             if hp.residual_scale != 1.0:
                 a = a * np.float32(hp.residual_scale)
             x = x + a
-            h = rms_norm(x, w[p + "ffn_norm.weight"], hp.eps)
+            h = rms_norm(x, w[p + ffn_norm], hp.eps)
             f = self._ffn(il, h)
             if p + "post_ffw_norm.weight" in w:
                 f = rms_norm(f, w[p + "post_ffw_norm.weight"], hp.eps)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "kv/seqkv.h"
+#include "mtest.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 
@@ -229,7 +230,8 @@ static void test_bad_hparams(void **state) {
     s = base_spec("mamba");
     expect_error(&s, RL_ERR_UNSUPPORTED, "general.architecture 'mamba'");
     expect_error(&s, RL_ERR_UNSUPPORTED,
-                 "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, granite, bert)");
+                 "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, granite, qwen3moe, "
+                 "qwen2moe, olmoe, granitemoe, gpt-oss, bert)");
     s = base_spec("llama");
     s.scaling = "ntk-by-parts";
     expect_error(&s, RL_ERR_UNSUPPORTED, "llama.rope.scaling.type = 'ntk-by-parts' not supported");
@@ -403,21 +405,7 @@ static void check_invariance(const char *arch) {
     /* both sequences interleaved in one batch, reversed order inside it */
     int32_t bt[2 * N], bp[2 * N], bs[2 * N];
     bool want[2 * N];
-    for (int i = 0; i < 2 * N; i++) {
-        int j = 2 * N - 1 - i;
-        bt[j] = toks[i / 2];
-        bp[j] = i / 2;
-        bs[j] = i % 2;
-        want[j] = true;
-    }
-    rl_batch b = {.n_tok = 2 * N,
-                  .token = bt,
-                  .pos = bp,
-                  .seq = bs,
-                  .want_logits = want,
-                  .n_seq = 2,
-                  .block_tables = kv.tables,
-                  .n_blocks = kv.n_blocks};
+    rl_batch b = mt_interleaved_batch(toks, N, &kv, bt, bp, bs, want);
     assert_int_equal(rl_batch_n_logits(&b), 2 * N);
     assert_int_equal(rl_model_forward(m, &b, kv.layers, multi, NULL, &err), RL_ERR_LIMIT);
     rl_model_free(m);

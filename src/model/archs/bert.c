@@ -98,12 +98,12 @@ static float gelu(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608f * x * (1.0f + 0.044715f * x * x)));
 }
 
-/* x[n][E] = LayerNorm(x + y + bias) */
+/* x[n][E] = LayerNorm(x + y + bias); bias may be NULL */
 static void add_norm(float *x, float *y, const float *bias, const float *w, const float *b,
                      int32_t n, int64_t E, float eps) {
     for (int32_t j = 0; j < n; j++) {
         float *xr = x + (size_t)j * E, *yr = y + (size_t)j * E;
-        for (int64_t d = 0; d < E; d++) xr[d] += yr[d] + bias[d];
+        for (int64_t d = 0; d < E; d++) xr[d] += yr[d] + (bias ? bias[d] : 0.0f);
     }
     rl__layernorm_rows(x, x, w, b, n, E, eps);
 }
@@ -112,8 +112,8 @@ static void bert_layer(rl_model *m, rl__fwd *f, int32_t il) {
     const rl_hparams *hp = &m->hp;
     const rl_layer *L = &m->layers[il];
     const int64_t E = hp->n_embd, F = hp->n_ff;
-    rl__block_attn(m, f, il, m->x, m->tmp);
-    add_norm(m->x, m->tmp, L->bo, L->attn_norm, L->attn_norm_b, f->n, E, hp->eps);
+    rl__block_attn(m, f, il, m->x, m->tmp); /* adds attn_output.bias (L->bo) */
+    add_norm(m->x, m->tmp, NULL, L->attn_norm, L->attn_norm_b, f->n, E, hp->eps);
     rl_matmul(&L->w_up, m->x, m->up, f->n, m->mm_scratch, f->tp);
     for (int32_t j = 0; j < f->n; j++) {
         float *u = m->up + (size_t)j * F;

@@ -15,7 +15,7 @@
  */
 #include "model/model-impl.h"
 
-static rl_status granite_hparams(rl_model *m, rl_err *err) {
+rl_status rl__hparams_granite(rl_model *m, rl_err *err) {
     rl_hparams *hp = &m->hp;
     float emb, res, att, logit;
     bool use_rope;
@@ -40,7 +40,7 @@ static rl_status granite_hparams(rl_model *m, rl_err *err) {
 
 const rl__arch rl__arch_granite = {
     .name = "granite",
-    .hparams = granite_hparams,
+    .hparams = rl__hparams_granite,
     .bind_layer = rl__bind_layer_llama,
     .layer = rl__layer_prenorm,
 };

@@ -9,13 +9,18 @@
  *   - Llama 3.1+ rope scaling as rope_freqs.weight, per-pair divisors of
  *     the rope frequencies ([n_rot/2]); with rope.scaling.type longrope
  *     instead rope_factors_long/short.weight; YaRN from rope.scaling.*;
- *   - optional Q/K/V biases. */
+ *   - optional Q/K/V biases;
+ *   - Mixtral: with llama.expert_count > 0 the FFN is routed (moe.c):
+ *     ffn_gate_inp [n_expert][n_embd], ffn_{gate,up,down}_exps with
+ *     feed_forward_length rows per expert, softmax gating, top-k weights
+ *     renormalised to sum 1 (llama.cpp's reading of the arch). */
 #include "model/model-impl.h"
 
 static rl_status llama_hparams(rl_model *m, rl_err *err) {
     m->hp.rope_mode = RL_ROPE_NORMAL;
     m->hp.act = RL__ACT_SILU;
-    return rl__bind_rope_factors(m, m->hp.rope_scaling == RL__ROPE_SCALING_LONGROPE, err);
+    rl_status st = rl__hparams_moe(m, false, false, RL__MOE_GATING_SOFTMAX, true, err);
+    return st ? st : rl__bind_rope_factors(m, m->hp.rope_scaling == RL__ROPE_SCALING_LONGROPE, err);
 }
 
 rl_status rl__bind_layer_llama(rl_model *m, int32_t il, rl_err *err) {

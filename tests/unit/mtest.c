@@ -1,0 +1,22 @@
+/* Helpers shared by the model tests (see mtest.h). */
+#include "mtest.h"
+
+rl_batch mt_interleaved_batch(const int32_t *toks, int n, const rl_seqkv *kv, int32_t *bt,
+                              int32_t *bp, int32_t *bs, bool *want) {
+    for (int i = 0; i < 2 * n; i++) {
+        int j = 2 * n - 1 - i;
+        bt[j] = toks[i / 2];
+        bp[j] = i / 2;
+        bs[j] = i % 2;
+        want[j] = true;
+    }
+    rl_batch b = {.n_tok = 2 * n,
+                  .token = bt,
+                  .pos = bp,
+                  .seq = bs,
+                  .want_logits = want,
+                  .n_seq = 2,
+                  .block_tables = kv->tables,
+                  .n_blocks = kv->n_blocks};
+    return b;
+}
