@@ -239,6 +239,9 @@ typedef struct rl_model_info {
     bool has_chat_template;          /* the file carries tokenizer.chat_template */
     char chat_template[16];          /* the template rl_chat_render uses: "model" (the
                                         file's), or the built-in "chatml" / "gemma" */
+    /* fill-in-the-middle tokens (-1 = none): the file's fim_*_token_id keys,
+     * else the vocabulary's <|fim_prefix|>, <fim-prefix>, <PRE>, ... */
+    int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
 } rl_model_info;
 
 void rl_vocab_model_info(const rl_vocab *v, rl_model_info *out);

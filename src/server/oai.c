@@ -52,6 +52,7 @@ typedef struct gen_job {
     bool anth;          /* /v1/messages: Anthropic's shapes in and out */
     rl_srv_anth as;     /* its streaming state */
     bool resp;          /* /v1/responses: the Responses API's shapes */
+    bool infill;        /* /infill: llama-server's shapes */
     rl_srv_resp rs;     /* its streaming state */
     choice ch[RL_OAI_MAX_N];
     int32_t n_left; /* choices without a DONE event yet */
@@ -118,7 +119,9 @@ static bool render_chat(rl_srv *s, const rl_oai_req *r, bool add_gen, char **out
 static bool build_prompt(gen_job *j, rl_oai_err *e) {
     rl_srv *s = j->srv;
     rl_oai_req *r = &j->req;
-    const char *param = r->kind == RL_OAI_CHAT ? "messages" : "prompt";
+    const char *param = r->kind == RL_OAI_CHAT     ? "messages"
+                        : r->kind == RL_OAI_INFILL ? "input_prefix"
+                                                   : "prompt";
     if (r->kind == RL_OAI_CHAT) {
         char *txt = NULL;
         size_t len = 0;
@@ -131,6 +134,13 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
                   encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
         rl_free(txt);
         if (!ok) return false;
+    } else if (r->fim) {
+        if (!rl_srv_fim_prompt(s, r, &j->prompt, &j->n_prompt, e)) return false;
+        if (r->echo && r->prompt) {
+            j->prompt_text = rl_strndup(r->prompt, r->prompt_len);
+            j->prompt_text_len = r->prompt_len;
+            if (!j->prompt_text) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+        }
     } else if (r->prompt_ids) {
         j->prompt = rl_malloc((size_t)r->n_prompt_ids * sizeof(int32_t));
         if (!j->prompt) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
@@ -340,6 +350,25 @@ static json_t *chunk(gen_job *j, int i, json_t *delta_or_text, json_t *logprobs,
     return o;
 }
 
+/* /infill's answer (llama-server's shape): the whole text, a streamed
+ * piece (final false), or the closing event of a stream (text "", final). */
+static json_t *infill_obj(gen_job *j, const choice *c, const char *p, size_t n, bool final) {
+    json_t *o = json_pack("{s:i, s:o, s:b}", "index", 0, "content", rl_srv_json_text(p ? p : "", n),
+                          "stop", final);
+    if (o && final) {
+        const char *st = c->fin == RL_FINISH_LENGTH ? "limit"
+                         : c->fin == RL_FINISH_STOP ? "eos"
+                                                    : "none";
+        json_object_set_new(o, "stop_type", json_string(st));
+        json_object_set_new(o, "model", json_string(j->srv->model_id));
+        json_object_set_new(o, "tokens_predicted", json_integer(c->n_gen));
+        json_object_set_new(o, "tokens_evaluated", json_integer(j->n_prompt));
+        json_object_set_new(o, "tokens_cached", json_integer(c->n_cached));
+        json_object_set_new(o, "truncated", json_false());
+    }
+    return o;
+}
+
 /* HTTP status of a generation that ended in an error: a bound the
  * request's own grammar or parameters exceeded is the client's (400);
  * anything else is the server's (500). */
@@ -400,6 +429,11 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             if (!delta && !lp) return;
             if (!delta) delta = json_object();
         }
+        if (j->infill) {
+            if (ev->text_len > 0)
+                out_event(j, infill_obj(j, c, ev->text, (size_t)ev->text_len, false));
+            return;
+        }
         json_t *txt = delta ? NULL : rl_srv_json_text(ev->text, (size_t)ev->text_len);
         json_t *lpo = NULL;
         if (lp) {
@@ -443,6 +477,8 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
         stream_error(j, msg, finish_status(ev->error_code));
     } else if (ev->finish == RL_FINISH_CANCELLED) {
         stream_error(j, "the request was cancelled (the server is shutting down)", 503);
+    } else if (j->infill) {
+        out_event(j, infill_obj(j, c, "", 0, true));
     } else {
         const char *fin = finish_str(ev->finish);
         if (chat && j->tools.active) {
@@ -491,7 +527,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         j->out_off = 0;
         rl_buf_clear(&j->out);
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (j->n_left == 0 && (j->anth || j->resp)) {
+        if (j->n_left == 0 && (j->anth || j->resp || j->infill)) {
             j->ended = true;
             continue;
         }
@@ -550,6 +586,18 @@ static enum MHD_Result run_blocking(gen_job *j) {
             job_free(j);
             return rl_srv_reply_error(rq, &e);
         }
+    }
+    if (j->infill) {
+        json_t *o = infill_obj(j, &j->ch[0], j->ch[0].text.p, j->ch[0].text.n, true);
+        char *txt = NULL;
+        size_t len = 0;
+        rl_err err;
+        if (o && rl_detokenize(j->srv->vocab, j->prompt, (size_t)j->n_prompt, 0, &txt, &len,
+                               &err) == RL_OK)
+            json_object_set_new(o, "prompt", rl_srv_json_text(txt, len));
+        rl_free(txt);
+        job_free(j);
+        return rl_srv_reply_json(rq, 200, o);
     }
     if (j->anth || j->resp) {
         choice *c = &j->ch[0];
@@ -625,7 +673,7 @@ static void submit_error(const rl_err *err, const gen_job *j, rl_oai_err *e) {
 
 /* One generation request; `body` is the OpenAI-shaped body (for
  * /v1/messages the translated one, anth set). */
-typedef enum api { API_OPENAI, API_ANTHROPIC, API_RESPONSES } api;
+typedef enum api { API_OPENAI, API_ANTHROPIC, API_RESPONSES, API_INFILL } api;
 
 static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len,
                                 api which) {
@@ -643,6 +691,7 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     j->anth = anth;
     j->as.open_call = -1;
     j->resp = resp;
+    j->infill = which == API_INFILL;
     rl_oai_err e;
     if (!rl_oai_parse(body, body_len, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
         if (anth) rl_srv_anth_fix_param(&e);
@@ -690,6 +739,8 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
         rl_srv_anth_start(j->id, s->model_id, j->n_prompt, &j->out);
     else if (resp)
         rl_srv_resp_start(&j->rs, j->id, j->created, s->model_id, &j->out);
+    else if (j->infill)
+        ; /* llama-server sends no opening event */
     else if (kind == RL_OAI_CHAT)
         for (int i = 0; i < j->req.n; i++)
             out_event(j, chunk(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
@@ -716,6 +767,10 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
 
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     return generate(rq, kind, rq->body.p ? rq->body.p : "", rq->body.n, API_OPENAI);
+}
+
+enum MHD_Result rl_srv_infill(rl_srv_req *rq) {
+    return generate(rq, RL_OAI_INFILL, rq->body.p ? rq->body.p : "", rq->body.n, API_INFILL);
 }
 
 enum MHD_Result rl_srv_messages(rl_srv_req *rq) {

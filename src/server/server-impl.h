@@ -104,6 +104,7 @@ json_t *rl_srv_json_text(const char *s, size_t n);
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind);
 enum MHD_Result rl_srv_messages(rl_srv_req *rq);  /* POST /v1/messages */
 enum MHD_Result rl_srv_responses(rl_srv_req *rq); /* POST /v1/responses */
+enum MHD_Result rl_srv_infill(rl_srv_req *rq);    /* POST /infill (llama-server's shapes) */
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq);
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq);
 
@@ -149,6 +150,14 @@ json_t *rl_srv_tools_message(const rl_srv_tools *t, uint64_t seed, const char *p
  * end), NULL when nothing new can be sent; st records what was sent. */
 json_t *rl_srv_tools_delta(const rl_srv_tools *t, rl_srv_stream *st, uint64_t seed, const char *p,
                            size_t n, bool final, bool *has_calls);
+
+/* ---- fill-in-the-middle (fim.c) ---- */
+/* The model has the FIM prefix, suffix and middle tokens; else a 400
+ * naming r's suffix field. */
+bool rl_srv_fim_supported(rl_srv *s, const rl_oai_req *r, rl_oai_err *e);
+/* The FIM prompt of r (r->fim) as llama.cpp's server orders it (see
+ * fim.c); *ids allocated with rl_malloc (caller frees). */
+bool rl_srv_fim_prompt(rl_srv *s, const rl_oai_req *r, int32_t **ids, int32_t *n, rl_oai_err *e);
 
 /* ---- Anthropic Messages API (anthropic.c) ---- */
 /* What a streaming /v1/messages response has opened. */
