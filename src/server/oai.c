@@ -130,6 +130,7 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
                                      : !render_chat(s, r, true, &txt, &len, e))
             return false;
         rl_srv_tools_prompt(&j->tools, txt, len);
+        r->gp.think_open = rl_srv_opens_think(txt, len);
         bool ok = rl_srv_tool_grammar(s, r, &j->tools, e) &&
                   encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
         rl_free(txt);
@@ -155,11 +156,16 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
     } else {
         if (!encode_text(s, r->prompt, r->prompt_len, true, &j->prompt, &j->n_prompt, param, e))
             return false;
+        r->gp.think_open = rl_srv_opens_think(r->prompt, r->prompt_len);
         if (r->echo) {
             j->prompt_text = rl_strndup(r->prompt, r->prompt_len);
             j->prompt_text_len = r->prompt_len;
             if (!j->prompt_text) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
         }
+    }
+    if (r->reasoning_budget >= 0) { /* the engine closes the think block when it is spent */
+        r->gp.think_budget = r->reasoning_budget;
+        snprintf(r->gp.think_close, sizeof r->gp.think_close, "\n%s\n\n", RL_THINK_CLOSE);
     }
     if (j->n_prompt == 0)
         return rl_oai_fail(e, 400, param, "invalid_value", "%s: must not be empty", param);

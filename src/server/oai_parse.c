@@ -697,6 +697,12 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
     }
     if (!get_int(root, "priority", -1000000, 1000000, &x, &given, e)) goto fail;
     if (given) r->gp.priority = (int32_t)x;
+    /* reasoning budget: max_reasoning_tokens, or llama-server's reasoning_budget (-1 = none) */
+    r->reasoning_budget = -1;
+    if (!get_int(root, "max_reasoning_tokens", 0, lim->n_ctx, &x, &given, e)) goto fail;
+    if (given) r->reasoning_budget = (int32_t)x;
+    if (!given && !get_int(root, "reasoning_budget", -1, lim->n_ctx, &x, &given, e)) goto fail;
+    if (given) r->reasoning_budget = (int32_t)x;
     const char *mt_name =
         field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (!get_int(root, mt_name, 1, lim->n_ctx, &x, &given, e)) goto fail;

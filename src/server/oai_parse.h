@@ -104,6 +104,8 @@ typedef struct rl_oai_req {
     bool parallel_tool_calls;       /* default true */
     bool tool_msgs;                 /* a message carries tool_calls or is a tool result */
     json_t *tmpl_kwargs;            /* borrowed: chat_template_kwargs (an object), or NULL */
+    int32_t reasoning_budget;       /* max_reasoning_tokens (or reasoning_budget): think-block
+                                       tokens before it is closed; -1 = no budget */
     /* structured output (the compiled grammar is gp.grammar) */
     char response_format[16]; /* "", "text", "json_object", "json_schema" */
     char *json_schema;        /* owned serialized schema object, or NULL */

@@ -396,9 +396,12 @@ void rl_srv_tools_init(rl_srv *s, const rl_oai_req *r, rl_srv_tools *t) {
     t->active = t->syn.tools != RL_TOOLS_NONE || t->syn.reasoning;
 }
 
-void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len) {
+bool rl_srv_opens_think(const char *prompt, size_t len) {
     while (len > 0 && (prompt[len - 1] == '\n' || prompt[len - 1] == ' ')) len--;
     size_t ol = strlen(RL_THINK_OPEN);
-    t->syn.think_open =
-        t->fmt.reasoning && len >= ol && !memcmp(prompt + len - ol, RL_THINK_OPEN, ol);
+    return len >= ol && !memcmp(prompt + len - ol, RL_THINK_OPEN, ol);
+}
+
+void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len) {
+    t->syn.think_open = t->fmt.reasoning && rl_srv_opens_think(prompt, len);
 }

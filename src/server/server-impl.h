@@ -129,6 +129,8 @@ typedef struct rl_srv_stream {
 
 /* The template's format and the request's syntax (before rendering). */
 void rl_srv_tools_init(rl_srv *s, const rl_oai_req *r, rl_srv_tools *t);
+/* The prompt text ends with an open think block ("<think>" then blanks). */
+bool rl_srv_opens_think(const char *prompt, size_t len);
 /* After rendering: notes whether the prompt left a think block open. */
 void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len);
 /* The request needs the full template context (tools, tool calls or
