@@ -155,8 +155,9 @@ bool rl_srv_anth_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
         goto done;
     }
     json_object_set(o, "max_tokens", v);
-    const char *copy[] = {"model", "temperature", "top_p", "top_k", "stream"};
-    for (int k = 0; k < 5; k++)
+    /* (ignore_eos: redline's extension, as on chat) */
+    const char *copy[] = {"model", "temperature", "top_p", "top_k", "stream", "ignore_eos"};
+    for (int k = 0; k < 6; k++)
         if ((v = json_object_get(in, copy[k]))) json_object_set(o, copy[k], v);
     if ((v = json_object_get(in, "stop_sequences"))) json_object_set(o, "stop", v);
     if ((v = json_object_get(in, "system"))) {

@@ -382,11 +382,19 @@ static int finish_status(rl_status code) {
     return code == RL_ERR_LIMIT ? 400 : 500;
 }
 
+/* A failure after streaming began, in the stream's API: Anthropic's
+ * `event: error`, the Responses API's `response.failed`, else OpenAI's
+ * error object as a data event. */
 static void stream_error(gen_job *j, const char *msg, int code) {
     rl_oai_err e;
-    rl_oai_fail(&e, code, NULL, NULL, "%s", msg);
-    char *s = rl_oai_err_json(&e);
+    rl_oai_fail(&e, code, NULL, code == 503 ? "shutting_down" : NULL, "%s", msg);
+    if (j->resp) {
+        rl_srv_resp_fail(&j->rs, j->id, j->created, j->srv->model_id, &e, &j->out);
+        return;
+    }
+    char *s = j->anth ? rl_srv_anth_err_json(&e) : rl_oai_err_json(&e);
     if (!s) return;
+    if (j->anth) out_append(j, "event: error\n", 13);
     out_append(j, "data: ", 6);
     out_append(j, s, strlen(s));
     out_append(j, "\n\n", 2);

@@ -338,11 +338,15 @@ static bool parse_content(json_t *c, size_t i, bool null_ok, char **out, rl_oai_
         json_t *p = json_array_get(c, j);
         const char *ty = json_string_value(json_object_get(p, "type"));
         json_t *tx = json_object_get(p, "text");
-        if (!json_is_object(p) || !ty || strcmp(ty, "text") || !json_is_string(tx))
-            return rl_oai_fail(e, 400, param, "invalid_value",
-                               "messages[%zu].content[%zu]: only {\"type\":\"text\",\"text\":...} "
-                               "parts are supported",
-                               i, j);
+        if (!json_is_object(p) || !ty || strcmp(ty, "text") || !json_is_string(tx)) {
+            char pp[64];
+            snprintf(pp, sizeof pp, "messages[%zu].content[%zu]%s", i, j,
+                     json_is_object(p) && ty && strcmp(ty, "text") ? ".type" : "");
+            return rl_oai_fail(
+                e, 400, pp, "invalid_value",
+                "%s: only {\"type\":\"text\",\"text\":...} parts are supported%s%.40s", pp,
+                ty && strcmp(ty, "text") ? ", not " : "", ty ? ty : "");
+        }
         if (memchr(json_string_value(tx), 0, json_string_length(tx)))
             return rl_oai_fail(e, 400, param, "invalid_value",
                                "messages[%zu].content[%zu].text: must not contain NUL characters",

@@ -211,6 +211,10 @@ void rl_srv_resp_start(rl_srv_resp *st, const char *id, int64_t created, const c
                        rl_buf *out);
 void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *delta, rl_buf *out);
 void rl_srv_resp_finish(rl_srv_resp *st, const char *id, json_t *final_resp, rl_buf *out);
+/* Streaming: the generation failed: response.failed with the response
+ * (status "failed", error {code, message}). */
+void rl_srv_resp_fail(rl_srv_resp *st, const char *id, int64_t created, const char *model,
+                      const rl_oai_err *e, rl_buf *out);
 
 /* ---- the web page (webpage.c) ---- */
 extern const char rl_srv_webpage[];
