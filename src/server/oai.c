@@ -36,6 +36,11 @@ typedef struct choice {
     rl_buf text;      /* non-streaming, or read for tools/reasoning: accumulated text */
     rl_srv_stream ss; /* streaming tools/reasoning: what was sent */
     json_t *lp;       /* non-streaming logprobs (chat: array; completion: object) */
+    /* /infill: text accumulates in `text`; sent_n bytes of it streamed;
+     * line_at: start of the line n_indent has not judged yet (0 = none:
+     * the first line is never cut); cut: a line was indented too little */
+    size_t sent_n, line_at;
+    bool cut;
 } choice;
 
 typedef struct gen_job {
@@ -375,6 +380,39 @@ static json_t *infill_obj(gen_job *j, const choice *c, const char *p, size_t n, 
     return o;
 }
 
+/* /infill's n_indent (llama-server's rule): judges every complete
+ * indentation of a line after the first; a line whose first other
+ * character comes before column n_indent is cut off with the rest and the
+ * generation cancelled.  Returns how many bytes of c->text are final (the
+ * rest may still be cut). */
+static size_t infill_indent(gen_job *j, choice *c) {
+    int32_t want = j->req.n_indent;
+    if (want <= 0) return c->text.n;
+    const char *p = c->text.p;
+    size_t n = c->text.n;
+    for (;;) {
+        if (c->line_at == 0) { /* find the first newline: the line after it is judged */
+            const char *nl = memchr(p, '\n', n);
+            if (!nl) return n;
+            c->line_at = (size_t)(nl - p) + 1;
+        }
+        size_t k = c->line_at;
+        int32_t ind = 0;
+        while (k < n && (p[k] == ' ' || p[k] == '\t') && ind < want) k++, ind++;
+        if (ind >= want || (k < n && p[k] == '\n')) { /* deep enough, or an empty line */
+            const char *nl = memchr(p + k, '\n', n - k);
+            if (!nl) return n;
+            c->line_at = (size_t)(nl - p) + 1;
+            continue;
+        }
+        if (k >= n) return c->line_at; /* indentation not known yet: hold the line */
+        c->cut = true;                 /* a line indented too little */
+        c->text.n = c->line_at;
+        if (!c->done) rl_engine_cancel(j->srv->eng, c->id);
+        return c->text.n;
+    }
+}
+
 /* HTTP status of a generation that ended in an error: a bound the
  * request's own grammar or parameters exceeded is the client's (400);
  * anything else is the server's (500). */
@@ -414,6 +452,16 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             c->t_last_tok = now;
         }
         bool lp = j->req.logprobs && has_tok;
+        if (j->infill) {
+            if (c->cut || ev->text_len == 0) return;
+            if (rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
+            size_t fin_n = infill_indent(j, c);
+            if (stream && fin_n > c->sent_n) {
+                out_event(j, infill_obj(j, c, c->text.p + c->sent_n, fin_n - c->sent_n, false));
+                c->sent_n = fin_n;
+            }
+            return;
+        }
         if (!stream) {
             if (lp) {
                 if (!c->lp) c->lp = chat ? json_array() : compl_lp_new();
@@ -443,11 +491,6 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             if (!delta && !lp) return;
             if (!delta) delta = json_object();
         }
-        if (j->infill) {
-            if (ev->text_len > 0)
-                out_event(j, infill_obj(j, c, ev->text, (size_t)ev->text_len, false));
-            return;
-        }
         json_t *txt = delta ? NULL : rl_srv_json_text(ev->text, (size_t)ev->text_len);
         json_t *lpo = NULL;
         if (lp) {
@@ -468,7 +511,7 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     /* DONE */
     c->done = true;
     j->n_left--;
-    c->fin = ev->finish;
+    c->fin = c->cut ? RL_FINISH_LENGTH : ev->finish; /* cut by n_indent: llama's "limit" */
     c->n_gen = ev->n_generated;
     c->n_prompt = ev->n_prompt;
     c->n_cached = ev->n_cached;
@@ -484,6 +527,12 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     atomic_store(&j->rq->n_gen, gen);
     if (i == 0) atomic_store(&j->rq->finish, (int)ev->finish);
     if (!stream) return;
+    if (j->infill && c->fin != RL_FINISH_ERROR && c->fin != RL_FINISH_CANCELLED) {
+        if (c->text.n > c->sent_n) /* the held-back end of the text */
+            out_event(j, infill_obj(j, c, c->text.p + c->sent_n, c->text.n - c->sent_n, false));
+        out_event(j, infill_obj(j, c, "", 0, true));
+        return;
+    }
     if (ev->finish == RL_FINISH_ERROR) {
         char msg[200];
         snprintf(msg, sizeof msg, "generation failed: %s",
@@ -491,8 +540,6 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
         stream_error(j, msg, finish_status(ev->error_code));
     } else if (ev->finish == RL_FINISH_CANCELLED) {
         stream_error(j, "the request was cancelled (the server is shutting down)", 503);
-    } else if (j->infill) {
-        out_event(j, infill_obj(j, c, "", 0, true));
     } else {
         const char *fin = finish_str(ev->finish);
         if (chat && j->tools.active) {

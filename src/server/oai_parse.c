@@ -644,6 +644,10 @@ static bool parse_fim(json_t *root, rl_oai_req *r, rl_oai_err *e) {
                                i);
     }
     r->fim_extra = x && json_array_size(x) ? x : NULL;
+    int64_t ni;
+    bool given;
+    if (!get_int(root, "n_indent", 0, 4096, &ni, &given, e)) return false;
+    if (given) r->n_indent = (int32_t)ni;
     if (r->n != 1)
         return rl_oai_fail(e, 400, "n", "invalid_value", "n: /infill makes one completion");
     r->fim = true;

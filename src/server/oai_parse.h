@@ -95,6 +95,7 @@ typedef struct rl_oai_req {
     const char *fim_prefix, *fim_suffix, *fim_middle; /* middle: infill's prompt, or NULL */
     size_t fim_prefix_len, fim_suffix_len, fim_middle_len;
     json_t *fim_extra; /* infill's input_extra array (borrowed), or NULL */
+    int32_t n_indent;  /* infill: a new line indented less than this ends the output (0 = off) */
     /* tools (chat): validated; the tool-call grammar is built later, by
      * the chat template's format (oai_tools.c) */
     json_t *tools; /* borrowed from root: the `tools` array, or NULL */

@@ -261,13 +261,12 @@ bool rl_srv_tool_grammar(rl_srv *s, rl_oai_req *r, rl_srv_tools *t, rl_oai_err *
     if (st == RL_OK) {
         /* auto: the tag starts the grammar; for Hermes also a bare call
          * object (Qwen2.5-Coder answers so; the parser takes it as the call) */
-        const char *words[3];
+        static const char *const bare[] = {"{\"name\"", "{ \"name\"", "{\n\"name\"",
+                                           "{\n  \"name\"", "{\n    \"name\""};
+        const char *words[8];
         int32_t n_words = 0;
         if (ctl < 0) words[n_words++] = tag;
-        if (fr.bare) {
-            words[n_words++] = "{\"name\"";
-            words[n_words++] = "{ \"name\"";
-        }
+        for (int i = 0; fr.bare && i < 5; i++) words[n_words++] = bare[i];
         if (r->tool_choice == RL_OAI_TOOLS_AUTO)
             g = rl_grammar_compile_lazy(gtxt, glen, words, n_words, ctl >= 0 ? &ctl : NULL,
                                         ctl >= 0, &err);

@@ -119,6 +119,29 @@ def test_infill_completes_the_gap(qwen):
     assert b["content"].startswith("return a + b"), b["content"]
 
 
+def test_infill_n_indent(qwen):
+    # llama-server's n_indent: a line after the first indented less than 4
+    # ends the output (cut before it), streamed the same
+    body = {"input_prefix": "def is_prime(n):\n    \"\"\"True when n is prime.\"\"\"\n",
+            "input_suffix": "\n\n\ndef primes_below(m):\n    return [k for k in range(m) if is_prime(k)]\n",
+            "n_predict": 120, "temperature": 0, "n_indent": 4}
+    st, _, b = qwen.request("POST", "/infill", body)
+    assert st == 200
+    lines = b["content"].split("\n")
+    assert all(not l.strip() or l.startswith("    ") for l in lines[1:]), b["content"]
+    free = qwen.request("POST", "/infill", {**body, "n_indent": 0})[2]
+    if free["content"] != b["content"]:  # the rule cut something: "limit", and a prefix of the free text
+        assert b["stop_type"] == "limit" and free["content"].startswith(b["content"])
+    req = urllib.request.Request(qwen.base + "/infill", data=json.dumps({**body, "stream": True}).encode(),
+                                 method="POST")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        events = [json.loads(l[6:]) for l in r.read().decode().split("\n") if l.startswith("data: ")]
+    assert "".join(e["content"] for e in events) == b["content"]
+    assert events[-1]["stop_type"] == b["stop_type"]
+    st, _, e = qwen.request("POST", "/infill", {**body, "n_indent": -1})
+    assert st == 400 and e["error"]["param"] == "n_indent"
+
+
 def test_infill_stream_matches_plain(qwen):
     body = {"input_prefix": PREFIX, "input_suffix": SUFFIX, "n_predict": 12, "temperature": 0}
     st, _, plain = qwen.request("POST", "/infill", body)
