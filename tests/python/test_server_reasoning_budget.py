@@ -110,3 +110,25 @@ def test_chat_budget_streamed(client):
 def test_bad_budget(server, body, param):
     st, _, b = server.request("POST", "/v1/chat/completions", {"messages": ASK, "max_tokens": 2, **body})
     assert st == 400 and b["error"]["param"] == param
+
+
+def test_anthropic_thinking_budget(server, client):
+    # Anthropic's thinking.budget_tokens is the same budget
+    chat = client.chat.completions.create(model="m", messages=ASK, max_tokens=40, temperature=0,
+                                          extra_body={"max_reasoning_tokens": 6}).choices[0].message
+    body = {"model": "m", "max_tokens": 40, "temperature": 0, "messages": ASK,
+            "thinking": {"type": "enabled", "budget_tokens": 6}}
+    st, _, b = server.request("POST", "/v1/messages", body)
+    assert st == 200, b
+    think = [c["thinking"] for c in b["content"] if c["type"] == "thinking"]
+    text = [c["text"] for c in b["content"] if c["type"] == "text"]
+    assert think == [chat.model_extra["reasoning_content"]]
+    assert text == [chat.content]
+    st, _, b = server.request("POST", "/v1/messages", {**body, "thinking": {"type": "disabled"}})
+    assert st == 200 and not [c for c in b["content"] if c["type"] == "thinking" and c["thinking"]]
+    for bad in ({"type": "enabled"}, {"type": "on"}, "yes", {"type": "enabled", "budget_tokens": -1}):
+        st, _, b = server.request("POST", "/v1/messages", {**body, "thinking": bad})
+        assert st == 400 and b["type"] == "error" and "thinking" in b["error"]["message"], b
+    st, _, b = server.request("POST", "/v1/messages", {**body, "thinking": {"type": "enabled",
+                                                                           "budget_tokens": 10 ** 6}})
+    assert st == 400 and "thinking.budget_tokens" in b["error"]["message"], b
