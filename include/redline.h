@@ -99,6 +99,17 @@ typedef struct rl_gen_params {
      * a JSON schema) that every generated token must keep valid; the engine
      * retains its own reference.  NULL = unconstrained. */
     rl_grammar *grammar;
+    /* Reasoning budget, on when think_close is non-empty: once think_budget
+     * tokens (0 = none) have been generated inside the think block, the
+     * engine writes think_close (e.g. "\n</think>\n\n") into the output as
+     * if sampled and goes on with the answer.  The block is open from the
+     * first token when think_open (the prompt opened it), else from a
+     * "<think>" within the first 16 generated tokens; a "</think>" the
+     * model writes itself ends it.  Not forced while a grammar constrains
+     * the output (a lazy grammar that has not triggered does not). */
+    int32_t think_budget;
+    bool think_open;
+    char think_close[RL_MAX_STOP_LEN + 1];
 } rl_gen_params;
 
 void rl_gen_params_default(rl_gen_params *p);
@@ -261,6 +272,9 @@ typedef struct rl_model_info {
     bool has_chat_template;          /* the file carries tokenizer.chat_template */
     char chat_template[16];          /* the template rl_chat_render uses: "model" (the
                                         file's), or the built-in "chatml" / "gemma" */
+    /* fill-in-the-middle tokens (-1 = none): the file's fim_*_token_id keys,
+     * else the vocabulary's <|fim_prefix|>, <fim-prefix>, <PRE>, ... */
+    int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
 } rl_model_info;
 
 void rl_vocab_model_info(const rl_vocab *v, rl_model_info *out);

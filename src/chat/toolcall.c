@@ -14,7 +14,8 @@
  * invariant can break (a grammar-constrained call never is malformed).
  *
  * Hermes output that is nothing but a bare call object (optionally in a
- * ``` fence) is that call too: Qwen2.5-Coder answers so.  While such text
+ * ``` fence, or in doubled braces {{..}} as Qwen2.5's template writes its
+ * example) is that call too: Qwen2.5-Coder answers so.  While such text
  * is still growing it is held back (a JSON answer that turns out not to
  * be a call is content at the end).
  *
@@ -555,6 +556,12 @@ static bool parse_bare(pout *o, const char *p, size_t n, bool partial) {
         if (partial && k >= n) return true;
     }
     if (k >= n || p[k] != '{') return false;
+    /* {{"name": .., "arguments": ..}}: Qwen2.5's template shows the call so
+     * (its Jinja source escapes nothing), and its models copy it */
+    size_t k2 = skip_ws(p, n, k + 1);
+    bool doubled = k2 < n && p[k2] == '{';
+    if (partial && k2 >= n) return true; /* "{" alone: may become either */
+    if (doubled) k = k2;
     int32_t first = o->n_calls;
     bool bad = false;
     scan_res r = one_call(o, p, n, &k, partial, &bad);
@@ -562,6 +569,7 @@ static bool parse_bare(pout *o, const char *p, size_t n, bool partial) {
         return partial || o->n_calls > first; /* in progress, or cut short */
     if (!bad) {
         k = skip_ws(p, n, k);
+        if (doubled && k < n && p[k] == '}') k = skip_ws(p, n, k + 1);
         if (fenced && starts(p + k, n - k, FENCE))
             k = skip_ws(p, n, k + 3);
         else if (fenced && partial && is_prefix_of(p + k, n - k, FENCE))

@@ -96,6 +96,12 @@ static rl_status vocab_init(rl_vocab *v, const rl_model *m, rl_err *err) {
     in->unk = rl_tokenizer_unk(tok);
     in->add_bos = rl_tokenizer_add_bos(tok);
     in->add_eos = rl_tokenizer_add_eos(tok);
+    in->fim_pre = rl_tokenizer_fim(tok, RL_FIM_PRE);
+    in->fim_suf = rl_tokenizer_fim(tok, RL_FIM_SUF);
+    in->fim_mid = rl_tokenizer_fim(tok, RL_FIM_MID);
+    in->fim_pad = rl_tokenizer_fim(tok, RL_FIM_PAD);
+    in->fim_rep = rl_tokenizer_fim(tok, RL_FIM_REP);
+    in->fim_sep = rl_tokenizer_fim(tok, RL_FIM_SEP);
     for (int32_t id = 0; id < in->n_vocab; id++)
         if (rl_tokenizer_is_eog(tok, id)) {
             if (in->n_eog < RL_MAX_EOG) in->eog[in->n_eog] = id;

@@ -44,7 +44,16 @@ typedef struct ereq {
     rl_spec_draft_seq draft_seq;
     rl_grammar *grammar;        /* retained; NULL = unconstrained */
     rl_gmatch *gm, *gm_scratch; /* matcher, and a scratch copy for verifying drafts */
-    rl_event *ev;               /* ring of undelivered events (under mu) */
+    /* reasoning budget (gp.think_close set; engine thread): RL__THINK_*,
+     * tokens inside the block, the last bytes of output (to see the tags),
+     * and the tokens of think_close */
+    uint8_t think;
+    int32_t think_n;
+    char think_tail[16];
+    uint8_t think_tail_n;
+    int32_t think_ids[RL_MAX_STOP_LEN + 1];
+    int32_t n_think_ids;
+    rl_event *ev; /* ring of undelivered events (under mu) */
     int32_t ev_head, ev_n, ev_cap;
 } ereq;
 
@@ -115,6 +124,8 @@ struct rl_engine {
     rl_engine_stats stats_snapshot;
 };
 
+enum { RL__THINK_OFF = 0, RL__THINK_WAIT = 1, RL__THINK_IN = 2 };
+
 /* ---- requests.c ---- */
 /* Ends request r (engine thread): frees its KV, queues the DONE event with
  * reason why, error code and message (msg may be NULL).  No-op when r has
@@ -148,6 +159,13 @@ bool rl__engine_emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_r
  * true on a stop-string match (the text before it is emitted). */
 bool rl__engine_flush_text(rl_engine *e, ereq *r, int32_t token, const rl_sample_result *sr,
                            bool all);
+/* Reasoning budget: the think block's state after token tok was emitted. */
+void rl__engine_think_update(rl_engine *e, ereq *r, int32_t tok);
+/* The budget is spent and think_close may be written now. */
+bool rl__engine_think_due(const ereq *r);
+/* Writes think_close into r's output (tokens accepted by the sampler and
+ * emitted); false when r finished meanwhile (as rl__engine_emit_token). */
+bool rl__engine_think_close(rl_engine *e, ereq *r);
 /* Pure stop-string rule over pending text buf[0..len) and stop[0..n_stop):
  * returns how many bytes may be emitted.  A stop string in buf: *stopped,
  * and the bytes before its earliest occurrence.  Else all of buf when

@@ -311,6 +311,10 @@ static int32_t tokens_left(const rl_engine *e, const ereq *r) {
 static void sample_and_update(rl_engine *e, ereq *r, float *row) {
     rl_sample_result sr;
     rl_err gerr;
+    if (rl__engine_think_due(r)) { /* the reasoning budget is spent: close the block */
+        rl__engine_think_close(e, r);
+        return;
+    }
     if (r->gm && rl_gmatch_mask(r->gm, row, e->n_vocab, &gerr)) {
         fail(e, r, &gerr);
         return;
@@ -407,7 +411,10 @@ static void plan_drafts(rl_engine *e) {
         c->source = r->gp.spec == RL_SPEC_NGRAM   ? RL_SPEC_SRC_NGRAM
                     : r->gp.spec == RL_SPEC_DRAFT ? RL_SPEC_SRC_DRAFT
                                                   : RL_SPEC_SRC_NONE;
-        c->no_spec = r->gp.sample.n_logprobs > 0;
+        /* no drafts that could run past a reasoning budget */
+        c->no_spec = r->gp.sample.n_logprobs > 0 ||
+                     (r->think == RL__THINK_IN &&
+                      r->think_n + e->params.draft_max + 1 >= r->gp.think_budget);
         c->acc = &r->acc;
         c->gm = r->gm;
         c->dseq = &r->draft_seq;

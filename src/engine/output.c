@@ -7,12 +7,19 @@
  * text (rl__stop_scan, rl__text_chunk), testable without a model; the
  * rest runs on the step loop and takes e->mu only to queue events.
  *
+ * Reasoning budget (gp.think_close): every emitted token's bytes go through
+ * a 16-byte tail that spots "<think>" (the block opens, when the prompt did
+ * not open it) and "</think>" (the model closed it); when the budget is
+ * spent, sample_and_update (engine.c) writes the close's tokens instead of
+ * sampling, and they are emitted like sampled ones.
+ *
  * Invariant: pending text (r->detok) is valid UTF-8 (the detokenizer
  * decodes lossily) and every cut falls on a character boundary: a stop
  * string is valid UTF-8, so a match or a held-back prefix of one starts at
  * a lead byte, and event chunks are cut back to a lead byte. */
 #include <string.h>
 
+#include "chat/chat.h" /* RL_THINK_OPEN, RL_THINK_CLOSE */
 #include "engine/engine-impl.h"
 
 void rl__engine_push_event(rl_engine *e, ereq *r, const rl_event *ev) {
@@ -125,6 +132,7 @@ bool rl__engine_emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_r
     rl_err derr;
     rl_detok_push(&r->detok, tok, NULL, &derr);
     r->base.tokens[r->base.n_tokens++] = tok;
+    if (r->think) rl__engine_think_update(e, r, tok);
     bool at_end = r->n_generated >= r->max_new || r->base.n_tokens >= e->n_ctx;
     if (at_end) rl_detok_flush(&r->detok, NULL, &derr);
     if (rl__engine_flush_text(e, r, tok, sr, at_end)) {
@@ -140,6 +148,53 @@ bool rl__engine_emit_token(rl_engine *e, ereq *r, int32_t tok, const rl_sample_r
         rl__engine_flush_text(e, r, -1, NULL, true);
         rl__engine_finish(e, r, RL_FINISH_STOP, RL_OK, NULL);
         return false;
+    }
+    return true;
+}
+
+/* ---- reasoning budget ---- */
+
+void rl__engine_think_update(rl_engine *e, ereq *r, int32_t tok) {
+    size_t l = 0;
+    const char *p = rl_tokenizer_piece(e->tok, tok, &l);
+    size_t cap = sizeof r->think_tail, n = r->think_tail_n;
+    if (l >= cap) { /* keep the last cap bytes of tail + piece */
+        memcpy(r->think_tail, p + l - cap, cap);
+        n = cap;
+    } else {
+        if (n + l > cap) {
+            memmove(r->think_tail, r->think_tail + (n + l - cap), cap - l);
+            n = cap - l;
+        }
+        memcpy(r->think_tail + n, p, l);
+        n += l;
+    }
+    r->think_tail_n = (uint8_t)n;
+    if (r->think == RL__THINK_WAIT) {
+        if (memmem(r->think_tail, n, RL_THINK_OPEN, strlen(RL_THINK_OPEN))) {
+            r->think = RL__THINK_IN;
+            r->think_n = 0;
+            r->think_tail_n = 0;
+        } else if (r->n_generated >= 16) {
+            r->think = RL__THINK_OFF; /* the model does not think */
+        }
+        return;
+    }
+    r->think_n++;
+    if (memmem(r->think_tail, n, RL_THINK_CLOSE, strlen(RL_THINK_CLOSE)))
+        r->think = RL__THINK_OFF; /* closed by the model */
+}
+
+bool rl__engine_think_due(const ereq *r) {
+    return r->think == RL__THINK_IN && r->think_n >= r->gp.think_budget &&
+           (!r->gm || rl_gmatch_is_waiting(r->gm));
+}
+
+bool rl__engine_think_close(rl_engine *e, ereq *r) {
+    r->think = RL__THINK_OFF;
+    for (int32_t i = 0; i < r->n_think_ids; i++) {
+        rl_sampler_accept(r->sampler, r->think_ids[i]);
+        if (!rl__engine_emit_token(e, r, r->think_ids[i], NULL)) return false;
     }
     return true;
 }

@@ -178,6 +178,13 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
         return rl_err_set(err, RL_ERR_INVALID, "spec: unknown speculation mode %d", (int)gp->spec);
     if (gp->spec == RL_SPEC_DRAFT && !e->draft)
         return rl_err_set(err, RL_ERR_INVALID, "spec: the engine has no draft model (-md)");
+    size_t tcl = strnlen(gp->think_close, RL_MAX_STOP_LEN + 1);
+    if (tcl > RL_MAX_STOP_LEN || (tcl && !rl_utf8_valid(gp->think_close, tcl)))
+        return rl_err_set(err, RL_ERR_INVALID, "think_close: must be 0..%d bytes of valid UTF-8",
+                          RL_MAX_STOP_LEN);
+    if (tcl && gp->think_budget < 0)
+        return rl_err_set(err, RL_ERR_INVALID, "think_budget: must be >= 0, got %d",
+                          (int)gp->think_budget);
     int32_t max_new = gp->max_tokens > 0 ? gp->max_tokens : e->n_ctx - n_prompt;
     if (max_new > e->n_ctx - n_prompt) max_new = e->n_ctx - n_prompt;
 
@@ -214,6 +221,24 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     if (gp->spec == RL_SPEC_DRAFT) { /* no draft K/V until its first proposal */
         rl_spec_draft_seq_init(&r->draft_seq);
         r->has_draft_seq = true;
+    }
+    if (tcl) { /* the close's tokens, control tokens ("</think>") included */
+        int32_t *ti = NULL;
+        size_t nt = 0;
+        if ((s = rl_tokenizer_encode(e->tok, gp->think_close, tcl, RL_TOK_PARSE_SPECIAL, &ti, &nt,
+                                     err))) {
+            ereq_free(r);
+            return s;
+        }
+        if (nt > sizeof r->think_ids / sizeof r->think_ids[0]) {
+            rl_free(ti);
+            ereq_free(r);
+            return rl_err_set(err, RL_ERR_INVALID, "think_close: too many tokens");
+        }
+        memcpy(r->think_ids, ti, nt * sizeof *ti);
+        r->n_think_ids = (int32_t)nt;
+        rl_free(ti);
+        r->think = gp->think_open ? RL__THINK_IN : RL__THINK_WAIT;
     }
     memcpy(r->base.tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
     for (int32_t i = 0; i < n_prompt; i++) rl_sampler_accept(r->sampler, prompt[i]);

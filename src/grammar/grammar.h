@@ -86,10 +86,13 @@ rl_status rl_json_schema_to_grammar(const char *schema_json, size_t len, char **
  * item_open VALUE item_close, the root is `open item close`, or with
  * `many` `open item (sep item)* close` (e.g. tool calls: item_open
  * "<tool_call>\n", item_close "\n</tool_call>", sep "\n").  NULL strings
- * are "".  The strings are written as GBNF literals (any bytes but NUL). */
+ * are "".  The strings are written as GBNF literals (any bytes but NUL).
+ * With `bare` the root also matches the value alone, unframed (a lazy
+ * grammar triggered by the value's first bytes, e.g. a bare {"name": ..}
+ * tool call; rule `framed` is then the framed form). */
 typedef struct rl_grammar_frame {
     const char *open, *item_open, *item_close, *sep, *close;
-    bool many;
+    bool many, bare;
 } rl_grammar_frame;
 /* rl_json_schema_to_grammar with the value framed as f says (f NULL: the
  * plain grammar); rules `item` and `root` are the frame's. */

@@ -734,8 +734,9 @@ static bool put_root(conv *c, int top, const rl_grammar_frame *f) {
               put_literal(c, f->item_open ? f->item_open : "") &&
               rl__js_printf(c, &c->out, " r%d ", top) &&
               put_literal(c, f->item_close ? f->item_close : "") &&
-              rl__js_printf(c, &c->out, "\nroot ::= ") && put_literal(c, f->open ? f->open : "") &&
-              rl__js_printf(c, &c->out, " item ");
+              (!f->bare || rl__js_printf(c, &c->out, "\nroot ::= framed | r%d", top)) &&
+              rl__js_printf(c, &c->out, "\n%s ::= ", f->bare ? "framed" : "root") &&
+              put_literal(c, f->open ? f->open : "") && rl__js_printf(c, &c->out, " item ");
     if (ok && f->many)
         ok = rl__js_printf(c, &c->out, "(") && put_literal(c, f->sep ? f->sep : "") &&
              rl__js_printf(c, &c->out, " item)* ");

@@ -155,10 +155,27 @@ bool rl_srv_anth_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
         goto done;
     }
     json_object_set(o, "max_tokens", v);
-    const char *copy[] = {"model", "temperature", "top_p", "top_k", "stream"};
-    for (int k = 0; k < 5; k++)
+    /* (ignore_eos: redline's extension, as on chat) */
+    const char *copy[] = {"model", "temperature", "top_p", "top_k", "stream", "ignore_eos"};
+    for (int k = 0; k < 6; k++)
         if ((v = json_object_get(in, copy[k]))) json_object_set(o, copy[k], v);
     if ((v = json_object_get(in, "stop_sequences"))) json_object_set(o, "stop", v);
+    /* thinking {"type": "enabled", "budget_tokens": N} -> the reasoning
+     * budget; "disabled" -> 0 (the block, if the template opens one, is
+     * closed at once) */
+    if ((v = json_object_get(in, "thinking")) && !json_is_null(v)) {
+        const char *t = json_string_value(json_object_get(v, "type"));
+        json_t *bt = json_object_get(v, "budget_tokens");
+        if (!json_is_object(v) || !t || (strcmp(t, "enabled") && strcmp(t, "disabled")) ||
+            (!strcmp(t, "enabled") && (!json_is_integer(bt) || json_integer_value(bt) < 0))) {
+            rl_oai_fail(e, 400, "thinking", "invalid_value",
+                        "thinking: must be {\"type\": \"enabled\", \"budget_tokens\": an "
+                        "integer >= 0} or {\"type\": \"disabled\"}");
+            goto done;
+        }
+        json_object_set_new(o, "max_reasoning_tokens",
+                            json_integer(strcmp(t, "enabled") ? 0 : json_integer_value(bt)));
+    }
     if ((v = json_object_get(in, "system"))) {
         rl_buf b = {0};
         if (!text_of(v, "system", &b, e)) {
@@ -239,6 +256,16 @@ void rl_srv_anth_fix_param(rl_oai_err *e) {
         shrink_all(e->message, from[k], to[k]);
     }
     if (!strcmp(e->param, "stop")) snprintf(e->param, sizeof e->param, "stop_sequences");
+    static const char mrt[] = "max_reasoning_tokens";
+    if (!strcmp(e->param, mrt)) { /* (a longer name: rewritten, not shrunk) */
+        char m[sizeof e->message + 32];
+        const char *rest =
+            strncmp(e->message, mrt, sizeof mrt - 1) ? e->message : e->message + sizeof mrt - 1;
+        snprintf(m, sizeof m, "thinking.budget_tokens%s", rest);
+        memcpy(e->message, m, sizeof e->message - 1); /* m is NUL-terminated within */
+        e->message[sizeof e->message - 1] = 0;
+        snprintf(e->param, sizeof e->param, "thinking.budget_tokens");
+    }
 }
 
 static const char *stop_reason(const char *finish) {

@@ -36,6 +36,11 @@ typedef struct choice {
     rl_buf text;      /* non-streaming, or read for tools/reasoning: accumulated text */
     rl_srv_stream ss; /* streaming tools/reasoning: what was sent */
     json_t *lp;       /* non-streaming logprobs (chat: array; completion: object) */
+    /* /infill: text accumulates in `text`; sent_n bytes of it streamed;
+     * line_at: start of the line n_indent has not judged yet (0 = none:
+     * the first line is never cut); cut: a line was indented too little */
+    size_t sent_n, line_at;
+    bool cut;
 } choice;
 
 typedef struct gen_job {
@@ -52,6 +57,7 @@ typedef struct gen_job {
     bool anth;          /* /v1/messages: Anthropic's shapes in and out */
     rl_srv_anth as;     /* its streaming state */
     bool resp;          /* /v1/responses: the Responses API's shapes */
+    bool infill;        /* /infill: llama-server's shapes */
     rl_srv_resp rs;     /* its streaming state */
     choice ch[RL_OAI_MAX_N];
     int32_t n_left; /* choices without a DONE event yet */
@@ -118,7 +124,9 @@ static bool render_chat(rl_srv *s, const rl_oai_req *r, bool add_gen, char **out
 static bool build_prompt(gen_job *j, rl_oai_err *e) {
     rl_srv *s = j->srv;
     rl_oai_req *r = &j->req;
-    const char *param = r->kind == RL_OAI_CHAT ? "messages" : "prompt";
+    const char *param = r->kind == RL_OAI_CHAT     ? "messages"
+                        : r->kind == RL_OAI_INFILL ? "input_prefix"
+                                                   : "prompt";
     if (r->kind == RL_OAI_CHAT) {
         char *txt = NULL;
         size_t len = 0;
@@ -127,10 +135,18 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
                                      : !render_chat(s, r, true, &txt, &len, e))
             return false;
         rl_srv_tools_prompt(&j->tools, txt, len);
+        r->gp.think_open = rl_srv_opens_think(txt, len);
         bool ok = rl_srv_tool_grammar(s, r, &j->tools, e) &&
                   encode_text(s, txt, len, true, &j->prompt, &j->n_prompt, param, e);
         rl_free(txt);
         if (!ok) return false;
+    } else if (r->fim) {
+        if (!rl_srv_fim_prompt(s, r, &j->prompt, &j->n_prompt, e)) return false;
+        if (r->echo && r->prompt) {
+            j->prompt_text = rl_strndup(r->prompt, r->prompt_len);
+            j->prompt_text_len = r->prompt_len;
+            if (!j->prompt_text) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
+        }
     } else if (r->prompt_ids) {
         j->prompt = rl_malloc((size_t)r->n_prompt_ids * sizeof(int32_t));
         if (!j->prompt) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
@@ -145,11 +161,16 @@ static bool build_prompt(gen_job *j, rl_oai_err *e) {
     } else {
         if (!encode_text(s, r->prompt, r->prompt_len, true, &j->prompt, &j->n_prompt, param, e))
             return false;
+        r->gp.think_open = rl_srv_opens_think(r->prompt, r->prompt_len);
         if (r->echo) {
             j->prompt_text = rl_strndup(r->prompt, r->prompt_len);
             j->prompt_text_len = r->prompt_len;
             if (!j->prompt_text) return rl_oai_fail(e, 500, NULL, NULL, "out of memory");
         }
+    }
+    if (r->reasoning_budget >= 0) { /* the engine closes the think block when it is spent */
+        r->gp.think_budget = r->reasoning_budget;
+        snprintf(r->gp.think_close, sizeof r->gp.think_close, "\n%s\n\n", RL_THINK_CLOSE);
     }
     if (j->n_prompt == 0)
         return rl_oai_fail(e, 400, param, "invalid_value", "%s: must not be empty", param);
@@ -340,6 +361,58 @@ static json_t *chunk(gen_job *j, int i, json_t *delta_or_text, json_t *logprobs,
     return o;
 }
 
+/* /infill's answer (llama-server's shape): the whole text, a streamed
+ * piece (final false), or the closing event of a stream (text "", final). */
+static json_t *infill_obj(gen_job *j, const choice *c, const char *p, size_t n, bool final) {
+    json_t *o = json_pack("{s:i, s:o, s:b}", "index", 0, "content", rl_srv_json_text(p ? p : "", n),
+                          "stop", final);
+    if (o && final) {
+        const char *st = c->fin == RL_FINISH_LENGTH ? "limit"
+                         : c->fin == RL_FINISH_STOP ? "eos"
+                                                    : "none";
+        json_object_set_new(o, "stop_type", json_string(st));
+        json_object_set_new(o, "model", json_string(j->srv->model_id));
+        json_object_set_new(o, "tokens_predicted", json_integer(c->n_gen));
+        json_object_set_new(o, "tokens_evaluated", json_integer(j->n_prompt));
+        json_object_set_new(o, "tokens_cached", json_integer(c->n_cached));
+        json_object_set_new(o, "truncated", json_false());
+    }
+    return o;
+}
+
+/* /infill's n_indent (llama-server's rule): judges every complete
+ * indentation of a line after the first; a line whose first other
+ * character comes before column n_indent is cut off with the rest and the
+ * generation cancelled.  Returns how many bytes of c->text are final (the
+ * rest may still be cut). */
+static size_t infill_indent(gen_job *j, choice *c) {
+    int32_t want = j->req.n_indent;
+    if (want <= 0) return c->text.n;
+    const char *p = c->text.p;
+    size_t n = c->text.n;
+    for (;;) {
+        if (c->line_at == 0) { /* find the first newline: the line after it is judged */
+            const char *nl = memchr(p, '\n', n);
+            if (!nl) return n;
+            c->line_at = (size_t)(nl - p) + 1;
+        }
+        size_t k = c->line_at;
+        int32_t ind = 0;
+        while (k < n && (p[k] == ' ' || p[k] == '\t') && ind < want) k++, ind++;
+        if (ind >= want || (k < n && p[k] == '\n')) { /* deep enough, or an empty line */
+            const char *nl = memchr(p + k, '\n', n - k);
+            if (!nl) return n;
+            c->line_at = (size_t)(nl - p) + 1;
+            continue;
+        }
+        if (k >= n) return c->line_at; /* indentation not known yet: hold the line */
+        c->cut = true;                 /* a line indented too little */
+        c->text.n = c->line_at;
+        if (!c->done) rl_engine_cancel(j->srv->eng, c->id);
+        return c->text.n;
+    }
+}
+
 /* HTTP status of a generation that ended in an error: a bound the
  * request's own grammar or parameters exceeded is the client's (400);
  * anything else is the server's (500). */
@@ -347,11 +420,19 @@ static int finish_status(rl_status code) {
     return code == RL_ERR_LIMIT ? 400 : 500;
 }
 
+/* A failure after streaming began, in the stream's API: Anthropic's
+ * `event: error`, the Responses API's `response.failed`, else OpenAI's
+ * error object as a data event. */
 static void stream_error(gen_job *j, const char *msg, int code) {
     rl_oai_err e;
-    rl_oai_fail(&e, code, NULL, NULL, "%s", msg);
-    char *s = rl_oai_err_json(&e);
+    rl_oai_fail(&e, code, NULL, code == 503 ? "shutting_down" : NULL, "%s", msg);
+    if (j->resp) {
+        rl_srv_resp_fail(&j->rs, j->id, j->created, j->srv->model_id, &e, &j->out);
+        return;
+    }
+    char *s = j->anth ? rl_srv_anth_err_json(&e) : rl_oai_err_json(&e);
     if (!s) return;
+    if (j->anth) out_append(j, "event: error\n", 13);
     out_append(j, "data: ", 6);
     out_append(j, s, strlen(s));
     out_append(j, "\n\n", 2);
@@ -371,6 +452,16 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
             c->t_last_tok = now;
         }
         bool lp = j->req.logprobs && has_tok;
+        if (j->infill) {
+            if (c->cut || ev->text_len == 0) return;
+            if (rl_buf_append(&c->text, ev->text, (size_t)ev->text_len)) return;
+            size_t fin_n = infill_indent(j, c);
+            if (stream && fin_n > c->sent_n) {
+                out_event(j, infill_obj(j, c, c->text.p + c->sent_n, fin_n - c->sent_n, false));
+                c->sent_n = fin_n;
+            }
+            return;
+        }
         if (!stream) {
             if (lp) {
                 if (!c->lp) c->lp = chat ? json_array() : compl_lp_new();
@@ -420,7 +511,7 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     /* DONE */
     c->done = true;
     j->n_left--;
-    c->fin = ev->finish;
+    c->fin = c->cut ? RL_FINISH_LENGTH : ev->finish; /* cut by n_indent: llama's "limit" */
     c->n_gen = ev->n_generated;
     c->n_prompt = ev->n_prompt;
     c->n_cached = ev->n_cached;
@@ -436,6 +527,12 @@ static void on_event(gen_job *j, int i, const rl_event *ev, bool stream) {
     atomic_store(&j->rq->n_gen, gen);
     if (i == 0) atomic_store(&j->rq->finish, (int)ev->finish);
     if (!stream) return;
+    if (j->infill && c->fin != RL_FINISH_ERROR && c->fin != RL_FINISH_CANCELLED) {
+        if (c->text.n > c->sent_n) /* the held-back end of the text */
+            out_event(j, infill_obj(j, c, c->text.p + c->sent_n, c->text.n - c->sent_n, false));
+        out_event(j, infill_obj(j, c, "", 0, true));
+        return;
+    }
     if (ev->finish == RL_FINISH_ERROR) {
         char msg[200];
         snprintf(msg, sizeof msg, "generation failed: %s",
@@ -491,7 +588,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         j->out_off = 0;
         rl_buf_clear(&j->out);
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (j->n_left == 0 && (j->anth || j->resp)) {
+        if (j->n_left == 0 && (j->anth || j->resp || j->infill)) {
             j->ended = true;
             continue;
         }
@@ -550,6 +647,18 @@ static enum MHD_Result run_blocking(gen_job *j) {
             job_free(j);
             return rl_srv_reply_error(rq, &e);
         }
+    }
+    if (j->infill) {
+        json_t *o = infill_obj(j, &j->ch[0], j->ch[0].text.p, j->ch[0].text.n, true);
+        char *txt = NULL;
+        size_t len = 0;
+        rl_err err;
+        if (o && rl_detokenize(j->srv->vocab, j->prompt, (size_t)j->n_prompt, 0, &txt, &len,
+                               &err) == RL_OK)
+            json_object_set_new(o, "prompt", rl_srv_json_text(txt, len));
+        rl_free(txt);
+        job_free(j);
+        return rl_srv_reply_json(rq, 200, o);
     }
     if (j->anth || j->resp) {
         choice *c = &j->ch[0];
@@ -625,7 +734,7 @@ static void submit_error(const rl_err *err, const gen_job *j, rl_oai_err *e) {
 
 /* One generation request; `body` is the OpenAI-shaped body (for
  * /v1/messages the translated one, anth set). */
-typedef enum api { API_OPENAI, API_ANTHROPIC, API_RESPONSES } api;
+typedef enum api { API_OPENAI, API_ANTHROPIC, API_RESPONSES, API_INFILL } api;
 
 static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *body, size_t body_len,
                                 api which) {
@@ -643,6 +752,7 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
     j->anth = anth;
     j->as.open_call = -1;
     j->resp = resp;
+    j->infill = which == API_INFILL;
     rl_oai_err e;
     if (!rl_oai_parse(body, body_len, kind, &lim, &j->req, &e) || !build_prompt(j, &e)) {
         if (anth) rl_srv_anth_fix_param(&e);
@@ -690,6 +800,8 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
         rl_srv_anth_start(j->id, s->model_id, j->n_prompt, &j->out);
     else if (resp)
         rl_srv_resp_start(&j->rs, j->id, j->created, s->model_id, &j->out);
+    else if (j->infill)
+        ; /* llama-server sends no opening event */
     else if (kind == RL_OAI_CHAT)
         for (int i = 0; i < j->req.n; i++)
             out_event(j, chunk(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
@@ -716,6 +828,10 @@ static enum MHD_Result generate(rl_srv_req *rq, rl_oai_kind kind, const char *bo
 
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind) {
     return generate(rq, kind, rq->body.p ? rq->body.p : "", rq->body.n, API_OPENAI);
+}
+
+enum MHD_Result rl_srv_infill(rl_srv_req *rq) {
+    return generate(rq, RL_OAI_INFILL, rq->body.p ? rq->body.p : "", rq->body.n, API_INFILL);
 }
 
 enum MHD_Result rl_srv_messages(rl_srv_req *rq) {

@@ -338,11 +338,15 @@ static bool parse_content(json_t *c, size_t i, bool null_ok, char **out, rl_oai_
         json_t *p = json_array_get(c, j);
         const char *ty = json_string_value(json_object_get(p, "type"));
         json_t *tx = json_object_get(p, "text");
-        if (!json_is_object(p) || !ty || strcmp(ty, "text") || !json_is_string(tx))
-            return rl_oai_fail(e, 400, param, "invalid_value",
-                               "messages[%zu].content[%zu]: only {\"type\":\"text\",\"text\":...} "
-                               "parts are supported",
-                               i, j);
+        if (!json_is_object(p) || !ty || strcmp(ty, "text") || !json_is_string(tx)) {
+            char pp[64];
+            snprintf(pp, sizeof pp, "messages[%zu].content[%zu]%s", i, j,
+                     json_is_object(p) && ty && strcmp(ty, "text") ? ".type" : "");
+            return rl_oai_fail(
+                e, 400, pp, "invalid_value",
+                "%s: only {\"type\":\"text\",\"text\":...} parts are supported%s%.40s", pp,
+                ty && strcmp(ty, "text") ? ", not " : "", ty ? ty : "");
+        }
         if (memchr(json_string_value(tx), 0, json_string_length(tx)))
             return rl_oai_fail(e, 400, param, "invalid_value",
                                "messages[%zu].content[%zu].text: must not contain NUL characters",
@@ -593,6 +597,63 @@ static bool parse_prompt(json_t *root, const rl_oai_limits *lim, rl_oai_req *r, 
     return true;
 }
 
+/* Fill-in-the-middle: `suffix` on a completion (the string prompt is the
+ * prefix), or /infill's input_prefix, input_suffix, input_extra and
+ * prompt (the text typed after the prefix). */
+static bool parse_fim(json_t *root, rl_oai_req *r, rl_oai_err *e) {
+    if (r->kind == RL_OAI_COMPLETION) {
+        json_t *sf = field(root, "suffix");
+        if (!sf) return true;
+        if (!json_is_string(sf))
+            return rl_oai_fail(e, 400, "suffix", "invalid_type", "suffix: must be a string");
+        if (!r->prompt)
+            return rl_oai_fail(e, 400, "suffix", "invalid_value",
+                               "suffix: needs a string prompt (the text before the gap)");
+        r->fim = true;
+        r->fim_prefix = r->prompt;
+        r->fim_prefix_len = r->prompt_len;
+        r->fim_suffix = json_string_value(sf);
+        r->fim_suffix_len = json_string_length(sf);
+        return true;
+    }
+    static const char *const keys[] = {"input_prefix", "input_suffix", "prompt"};
+    const char **txt[] = {&r->fim_prefix, &r->fim_suffix, &r->fim_middle};
+    size_t *len[] = {&r->fim_prefix_len, &r->fim_suffix_len, &r->fim_middle_len};
+    for (int k = 0; k < 3; k++) {
+        json_t *v = field(root, keys[k]);
+        if (!v && k < 2)
+            return rl_oai_fail(e, 400, keys[k], "missing_field", "%s: is required", keys[k]);
+        if (v && !json_is_string(v))
+            return rl_oai_fail(e, 400, keys[k], "invalid_type", "%s: must be a string", keys[k]);
+        *txt[k] = v ? json_string_value(v) : NULL;
+        *len[k] = v ? json_string_length(v) : 0;
+    }
+    json_t *x = field(root, "input_extra");
+    if (x && (!json_is_array(x) || json_array_size(x) > RL_OAI_MAX_EXTRA))
+        return rl_oai_fail(e, 400, "input_extra", "invalid_value",
+                           "input_extra: must be an array of at most %d {\"filename\": a string, "
+                           "\"text\": a string} objects",
+                           RL_OAI_MAX_EXTRA);
+    for (size_t i = 0; x && i < json_array_size(x); i++) {
+        json_t *c = json_array_get(x, i), *fn = json_object_get(c, "filename");
+        if (!json_is_object(c) || !json_is_string(json_object_get(c, "text")) ||
+            (fn && !json_is_null(fn) && !json_is_string(fn)))
+            return rl_oai_fail(e, 400, "input_extra", "invalid_value",
+                               "input_extra[%zu]: must be {\"filename\": a string (optional), "
+                               "\"text\": a string}",
+                               i);
+    }
+    r->fim_extra = x && json_array_size(x) ? x : NULL;
+    int64_t ni;
+    bool given;
+    if (!get_int(root, "n_indent", 0, 4096, &ni, &given, e)) return false;
+    if (given) r->n_indent = (int32_t)ni;
+    if (r->n != 1)
+        return rl_oai_fail(e, 400, "n", "invalid_value", "n: /infill makes one completion");
+    r->fim = true;
+    return true;
+}
+
 bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_limits *lim,
                   rl_oai_req *r, rl_oai_err *e) {
     memset(r, 0, sizeof *r);
@@ -644,10 +705,21 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
     }
     if (!get_int(root, "priority", -1000000, 1000000, &x, &given, e)) goto fail;
     if (given) r->gp.priority = (int32_t)x;
+    /* reasoning budget: max_reasoning_tokens, or llama-server's reasoning_budget (-1 = none) */
+    r->reasoning_budget = -1;
+    if (!get_int(root, "max_reasoning_tokens", 0, lim->n_ctx, &x, &given, e)) goto fail;
+    if (given) r->reasoning_budget = (int32_t)x;
+    if (!given && !get_int(root, "reasoning_budget", -1, lim->n_ctx, &x, &given, e)) goto fail;
+    if (given) r->reasoning_budget = (int32_t)x;
     const char *mt_name =
         field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (!get_int(root, mt_name, 1, lim->n_ctx, &x, &given, e)) goto fail;
     if (given) r->max_tokens = (int32_t)x;
+    /* llama-server's name; -1 = until the context is full */
+    if (kind == RL_OAI_INFILL && !given) {
+        if (!get_int(root, "n_predict", -1, lim->n_ctx, &x, &given, e)) goto fail;
+        if (given && x > 0) r->max_tokens = (int32_t)x;
+    }
     r->gp.max_tokens = r->max_tokens;
 
     json_t *so = field(root, "stream_options");
@@ -691,8 +763,9 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
     if (!parse_stop(root, &r->gp, e) || !parse_logit_bias(root, lim, r, e) ||
         !parse_response_format(root, r, e))
         goto fail;
-    if (kind == RL_OAI_CHAT ? !parse_messages(root, lim, r, e) || !parse_tools(root, r, e)
-                            : !parse_prompt(root, lim, r, e))
+    if (kind == RL_OAI_CHAT         ? !parse_messages(root, lim, r, e) || !parse_tools(root, r, e)
+        : kind == RL_OAI_COMPLETION ? !parse_prompt(root, lim, r, e) || !parse_fim(root, r, e)
+                                    : !parse_fim(root, r, e))
         goto fail;
 
     /* The engine's own check, so whatever passes here is submittable. */

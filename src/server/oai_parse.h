@@ -13,6 +13,10 @@
  *   - chat: 1..lim->max_messages messages, each with a known role and a
  *     NUL-free UTF-8 content (NULL only for an assistant message);
  *   - completion: either a string prompt or 1..n_ctx-1 token ids in range;
+ *     with `suffix` (a string; string prompts only) it is fill-in-the-middle;
+ *   - infill: input_prefix and input_suffix strings, prompt a string or
+ *     absent, input_extra an array of at most RL_OAI_MAX_EXTRA {"text": a
+ *     string, "filename": a string (optional)} objects; n == 1;
  *   - tools: at most RL_OAI_MAX_TOOLS, each {"type":"function","function":
  *     {"name": [A-Za-z0-9_-]{1,64}, unique, "parameters": a schema the
  *     grammar compiler accepts (optional)}}; a named tool_choice names
@@ -32,6 +36,7 @@
 typedef enum rl_oai_kind {
     RL_OAI_CHAT = 1,       /* POST /v1/chat/completions */
     RL_OAI_COMPLETION = 2, /* POST /v1/completions */
+    RL_OAI_INFILL = 3,     /* POST /infill (llama-server's fill-in-the-middle) */
 } rl_oai_kind;
 
 /* An OpenAI-style error: {"error":{"message","type","param","code"}}. */
@@ -54,6 +59,7 @@ typedef struct rl_oai_limits {
 
 #define RL_OAI_MAX_N     8
 #define RL_OAI_MAX_TOOLS 128
+#define RL_OAI_MAX_EXTRA 1024 /* input_extra chunks of one /infill request */
 
 typedef enum rl_oai_tool_choice {
     RL_OAI_TOOLS_NONE = 0,     /* no tools, or tool_choice "none" */
@@ -83,6 +89,13 @@ typedef struct rl_oai_req {
     size_t prompt_len;
     int32_t *prompt_ids; /* owned (token-id prompt), else NULL */
     int32_t n_prompt_ids;
+    /* fill-in-the-middle (completion with suffix, infill); the texts are
+     * borrowed from root; the prompt is built by the model's FIM tokens */
+    bool fim;
+    const char *fim_prefix, *fim_suffix, *fim_middle; /* middle: infill's prompt, or NULL */
+    size_t fim_prefix_len, fim_suffix_len, fim_middle_len;
+    json_t *fim_extra; /* infill's input_extra array (borrowed), or NULL */
+    int32_t n_indent;  /* infill: a new line indented less than this ends the output (0 = off) */
     /* tools (chat): validated; the tool-call grammar is built later, by
      * the chat template's format (oai_tools.c) */
     json_t *tools; /* borrowed from root: the `tools` array, or NULL */
@@ -92,6 +105,8 @@ typedef struct rl_oai_req {
     bool parallel_tool_calls;       /* default true */
     bool tool_msgs;                 /* a message carries tool_calls or is a tool result */
     json_t *tmpl_kwargs;            /* borrowed: chat_template_kwargs (an object), or NULL */
+    int32_t reasoning_budget;       /* max_reasoning_tokens (or reasoning_budget): think-block
+                                       tokens before it is closed; -1 = no budget */
     /* structured output (the compiled grammar is gp.grammar) */
     char response_format[16]; /* "", "text", "json_object", "json_schema" */
     char *json_schema;        /* owned serialized schema object, or NULL */

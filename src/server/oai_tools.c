@@ -17,7 +17,8 @@
  * parameters schema>} ("parameters" for Llama 3), framed by the format's
  * tags (rl_json_schema_to_grammar_framed).  `required` and a named tool
  * constrain from the first token; `auto` compiles the same grammar lazily,
- * triggered by the format's opening tag, so a call once begun is valid.
+ * triggered by the format's opening tag, so a call once begun is valid
+ * (for Hermes also by a bare {"name" object, the grammar's unframed form).
  * A tag that the tokenizer has as one control token (which a grammar
  * cannot emit) is the lazy grammar's trigger token, and for `required` it
  * is left out of the grammar and put back in front of the text before
@@ -250,6 +251,7 @@ bool rl_srv_tool_grammar(rl_srv *s, rl_oai_req *r, rl_srv_tools *t, rl_oai_err *
         if (fr.open) fr.open += tl;
         if (fr.item_open) fr.item_open += tl;
     }
+    fr.bare = f->tools == RL_TOOLS_HERMES && r->tool_choice == RL_OAI_TOOLS_AUTO;
     char *gtxt = NULL;
     size_t glen = 0;
     rl_err err = {0};
@@ -257,9 +259,17 @@ bool rl_srv_tool_grammar(rl_srv *s, rl_oai_req *r, rl_srv_tools *t, rl_oai_err *
     free(stxt);
     rl_grammar *g = NULL;
     if (st == RL_OK) {
+        /* auto: the tag starts the grammar; for Hermes also a bare call
+         * object (Qwen2.5-Coder answers so; the parser takes it as the call) */
+        static const char *const bare[] = {"{\"name\"", "{ \"name\"", "{\n\"name\"",
+                                           "{\n  \"name\"", "{\n    \"name\""};
+        const char *words[8];
+        int32_t n_words = 0;
+        if (ctl < 0) words[n_words++] = tag;
+        for (int i = 0; fr.bare && i < 5; i++) words[n_words++] = bare[i];
         if (r->tool_choice == RL_OAI_TOOLS_AUTO)
-            g = ctl >= 0 ? rl_grammar_compile_lazy(gtxt, glen, NULL, 0, &ctl, 1, &err)
-                         : rl_grammar_compile_lazy(gtxt, glen, &tag, 1, NULL, 0, &err);
+            g = rl_grammar_compile_lazy(gtxt, glen, words, n_words, ctl >= 0 ? &ctl : NULL,
+                                        ctl >= 0, &err);
         else
             g = rl_grammar_compile(gtxt, glen, &err);
     }
@@ -396,9 +406,12 @@ void rl_srv_tools_init(rl_srv *s, const rl_oai_req *r, rl_srv_tools *t) {
     t->active = t->syn.tools != RL_TOOLS_NONE || t->syn.reasoning;
 }
 
-void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len) {
+bool rl_srv_opens_think(const char *prompt, size_t len) {
     while (len > 0 && (prompt[len - 1] == '\n' || prompt[len - 1] == ' ')) len--;
     size_t ol = strlen(RL_THINK_OPEN);
-    t->syn.think_open =
-        t->fmt.reasoning && len >= ol && !memcmp(prompt + len - ol, RL_THINK_OPEN, ol);
+    return len >= ol && !memcmp(prompt + len - ol, RL_THINK_OPEN, ol);
+}
+
+void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len) {
+    t->syn.think_open = t->fmt.reasoning && rl_srv_opens_think(prompt, len);
 }

@@ -133,8 +133,9 @@ bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
                              {"stream", "stream"},
                              {"max_output_tokens", "max_tokens"},
                              {"tool_choice", "tool_choice"},
-                             {"parallel_tool_calls", "parallel_tool_calls"}};
-    for (int k = 0; k < 7; k++)
+                             {"parallel_tool_calls", "parallel_tool_calls"},
+                             {"ignore_eos", "ignore_eos"}}; /* redline's extension */
+    for (int k = 0; k < 8; k++)
         if ((v = json_object_get(in, copy[k][0])) && !json_is_null(v))
             json_object_set(o, copy[k][1], v);
     v = json_object_get(in, "tool_choice");
@@ -362,5 +363,22 @@ void rl_srv_resp_finish(rl_srv_resp *st, const char *id, json_t *final_resp, rl_
     event(st, out,
           status && !strcmp(status, "incomplete") ? "response.incomplete" : "response.completed",
           json_pack("{s:o}", "response", final_resp));
+    rl_buf_free(&st->acc);
+}
+
+void rl_srv_resp_fail(rl_srv_resp *st, const char *id, int64_t created, const char *model,
+                      const rl_oai_err *e, rl_buf *out) {
+    json_t *empty = json_object();
+    json_t *r = rl_srv_resp_object(id, created, model, empty, NULL, 0, 0, "failed");
+    json_decref(empty);
+    if (r)
+        json_object_set_new(r, "error",
+                            json_pack("{s:s, s:s}", "code",
+                                      e->code            ? e->code
+                                      : e->status >= 500 ? "server_error"
+                                                         : "invalid_prompt",
+                                      "message", e->message));
+    st->open_kind = 0;
+    event(st, out, "response.failed", json_pack("{s:o}", "response", r));
     rl_buf_free(&st->acc);
 }

@@ -104,6 +104,7 @@ json_t *rl_srv_json_text(const char *s, size_t n);
 enum MHD_Result rl_srv_generate(rl_srv_req *rq, rl_oai_kind kind);
 enum MHD_Result rl_srv_messages(rl_srv_req *rq);  /* POST /v1/messages */
 enum MHD_Result rl_srv_responses(rl_srv_req *rq); /* POST /v1/responses */
+enum MHD_Result rl_srv_infill(rl_srv_req *rq);    /* POST /infill (llama-server's shapes) */
 enum MHD_Result rl_srv_tokenize(rl_srv_req *rq);
 enum MHD_Result rl_srv_embeddings(rl_srv_req *rq); /* POST /v1/embeddings (embeddings.c) */
 enum MHD_Result rl_srv_detokenize(rl_srv_req *rq);
@@ -136,6 +137,8 @@ typedef struct rl_srv_stream {
 
 /* The template's format and the request's syntax (before rendering). */
 void rl_srv_tools_init(rl_srv *s, const rl_oai_req *r, rl_srv_tools *t);
+/* The prompt text ends with an open think block ("<think>" then blanks). */
+bool rl_srv_opens_think(const char *prompt, size_t len);
 /* After rendering: notes whether the prompt left a think block open. */
 void rl_srv_tools_prompt(rl_srv_tools *t, const char *prompt, size_t len);
 /* The request needs the full template context (tools, tool calls or
@@ -157,6 +160,14 @@ json_t *rl_srv_tools_message(const rl_srv_tools *t, uint64_t seed, const char *p
  * end), NULL when nothing new can be sent; st records what was sent. */
 json_t *rl_srv_tools_delta(const rl_srv_tools *t, rl_srv_stream *st, uint64_t seed, const char *p,
                            size_t n, bool final, bool *has_calls);
+
+/* ---- fill-in-the-middle (fim.c) ---- */
+/* The model has the FIM prefix, suffix and middle tokens; else a 400
+ * naming r's suffix field. */
+bool rl_srv_fim_supported(rl_srv *s, const rl_oai_req *r, rl_oai_err *e);
+/* The FIM prompt of r (r->fim) as llama.cpp's server orders it (see
+ * fim.c); *ids allocated with rl_malloc (caller frees). */
+bool rl_srv_fim_prompt(rl_srv *s, const rl_oai_req *r, int32_t **ids, int32_t *n, rl_oai_err *e);
 
 /* ---- Anthropic Messages API (anthropic.c) ---- */
 /* What a streaming /v1/messages response has opened. */
@@ -208,6 +219,10 @@ void rl_srv_resp_start(rl_srv_resp *st, const char *id, int64_t created, const c
                        rl_buf *out);
 void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *delta, rl_buf *out);
 void rl_srv_resp_finish(rl_srv_resp *st, const char *id, json_t *final_resp, rl_buf *out);
+/* Streaming: the generation failed: response.failed with the response
+ * (status "failed", error {code, message}). */
+void rl_srv_resp_fail(rl_srv_resp *st, const char *id, int64_t created, const char *model,
+                      const rl_oai_err *e, rl_buf *out);
 
 /* ---- the web page (webpage.c) ---- */
 extern const char rl_srv_webpage[];

@@ -271,6 +271,7 @@ typedef enum route_id {
     R_MESSAGES,
     R_RESPONSES,
     R_EMBEDDINGS,
+    R_INFILL,
 } route_id;
 
 static route_id find_route(const char *p, const char **arg) {
@@ -293,6 +294,7 @@ static route_id find_route(const char *p, const char **arg) {
     if (!strcmp(p, "/v1/messages") || !strcmp(p, "/messages")) return R_MESSAGES;
     if (!strcmp(p, "/v1/responses") || !strcmp(p, "/responses")) return R_RESPONSES;
     if (!strcmp(p, "/v1/embeddings") || !strcmp(p, "/embeddings")) return R_EMBEDDINGS;
+    if (!strcmp(p, "/infill") || !strcmp(p, "/v1/infill")) return R_INFILL;
     if (!strcmp(p, "/tokenize") || !strcmp(p, "/v1/tokenize")) return R_TOKENIZE;
     if (!strcmp(p, "/detokenize") || !strcmp(p, "/v1/detokenize")) return R_DETOKENIZE;
     return R_NONE;
@@ -300,7 +302,7 @@ static route_id find_route(const char *p, const char **arg) {
 
 static bool route_is_post(route_id r) {
     return r == R_CHAT || r == R_COMPL || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_MESSAGES ||
-           r == R_RESPONSES || r == R_EMBEDDINGS;
+           r == R_RESPONSES || r == R_EMBEDDINGS || r == R_INFILL;
 }
 
 static enum MHD_Result dispatch(rl_srv_req *rq) {
@@ -366,6 +368,8 @@ static enum MHD_Result dispatch(rl_srv_req *rq) {
         return rl_srv_messages(rq);
     case R_RESPONSES:
         return rl_srv_responses(rq);
+    case R_INFILL:
+        return rl_srv_infill(rq);
     case R_TOKENIZE:
         return rl_srv_tokenize(rq);
     case R_DETOKENIZE:

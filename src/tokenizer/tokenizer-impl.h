@@ -51,8 +51,9 @@ struct rl_tokenizer {
     rl__merge_slot *merges;
     uint32_t merges_mask;
     int32_t bos, eos, eot, pad, unk;
-    int32_t sep;            /* WordPiece: appended after the text (-1 if none) */
-    uint32_t max_token_len; /* longest token text, bytes */
+    int32_t fim[RL_FIM_COUNT]; /* rl_fim_token -> id, -1 = none */
+    int32_t sep;               /* WordPiece: appended after the text (-1 if none) */
+    uint32_t max_token_len;    /* longest token text, bytes */
     bool add_bos, add_eos, add_space_prefix;
     bool add_sep;         /* WordPiece: append sep with RL_TOK_ADD_SPECIAL */
     bool spm_by_position; /* Gemma: merge priority is file position, not score */

@@ -79,6 +79,23 @@ int32_t rl_tokenizer_unk(const rl_tokenizer *tok);
 int32_t rl_tokenizer_sep(const rl_tokenizer *tok);
 bool rl_tokenizer_add_bos(const rl_tokenizer *tok);
 bool rl_tokenizer_add_eos(const rl_tokenizer *tok);
+/* Fill-in-the-middle tokens (index of rl_tokenizer_fim).  From the keys
+ * tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id (pre/suf/mid also
+ * under the older prefix/suffix/middle_token_id), else, as llama.cpp does
+ * for files that lack them, the first vocabulary string of the families'
+ * spellings (<|fim_prefix|>, <fim-prefix>, <fim_prefix>, <PRE>, ...).
+ * pad, rep and sep also end a generation (as in llama.cpp). */
+typedef enum rl_fim_token {
+    RL_FIM_PRE = 0, /* before the prefix */
+    RL_FIM_SUF = 1, /* before the suffix */
+    RL_FIM_MID = 2, /* the model writes the middle after it */
+    RL_FIM_PAD = 3,
+    RL_FIM_REP = 4, /* repository name (repo-level FIM) */
+    RL_FIM_SEP = 5, /* file separator (repo-level FIM) */
+    RL_FIM_COUNT = 6,
+} rl_fim_token;
+/* The id of FIM token `which`, -1 when the model has none. */
+int32_t rl_tokenizer_fim(const rl_tokenizer *tok, rl_fim_token which);
 /* Pre-tokenizer name as in the metadata ("smollm", "qwen2", ...; "" if none). */
 const char *rl_tokenizer_pre(const rl_tokenizer *tok);
 /* End of generation: eos, eot, and control tokens such as <|im_end|>,

@@ -171,6 +171,42 @@ static bool is_eog_text(const char *s, size_t n) {
     return false;
 }
 
+/* The FIM token ids (tokenizer.h, rl_fim_token): the metadata's, else the
+ * first of the families' spellings found in the vocabulary. */
+static rl_status load_fim(rl_tokenizer *tok, const rl_gguf *g, rl_err *err) {
+    static const char *const keys[RL_FIM_COUNT][2] = {
+        {"fim_pre_token_id", "prefix_token_id"},
+        {"fim_suf_token_id", "suffix_token_id"},
+        {"fim_mid_token_id", "middle_token_id"},
+        {"fim_pad_token_id", NULL},
+        {"fim_rep_token_id", NULL},
+        {"fim_sep_token_id", NULL},
+    };
+    static const char *const names[RL_FIM_COUNT][8] = {
+        {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+         "<|code_prefix|>", NULL},
+        {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+         "<|code_suffix|>", NULL},
+        {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
+         "<|code_middle|>", NULL},
+        {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL},
+        {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL},
+        {"<|file_sep|>", NULL},
+    };
+    for (int w = 0; w < RL_FIM_COUNT; w++) {
+        tok->fim[w] = -1;
+        for (int k = 0; k < 2 && keys[w][k] && tok->fim[w] < 0; k++) {
+            rl_status st = get_id(g, keys[w][k], tok->n_vocab, &tok->fim[w], err);
+            if (st) return st;
+        }
+        for (int k = 0; names[w][k] && tok->fim[w] < 0; k++)
+            tok->fim[w] = rl__vocab_find(tok, names[w][k], strlen(names[w][k]));
+    }
+    for (int w = RL_FIM_PAD; w <= RL_FIM_SEP; w++)
+        if (tok->fim[w] >= 0) tok->attr[tok->fim[w]] |= RL__TA_EOG;
+    return RL_OK;
+}
+
 static rl_status load_merges(rl_tokenizer *tok, const rl_gguf *g, rl_err *err) {
     static const int str_t[] = {RL_GGUF_STRING};
     int64_t idx;
@@ -496,6 +532,7 @@ rl_status rl_tokenizer_load(const rl_gguf *g, rl_tokenizer **out, rl_err *err) {
     int32_t eom; /* Llama 3.1+ <|eom_id|> (end of a tool-calling message) */
     if ((st = get_id(g, "eom_token_id", tok->n_vocab, &eom, err))) goto fail;
     if (eom >= 0) tok->attr[eom] |= RL__TA_EOG;
+    if ((st = load_fim(tok, g, err))) goto fail;
 
     if ((st = build_pieces(tok, err)) || (st = build_specials(tok, err))) goto fail;
     if (kind == RL_TOKENIZER_BPE) {
@@ -569,6 +606,10 @@ bool rl_tokenizer_add_eos(const rl_tokenizer *tok) {
 }
 const char *rl_tokenizer_pre(const rl_tokenizer *tok) {
     return tok->pre;
+}
+
+int32_t rl_tokenizer_fim(const rl_tokenizer *tok, rl_fim_token which) {
+    return which >= 0 && which < RL_FIM_COUNT ? tok->fim[which] : -1;
 }
 
 bool rl_tokenizer_is_eog(const rl_tokenizer *tok, int32_t id) {

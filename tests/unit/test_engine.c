@@ -444,6 +444,78 @@ static void test_bad_requests(void **state) {
     assert_non_null(strstr(err.msg, "/nonexistent/model.gguf"));
 }
 
+/* Runs one request to its end; returns the number of tokens, in out. */
+static int32_t run_one(rl_engine *e, const int32_t *prompt, int32_t n, const rl_gen_params *gp,
+                       int32_t *out, int32_t cap) {
+    uint64_t id;
+    rl_err err = {0};
+    if (rl_engine_submit(e, prompt, n, gp, &id, &err)) fail_msg("submit: %s", err.msg);
+    int32_t k = 0;
+    for (bool done = false; !done;) {
+        rl_engine_step(e);
+        rl_event ev;
+        while (!done && rl_engine_next(e, id, &ev, 0) == RL_OK) {
+            if (ev.kind == RL_EV_TOKEN && ev.token >= 0 && k < cap) out[k++] = ev.token;
+            done = ev.kind == RL_EV_DONE;
+        }
+    }
+    return k;
+}
+
+/* Reasoning budget: after think_budget tokens inside the block the close
+ * text's tokens follow, then the model goes on (greedy: the same tokens as
+ * unconstrained decoding up to the budget); with n-gram speculation the
+ * close lands at the same place (no draft runs past the budget); budget 0
+ * closes at once; a "</think>" the model writes ends the count; a
+ * negative budget is refused. */
+static void test_think_budget(void **state) {
+    (void)state;
+    rl_engine *e = make_engine(64, 4, 0, false);
+    int32_t prompt[64], a[32], b[32], close[16];
+    int32_t n = encode(e, "Question: what is 2+2?\n<think>\n", NULL, prompt, 64);
+    const char *ct = "\n</think>\n\n";
+    int32_t *ids = NULL;
+    size_t nc = 0;
+    rl_err err = {0};
+    assert_int_equal(rl_tokenizer_encode(rl_engine_tokenizer(e), ct, strlen(ct),
+                                         RL_TOK_PARSE_SPECIAL, &ids, &nc, &err),
+                     RL_OK);
+    assert_true(nc > 1 && nc < 16);
+    memcpy(close, ids, nc * sizeof *ids);
+    rl_free(ids);
+    rl_gen_params gp;
+    rl_gen_params_default(&gp);
+    gp.max_tokens = 20;
+    gp.ignore_eos = true;
+    gp.sample.temperature = 0;
+    assert_int_equal(run_one(e, prompt, n, &gp, a, 32), 20);
+    for (int32_t budget = 0; budget <= 5; budget += 5)
+        for (int spec = 0; spec < 2; spec++) {
+            rl_gen_params g = gp;
+            g.think_budget = budget;
+            g.think_open = true;
+            g.spec = spec ? RL_SPEC_NGRAM : RL_SPEC_NONE;
+            snprintf(g.think_close, sizeof g.think_close, "%s", ct);
+            assert_int_equal(run_one(e, prompt, n, &g, b, 32), 20);
+            for (int32_t i = 0; i < budget; i++) assert_int_equal(b[i], a[i]);
+            for (int32_t i = 0; i < (int32_t)nc; i++) assert_int_equal(b[budget + i], close[i]);
+        }
+    /* a close the model writes itself: nothing is forced after it */
+    int32_t n2 = encode(e, "<think>\nok\n</think>\n\nThe answer:", NULL, prompt, 64);
+    assert_int_equal(run_one(e, prompt, n2, &gp, a, 32), 20);
+    rl_gen_params g = gp;
+    g.think_budget = 0;
+    snprintf(g.think_close, sizeof g.think_close, "%s", ct); /* waits for a <think> */
+    assert_int_equal(run_one(e, prompt, n2, &g, b, 32), 20);
+    assert_memory_equal(a, b, 20 * sizeof *a);
+    g.think_budget = -1;
+    uint64_t id;
+    assert_int_equal(rl_engine_submit(e, prompt, n2, &g, &id, &err), RL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "think_budget"));
+    assert_pool_empty(e);
+    rl_engine_free(e);
+}
+
 /* Speculative decoding, greedy: token-identical to plain decoding, for the
  * n-gram drafter (fixed draft length, then the cost model's) and for a
  * draft model (the model itself as its own draft: a same-vocabulary pair
@@ -559,6 +631,7 @@ int main(void) {
         cmocka_unit_test(test_concurrent_cancel),
         cmocka_unit_test(test_spec_greedy_identical),
         cmocka_unit_test(test_grammar_batch),
+        cmocka_unit_test(test_think_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

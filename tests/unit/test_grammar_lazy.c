@@ -354,6 +354,30 @@ static void test_framed_schema(void **st) {
     rl_gmatch_free(m);
     rl_grammar_free(g);
     rl_free(txt);
+    /* bare: the framed form or the value alone; lazily, a trigger word at
+     * the value's first bytes starts the unframed value, the frame's tag
+     * the framed one */
+    rl_grammar_frame f3 = {.item_open = "<call>", .item_close = "</call>", .bare = true};
+    assert_int_equal(
+        rl_json_schema_to_grammar_framed(schema, sizeof schema - 1, &f3, &txt, &n, &err), RL_OK);
+    const char *w[] = {"<call>", "{\"n\""};
+    g = rl_grammar_compile_lazy(txt, n, w, 2, NULL, 0, &err);
+    if (!g) fail_msg("bare grammar: %s\n%s", err.msg, txt);
+    const char *outs[] = {"Sure. <call>{\"n\": 1}</call>", "{\"n\": 7}"};
+    for (int i = 0; i < 2; i++) {
+        m = rl_gmatch_new(g, t, &err);
+        assert_int_equal(rl_gmatch_accept_bytes(m, outs[i], strlen(outs[i]), &err), RL_OK);
+        assert_false(rl_gmatch_is_waiting(m));
+        assert_true(rl_gmatch_is_done(m));
+        rl_gmatch_free(m);
+    }
+    m = rl_gmatch_new(g, t, &err); /* a begun bare call stays valid */
+    assert_int_equal(rl_gmatch_accept_bytes(m, "{\"n\": ", 6, &err), RL_OK);
+    assert_false(rl_gmatch_is_waiting(m));
+    assert_int_equal(rl_gmatch_accept_bytes(m, "\"x\"", 3, &err), RL_ERR_INVALID);
+    rl_gmatch_free(m);
+    rl_grammar_free(g);
+    rl_free(txt);
     rl_vocab_trie_free(t);
 }
 

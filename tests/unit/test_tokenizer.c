@@ -28,7 +28,9 @@ enum {
     F_MERGE_NO_SPACE = 128,
     F_SCORES_STR = 256,
     F_NO_UNK = 512,
-    F_WPM_KEYS = 1024
+    F_WPM_KEYS = 1024,
+    F_FIM_KEYS = 2048,
+    F_BAD_FIM = 4096
 };
 
 static rl_tokenizer *build(const char *model, const char *const *toks, const int32_t *types,
@@ -79,6 +81,10 @@ static rl_tokenizer *build(const char *model, const char *const *toks, const int
         assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.seperator_token_id", 0), RL_OK);
         assert_int_equal(rl_gguf_writer_bool(w, "tokenizer.ggml.add_sep_token", false), RL_OK);
     }
+    if (bad & F_FIM_KEYS) /* the key wins over the vocabulary's spelling */
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.fim_pre_token_id", 4), RL_OK);
+    if (bad & F_BAD_FIM)
+        assert_int_equal(rl_gguf_writer_u32(w, "tokenizer.ggml.fim_mid_token_id", 1000), RL_OK);
     void *buf;
     size_t size;
     assert_int_equal(rl_gguf_writer_to_memory(w, &buf, &size, err), RL_OK);
@@ -557,6 +563,39 @@ static void expect_load_error(const char *model, const char *const *toks, const 
     if (!strstr(err.msg, needle)) fail_msg("error '%s' lacks '%s'", err.msg, needle);
 }
 
+/* FIM ids: the fim_*_token_id keys, else the families' spellings; pad,
+ * rep and sep end a generation; a model without them has -1. */
+static void test_fim_ids(void **state) {
+    (void)state;
+    static const char *const toks[] = {
+        "<unk>",          "<s>",          "</s>",      "<|fim_prefix|>", "a", "<fim_suffix>",
+        "<|fim_middle|>", "<|file_sep|>", "<reponame>"};
+    static const int32_t types[] = {2, 3, 3, 3, 1, 3, 3, 3, 3};
+    rl_err err = {0};
+    rl_status st;
+    rl_tokenizer *tok = build("llama", toks, types, 9, NULL, 0, 0, &err, &st);
+    assert_int_equal(st, RL_OK);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_PRE), 3);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_SUF), 5);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_MID), 6);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_PAD), -1);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_REP), 8);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_SEP), 7);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_COUNT), -1);
+    assert_true(rl_tokenizer_is_eog(tok, 7) && rl_tokenizer_is_eog(tok, 8));
+    assert_false(rl_tokenizer_is_eog(tok, 3) || rl_tokenizer_is_eog(tok, 6));
+    rl_tokenizer_free(tok);
+    tok = build("llama", toks, types, 9, NULL, 0, F_FIM_KEYS, &err, &st);
+    assert_int_equal(st, RL_OK);
+    assert_int_equal(rl_tokenizer_fim(tok, RL_FIM_PRE), 4);
+    rl_tokenizer_free(tok);
+    tok = spm(); /* no FIM spellings at all */
+    for (int w = 0; w < RL_FIM_COUNT; w++) assert_int_equal(rl_tokenizer_fim(tok, w), -1);
+    rl_tokenizer_free(tok);
+    expect_load_error("llama", toks, types, 9, NULL, 0, F_BAD_FIM, RL_ERR_FORMAT,
+                      "tokenizer.ggml.fim_mid_token_id");
+}
+
 static void test_bad_metadata(void **state) {
     (void)state;
     expect_load_error("llama", spm_toks, spm_types, N_SPM, NULL, 0, F_NO_TOKENS, RL_ERR_FORMAT,
@@ -610,6 +649,7 @@ static void test_alloc_failure(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_ids),
+        cmocka_unit_test(test_fim_ids),
         cmocka_unit_test(test_bpe_encode),
         cmocka_unit_test(test_detok_split_utf8),
         cmocka_unit_test(test_bad_metadata),

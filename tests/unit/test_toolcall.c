@@ -123,8 +123,12 @@ static void test_hermes_bare(void **state) {
         "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
         "```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\"city\": \"Paris\"}\n}\n```",
         "  ```\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}```\n",
+        /* doubled braces, as Qwen2.5's template shows the call; the closing
+         * one may be missing (a grammar that ended at the object) */
+        "{{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}",
+        "{ {\"name\":\"get_weather\",\"arguments\": {\"city\":\"Paris\"}}",
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, ts[i], false);
         assert_int_equal(o.n_calls, 1);
         assert_string_equal(o.calls[0].name, "get_weather");
@@ -141,8 +145,10 @@ static void test_hermes_bare(void **state) {
         "{\"name\": \"f\", \"arguments\": {}} and then some",
         "```python\nprint(1)\n```",
         "{\"name\": 3}",
+        "{{\"name\": \"f\", \"arguments\": {}}} more",
+        "{{}}",
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, no[i], false);
         assert_int_equal(o.n_calls, 0);
         assert_string_equal(o.content, no[i]);
