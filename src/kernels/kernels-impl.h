@@ -133,4 +133,27 @@ static inline void rl__iq4nl_store(rl_block_q4_0 *y, float d, const uint8_t q[32
     for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
 }
 
+/* ---- compute-peak probes (peak.c, x86/avx2_peak.c, x86/vnni_peak.c) ----
+ * Each leaf runs n_iter steps of RL_PEAK_*_ACC independent multiply-add
+ * chains, writes the checksum of its accumulators to *check and returns
+ * the number of multiply-adds done.  int8 chain k multiplies the unsigned
+ * bytes a_k[j] = rl__peak_operand(0, k, j) by the signed bytes
+ * b[j] = rl__peak_operand(1, 0, j) (j < 32 for ymm, < 64 for zmm) and adds
+ * the products into int32 lanes; the checksum is the sum of all lanes
+ * modulo 2^32.  fp32 chain k starts at k and adds 1 * RL_PEAK_F32_STEP per
+ * step in each of 8 lanes; the checksum is the lane sum in units of the
+ * step (exact for n_iter < 2^22).  rl__peak_expect (peak.c) is the scalar
+ * twin of the checksums. */
+#define RL_PEAK_I8_ACC   6  /* AVX2 int8 chains (14 of the 16 ymm live) */
+#define RL_PEAK_VNNI_ACC 12 /* vpdpbusd chains: latency 5 x up to 2 ports */
+#define RL_PEAK_F32_ACC  10 /* FMA chains: latency 4-5 x 2 pipes */
+#define RL_PEAK_F32_STEP (1.0f / 1024.0f)
+static inline int rl__peak_operand(int which, int k, int j) {
+    return which == 0 ? 1 + (3 * j + k) % 11 : j % 7 - 3;
+}
+uint64_t rl__peak_i8_avx2(int64_t n_iter, uint32_t *check);
+uint64_t rl__peak_f32_fma(int64_t n_iter, uint32_t *check);
+uint64_t rl__peak_i8_vnni(int64_t n_iter, uint32_t *check);
+uint32_t rl__peak_expect(int kind, int64_t n_iter);
+
 #endif

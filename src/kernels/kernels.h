@@ -73,6 +73,35 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
 /* Row of embedding: dequantize row `row` of w into out[w->n_cols]. */
 void rl_get_row(const rl_mat *w, int64_t row, float *out);
 
+/* ---- compute peaks (peak.c) ----
+ * Probes of the arithmetic roofline of each kernel tier, for `redline
+ * bench`: a long chain of the tier's multiply-add instruction with enough
+ * independent accumulators to hide its latency.
+ *   RL_PEAK_I8_AVX2: vpmaddubsw + vpmaddwd + vpaddd (u8 x s8, the AVX2
+ *                    matmul leaves' int8 multiply-add), 32 per step;
+ *   RL_PEAK_I8_VNNI: vpdpbusd on zmm, 64 per step;
+ *   RL_PEAK_F32_FMA: vfmadd on ymm fp32, 8 per step.
+ * Counts are multiply-adds (one product added into an accumulator). */
+typedef enum rl_peak_kind {
+    RL_PEAK_I8_AVX2 = 0,
+    RL_PEAK_I8_VNNI = 1,
+    RL_PEAK_F32_FMA = 2,
+    RL_PEAK_COUNT
+} rl_peak_kind;
+/* Short name ("int8-avx2", "int8-vnni", "fp32-fma"). */
+const char *rl_peak_name(rl_peak_kind k);
+/* True if this CPU (and OS) runs kind k. */
+bool rl_peak_available(rl_peak_kind k);
+/* Runs n_iter steps of kind k on the calling thread; returns the number of
+ * multiply-adds done (0 if the kind is unavailable or n_iter <= 0).  If
+ * check is not NULL it receives a checksum of the accumulators, which
+ * rl_peak_check verifies. */
+uint64_t rl_peak_run(rl_peak_kind k, int64_t n_iter, uint32_t *check);
+/* True if `check` is what rl_peak_run(k, n_iter) must produce (computed
+ * by a scalar model of the same arithmetic; fp32 is exact only for
+ * n_iter < 2^22). */
+bool rl_peak_check(rl_peak_kind k, int64_t n_iter, uint32_t check);
+
 /* ---- elementwise / normalization (one row of n) ---- */
 /* out = x / rms(x) * w  (w may be NULL: no weight).  out may alias x. */
 void rl_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
