@@ -152,6 +152,167 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
 }
 
+/* ---------------- R rows x T tokens tiles ----------------
+ * The templates above at R weight rows: for each (row j, token k) the
+ * float operations are exactly those of the 1-token template on that row
+ * and token (same accumulators per pair, same order), so a tile equals
+ * R * T vec_dot calls bit for bit.  What is shared: each weight block is
+ * unpacked once for the T tokens (as in vec_dot4), and each activation
+ * block is loaded once for the R rows.  Integer sums are exact, so their
+ * grouping is free. */
+
+/* Row j of the tile (rows wrs bytes apart from vw). */
+#define RL_TROW(type, j) ((const type *)((const uint8_t *)vw + (size_t)(j)*wrs))
+
+RL_AI void rl__tile_q4_K(int64_t n, float *s, size_t ss, const void *vw, size_t wrs, const void *vx,
+                         size_t xs, const int R, const int T) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[RL_TILE_R][RL_TILE_T];
+    RL_UNROLL for (int j = 0; j < R; j++) RL_UNROLL for (int k = 0; k < T; k++) acc[j][k] =
+        _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        __m256i scb[RL_TILE_R], mins[RL_TILE_R];
+        __m256i sumi[RL_TILE_R][RL_TILE_T];
+        RL_UNROLL for (int j = 0; j < R; j++) {
+            rl__q4k_scales(RL_TROW(rl_block_q4_K, j)[i].scales, &scb[j], &mins[j]);
+            RL_UNROLL for (int k = 0; k < T; k++) sumi[j][k] = _mm256_setzero_si256();
+        }
+        RL_UNROLL for (int q = 0; q < 4; q++) {
+            __m256i lo[RL_TILE_R], hi[RL_TILE_R], s0[RL_TILE_R], s1[RL_TILE_R];
+            RL_UNROLL for (int j = 0; j < R; j++) {
+                __m256i qb =
+                    _mm256_loadu_si256((const __m256i *)(RL_TROW(rl_block_q4_K, j)[i].qs + 32 * q));
+                lo[j] = _mm256_and_si256(qb, m4);
+                hi[j] = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
+                s0[j] = _mm256_shuffle_epi8(
+                    scb[j], _mm256_set1_epi16((short)(((4 * q + 1) << 8) | (4 * q))));
+                s1[j] = _mm256_shuffle_epi8(
+                    scb[j], _mm256_set1_epi16((short)(((4 * q + 3) << 8) | (4 * q + 2))));
+            }
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * q;
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
+                __m256i y1 = _mm256_loadu_si256((const __m256i *)(y + 32));
+                RL_UNROLL for (int j = 0; j < R; j++) {
+                    __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[j], y0), s0[j]);
+                    __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[j], y1), s1[j]);
+                    sumi[j][k] = _mm256_add_epi32(sumi[j][k], _mm256_add_epi32(p0, p1));
+                }
+            }
+        }
+        RL_UNROLL for (int j = 0; j < R; j++) {
+            const rl_block_q4_K *b = &RL_TROW(rl_block_q4_K, j)[i];
+            const float dw = rl__f16(b->d), dmw = rl__f16(b->dmin);
+            RL_UNROLL for (int k = 0; k < T; k++) acc[j][k] =
+                rl__kfuse_min(acc[j][k], &XB(rl_block_q8_K, k, i), sumi[j][k], mins[j], dw, dmw);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) RL_UNROLL for (int j = 0; j < R; j++) s[k * ss + j] =
+        rl__hsum_ps(acc[j][k]);
+}
+
+RL_AI void rl__tile_q6_K(int64_t n, float *s, size_t ss, const void *vw, size_t wrs, const void *vx,
+                         size_t xs, const int R, const int T) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[RL_TILE_R][RL_TILE_T];
+    RL_UNROLL for (int j = 0; j < R; j++) RL_UNROLL for (int k = 0; k < T; k++) acc[j][k] =
+        _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / RL_QK_K; i++) {
+        __m256i sc16[RL_TILE_R], sumi[RL_TILE_R][RL_TILE_T];
+        RL_UNROLL for (int j = 0; j < R; j++) sc16[j] = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128((const __m128i *)RL_TROW(rl_block_q6_K, j)[i].scales));
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            __m256i b = _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums);
+            RL_UNROLL for (int j = 0; j < R; j++) sumi[j][k] = _mm256_sub_epi32(
+                _mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(b, sc16[j]), 5));
+        }
+        RL_UNROLL for (int h = 0; h < 2; h++) {
+            __m256i q[RL_TILE_R][4], scb[RL_TILE_R];
+            RL_UNROLL for (int j = 0; j < R; j++) {
+                const rl_block_q6_K *b = &RL_TROW(rl_block_q6_K, j)[i];
+                const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+                scb[j] = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16[j], 1)
+                                                       : _mm256_castsi256_si128(sc16[j]));
+                __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+                __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+                __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+                q[j][0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+                q[j][1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+                q[j][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                          _mm256_and_si256(hb, m30));
+                q[j][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+            }
+            RL_UNROLL for (int kk = 0; kk < 4; kk++) {
+                __m256i scv[RL_TILE_R];
+                RL_UNROLL for (int j = 0; j < R; j++) scv[j] = _mm256_shuffle_epi8(
+                    scb[j],
+                    _mm256_set_m128i(_mm_set1_epi16((short)(((4 * kk + 3) << 8) | (4 * kk + 2))),
+                                     _mm_set1_epi16((short)(((4 * kk + 1) << 8) | (4 * kk)))));
+                RL_UNROLL for (int k = 0; k < T; k++) {
+                    const int8_t *y = XB(rl_block_q8_K, k, i).qs + 128 * h + 32 * kk;
+                    __m256i yk = _mm256_loadu_si256((const __m256i *)y);
+                    RL_UNROLL for (int j = 0; j < R; j++) sumi[j][k] = _mm256_add_epi32(
+                        sumi[j][k], _mm256_madd_epi16(_mm256_maddubs_epi16(q[j][kk], yk), scv[j]));
+                }
+            }
+        }
+        RL_UNROLL for (int j = 0; j < R; j++) {
+            const float dw = rl__f16(RL_TROW(rl_block_q6_K, j)[i].d);
+            RL_UNROLL for (int k = 0; k < T; k++) acc[j][k] =
+                rl__kfuse(acc[j][k], &XB(rl_block_q8_K, k, i), sumi[j][k], dw);
+        }
+    }
+    RL_UNROLL for (int k = 0; k < T; k++) RL_UNROLL for (int j = 0; j < R; j++) s[k * ss + j] =
+        rl__hsum_ps(acc[j][k]);
+}
+
+/* q8_0 (the RL_DOT_SIGNED template of dot-impl.h) at R rows: block i_ of
+ * every row against every token, into the pair's accumulator of parity
+ * i_ % 2. */
+#define RL_TBLK_Q8_0(acc)                                                                          \
+    do {                                                                                           \
+        __m256 dw[RL_TILE_R];                                                                      \
+        __m256i qw[RL_TILE_R], aw[RL_TILE_R];                                                      \
+        RL_UNROLL for (int j = 0; j < R; j++) {                                                    \
+            const rl_block_q8_0 *b_ = &RL_TROW(rl_block_q8_0, j)[i_];                              \
+            dw[j] = _mm256_broadcastss_ps(RL_WS_F16(b_));                                          \
+            qw[j] = rl__w_q8_0(b_);                                                                \
+            aw[j] = _mm256_sign_epi8(qw[j], qw[j]);                                                \
+        }                                                                                          \
+        RL_UNROLL for (int k = 0; k < T; k++) {                                                    \
+            const rl_block_q8_0 *x = &XB(rl_block_q8_0, k, i_);                                    \
+            const __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);                         \
+            const __m256 dx = _mm256_broadcastss_ps(rl__h4(&x->d));                                \
+            RL_UNROLL for (int j = 0; j < R; j++) {                                                \
+                __m256i sum = RL_DOT_MADD(aw[j], _mm256_sign_epi8(qx, qw[j]));                     \
+                /* lane-wise dw*dx: the same rounding as vec_dot's scalar product */               \
+                __m256 d = _mm256_mul_ps(dw[j], dx);                                               \
+                acc[j][k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[j][k]);                \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+RL_AI void rl__tile_q8_0(int64_t n, float *s, size_t ss, const void *vw, size_t wrs, const void *vx,
+                         size_t xs, const int R, const int T) {
+    __m256 acc0[RL_TILE_R][RL_TILE_T], acc1[RL_TILE_R][RL_TILE_T];
+    RL_UNROLL for (int j = 0; j < R; j++) RL_UNROLL for (int k = 0; k < T; k++) acc0[j][k] =
+        acc1[j][k] = _mm256_setzero_ps();
+    const int64_t nb = n / 32;
+    int64_t i_ = 0;
+    for (; i_ + 2 <= nb; i_ += 2) {
+        RL_TBLK_Q8_0(acc0);
+        i_++;
+        RL_TBLK_Q8_0(acc1);
+        i_--;
+    }
+    if (i_ < nb) RL_TBLK_Q8_0(acc0);
+    RL_UNROLL for (int k = 0; k < T; k++) RL_UNROLL for (int j = 0; j < R; j++) s[k * ss + j] =
+        rl__hsum_ps(_mm256_add_ps(acc0[j][k], acc1[j][k]));
+}
+
 /* ---------------- instantiations ---------------- */
 
 #define RL_INST(TY)                                                                                \
@@ -177,6 +338,15 @@ RL_INST(q5_K)
 RL_INST(q6_K)
 RL_INST(iq4_xs)
 
+#define RL_TINST(TY)                                                                               \
+    static void rl__tile_##TY##_avx2(int64_t n, float *s, size_t ss, const void *w, size_t ws,     \
+                                     const void *x, size_t xs) {                                   \
+        rl__tile_##TY(n, s, ss, w, ws, x, xs, RL_TILE_R, RL_TILE_T);                               \
+    }
+RL_TINST(q4_K)
+RL_TINST(q6_K)
+RL_TINST(q8_0)
+
 void rl__avx2_fill_dot4(rl__ktab *t);
 void rl__avx2_fill_dot4(rl__ktab *t) {
 #define RL_SET(TY, E)                                                                              \
@@ -196,4 +366,7 @@ void rl__avx2_fill_dot4(rl__ktab *t) {
     RL_SET(q6_K, RL_TYPE_Q6_K)
     RL_SET(iq4_xs, RL_TYPE_IQ4_XS)
 #undef RL_SET
+    t->vec_dot_tile[RL_TYPE_Q4_K] = rl__tile_q4_K_avx2;
+    t->vec_dot_tile[RL_TYPE_Q6_K] = rl__tile_q6_K_avx2;
+    t->vec_dot_tile[RL_TYPE_Q8_0] = rl__tile_q8_0_avx2;
 }
