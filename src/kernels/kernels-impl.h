@@ -32,22 +32,6 @@ typedef rl__vec_dot4_fn rl__vec_dot8_fn;
  * the two rows' dependency chains interleave). */
 typedef void (*rl__vec_dot2r_fn)(int64_t n, float *s, const void *w, size_t w_stride,
                                  const void *x);
-/* Optional register-blocked tile of RL_TILE_R weight rows x RL_TILE_T
- * tokens: s[k * s_stride + j] = vec_dot(n, w + j * w_stride, x + k *
- * x_stride) for j < RL_TILE_R, k < RL_TILE_T, bit-identical to the
- * RL_TILE_R * RL_TILE_T vec_dot calls (the same float operation sequence
- * per row and token; the weight unpacking is shared by the tokens and the
- * activation loads by the rows).  Used by the matmul driver for many
- * tokens (n_tok >= RL_TILE_MIN_TOK). */
-#ifndef RL_TILE_R
-#define RL_TILE_R 2
-#endif
-#ifndef RL_TILE_T
-#define RL_TILE_T 4
-#endif
-#define RL_TILE_MIN_TOK 8
-typedef void (*rl__vec_dot_tile_fn)(int64_t n, float *s, size_t s_stride, const void *w,
-                                    size_t w_stride, const void *x, size_t x_stride);
 /* Quantize n floats (n a multiple of the block size) into packed blocks. */
 typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
 
@@ -57,7 +41,6 @@ typedef struct rl__ktab {
     rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot2r_fn vec_dot2r[RL_TYPE_COUNT]; /* may be NULL */
-    rl__vec_dot_tile_fn vec_dot_tile[RL_TYPE_COUNT]; /* may be NULL */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);

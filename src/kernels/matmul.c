@@ -152,21 +152,6 @@ static void rl__mm_task(void *p, int ith, int nth) {
         int64_t r0 = (ch - (i ? c->chunk_end[i - 1] : 0)) * c->chunk[i], r1 = r0 + c->chunk[i];
         if (r1 > w->n_rows) r1 = w->n_rows;
         int64_t t = 0;
-        const rl__vec_dot_tile_fn tile = c->kt->vec_dot_tile[w->type];
-        if (tile && c->n_tok >= RL_TILE_MIN_TOK) {
-            for (; t + RL_TILE_T <= c->n_tok; t += RL_TILE_T) {
-                const uint8_t *xr = c->xq + (size_t)t * c->xq_row;
-                float *yr = c->y[i] + t * w->n_rows;
-                int64_t r = r0;
-                for (; r + RL_TILE_R <= r1; r += RL_TILE_R)
-                    tile(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size,
-                         w->row_size, xr, c->xq_row);
-                for (; r < r1; r++) /* rows left over: one token at a time */
-                    for (int64_t k = 0; k < RL_TILE_T; k++)
-                        dot(w->n_cols, &yr[k * w->n_rows + r], wd + (size_t)r * w->row_size,
-                            xr + (size_t)k * c->xq_row);
-            }
-        }
         if (dot8) {
             for (; t + 8 <= c->n_tok; t += 8) {
                 const void *xr = c->xq + (size_t)t * c->xq_row;

@@ -229,8 +229,4 @@ void rl__vnni_fill(rl__ktab *t) {
     t->vec_dot2r[RL_TYPE_Q5_1] = rl__dot2r_q5_1_vnni;
     t->vec_dot2r[RL_TYPE_IQ4_NL] = rl__dot2r_iq4_nl_vnni;
     t->vec_dot2r[RL_TYPE_MXFP4] = rl__dot2r_mxfp4_vnni;
-    /* The AVX2 tiles are bit-identical to these leaves too, but this
-     * table's 8-token zmm leaves were tuned on their own and the tiles were
-     * never measured here: many tokens keep using vec_dot8. */
-    for (int e = 0; e < RL_TYPE_COUNT; e++) t->vec_dot_tile[e] = NULL;
 }
