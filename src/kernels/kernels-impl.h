@@ -35,12 +35,50 @@ typedef void (*rl__vec_dot2r_fn)(int64_t n, float *s, const void *w, size_t w_st
 /* Quantize n floats (n a multiple of the block size) into packed blocks. */
 typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
 
+/* ---- fast many-token tiles (ref/ref_tile.c, x86/avx2_tile.c) ----
+ * Opt-in (rl_matmul_set_fast_tiles): the matmul driver repacks groups of 8
+ * weight rows into an interleaved layout in a per-thread buffer, then
+ * streams the tokens over it.  The reduction differs from vec_dot's (each
+ * super-block's integer sum is formed per row and converted once), so the
+ * results are within float rounding of vec_dot, not bit-identical; the
+ * scalar twin (ref) and the AVX2 leaf agree bit for bit.
+ *
+ * q4_K, 8 rows r = 0..7, one super-block: */
+typedef struct rl__q4k_x8 {
+    float d[8], dmin[8]; /* per row */
+    /* scale of sub-block b for row r at lanes 2r and 2r+1 */
+    int16_t sc[8][16];
+    /* mins: for pair p (sub-blocks 2p, 2p+1), row r: lane 2r = m(2p),
+     * lane 2r+1 = m(2p+1) */
+    int16_t mn[4][16];
+    /* element 4g + c (g < 64, c < 4) of row r at q[g][4r + c], 0..15 */
+    uint8_t q[64][32];
+} rl__q4k_x8;
+_Static_assert(sizeof(rl__q4k_x8) == 2496, "q4_K x8 block");
+/* Tokens per call of a tile8 dot (1..RL_TILE8_T). */
+#define RL_TILE8_T 4
+typedef struct rl__tile8 {
+    /* Packs rows w, w + row_size, .. (8 of them, n_cols each) into dst
+     * (n_cols / 256 packed blocks). */
+    void (*pack)(void *dst, const void *w, size_t row_size, int64_t n_cols);
+    /* s[k * s_stride + r] = row r . token k for r < 8, k < n_x. */
+    void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *packed, const void *x,
+                size_t x_stride, int n_x);
+    size_t block_size; /* packed bytes per 256 columns */
+} rl__tile8;
+void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* The pair sum of the q8_K bsums of sub-block b (32 elements). */
+static inline int16_t rl__q8k_bsum32(const rl_block_q8_K *x, int b) {
+    return (int16_t)(x->bsums[2 * b] + x->bsums[2 * b + 1]);
+}
+
 typedef struct rl__ktab {
     const char *name;
     rl__vec_dot_fn vec_dot[RL_TYPE_COUNT];     /* indexed by weight type; NULL = unsupported */
     rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot2r_fn vec_dot2r[RL_TYPE_COUNT]; /* may be NULL */
+    rl__tile8 tile8[RL_TYPE_COUNT];            /* .dot may be NULL */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
@@ -98,10 +136,12 @@ const rl__ktab *rl__kernels_vnni(void);
 
 /* Fillers, called once by dispatch.c. */
 void rl__ref_fill(rl__ktab *t);
-void rl__avx2_fill(rl__ktab *t);     /* overrides entries of a ref-filled table */
-void rl__vnni_fill(rl__ktab *t);     /* overrides entries of an AVX2-filled table */
-void rl__ref_fill_kvq(rl__ktab *t);  /* KV attention leaves (ref/ref_kvq.c) */
-void rl__avx2_fill_kvq(rl__ktab *t); /* (x86/avx2_kvq.c) */
+void rl__avx2_fill(rl__ktab *t);      /* overrides entries of a ref-filled table */
+void rl__vnni_fill(rl__ktab *t);      /* overrides entries of an AVX2-filled table */
+void rl__ref_fill_kvq(rl__ktab *t);   /* KV attention leaves (ref/ref_kvq.c) */
+void rl__ref_fill_tile(rl__ktab *t);  /* fast tiles' twins (ref/ref_tile.c) */
+void rl__avx2_fill_tile(rl__ktab *t); /* (x86/avx2_tile.c) */
+void rl__avx2_fill_kvq(rl__ktab *t);  /* (x86/avx2_kvq.c) */
 
 /* Reference leaves exported for reuse (AVX2 tails, tests). */
 void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);
