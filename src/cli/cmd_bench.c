@@ -3,6 +3,7 @@
  *
  *   redline bench [-m MODEL] [-p 128,512] [-n 128] [-t 1,2] [-r 5] [--json]
  *                 [--no-bw] [--bw-mib 1024] [--np 8,32] [--np-gen 32] [--no-peak]
+ *                 [--fast-tiles]
  *
  * Tests (the same definitions as llama-bench):
  *   ppN: one prefill forward of N tokens (random ids) from an empty cache;
@@ -44,6 +45,10 @@
  * (q.k, p.v) is not counted, so the fraction slightly understates the
  * arithmetic done at long contexts.
  *
+ * --fast-tiles turns on the opt-in many-token matmul path
+ * (rl_matmul_set_fast_tiles; results within float rounding of the default,
+ * not bit-identical) for the whole run.
+ *
  * The KV cache is contiguous f16 (kv/seqkv.h) of max(pp, tg) slots.
  * Diagnostics go to stderr; the table (or JSON) to stdout.
  */
@@ -78,6 +83,7 @@ static void usage(FILE *f) {
             "      --np LIST          batched-decode tests: sequences decoding together (bdS)\n"
             "      --np-gen N         decode steps of each bdS test (default 32)\n"
             "      --no-peak          skip the compute-peak measurement\n"
+            "      --fast-tiles       opt-in fast many-token matmul (q4_K; not bit-identical)\n"
             "  -h, --help             this text\n",
             RL_DEFAULT_MODEL);
 }
@@ -268,7 +274,7 @@ int rl_cmd_bench(int argc, char **argv) {
     int32_t np[B_MAX_LIST] = {0};
     int n_pp = 2, n_tg = 1, n_th = 2, n_np = 0;
     int32_t reps = 5, bw_mib = 1024, np_gen = 32;
-    bool json = false, do_bw = true, do_peak = true;
+    bool json = false, do_bw = true, do_peak = true, fast_tiles = false;
     rl_args A;
     rl_args_init(&A, "redline bench", argc, argv);
     while (rl_args_next(&A)) {
@@ -298,6 +304,8 @@ int rl_cmd_bench(int argc, char **argv) {
             ok = rl_args_i32(&A, 1, 1 << 16, &np_gen);
         else if (rl_args_is(&A, "--no-peak"))
             do_peak = false;
+        else if (rl_args_is(&A, "--fast-tiles"))
+            fast_tiles = true;
         else
             ok = rl_args_unknown(&A);
         if (!ok) return 2;
@@ -310,6 +318,7 @@ int rl_cmd_bench(int argc, char **argv) {
     if (n_ctx < 1) n_ctx = 1;
 
     rl_kernels_init(RL_KERNELS_AUTO);
+    rl_matmul_set_fast_tiles(fast_tiles);
     g_avx2 = __builtin_cpu_supports("avx2");
     const char *path = rl_cli_model_path(model_arg);
     rl_err err = {0};
@@ -357,8 +366,9 @@ int rl_cmd_bench(int argc, char **argv) {
 
     bool tied;
     size_t rd_bytes = read_bytes_per_token(m, &tied);
-    fprintf(stderr, "redline bench: %s (%s), %.1f MiB read per token, kernels %s\n", path,
-            rl_model_arch(m), (double)rd_bytes / (1 << 20), rl_kernels_impl_name());
+    fprintf(stderr, "redline bench: %s (%s), %.1f MiB read per token, kernels %s%s\n", path,
+            rl_model_arch(m), (double)rd_bytes / (1 << 20), rl_kernels_impl_name(),
+            fast_tiles ? " + fast tiles" : "");
 
     double bwt[B_MAX_LIST] = {0}, peaks[B_MAX_LIST][RL_PEAK_COUNT] = {{0}};
     const double macs_tok = macs_per_token(m);
@@ -476,6 +486,7 @@ int rl_cmd_bench(int argc, char **argv) {
                       (json_int_t)rl_model_weight_bytes(m), "read_bytes_per_token",
                       (json_int_t)rd_bytes, "tied_output", (int)tied, "madds_per_token", macs_tok,
                       "bandwidth", bw, "peaks", pj, "results", rs);
+        if (root) json_object_set_new(root, "fast_tiles", json_boolean(fast_tiles));
         if (rl_report_json_write(stdout, root, false, "redline bench")) rc = 1;
     } else {
         printf("| %-28s | %9s | %7s | %7s | %10s | %10s | %10s | %10s |\n", "model", "size MiB",
