@@ -55,6 +55,18 @@ typedef struct rl__q4k_x8 {
     uint8_t q[64][32];
 } rl__q4k_x8;
 _Static_assert(sizeof(rl__q4k_x8) == 2496, "q4_K x8 block");
+/* q6_K, 8 rows, one super-block (codes q 0..63, w = d * sc * (q - 32)): */
+typedef struct rl__q6k_x8 {
+    float d[8];
+    /* scale of 16-element sub-block b for row r at lanes 2r and 2r+1 */
+    int16_t sc[16][16];
+    /* for pair p (sub-blocks 2p, 2p+1), row r: lane 2r = sc(2p), 2r+1 = sc(2p+1) */
+    int16_t scp[8][16];
+    /* element 4g + c of row r at q[g][4r + c], 0..63 */
+    uint8_t q[64][32];
+} rl__q6k_x8;
+_Static_assert(sizeof(rl__q6k_x8) == 2848, "q6_K x8 block");
+void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Tokens per call of a tile8 dot (1..RL_TILE8_T). */
 #define RL_TILE8_T 4
 typedef struct rl__tile8 {

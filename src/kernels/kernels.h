@@ -72,7 +72,7 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
 
 /* Fast many-token matmul, off by default (a process-wide switch; flip it
  * only while no matmul runs).  When on, rl_matmul with n_tok >=
- * RL_MATMUL_FAST_MIN_TOK on a weight type that has a fast tile (q4_K)
+ * RL_MATMUL_FAST_MIN_TOK on a weight type that has a fast tile (q4_K, q6_K)
  * repacks its rows 8 at a time into a per-thread buffer (no extra resident
  * weight memory) and streams the tokens over them in an interleaved,
  * register-blocked kernel.  The results are then within float rounding of

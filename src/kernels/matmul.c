@@ -98,8 +98,8 @@ bool rl_matmul_fast_tiles(void) {
 }
 
 /* Per-thread buffer of one packed 8-row group: up to 64 super-blocks of
- * q4_K (16384 columns); wider matrices take the default path. */
-#define RL_TILE8_BUF (64 * sizeof(rl__q4k_x8))
+ * the largest packed type (16384 columns); wider matrices take the default path. */
+#define RL_TILE8_BUF (64 * sizeof(rl__q6k_x8))
 static _Thread_local _Alignas(64) uint8_t g_tile_buf[RL_TILE8_BUF];
 
 /* True if matrix w at n_tok tokens goes through the fast tiles of kt. */

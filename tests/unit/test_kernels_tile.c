@@ -45,10 +45,14 @@ static void test_peak_counts(void **state) {
     if (rl__kernels_avx2()) assert_true(n_run >= 6);
 }
 
-/* Random q4_K rows (magnitudes varying per 32) quantized by the traits. */
-static void *make_q4k(int64_t rows, int64_t cols, size_t *row_size) {
-    const rl_type_traits *tr = rl_type_get(RL_TYPE_Q4_K);
-    *row_size = rl_type_row_size(RL_TYPE_Q4_K, cols);
+/* The weight types with fast tiles. */
+static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K};
+#define N_TILE_TYPES 2
+
+/* Random rows of type t (magnitudes varying per 32) quantized by the traits. */
+static void *make_w(rl_type t, int64_t rows, int64_t cols, size_t *row_size) {
+    const rl_type_traits *tr = rl_type_get(t);
+    *row_size = rl_type_row_size(t, cols);
     uint8_t *w = malloc(*row_size * (size_t)rows);
     float *src = malloc(sizeof(float) * (size_t)cols);
     assert_non_null(w);
@@ -71,9 +75,9 @@ static float *make_x(int64_t n) {
 
 /* sum_e |w_e| |x_e| over a row and a q8_K token (dequantized): the scale
  * of the bound between two summation orders. */
-static double abs_dot(const void *wrow, const rl_block_q8_K *xq, int64_t cols) {
+static double abs_dot(rl_type t, const void *wrow, const rl_block_q8_K *xq, int64_t cols) {
     float *wd = malloc(sizeof(float) * (size_t)cols);
-    rl_type_get(RL_TYPE_Q4_K)->to_float(wrow, wd, cols);
+    rl_type_get(t)->to_float(wrow, wd, cols);
     double s = 0;
     for (int64_t e = 0; e < cols; e++)
         s += fabs((double)wd[e] * (double)xq[e / RL_QK_K].d * xq[e / RL_QK_K].qs[e % RL_QK_K]);
@@ -82,31 +86,31 @@ static double abs_dot(const void *wrow, const rl_block_q8_K *xq, int64_t cols) {
 }
 
 /* The AVX2 packer and tile8 leaf equal their scalar twins bit for bit
- * (1..4 tokens),
- * and both are within float rounding of vec_dot: |tile - vec_dot| <=
+ * (1..4 tokens), and both are within float rounding of vec_dot: |tile - vec_dot| <=
  * 2^-20 * sum|w||x| (each of the <= 2 * n/256 + 8 float roundings of
  * either order is at most 2^-24 of a partial sum bounded by sum|w||x|). */
-static void test_tile8_q4_K_leaf(void **state) {
+static void test_tile8_leaves(void **state) {
     (void)state;
     const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2();
     const int64_t colss[3] = {256, 512, 2304};
-    for (int ci = 0; ci < 3; ci++) {
-        const int64_t cols = colss[ci], rows = 8, n_x = 4;
+    for (int ci = 0; ci < 3 * N_TILE_TYPES; ci++) {
+        const rl_type ty = k_tile_types[ci / 3];
+        const int64_t cols = colss[ci % 3], rows = 8, n_x = 4;
         size_t rs;
-        uint8_t *w = make_q4k(rows, cols, &rs);
+        uint8_t *w = make_w(ty, rows, cols, &rs);
         float *x = make_x(cols * n_x);
         const size_t xrow = rl_type_row_size(RL_TYPE_Q8_K, cols);
         uint8_t *xq = malloc(xrow * (size_t)n_x);
         for (int64_t k = 0; k < n_x; k++) rl__quant_q8_K_ref(x + k * cols, xq + k * xrow, cols);
-        const rl__tile8 *tl = &ref->tile8[RL_TYPE_Q4_K];
+        const rl__tile8 *tl = &ref->tile8[ty];
         assert_non_null(tl->pack);
         assert_non_null(tl->dot);
         void *packed = malloc(tl->block_size * (size_t)(cols / RL_QK_K));
         tl->pack(packed, w, rs, cols);
         if (avx) { /* the AVX2 packer writes the same bytes */
             void *p2 = malloc(tl->block_size * (size_t)(cols / RL_QK_K));
-            assert_int_equal(avx->tile8[RL_TYPE_Q4_K].block_size, tl->block_size);
-            avx->tile8[RL_TYPE_Q4_K].pack(p2, w, rs, cols);
+            assert_int_equal(avx->tile8[ty].block_size, tl->block_size);
+            avx->tile8[ty].pack(p2, w, rs, cols);
             assert_memory_equal(packed, p2, tl->block_size * (size_t)(cols / RL_QK_K));
             free(p2);
         }
@@ -116,19 +120,19 @@ static void test_tile8_q4_K_leaf(void **state) {
             memset(sa, 0xff, sizeof sa);
             tl->dot(cols, &sr[0][0], 8, packed, xq, xrow, nx);
             if (avx) {
-                avx->tile8[RL_TYPE_Q4_K].dot(cols, &sa[0][0], 8, packed, xq, xrow, nx);
+                avx->tile8[ty].dot(cols, &sa[0][0], 8, packed, xq, xrow, nx);
                 for (int k = 0; k < nx; k++) assert_memory_equal(sr[k], sa[k], sizeof sr[k]);
             }
         }
         for (int k = 0; k < 4; k++)
             for (int r = 0; r < 8; r++) {
                 float v;
-                ref->vec_dot[RL_TYPE_Q4_K](cols, &v, w + (size_t)r * rs, xq + (size_t)k * xrow);
-                double bound =
-                    ldexp(abs_dot(w + (size_t)r * rs, (const void *)(xq + k * xrow), cols), -20);
+                ref->vec_dot[ty](cols, &v, w + (size_t)r * rs, xq + (size_t)k * xrow);
+                double bound = ldexp(
+                    abs_dot(ty, w + (size_t)r * rs, (const void *)(xq + k * xrow), cols), -20);
                 if (fabs((double)v - sr[k][r]) > bound)
-                    fail_msg("cols %d row %d tok %d: tile %.9g vec_dot %.9g bound %.3g", (int)cols,
-                             r, k, sr[k][r], v, bound);
+                    fail_msg("%s cols %d row %d tok %d: tile %.9g vec_dot %.9g bound %.3g",
+                             rl_type_name(ty), (int)cols, r, k, sr[k][r], v, bound);
             }
         free(packed);
         free(xq);
@@ -153,15 +157,15 @@ static void test_matmul_fast_tiles(void **state) {
     int ni = kt_impls(impls);
     rl_threadpool *tp2 = rl_threadpool_new(2);
     assert_non_null(tp2);
-    for (int ii = 0; ii < ni; ii++) {
-        rl_kernels_init(impls[ii]);
+    for (int ii = 0; ii < ni * N_TILE_TYPES; ii++) {
+        rl_kernels_init(impls[ii / N_TILE_TYPES]);
+        const rl_type ty = k_tile_types[ii % N_TILE_TYPES];
         const int64_t rows = 37, cols = 512;
         const int64_t ntoks[3] = {RL_MATMUL_FAST_MIN_TOK - 1, RL_MATMUL_FAST_MIN_TOK,
                                   RL_MATMUL_FAST_MIN_TOK + 5};
         size_t rs;
-        uint8_t *wd = make_q4k(rows, cols, &rs);
-        rl_mat w = {
-            .type = RL_TYPE_Q4_K, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
+        uint8_t *wd = make_w(ty, rows, cols, &rs);
+        rl_mat w = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
         for (int ti = 0; ti < 3; ti++) {
             const int64_t n_tok = ntoks[ti];
             float *x = make_x(cols * n_tok);
@@ -186,10 +190,12 @@ static void test_matmul_fast_tiles(void **state) {
                         assert_memory_equal(&a, &b, sizeof a);
                         continue;
                     }
-                    double bound = ldexp(abs_dot(wd + (size_t)r * rs, (const void *)xq, cols), -20);
+                    double bound =
+                        ldexp(abs_dot(ty, wd + (size_t)r * rs, (const void *)xq, cols), -20);
                     if (fabs((double)a - b) > bound)
-                        fail_msg("%s n_tok %d row %d tok %d: fast %.9g default %.9g",
-                                 rl_kernels_impl_name(), (int)n_tok, (int)r, (int)t, b, a);
+                        fail_msg("%s %s n_tok %d row %d tok %d: fast %.9g default %.9g",
+                                 rl_kernels_impl_name(), rl_type_name(ty), (int)n_tok, (int)r,
+                                 (int)t, b, a);
                     n_diff += a != b;
                 }
             }
@@ -214,7 +220,7 @@ int main(void) {
     rl_kernels_init(RL_KERNELS_AUTO);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peak_counts),
-        cmocka_unit_test(test_tile8_q4_K_leaf),
+        cmocka_unit_test(test_tile8_leaves),
         cmocka_unit_test(test_matmul_fast_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
