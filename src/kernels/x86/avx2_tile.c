@@ -18,6 +18,20 @@
 
 #define RL_TILE_AI static inline __attribute__((always_inline))
 
+/* The rl__tile8 dot of type TY: its template at T = n_x (1..4). */
+#define RL_TILE8_INST(TY)                                                                          \
+    static void rl__tile8_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *packed,     \
+                                      const void *vx, size_t xs, int n_x) {                        \
+        if (n_x == 4)                                                                              \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 4);                                  \
+        else if (n_x == 3)                                                                         \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 3);                                  \
+        else if (n_x == 2)                                                                         \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 2);                                  \
+        else                                                                                       \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 1);                                  \
+    }
+
 static inline float rl__f16c(rl_fp16 h) {
     return _cvtsh_ss(h);
 }
@@ -69,23 +83,7 @@ RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
 
-static void rl__tile8_q4_K_avx2(int64_t n_cols, float *s, size_t ss, const void *packed,
-                                const void *vx, size_t xs, int n_x) {
-    switch (n_x) {
-    case 4:
-        rl__tile8_q4_K_T(n_cols, s, ss, packed, vx, xs, 4);
-        break;
-    case 3:
-        rl__tile8_q4_K_T(n_cols, s, ss, packed, vx, xs, 3);
-        break;
-    case 2:
-        rl__tile8_q4_K_T(n_cols, s, ss, packed, vx, xs, 2);
-        break;
-    default:
-        rl__tile8_q4_K_T(n_cols, s, ss, packed, vx, xs, 1);
-        break;
-    }
-}
+RL_TILE8_INST(q4_K)
 
 /* 8x8 transpose of int32 lanes: v[r] lane g -> v[g] lane r. */
 RL_TILE_AI void rl__tr8x8(__m256i v[8]) {
@@ -193,23 +191,7 @@ RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
 
-static void rl__tile8_q6_K_avx2(int64_t n_cols, float *s, size_t ss, const void *packed,
-                                const void *vx, size_t xs, int n_x) {
-    switch (n_x) {
-    case 4:
-        rl__tile8_q6_K_T(n_cols, s, ss, packed, vx, xs, 4);
-        break;
-    case 3:
-        rl__tile8_q6_K_T(n_cols, s, ss, packed, vx, xs, 3);
-        break;
-    case 2:
-        rl__tile8_q6_K_T(n_cols, s, ss, packed, vx, xs, 2);
-        break;
-    default:
-        rl__tile8_q6_K_T(n_cols, s, ss, packed, vx, xs, 1);
-        break;
-    }
-}
+RL_TILE8_INST(q6_K)
 
 /* rl__pack_q6_K_x8 with the codes unpacked as avx2_dot4.c's q6_K leaf
  * does (chunk 4h + kk = elements 128h + 32kk ..) and transposed. */
