@@ -6,8 +6,10 @@
  * Where each part lives: dispatch.c (implementation choice, the
  * elementwise kernels and rl_wht), matmul.c (rl_matmul*, rl_get_row),
  * rope.c (RoPE), kvpage.c (KV page types, rotation/shift/scale predicates,
- * rl_kv_store), attention.c (rl_attention*); the leaves of each table in
- * ref/ and x86/.
+ * rl_kv_store), attention.c (rl_attention*), peak.c (rl_peak_*: compute-peak
+ * probes, leaves x86/avx2_peak.c, x86/vnni_peak.c); the leaves of each
+ * table in ref/ and x86/ (the opt-in fast many-token tiles: ref/ref_tile.c,
+ * x86/avx2_tile.c).
  *
  * Shapes use row-major C notation: x[n_tok][n] means n_tok rows of n floats.
  */
