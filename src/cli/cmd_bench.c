@@ -2,13 +2,17 @@
  * style, plus this machine's memory read bandwidth and the decode roofline.
  *
  *   redline bench [-m MODEL] [-p 128,512] [-n 128] [-t 1,2] [-r 5] [--json]
- *                 [--no-bw] [--bw-mib 1024]
+ *                 [--no-bw] [--bw-mib 1024] [--np 8,32] [--np-gen 32] [--no-peak]
+ *                 [--fast-tiles]
  *
  * Tests (the same definitions as llama-bench):
  *   ppN: one prefill forward of N tokens (random ids) from an empty cache;
  *        logits of the last token only.  t/s = N / time.
  *   tgN: N single-token decode steps from an empty cache (positions
  *        0..N-1).  t/s = N / time.
+ *   bdS: batched decode, only with --np: S sequences decode --np-gen steps
+ *        together from empty caches (each step one forward of S tokens, one
+ *        per sequence, logits for all S).  t/s = S * steps / time (total).
  * Each test runs once untimed (warm-up), then -r times; the table gives the
  * median and the min/max of the repetitions (wall clock), and "cpu t/s":
  * the median of n * threads / (process CPU seconds), which on a loaded,
@@ -27,6 +31,23 @@
  * (rl_model_weight_bytes) minus the token-embedding table, which is only gathered one row per token
  * -- unless the output projection is tied to it, in which case the whole table is read by the
  * output matmul.
+ *
+ * Compute peaks (kernels.h, rl_peak_run): for each thread count, every
+ * thread runs a chain of each available tier's multiply-add (int8 AVX2
+ * vpmaddubsw+vpmaddwd+vpaddd, int8 AVX512-VNNI vpdpbusd, fp32 FMA) for
+ * about 0.1 s; the best of 3 passes is reported as multiply-adds per second.
+ * Prefill and batched-decode results are then also given as a fraction of
+ * the int8 peak of the active kernel tier: t/s x multiply-adds per token /
+ * peak, where the multiply-adds per token are those of the weight matmuls
+ * counted from the model's tensor shapes (every 2-D+ ".weight" tensor but
+ * the token embeddings, or those once when the output is tied to them;
+ * expert tensors scaled by expert_used_count / n_expert).  Attention
+ * (q.k, p.v) is not counted, so the fraction slightly understates the
+ * arithmetic done at long contexts.
+ *
+ * --fast-tiles turns on the opt-in many-token matmul path
+ * (rl_matmul_set_fast_tiles; results within float rounding of the default,
+ * not bit-identical) for the whole run.
  *
  * The KV cache is contiguous f16 (kv/seqkv.h) of max(pp, tg) slots.
  * Diagnostics go to stderr; the table (or JSON) to stdout.
@@ -49,18 +70,23 @@
 #define B_MAX_LIST 16
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: redline bench [-m MODEL] [options]\n\n"
-            "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
-            "  -p, --n-prompt LIST    prompt lengths, comma-separated (default 128,512; 0 = none)\n"
-            "  -n, --n-gen LIST       generation lengths (default 128; 0 = none)\n"
-            "  -t, --threads LIST     thread counts (default 1,2)\n"
-            "  -r, --repetitions N    timed runs per test (default 5)\n"
-            "      --json             JSON output instead of the table\n"
-            "      --no-bw            skip the memory-bandwidth measurement\n"
-            "      --bw-mib N         bandwidth buffer size in MiB (default 1024)\n"
-            "  -h, --help             this text\n",
-            RL_DEFAULT_MODEL);
+    fprintf(
+        f,
+        "usage: redline bench [-m MODEL] [options]\n\n"
+        "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
+        "  -p, --n-prompt LIST    prompt lengths, comma-separated (default 128,512; 0 = none)\n"
+        "  -n, --n-gen LIST       generation lengths (default 128; 0 = none)\n"
+        "  -t, --threads LIST     thread counts (default 1,2)\n"
+        "  -r, --repetitions N    timed runs per test (default 5)\n"
+        "      --json             JSON output instead of the table\n"
+        "      --no-bw            skip the memory-bandwidth measurement\n"
+        "      --bw-mib N         bandwidth buffer size in MiB (default 1024)\n"
+        "      --np LIST          batched-decode tests: sequences decoding together (bdS)\n"
+        "      --np-gen N         decode steps of each bdS test (default 32)\n"
+        "      --no-peak          skip the compute-peak measurement\n"
+        "      --fast-tiles       opt-in fast many-token matmul (q4_K, q6_K; not bit-identical)\n"
+        "  -h, --help             this text\n",
+        RL_DEFAULT_MODEL);
 }
 
 /* ---------------- memory bandwidth ---------------- */
@@ -112,6 +138,71 @@ static double bw_pass(bw_job *J, rl_threadpool *tp) {
     return (double)J->bytes / (rl_time_s() - t0);
 }
 
+/* ---------------- compute peaks ---------------- */
+
+typedef struct peak_job {
+    rl_peak_kind kind;
+    int64_t n_iter;
+    uint64_t macs[64];
+    uint32_t check[64];
+} peak_job;
+
+static void peak_task(void *ctx, int ith, int nth) {
+    (void)nth;
+    peak_job *J = ctx;
+    J->macs[ith & 63] = rl_peak_run(J->kind, J->n_iter, &J->check[ith & 63]);
+}
+
+/* Multiply-adds per second of kind k over the pool's threads: a first
+ * short pass (its checksums verified against the scalar model, outside the
+ * timing) sizes the step count for about 0.1 s, then the best of 3
+ * passes.  0 if a checksum is wrong. */
+static double peak_rate(rl_peak_kind k, rl_threadpool *tp) {
+    peak_job J = {.kind = k, .n_iter = 1 << 14};
+    int nth = rl_threadpool_n_threads(tp);
+    double best = 0, dt = 0;
+    for (int pass = -1; pass < 3; pass++) {
+        double t0 = rl_time_s();
+        rl_threadpool_run(tp, peak_task, &J);
+        dt = rl_time_s() - t0;
+        uint64_t n = 0;
+        for (int i = 0; i < nth && i < 64; i++) {
+            if (pass == -1 && !rl_peak_check(k, J.n_iter, J.check[i])) return 0;
+            n += J.macs[i];
+        }
+        if (pass >= 0 && dt > 0 && (double)n / dt > best) best = (double)n / dt;
+        if (pass == -1) { /* calibrate: about 0.1 s per pass */
+            double scale = dt > 0 ? 0.1 / dt : 64;
+            J.n_iter = (int64_t)((double)J.n_iter * (scale > 4096 ? 4096 : scale));
+            if (J.n_iter < 1) J.n_iter = 1;
+        }
+    }
+    return best;
+}
+
+/* Multiply-adds of the weight matmuls per token, from the tensor shapes
+ * (see the file comment). */
+static double macs_per_token(const rl_model *m) {
+    const rl_gguf *g = rl_model_gguf(m);
+    bool tied = rl_gguf_find_tensor(g, "output.weight") == NULL;
+    char key[96];
+    snprintf(key, sizeof key, "%s.expert_used_count", rl_model_arch(m));
+    int64_t used = 0;
+    rl_err e = {0};
+    if (rl_gguf_get_i64(g, key, 0, &used, &e)) used = 0;
+    double total = 0;
+    for (int64_t i = 0; i < rl_gguf_n_tensors(g); i++) {
+        const rl_gguf_tensor *t = rl_gguf_tensor_at(g, i);
+        size_t len = strlen(t->name);
+        if (t->n_dims < 2 || len < 7 || strcmp(t->name + len - 7, ".weight") != 0) continue;
+        if (strcmp(t->name, "token_embd.weight") == 0 && !tied) continue;
+        double n = (double)t->n_elements;
+        if (t->n_dims >= 3 && used > 0 && t->ne[2] > 1) n = n * (double)used / (double)t->ne[2];
+        total += n;
+    }
+    return total;
+}
+
 /* ---------------- model timing ---------------- */
 
 typedef struct bench_res {
@@ -137,6 +228,38 @@ static rl_status run_tg(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, f
     return RL_OK;
 }
 
+/* One batched-decode test: S sequences (the whole of bkv) decode n steps
+ * together; the logits buffer holds S rows. */
+static rl_status run_bd(rl_seqkv *bkv, rl_model *m, const int32_t *toks, int n_toks, int S, int n,
+                        float *logits, rl_threadpool *tp, rl_err *err) {
+    for (int i = 0; i < n; i++) {
+        for (int s = 0; s < S; s++) {
+            bkv->tok[s] = toks[(s * 7 + i) % n_toks];
+            bkv->pos[s] = i;
+            bkv->seq[s] = s;
+            bkv->want[s] = true;
+        }
+        rl_batch b = {.n_tok = S,
+                      .token = bkv->tok,
+                      .pos = bkv->pos,
+                      .seq = bkv->seq,
+                      .want_logits = bkv->want,
+                      .n_seq = S,
+                      .block_tables = bkv->tables,
+                      .n_blocks = bkv->n_blocks};
+        rl_status st = rl_model_forward(m, &b, bkv->layers, logits, tp, err);
+        if (st) return st;
+    }
+    return RL_OK;
+}
+
+/* Index of thread count t in th[0..n). */
+static int thread_index(const int32_t *th, int n, int t) {
+    int i = 0;
+    while (i < n - 1 && th[i] != t) i++;
+    return i;
+}
+
 static size_t read_bytes_per_token(const rl_model *m, bool *tied) {
     const rl_gguf *g = rl_model_gguf(m);
     const rl_gguf_tensor *emb = rl_gguf_find_tensor(g, "token_embd.weight");
@@ -149,9 +272,10 @@ static size_t read_bytes_per_token(const rl_model *m, bool *tied) {
 int rl_cmd_bench(int argc, char **argv) {
     const char *model_arg = NULL;
     int32_t pp[B_MAX_LIST] = {128, 512}, tg[B_MAX_LIST] = {128}, th[B_MAX_LIST] = {1, 2};
-    int n_pp = 2, n_tg = 1, n_th = 2;
-    int32_t reps = 5, bw_mib = 1024;
-    bool json = false, do_bw = true;
+    int32_t np[B_MAX_LIST] = {0};
+    int n_pp = 2, n_tg = 1, n_th = 2, n_np = 0;
+    int32_t reps = 5, bw_mib = 1024, np_gen = 32;
+    bool json = false, do_bw = true, do_peak = true, fast_tiles = false;
     rl_args A;
     rl_args_init(&A, "redline bench", argc, argv);
     while (rl_args_next(&A)) {
@@ -175,31 +299,52 @@ int rl_cmd_bench(int argc, char **argv) {
             json = true;
         else if (rl_args_is(&A, "--no-bw"))
             do_bw = false;
+        else if (rl_args_is(&A, "--np"))
+            ok = rl_args_list(&A, 1, 1024, np, &n_np, B_MAX_LIST);
+        else if (rl_args_is(&A, "--np-gen"))
+            ok = rl_args_i32(&A, 1, 1 << 16, &np_gen);
+        else if (rl_args_is(&A, "--no-peak"))
+            do_peak = false;
+        else if (rl_args_is(&A, "--fast-tiles"))
+            fast_tiles = true;
         else
             ok = rl_args_unknown(&A);
         if (!ok) return 2;
     }
-    int max_pp = 0, max_tg = 0;
+    int max_pp = 0, max_tg = 0, max_np = 0;
+    for (int i = 0; i < n_np; i++) max_np = np[i] > max_np ? np[i] : max_np;
     for (int i = 0; i < n_pp; i++) max_pp = pp[i] > max_pp ? pp[i] : max_pp;
     for (int i = 0; i < n_tg; i++) max_tg = tg[i] > max_tg ? tg[i] : max_tg;
     int n_ctx = max_pp > max_tg ? max_pp : max_tg;
     if (n_ctx < 1) n_ctx = 1;
 
     rl_kernels_init(RL_KERNELS_AUTO);
+    rl_matmul_set_fast_tiles(fast_tiles);
     g_avx2 = __builtin_cpu_supports("avx2");
     const char *path = rl_cli_model_path(model_arg);
     rl_err err = {0};
     rl_model *m = NULL;
-    rl_model_opts mo = {.max_batch = max_pp > 0 ? max_pp : 1, .prefault = true};
+    int max_batch = max_pp > max_np ? max_pp : max_np;
+    rl_model_opts mo = {.max_batch = max_batch > 0 ? max_batch : 1, .prefault = true};
     if (rl_model_load(path, &mo, &m, &err)) {
         fprintf(stderr, "redline bench: %s\n", err.msg);
         return 1;
     }
-    rl_seqkv kv;
-    if (rl_seqkv_init(&kv, m, n_ctx, 1, 0, RL_TYPE_F16, &err)) {
+    rl_seqkv kv, bkv = {0};
+    if (rl_seqkv_init(&kv, m, n_ctx, 1, 0, RL_TYPE_F16, &err) ||
+        (max_np > 0 && rl_seqkv_init(&bkv, m, np_gen, max_np, 0, RL_TYPE_F16, &err))) {
         fprintf(stderr, "redline bench: %s\n", err.msg);
+        rl_seqkv_free(&kv);
         rl_model_free(m);
         return 1;
+    }
+    if (max_np > 0) {
+        memset(bkv.k_mem, 0,
+               (size_t)bkv.n_layer * bkv.layers[0].k_block_bytes * (size_t)bkv.n_blocks_seq *
+                   max_np);
+        memset(bkv.v_mem, 0,
+               (size_t)bkv.n_layer * bkv.layers[0].v_block_bytes * (size_t)bkv.n_blocks_seq *
+                   max_np);
     }
     /* Touch the KV pages so first-touch faults are not timed. */
     memset(kv.k_mem, 0, (size_t)kv.n_layer * kv.layers[0].k_block_bytes * (size_t)kv.n_blocks_seq);
@@ -207,8 +352,8 @@ int rl_cmd_bench(int argc, char **argv) {
 
     int32_t V = rl_model_n_vocab(m);
     int32_t *toks = rl_malloc((size_t)n_ctx * sizeof *toks);
-    float *logits = rl_malloc((size_t)V * sizeof(float));
-    bench_res *res = rl_calloc((size_t)(n_th * (n_pp + n_tg)), sizeof *res);
+    float *logits = rl_malloc((size_t)V * sizeof(float) * (size_t)(max_np > 1 ? max_np : 1));
+    bench_res *res = rl_calloc((size_t)(n_th * (n_pp + n_tg + n_np)), sizeof *res);
     int n_res = 0, rc = 0;
     bw_job J = {0}; /* J.buf: freed at done */
     if (!toks || !logits || !res) {
@@ -222,10 +367,16 @@ int rl_cmd_bench(int argc, char **argv) {
 
     bool tied;
     size_t rd_bytes = read_bytes_per_token(m, &tied);
-    fprintf(stderr, "redline bench: %s (%s), %.1f MiB read per token, kernels %s\n", path,
-            rl_model_arch(m), (double)rd_bytes / (1 << 20), rl_kernels_impl_name());
+    fprintf(stderr, "redline bench: %s (%s), %.1f MiB read per token, kernels %s%s\n", path,
+            rl_model_arch(m), (double)rd_bytes / (1 << 20), rl_kernels_impl_name(),
+            fast_tiles ? " + fast tiles" : "");
 
-    double bwt[B_MAX_LIST] = {0};
+    double bwt[B_MAX_LIST] = {0}, peaks[B_MAX_LIST][RL_PEAK_COUNT] = {{0}};
+    const double macs_tok = macs_per_token(m);
+    /* the int8 peak the matmul leaves of the active table can reach */
+    const rl_peak_kind i8_kind =
+        strcmp(rl_kernels_impl_name(), "avx512vnni") == 0 ? RL_PEAK_I8_VNNI : RL_PEAK_I8_AVX2;
+    if (!rl_peak_available(i8_kind)) do_peak = false;
     J.bytes = (size_t)bw_mib << 20;
     if (do_bw) {
         void *buf = NULL;
@@ -246,21 +397,30 @@ int rl_cmd_bench(int argc, char **argv) {
         }
         double bws[B_MAX_LIST * 64];
         int n_bws = 0;
+        if (do_peak)
+            for (int k = 0; k < RL_PEAK_COUNT; k++)
+                if (rl_peak_available((rl_peak_kind)k))
+                    peaks[ti][k] = peak_rate((rl_peak_kind)k, tp);
         if (do_bw) bw_pass(&J, tp); /* warm-up */
-        for (int k = 0; k < n_pp + n_tg; k++) {
-            bool is_pp = k < n_pp;
-            int n = is_pp ? pp[k] : tg[k - n_pp];
+        for (int k = 0; k < n_pp + n_tg + n_np; k++) {
+            bool is_pp = k < n_pp, is_bd = k >= n_pp + n_tg;
+            int n = is_pp ? pp[k] : is_bd ? np_gen : tg[k - n_pp];
+            int S = is_bd ? np[k - n_pp - n_tg] : 1;
             if (n == 0) continue;
             bench_res *R = &res[n_res++];
-            snprintf(R->test, sizeof R->test, "%s%d", is_pp ? "pp" : "tg", n);
+            if (is_bd)
+                snprintf(R->test, sizeof R->test, "bd%d", S);
+            else
+                snprintf(R->test, sizeof R->test, "%s%d", is_pp ? "pp" : "tg", n);
             R->threads = th[ti];
-            R->n_tok = n;
+            R->n_tok = n * S;
             fprintf(stderr, "  %s t=%d ...\n", R->test, th[ti]);
             for (int r = -1; r < reps; r++) {
-                if (do_bw && !is_pp && r >= 0) bws[n_bws++] = bw_pass(&J, tp);
+                if (do_bw && !is_pp && !is_bd && r >= 0) bws[n_bws++] = bw_pass(&J, tp);
                 double t0 = rl_time_s(), c0 = rl_report_cpu_s();
-                rl_status st = is_pp ? run_pp(&kv, m, toks, n, logits, tp, &err)
-                                     : run_tg(&kv, m, toks, n, logits, tp, &err);
+                rl_status st = is_pp   ? run_pp(&kv, m, toks, n, logits, tp, &err)
+                               : is_bd ? run_bd(&bkv, m, toks, n_ctx, S, n, logits, tp, &err)
+                                       : run_tg(&kv, m, toks, n, logits, tp, &err);
                 double dt = rl_time_s() - t0, dc = rl_report_cpu_s() - c0;
                 if (st) {
                     fprintf(stderr, "redline bench: %s\n", err.msg);
@@ -269,8 +429,8 @@ int rl_cmd_bench(int argc, char **argv) {
                     goto done;
                 }
                 if (r >= 0) {
-                    R->cts[R->n] = dc > 0 ? (double)n * th[ti] / dc : 0;
-                    R->ts[R->n++] = n / dt;
+                    R->cts[R->n] = dc > 0 ? (double)R->n_tok * th[ti] / dc : 0;
+                    R->ts[R->n++] = R->n_tok / dt;
                 }
             }
             double tmp[64];
@@ -309,13 +469,25 @@ int rl_cmd_bench(int argc, char **argv) {
                 json_object_set_new(o, "roofline_ts", rl_report_real(roof));
                 json_object_set_new(o, "roofline_frac", rl_report_real(R->med / roof));
             }
+            double pk = do_peak ? peaks[thread_index(th, n_th, R->threads)][i8_kind] : 0;
+            if (o && pk > 0 && R->test[0] != 't')
+                json_object_set_new(o, "int8_peak_frac", rl_report_real(R->med * macs_tok / pk));
             json_array_append_new(rs, o);
         }
-        json_t *root = json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:o, s:o}", "model", mname, "arch",
-                                 rl_model_arch(m), "kernels", rl_kernels_impl_name(),
-                                 "weight_bytes", (json_int_t)rl_model_weight_bytes(m),
-                                 "read_bytes_per_token", (json_int_t)rd_bytes, "tied_output",
-                                 (int)tied, "bandwidth", bw, "results", rs);
+        json_t *pj = json_array();
+        for (int ti = 0; do_peak && ti < n_th; ti++)
+            for (int k = 0; k < RL_PEAK_COUNT; k++)
+                if (peaks[ti][k] > 0)
+                    json_array_append_new(pj, json_pack("{s:i, s:s, s:f}", "threads", (int)th[ti],
+                                                        "kind", rl_peak_name((rl_peak_kind)k),
+                                                        "madds_per_s", peaks[ti][k]));
+        json_t *root =
+            json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:f, s:o, s:o, s:o}", "model", mname, "arch",
+                      rl_model_arch(m), "kernels", rl_kernels_impl_name(), "weight_bytes",
+                      (json_int_t)rl_model_weight_bytes(m), "read_bytes_per_token",
+                      (json_int_t)rd_bytes, "tied_output", (int)tied, "madds_per_token", macs_tok,
+                      "bandwidth", bw, "peaks", pj, "results", rs);
+        if (root) json_object_set_new(root, "fast_tiles", json_boolean(fast_tiles));
         if (rl_report_json_write(stdout, root, false, "redline bench")) rc = 1;
     } else {
         printf("| %-28s | %9s | %7s | %7s | %10s | %10s | %10s | %10s |\n", "model", "size MiB",
@@ -347,8 +519,30 @@ int rl_cmd_bench(int argc, char **argv) {
                        R->med, roof, 100.0 * R->med / roof);
             }
         }
+        if (do_peak) {
+            printf("\ncompute peaks (multiply-adds/s, best of 3 passes of about 0.1 s):\n");
+            for (int ti = 0; ti < n_th; ti++) {
+                printf("  %d thread%s:", th[ti], th[ti] > 1 ? "s" : "");
+                for (int k = 0; k < RL_PEAK_COUNT; k++)
+                    if (peaks[ti][k] > 0)
+                        printf("  %s %.1f G", rl_peak_name((rl_peak_kind)k), peaks[ti][k] / 1e9);
+                printf("\n");
+            }
+            printf("matmul multiply-adds per token (weight shapes): %.3f G; int8 peak: %s\n",
+                   macs_tok / 1e9, rl_peak_name(i8_kind));
+            for (int i = 0; i < n_res; i++) {
+                bench_res *R = &res[i];
+                if (R->test[0] == 't') continue;
+                double pk = peaks[thread_index(th, n_th, R->threads)][i8_kind];
+                if (pk > 0)
+                    printf("  %s t=%d: %.2f t/s x %.3f G = %.1f G/s = %.1f%% of the int8 peak\n",
+                           R->test, R->threads, R->med, macs_tok / 1e9, R->med * macs_tok / 1e9,
+                           100.0 * R->med * macs_tok / pk);
+            }
+        }
     }
 done:
+    rl_seqkv_free(&bkv);
     free((void *)J.buf);
     rl_free(res);
     rl_free(logits);

@@ -35,12 +35,62 @@ typedef void (*rl__vec_dot2r_fn)(int64_t n, float *s, const void *w, size_t w_st
 /* Quantize n floats (n a multiple of the block size) into packed blocks. */
 typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
 
+/* ---- fast many-token tiles (ref/ref_tile.c, x86/avx2_tile.c) ----
+ * Opt-in (rl_matmul_set_fast_tiles): the matmul driver repacks groups of 8
+ * weight rows into an interleaved layout in a per-thread buffer, then
+ * streams the tokens over it.  The reduction differs from vec_dot's (each
+ * super-block's integer sum is formed per row and converted once), so the
+ * results are within float rounding of vec_dot, not bit-identical; the
+ * scalar twin (ref) and the AVX2 leaf agree bit for bit.
+ *
+ * q4_K, 8 rows r = 0..7, one super-block: */
+typedef struct rl__q4k_x8 {
+    float d[8], dmin[8]; /* per row */
+    /* scale of sub-block b for row r at lanes 2r and 2r+1 */
+    int16_t sc[8][16];
+    /* mins: for pair p (sub-blocks 2p, 2p+1), row r: lane 2r = m(2p),
+     * lane 2r+1 = m(2p+1) */
+    int16_t mn[4][16];
+    /* element 4g + c (g < 64, c < 4) of row r at q[g][4r + c], 0..15 */
+    uint8_t q[64][32];
+} rl__q4k_x8;
+_Static_assert(sizeof(rl__q4k_x8) == 2496, "q4_K x8 block");
+/* q6_K, 8 rows, one super-block (codes q 0..63, w = d * sc * (q - 32)): */
+typedef struct rl__q6k_x8 {
+    float d[8];
+    /* scale of 16-element sub-block b for row r at lanes 2r and 2r+1 */
+    int16_t sc[16][16];
+    /* for pair p (sub-blocks 2p, 2p+1), row r: lane 2r = sc(2p), 2r+1 = sc(2p+1) */
+    int16_t scp[8][16];
+    /* element 4g + c of row r at q[g][4r + c], 0..63 */
+    uint8_t q[64][32];
+} rl__q6k_x8;
+_Static_assert(sizeof(rl__q6k_x8) == 2848, "q6_K x8 block");
+void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* Tokens per call of a tile8 dot (1..RL_TILE8_T). */
+#define RL_TILE8_T 4
+typedef struct rl__tile8 {
+    /* Packs rows w, w + row_size, .. (8 of them, n_cols each) into dst
+     * (n_cols / 256 packed blocks). */
+    void (*pack)(void *dst, const void *w, size_t row_size, int64_t n_cols);
+    /* s[k * s_stride + r] = row r . token k for r < 8, k < n_x. */
+    void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *packed, const void *x,
+                size_t x_stride, int n_x);
+    size_t block_size; /* packed bytes per 256 columns */
+} rl__tile8;
+void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* The pair sum of the q8_K bsums of sub-block b (32 elements). */
+static inline int16_t rl__q8k_bsum32(const rl_block_q8_K *x, int b) {
+    return (int16_t)(x->bsums[2 * b] + x->bsums[2 * b + 1]);
+}
+
 typedef struct rl__ktab {
     const char *name;
     rl__vec_dot_fn vec_dot[RL_TYPE_COUNT];     /* indexed by weight type; NULL = unsupported */
     rl__vec_dot4_fn vec_dot4[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot2r_fn vec_dot2r[RL_TYPE_COUNT]; /* may be NULL */
+    rl__tile8 tile8[RL_TYPE_COUNT];            /* .dot may be NULL */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
@@ -98,10 +148,12 @@ const rl__ktab *rl__kernels_vnni(void);
 
 /* Fillers, called once by dispatch.c. */
 void rl__ref_fill(rl__ktab *t);
-void rl__avx2_fill(rl__ktab *t);     /* overrides entries of a ref-filled table */
-void rl__vnni_fill(rl__ktab *t);     /* overrides entries of an AVX2-filled table */
-void rl__ref_fill_kvq(rl__ktab *t);  /* KV attention leaves (ref/ref_kvq.c) */
-void rl__avx2_fill_kvq(rl__ktab *t); /* (x86/avx2_kvq.c) */
+void rl__avx2_fill(rl__ktab *t);      /* overrides entries of a ref-filled table */
+void rl__vnni_fill(rl__ktab *t);      /* overrides entries of an AVX2-filled table */
+void rl__ref_fill_kvq(rl__ktab *t);   /* KV attention leaves (ref/ref_kvq.c) */
+void rl__ref_fill_tile(rl__ktab *t);  /* fast tiles' twins (ref/ref_tile.c) */
+void rl__avx2_fill_tile(rl__ktab *t); /* (x86/avx2_tile.c) */
+void rl__avx2_fill_kvq(rl__ktab *t);  /* (x86/avx2_kvq.c) */
 
 /* Reference leaves exported for reuse (AVX2 tails, tests). */
 void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);
@@ -132,5 +184,28 @@ static inline void rl__iq4nl_store(rl_block_q4_0 *y, float d, const uint8_t q[32
     y->d = rl_f32_to_fp16(d);
     for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
 }
+
+/* ---- compute-peak probes (peak.c, x86/avx2_peak.c, x86/vnni_peak.c) ----
+ * Each leaf runs n_iter steps of RL_PEAK_*_ACC independent multiply-add
+ * chains, writes the checksum of its accumulators to *check and returns
+ * the number of multiply-adds done.  int8 chain k multiplies the unsigned
+ * bytes a_k[j] = rl__peak_operand(0, k, j) by the signed bytes
+ * b[j] = rl__peak_operand(1, 0, j) (j < 32 for ymm, < 64 for zmm) and adds
+ * the products into int32 lanes; the checksum is the sum of all lanes
+ * modulo 2^32.  fp32 chain k starts at k and adds 1 * RL_PEAK_F32_STEP per
+ * step in each of 8 lanes; the checksum is the lane sum in units of the
+ * step (exact for n_iter < 2^22).  rl__peak_expect (peak.c) is the scalar
+ * twin of the checksums. */
+#define RL_PEAK_I8_ACC   6  /* AVX2 int8 chains (14 of the 16 ymm live) */
+#define RL_PEAK_VNNI_ACC 12 /* vpdpbusd chains: latency 5 x up to 2 ports */
+#define RL_PEAK_F32_ACC  10 /* FMA chains: latency 4-5 x 2 pipes */
+#define RL_PEAK_F32_STEP (1.0f / 1024.0f)
+static inline int rl__peak_operand(int which, int k, int j) {
+    return which == 0 ? 1 + (3 * j + k) % 11 : j % 7 - 3;
+}
+uint64_t rl__peak_i8_avx2(int64_t n_iter, uint32_t *check);
+uint64_t rl__peak_f32_fma(int64_t n_iter, uint32_t *check);
+uint64_t rl__peak_i8_vnni(int64_t n_iter, uint32_t *check);
+uint32_t rl__peak_expect(int kind, int64_t n_iter);
 
 #endif

@@ -6,8 +6,10 @@
  * Where each part lives: dispatch.c (implementation choice, the
  * elementwise kernels and rl_wht), matmul.c (rl_matmul*, rl_get_row),
  * rope.c (RoPE), kvpage.c (KV page types, rotation/shift/scale predicates,
- * rl_kv_store), attention.c (rl_attention*); the leaves of each table in
- * ref/ and x86/.
+ * rl_kv_store), attention.c (rl_attention*), peak.c (rl_peak_*: compute-peak
+ * probes, leaves x86/avx2_peak.c, x86/vnni_peak.c); the leaves of each
+ * table in ref/ and x86/ (the opt-in fast many-token tiles: ref/ref_tile.c,
+ * x86/avx2_tile.c).
  *
  * Shapes use row-major C notation: x[n_tok][n] means n_tok rows of n floats.
  */
@@ -70,8 +72,57 @@ void rl_matmul(const rl_mat *w, const float *x, float *y, int64_t n_tok, void *s
 void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
                      int64_t n_tok, void *scratch, rl_threadpool *tp);
 
+/* Fast many-token matmul, off by default (a process-wide switch; flip it
+ * only while no matmul runs).  When on, rl_matmul with n_tok >=
+ * RL_MATMUL_FAST_MIN_TOK on a weight type that has a fast tile (q4_K, q6_K)
+ * repacks its rows 8 at a time into a per-thread buffer (no extra resident
+ * weight memory) and streams the tokens over them in an interleaved,
+ * register-blocked kernel.  The results are then within float rounding of
+ * the default path (each super-block's integer sum is converted once per
+ * row instead of in 8 partial lanes), not bit-identical: a row computed
+ * with fewer tokens (decode) may differ in the last bits, so batch
+ * invariance does not hold across the threshold.  Rows past the last
+ * multiple of 8 of a chunk, and every call below the threshold, take the
+ * default path.  The threshold: repacking a group costs about as much as
+ * 10-15 tokens of its arithmetic (AVX2, Zen 3), so below about 64 tokens
+ * the default path was as fast (shared machine, q4_K 8960 x 1536: 32
+ * tokens 20-33 vs 36-41 G multiply-adds per CPU second; 64-128 tokens
+ * 37-52 vs 29-41). */
+#define RL_MATMUL_FAST_MIN_TOK 64
+void rl_matmul_set_fast_tiles(bool on);
+bool rl_matmul_fast_tiles(void);
+
 /* Row of embedding: dequantize row `row` of w into out[w->n_cols]. */
 void rl_get_row(const rl_mat *w, int64_t row, float *out);
+
+/* ---- compute peaks (peak.c) ----
+ * Probes of the arithmetic roofline of each kernel tier, for `redline
+ * bench`: a long chain of the tier's multiply-add instruction with enough
+ * independent accumulators to hide its latency.
+ *   RL_PEAK_I8_AVX2: vpmaddubsw + vpmaddwd + vpaddd (u8 x s8, the AVX2
+ *                    matmul leaves' int8 multiply-add), 32 per step;
+ *   RL_PEAK_I8_VNNI: vpdpbusd on zmm, 64 per step;
+ *   RL_PEAK_F32_FMA: vfmadd on ymm fp32, 8 per step.
+ * Counts are multiply-adds (one product added into an accumulator). */
+typedef enum rl_peak_kind {
+    RL_PEAK_I8_AVX2 = 0,
+    RL_PEAK_I8_VNNI = 1,
+    RL_PEAK_F32_FMA = 2,
+    RL_PEAK_COUNT
+} rl_peak_kind;
+/* Short name ("int8-avx2", "int8-vnni", "fp32-fma"). */
+const char *rl_peak_name(rl_peak_kind k);
+/* True if this CPU (and OS) runs kind k. */
+bool rl_peak_available(rl_peak_kind k);
+/* Runs n_iter steps of kind k on the calling thread; returns the number of
+ * multiply-adds done (0 if the kind is unavailable or n_iter <= 0).  If
+ * check is not NULL it receives a checksum of the accumulators, which
+ * rl_peak_check verifies. */
+uint64_t rl_peak_run(rl_peak_kind k, int64_t n_iter, uint32_t *check);
+/* True if `check` is what rl_peak_run(k, n_iter) must produce (computed
+ * by a scalar model of the same arithmetic; fp32 is exact only for
+ * n_iter < 2^22). */
+bool rl_peak_check(rl_peak_kind k, int64_t n_iter, uint32_t check);
 
 /* ---- elementwise / normalization (one row of n) ---- */
 /* out = x / rms(x) * w  (w may be NULL: no weight).  out may alias x. */

@@ -24,6 +24,12 @@
  * quantization is a pure function of the input row, and the group's row
  * chunks only change which thread computes a row).
  *
+ * Fast tiles (opt-in, rl_matmul_set_fast_tiles): for n_tok >=
+ * RL_MATMUL_FAST_MIN_TOK and a weight type with a tile8 leaf, a chunk's
+ * rows go 8 at a time: packed into the thread's buffer (g_tile_buf), then
+ * every token runs against them, RL_TILE8_T tokens per call; the chunk
+ * size is then a multiple of 8 rows.  See kernels.h for what that changes.
+ *
  * Also here: rl__act_type (the activation type each weight type pairs
  * with) and rl_get_row (one weight row dequantized, for embeddings).
  */
@@ -82,6 +88,26 @@ static size_t rl__act_row_size(const rl_mat *w) {
 }
 
 #define RL_MM_PAD_ROWS 2 /* padding of a 6-token remainder to an 8-tile */
+
+static _Atomic bool g_fast_tiles;
+void rl_matmul_set_fast_tiles(bool on) {
+    atomic_store(&g_fast_tiles, on);
+}
+bool rl_matmul_fast_tiles(void) {
+    return atomic_load_explicit(&g_fast_tiles, memory_order_relaxed);
+}
+
+/* Per-thread buffer of one packed 8-row group: up to 64 super-blocks of
+ * the largest packed type (16384 columns); wider matrices take the default path. */
+#define RL_TILE8_BUF (64 * sizeof(rl__q6k_x8))
+static _Thread_local _Alignas(64) uint8_t g_tile_buf[RL_TILE8_BUF];
+
+/* True if matrix w at n_tok tokens goes through the fast tiles of kt. */
+static bool rl__mm_fast(const rl__ktab *kt, const rl_mat *w, int64_t n_tok) {
+    const rl__tile8 *tl = &kt->tile8[w->type];
+    return n_tok >= RL_MATMUL_FAST_MIN_TOK && tl->dot && rl_matmul_fast_tiles() &&
+           (size_t)(w->n_cols / RL_QK_K) * tl->block_size <= RL_TILE8_BUF;
+}
 
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
     size_t rs = rl__act_row_size(w), out;
@@ -151,6 +177,18 @@ static void rl__mm_task(void *p, int ith, int nth) {
         const rl__vec_dot8_fn dot8 = c->kt->vec_dot8[w->type];
         int64_t r0 = (ch - (i ? c->chunk_end[i - 1] : 0)) * c->chunk[i], r1 = r0 + c->chunk[i];
         if (r1 > w->n_rows) r1 = w->n_rows;
+        if (rl__mm_fast(c->kt, w, c->n_tok)) {
+            const rl__tile8 *tl = &c->kt->tile8[w->type];
+            for (; r0 + 8 <= r1; r0 += 8) {
+                tl->pack(g_tile_buf, wd + (size_t)r0 * w->row_size, w->row_size, w->n_cols);
+                for (int64_t t = 0; t < c->n_tok; t += RL_TILE8_T) {
+                    int nx = c->n_tok - t < RL_TILE8_T ? (int)(c->n_tok - t) : RL_TILE8_T;
+                    tl->dot(w->n_cols, c->y[i] + t * w->n_rows + r0, (size_t)w->n_rows, g_tile_buf,
+                            c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
+                }
+            }
+            /* rows left over (fewer than 8): the default path below */
+        }
         int64_t t = 0;
         if (dot8) {
             for (; t + 8 <= c->n_tok; t += 8) {
@@ -243,6 +281,7 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
         c.w[i] = ws[i];
         c.y[i] = ys[i];
         int64_t chunk = rl__chunk_rows(ws[i], n_tok, nth);
+        if (rl__mm_fast(kt, ws[i], n_tok)) chunk = (chunk + 7) & ~(int64_t)7;
         c.chunk[i] = chunk;
         n_chunks += ws[i]->n_rows > 0 ? (ws[i]->n_rows + chunk - 1) / chunk : 0;
         c.chunk_end[i] = n_chunks;

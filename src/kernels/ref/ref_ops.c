@@ -79,4 +79,5 @@ void rl__ref_fill(rl__ktab *t) {
     t->axpy_f16 = rl__axpy_f16_ref;
     t->scale = rl__scale_ref;
     rl__ref_fill_kvq(t);
+    rl__ref_fill_tile(t);
 }

@@ -154,4 +154,5 @@ void rl__avx2_fill(rl__ktab *t) {
     t->axpy_f16 = rl__axpy_f16_avx2;
     t->scale = rl__scale_avx2;
     rl__avx2_fill_kvq(t);
+    rl__avx2_fill_tile(t);
 }

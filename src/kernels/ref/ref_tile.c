@@ -1,0 +1,119 @@
+/* Fast many-token tiles (kernels-impl.h, rl__tile8): the packer shared by
+ * every table, and the scalar twin of each tile dot.  The twin does the
+ * integer work in any order (it is exact) and the float work in exactly
+ * the AVX2 leaf's per-lane order:
+ *   per super-block i and row r, with dx = the token's q8_K scale:
+ *     acc_r = fma(d_r * dx, (float)sumi_r, acc_r)
+ *     acc_r = fma(-(dmin_r * dx), (float)msum_r, acc_r)
+ *   sumi_r = sum_b sc_b * sum_{e in b} q_e * x_e, msum_r = sum_b m_b * bsum32_b,
+ * so both agree bit for bit (test_kernels_tile.c).  Against vec_dot the
+ * only difference is float rounding: vec_dot keeps 8 partial lanes per
+ * super-block and sums them at the end. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels-impl.h"
+
+void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q4k_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q4_K *b = (const rl_block_q4_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl_fp16_to_f32(b->d);
+            o->dmin[r] = rl_fp16_to_f32(b->dmin);
+            int sc[8], mn[8];
+            for (int j = 0; j < 8; j++) rl_scale_min_k4(b->scales, j, &sc[j], &mn[j]);
+            for (int j = 0; j < 8; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)sc[j];
+            for (int p = 0; p < 4; p++) {
+                o->mn[p][2 * r] = (int16_t)mn[2 * p];
+                o->mn[p][2 * r + 1] = (int16_t)mn[2 * p + 1];
+            }
+            for (int e = 0; e < RL_QK_K; e++) {
+                uint8_t v = b->qs[(e / 64) * 32 + e % 32];
+                o->q[e / 4][4 * r + e % 4] = (uint8_t)((e % 64) >= 32 ? v >> 4 : v & 15);
+            }
+        }
+    }
+}
+
+static void rl__tile8_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q4k_x8 *p = packed;
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0, msum = 0;
+                for (int b = 0; b < 8; b++) {
+                    int32_t t = 0;
+                    for (int e = 32 * b; e < 32 * b + 32; e++)
+                        t += p->q[e / 4][4 * r + e % 4] * x[i].qs[e];
+                    sumi += p->sc[b][2 * r] * t;
+                }
+                for (int q = 0; q < 4; q++)
+                    msum += p->mn[q][2 * r] * rl__q8k_bsum32(&x[i], 2 * q) +
+                            p->mn[q][2 * r + 1] * rl__q8k_bsum32(&x[i], 2 * q + 1);
+                acc[r] = fmaf(p->d[r] * x[i].d, (float)sumi, acc[r]);
+                acc[r] = fmaf(-(p->dmin[r] * x[i].d), (float)msum, acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
+/* q6_K: the -32 offset folded through the bsums,
+ * sumi = sum_b sc_b (sum q x) - 32 sum_b sc_b bsum_b (16-element
+ * sub-blocks b), then acc = fma(d * dx, (float)sumi, acc). */
+void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q6k_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q6_K *b = (const rl_block_q6_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl_fp16_to_f32(b->d);
+            for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = b->scales[j];
+            for (int p = 0; p < 8; p++) {
+                o->scp[p][2 * r] = b->scales[2 * p];
+                o->scp[p][2 * r + 1] = b->scales[2 * p + 1];
+            }
+            for (int e = 0; e < RL_QK_K; e++) {
+                int h = e / 128, m = e % 128;
+                uint8_t lb = b->ql[h * 64 + m % 64];
+                int lo = m >= 64 ? lb >> 4 : lb & 0xF;
+                int hi = (b->qh[h * 32 + m % 32] >> (2 * (m / 32))) & 3;
+                o->q[e / 4][4 * r + e % 4] = (uint8_t)(lo | hi << 4);
+            }
+        }
+    }
+}
+
+static void rl__tile8_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q6k_x8 *p = packed;
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0, corr = 0;
+                for (int b = 0; b < 16; b++) {
+                    int32_t t = 0;
+                    for (int e = 16 * b; e < 16 * b + 16; e++)
+                        t += p->q[e / 4][4 * r + e % 4] * x[i].qs[e];
+                    sumi += p->sc[b][2 * r] * t;
+                    corr += p->sc[b][2 * r] * x[i].bsums[b];
+                }
+                acc[r] = fmaf(p->d[r] * x[i].d, (float)(sumi - 32 * corr), acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
+void rl__ref_fill_tile(rl__ktab *t);
+void rl__ref_fill_tile(rl__ktab *t) {
+    t->tile8[RL_TYPE_Q4_K] = (rl__tile8){
+        .pack = rl__pack_q4_K_x8, .dot = rl__tile8_q4_K_ref, .block_size = sizeof(rl__q4k_x8)};
+    t->tile8[RL_TYPE_Q6_K] = (rl__tile8){
+        .pack = rl__pack_q6_K_x8, .dot = rl__tile8_q6_K_ref, .block_size = sizeof(rl__q6k_x8)};
+}

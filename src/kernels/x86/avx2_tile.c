@@ -1,0 +1,242 @@
+/* AVX2 leaves of the fast many-token tiles (kernels-impl.h, rl__tile8):
+ * 8 interleaved weight rows (one per int32 lane) against up to
+ * RL_TILE8_T tokens.
+ *
+ * q4_K: for each group of 4 elements the packed ymm holds 4 weight bytes
+ * (0..15) of each of the 8 rows; the token's 4 activation bytes are
+ * broadcast, so vpmaddubsw gives each row's two pair sums as int16.  The 8
+ * groups of a 32-element sub-block are added in int16 (at most
+ * 8 * 2 * 15 * 127 = 30480, no overflow), then one vpmaddwd by the rows'
+ * sub-block scales makes int32 lanes.  Per 256 multiply-adds of a row and
+ * token that is 8 vpmaddubsw + 8 vpaddw + 1/8 of a vpmaddwd per lane --
+ * fewer instructions than the vpmaddubsw + vpmaddwd + vpaddd chain of the
+ * row-at-a-time leaves.  The float work per super-block (lane = row) is
+ * ref/ref_tile.c's twin's, so the two agree bit for bit. */
+#include <string.h>
+
+#include "kernels/x86/avx2-impl.h"
+
+#define RL_TILE_AI static inline __attribute__((always_inline))
+
+/* The rl__tile8 dot of type TY: its template at T = n_x (1..4). */
+#define RL_TILE8_INST(TY)                                                                          \
+    static void rl__tile8_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *packed,     \
+                                      const void *vx, size_t xs, int n_x) {                        \
+        if (n_x == 4)                                                                              \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 4);                                  \
+        else if (n_x == 3)                                                                         \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 3);                                  \
+        else if (n_x == 2)                                                                         \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 2);                                  \
+        else                                                                                       \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 1);                                  \
+    }
+
+static inline float rl__f16c(rl_fp16 h) {
+    return _cvtsh_ss(h);
+}
+
+RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q4k_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 8; b++) {
+            __m256i s16[RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[8 * b + g]);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t xv;
+                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
+                    s16[k] =
+                        _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(wq, _mm256_set1_epi32(xv)));
+                }
+            }
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)p->sc[b]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
+                _mm256_add_epi32(sumi[k], _mm256_madd_epi16(s16[k], sc));
+        }
+        const __m256 d = _mm256_loadu_ps(p->d), dmin = _mm256_loadu_ps(p->dmin);
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i msum = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                const uint32_t bp = (uint16_t)rl__q8k_bsum32(x[k], 2 * q) |
+                                    (uint32_t)(uint16_t)rl__q8k_bsum32(x[k], 2 * q + 1) << 16;
+                msum = _mm256_add_epi32(
+                    msum, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->mn[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256 dx = _mm256_set1_ps(x[k]->d);
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_K)
+
+/* 8x8 transpose of int32 lanes: v[r] lane g -> v[g] lane r. */
+RL_TILE_AI void rl__tr8x8(__m256i v[8]) {
+    __m256i a[8], b[8];
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        a[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        b[4 * i + 0] = _mm256_unpacklo_epi64(a[4 * i + 0], a[4 * i + 2]);
+        b[4 * i + 1] = _mm256_unpackhi_epi64(a[4 * i + 0], a[4 * i + 2]);
+        b[4 * i + 2] = _mm256_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm256_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/* rl__pack_q4_K_x8 (ref/ref_tile.c) with the codes moved by vector
+ * shuffles: each 32-element chunk of the 8 rows is unpacked to bytes and
+ * its 8 x 8 groups of 4 bytes transposed.  The same bytes (tested). */
+static void rl__pack_q4_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q4k_x8 *o = dst;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        const rl_block_q4_K *b[8];
+        for (int r = 0; r < 8; r++) {
+            b[r] = (const rl_block_q4_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl__f16c(b[r]->d);
+            o->dmin[r] = rl__f16c(b[r]->dmin);
+            int sc[8], mn[8];
+            for (int j = 0; j < 8; j++) rl_scale_min_k4(b[r]->scales, j, &sc[j], &mn[j]);
+            for (int j = 0; j < 8; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)sc[j];
+            for (int p = 0; p < 4; p++) {
+                o->mn[p][2 * r] = (int16_t)mn[2 * p];
+                o->mn[p][2 * r + 1] = (int16_t)mn[2 * p + 1];
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            __m256i lo[8], hi[8];
+            for (int r = 0; r < 8; r++) {
+                const __m256i qb = _mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * j));
+                lo[r] = _mm256_and_si256(qb, m4);                       /* elements 64j + l */
+                hi[r] = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4); /* 64j + 32 + l */
+            }
+            rl__tr8x8(lo);
+            rl__tr8x8(hi);
+            for (int g = 0; g < 8; g++) {
+                _mm256_storeu_si256((__m256i *)o->q[16 * j + g], lo[g]);
+                _mm256_storeu_si256((__m256i *)o->q[16 * j + 8 + g], hi[g]);
+            }
+        }
+    }
+}
+
+/* q6_K: as q4_K, but codes 0..63 so only two groups (8 elements) add in
+ * int16 (2 * 2 * 63 * 127 = 32004), and 16-element sub-blocks: two
+ * vpmaddwd per sub-block; the -32 offset through the bsums. */
+RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q6k_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 16; b++) {
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)p->sc[b]);
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)p->q[4 * b + 2 * h]);
+                const __m256i w1 = _mm256_loadu_si256((const __m256i *)p->q[4 * b + 2 * h + 1]);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t x0, x1;
+                    memcpy(&x0, x[k]->qs + 16 * b + 8 * h, 4);
+                    memcpy(&x1, x[k]->qs + 16 * b + 8 * h + 4, 4);
+                    const __m256i s16 =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
+                                         _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
+                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(s16, sc));
+                }
+            }
+        }
+        const __m256 d = _mm256_loadu_ps(p->d);
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i corr = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+                uint32_t bp;
+                memcpy(&bp, &x[k]->bsums[2 * q], 4);
+                corr = _mm256_add_epi32(
+                    corr, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->scp[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256i tot = _mm256_sub_epi32(sumi[k], _mm256_slli_epi32(corr, 5));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(tot), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q6_K)
+
+/* rl__pack_q6_K_x8 with the codes unpacked as avx2_dot4.c's q6_K leaf
+ * does (chunk 4h + kk = elements 128h + 32kk ..) and transposed. */
+static void rl__pack_q6_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q6k_x8 *o = dst;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        const rl_block_q6_K *b[8];
+        for (int r = 0; r < 8; r++) {
+            b[r] = (const rl_block_q6_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl__f16c(b[r]->d);
+            for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = b[r]->scales[j];
+            for (int p = 0; p < 8; p++) {
+                o->scp[p][2 * r] = b[r]->scales[2 * p];
+                o->scp[p][2 * r + 1] = b[r]->scales[2 * p + 1];
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4][8];
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *ql = b[r]->ql + 64 * h, *qh = b[r]->qh + 32 * h;
+                __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+                __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+                __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+                q[0][r] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+                q[1][r] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+                q[2][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                          _mm256_and_si256(hb, m30));
+                q[3][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+            }
+            for (int kk = 0; kk < 4; kk++) {
+                rl__tr8x8(q[kk]);
+                for (int g = 0; g < 8; g++)
+                    _mm256_storeu_si256((__m256i *)o->q[8 * (4 * h + kk) + g], q[kk][g]);
+            }
+        }
+    }
+}
+
+void rl__avx2_fill_tile(rl__ktab *t) {
+    t->tile8[RL_TYPE_Q6_K].pack = rl__pack_q6_K_x8_avx2;
+    t->tile8[RL_TYPE_Q6_K].dot = rl__tile8_q6_K_avx2;
+    t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
+    t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
+}

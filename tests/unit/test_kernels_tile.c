@@ -1,0 +1,227 @@
+/* Kernel tests for the many-token paths: the compute-peak probes (each
+ * leaf's checksum equals the scalar model's, so it did exactly the
+ * multiply-adds it reports) and the register-blocked tile leaves
+ * (vec_dot_tile: R weight rows x T tokens), each bit-identical to the
+ * 1-token leaf of its table per (row, token), and the matmul driver's tile
+ * path bit-identical to one token at a time. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels-impl.h"
+#include "ktest.h"
+
+static void test_peak_counts(void **state) {
+    (void)state;
+    const int64_t iters[] = {1, 7, 1000};
+    int n_run = 0;
+    for (int k = 0; k < RL_PEAK_COUNT; k++) {
+        if (!rl_peak_available((rl_peak_kind)k)) {
+            assert_int_equal(rl_peak_run((rl_peak_kind)k, 10, NULL), 0);
+            continue;
+        }
+        for (size_t i = 0; i < sizeof iters / sizeof iters[0]; i++) {
+            uint32_t c = 0;
+            uint64_t n = rl_peak_run((rl_peak_kind)k, iters[i], &c);
+            const uint64_t per = k == RL_PEAK_I8_AVX2   ? RL_PEAK_I8_ACC * 32
+                                 : k == RL_PEAK_I8_VNNI ? RL_PEAK_VNNI_ACC * 64
+                                                        : RL_PEAK_F32_ACC * 8;
+            assert_int_equal(n, per * (uint64_t)iters[i]);
+            if (!rl_peak_check((rl_peak_kind)k, iters[i], c))
+                fail_msg("%s n_iter %lld: checksum %u, scalar model %u", rl_peak_name(k),
+                         (long long)iters[i], c, rl__peak_expect(k, iters[i]));
+            /* a different step count must not pass (the check can fail) */
+            assert_false(rl_peak_check((rl_peak_kind)k, iters[i] + 1, c));
+            n_run++;
+        }
+    }
+    assert_int_equal(rl_peak_run(RL_PEAK_I8_AVX2, 0, NULL), 0);
+    if (rl__kernels_avx2()) assert_true(n_run >= 6);
+}
+
+/* The weight types with fast tiles. */
+static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K};
+#define N_TILE_TYPES 2
+
+/* Random rows of type t (magnitudes varying per 32) quantized by the traits. */
+static void *make_w(rl_type t, int64_t rows, int64_t cols, size_t *row_size) {
+    const rl_type_traits *tr = rl_type_get(t);
+    *row_size = rl_type_row_size(t, cols);
+    uint8_t *w = malloc(*row_size * (size_t)rows);
+    float *src = malloc(sizeof(float) * (size_t)cols);
+    assert_non_null(w);
+    assert_non_null(src);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++)
+            src[c] = rnd_gauss() * (0.2f + (float)((c / 32 + r) % 5) * 0.3f);
+        tr->from_float(src, w + (size_t)r * *row_size, cols);
+    }
+    free(src);
+    return w;
+}
+
+static float *make_x(int64_t n) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) x[i] = rnd_gauss() * (1.0f + (float)((i / 64) % 3));
+    return x;
+}
+
+/* sum_e |w_e| |x_e| over a row and a q8_K token (dequantized): the scale
+ * of the bound between two summation orders. */
+static double abs_dot(rl_type t, const void *wrow, const rl_block_q8_K *xq, int64_t cols) {
+    float *wd = malloc(sizeof(float) * (size_t)cols);
+    rl_type_get(t)->to_float(wrow, wd, cols);
+    double s = 0;
+    for (int64_t e = 0; e < cols; e++)
+        s += fabs((double)wd[e] * (double)xq[e / RL_QK_K].d * xq[e / RL_QK_K].qs[e % RL_QK_K]);
+    free(wd);
+    return s;
+}
+
+/* The AVX2 packer and tile8 leaf equal their scalar twins bit for bit
+ * (1..4 tokens), and both are within float rounding of vec_dot: |tile - vec_dot| <=
+ * 2^-20 * sum|w||x| (each of the <= 2 * n/256 + 8 float roundings of
+ * either order is at most 2^-24 of a partial sum bounded by sum|w||x|). */
+static void test_tile8_leaves(void **state) {
+    (void)state;
+    const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2();
+    const int64_t colss[3] = {256, 512, 2304};
+    for (int ci = 0; ci < 3 * N_TILE_TYPES; ci++) {
+        const rl_type ty = k_tile_types[ci / 3];
+        const int64_t cols = colss[ci % 3], rows = 8, n_x = 4;
+        size_t rs;
+        uint8_t *w = make_w(ty, rows, cols, &rs);
+        float *x = make_x(cols * n_x);
+        const size_t xrow = rl_type_row_size(RL_TYPE_Q8_K, cols);
+        uint8_t *xq = malloc(xrow * (size_t)n_x);
+        for (int64_t k = 0; k < n_x; k++) rl__quant_q8_K_ref(x + k * cols, xq + k * xrow, cols);
+        const rl__tile8 *tl = &ref->tile8[ty];
+        assert_non_null(tl->pack);
+        assert_non_null(tl->dot);
+        void *packed = malloc(tl->block_size * (size_t)(cols / RL_QK_K));
+        tl->pack(packed, w, rs, cols);
+        if (avx) { /* the AVX2 packer writes the same bytes */
+            void *p2 = malloc(tl->block_size * (size_t)(cols / RL_QK_K));
+            assert_int_equal(avx->tile8[ty].block_size, tl->block_size);
+            avx->tile8[ty].pack(p2, w, rs, cols);
+            assert_memory_equal(packed, p2, tl->block_size * (size_t)(cols / RL_QK_K));
+            free(p2);
+        }
+        float sr[4][8], sa[4][8];
+        for (int nx = 1; nx <= 4; nx++) {
+            memset(sr, 0, sizeof sr);
+            memset(sa, 0xff, sizeof sa);
+            tl->dot(cols, &sr[0][0], 8, packed, xq, xrow, nx);
+            if (avx) {
+                avx->tile8[ty].dot(cols, &sa[0][0], 8, packed, xq, xrow, nx);
+                for (int k = 0; k < nx; k++) assert_memory_equal(sr[k], sa[k], sizeof sr[k]);
+            }
+        }
+        for (int k = 0; k < 4; k++)
+            for (int r = 0; r < 8; r++) {
+                float v;
+                ref->vec_dot[ty](cols, &v, w + (size_t)r * rs, xq + (size_t)k * xrow);
+                double bound = ldexp(
+                    abs_dot(ty, w + (size_t)r * rs, (const void *)(xq + k * xrow), cols), -20);
+                if (fabs((double)v - sr[k][r]) > bound)
+                    fail_msg("%s cols %d row %d tok %d: tile %.9g vec_dot %.9g bound %.3g",
+                             rl_type_name(ty), (int)cols, r, k, sr[k][r], v, bound);
+            }
+        free(packed);
+        free(xq);
+        free(x);
+        free(w);
+    }
+}
+
+static void run_mm(const rl_mat *w, const float *x, float *y, int64_t n_tok, rl_threadpool *tp) {
+    void *scr = malloc(rl_matmul_scratch_size(w, n_tok) + 1);
+    rl_matmul(w, x, y, n_tok, scr, tp);
+    free(scr);
+}
+
+/* rl_matmul with the fast tiles on: off below RL_MATMUL_FAST_MIN_TOK
+ * (bit-identical); at or above it, rows of whole 8-groups are within the
+ * leaf bound of the default path and the last rows % 8 bit-identical; 2
+ * threads equal 1 thread bit for bit; off again restores the default. */
+static void test_matmul_fast_tiles(void **state) {
+    (void)state;
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
+    rl_threadpool *tp2 = rl_threadpool_new(2);
+    assert_non_null(tp2);
+    for (int ii = 0; ii < ni * N_TILE_TYPES; ii++) {
+        rl_kernels_init(impls[ii / N_TILE_TYPES]);
+        const rl_type ty = k_tile_types[ii % N_TILE_TYPES];
+        const int64_t rows = 37, cols = 512;
+        const int64_t ntoks[3] = {RL_MATMUL_FAST_MIN_TOK - 1, RL_MATMUL_FAST_MIN_TOK,
+                                  RL_MATMUL_FAST_MIN_TOK + 5};
+        size_t rs;
+        uint8_t *wd = make_w(ty, rows, cols, &rs);
+        rl_mat w = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
+        for (int ti = 0; ti < 3; ti++) {
+            const int64_t n_tok = ntoks[ti];
+            float *x = make_x(cols * n_tok);
+            float *y0 = malloc(sizeof(float) * (size_t)(rows * n_tok));
+            float *y1 = malloc(sizeof(float) * (size_t)(rows * n_tok));
+            float *y2 = malloc(sizeof(float) * (size_t)(rows * n_tok));
+            run_mm(&w, x, y0, n_tok, NULL);
+            rl_matmul_set_fast_tiles(true);
+            assert_true(rl_matmul_fast_tiles());
+            run_mm(&w, x, y1, n_tok, NULL);
+            run_mm(&w, x, y2, n_tok, tp2);
+            rl_matmul_set_fast_tiles(false);
+            assert_memory_equal(y1, y2, sizeof(float) * (size_t)(rows * n_tok));
+            const size_t xrow = rl_type_row_size(RL_TYPE_Q8_K, cols);
+            uint8_t *xq = malloc(xrow);
+            int n_diff = 0;
+            for (int64_t t = 0; t < n_tok; t++) {
+                rl__quant_q8_K_ref(x + t * cols, xq, cols);
+                for (int64_t r = 0; r < rows; r++) {
+                    float a = y0[t * rows + r], b = y1[t * rows + r];
+                    if (n_tok < RL_MATMUL_FAST_MIN_TOK || r >= rows - rows % 8) {
+                        assert_memory_equal(&a, &b, sizeof a);
+                        continue;
+                    }
+                    double bound =
+                        ldexp(abs_dot(ty, wd + (size_t)r * rs, (const void *)xq, cols), -20);
+                    if (fabs((double)a - b) > bound)
+                        fail_msg("%s %s n_tok %d row %d tok %d: fast %.9g default %.9g",
+                                 rl_kernels_impl_name(), rl_type_name(ty), (int)n_tok, (int)r,
+                                 (int)t, b, a);
+                    n_diff += a != b;
+                }
+            }
+            /* the fast path ran (its rounding differs somewhere) */
+            if (n_tok >= RL_MATMUL_FAST_MIN_TOK) assert_true(n_diff > 0);
+            run_mm(&w, x, y1, n_tok, NULL);
+            assert_memory_equal(y0, y1, sizeof(float) * (size_t)(rows * n_tok));
+            free(xq);
+            free(x);
+            free(y0);
+            free(y1);
+            free(y2);
+        }
+        free(wd);
+    }
+    rl_threadpool_free(tp2);
+    rl_kernels_init(RL_KERNELS_AUTO);
+}
+
+int main(void) {
+    kt_seed(0x243F6A8885A308D3ull);
+    rl_kernels_init(RL_KERNELS_AUTO);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_peak_counts),
+        cmocka_unit_test(test_tile8_leaves),
+        cmocka_unit_test(test_matmul_fast_tiles),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
