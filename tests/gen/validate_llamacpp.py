@@ -260,6 +260,7 @@ def main(argv=None):
     ap.add_argument("--no-compare", action="store_true", help="only llama.cpp PPL (no reference run)")
     ap.add_argument("--redline", action="store_true", help="also redline perplexity on the same windows")
     ap.add_argument("--no-ref", action="store_true", help="skip the NumPy reference")
+    ap.add_argument("--files", default="F16,Q4_K_M", help="which of the files to run (with --q4km)")
     ap.add_argument("--dir", default="/work/randmodels")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -293,6 +294,7 @@ def main(argv=None):
                 log(f"{fam}: llama-quantize Q4_K_M")
                 randmodel.quantize_q4km(path, q)
             files.append(("Q4_K_M", q))
+        files = [(t, p) for t, p in files if t in a.files.split(",")]
         res = results.setdefault(fam, {})
         for tag, fpath in files:
             dump = fpath + f".c{a.ctx}.kld"
