@@ -16,6 +16,12 @@
  * perplexity.  PPL = exp(mean NLL); the ± is exp(mean) * standard error of
  * the mean NLL (delta method).
  *
+ * --llama-windows instead cuts llama-perplexity's windows, so that both
+ * programs score identical tokens: the stream is the text's tokens with BOS
+ * first when the tokenizer adds one, window w is stream tokens
+ * [w*CTX, (w+1)*CTX) with its first replaced by BOS (when added), and each
+ * window scores its slots [CTX/2 + 1, CTX) (llama-perplexity's second half).
+ *
  * Distribution files (--save-dist, read by --kl-base), little-endian:
  *   header: char magic[4] = "RLPD"; u32 version = 1; u32 k (= 32);
  *           u32 n_vocab; u32 ctx; u32 stride; u64 n_tokens
@@ -57,6 +63,8 @@ static void usage(FILE *f) {
         "      --stride S      window start spacing (default CTX; CTX/2 = score the\n"
         "                      second half of overlapping windows)\n"
         "      --chunks N      stop after N windows (default: the whole text)\n"
+        "      --llama-windows llama-perplexity's windows and scored tokens (see the\n"
+        "                      source's header; --stride is ignored)\n"
         "  -t, --threads N     threads (default: CPU count)\n"
         "  -b, --batch-size N  tokens per forward (default 512)\n"
         "      --weights W     stored (default: the file's types, 8-bit activations),\n"
@@ -140,6 +148,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *save = NULL, *klb = NULL;
     rl_type ctk = RL_TYPE_F16, ctv = RL_TYPE_F16;
     int32_t ctx = 512, stride = 0, chunks = 0, threads = 0, batch = 512;
+    bool llama_win = false;
     rl_model_weights weights = RL_MODEL_WEIGHTS_STORED;
     static const char *const weight_names[] = {"stored", "f32", "f16", NULL};
     static const rl_model_weights weight_modes[] = {RL_MODEL_WEIGHTS_STORED, RL_MODEL_WEIGHTS_F32,
@@ -171,6 +180,8 @@ int rl_cmd_perplexity(int argc, char **argv) {
             ok = rl_args_str(&A, &save);
         else if (rl_args_is(&A, "--kl-base"))
             ok = rl_args_str(&A, &klb);
+        else if (rl_args_is(&A, "--llama-windows"))
+            llama_win = true;
         else if (rl_args_is(&A, "--weights")) {
             if ((ok = rl_args_choice(&A, weight_names, &k))) weights = weight_modes[k];
         } else if (rl_args_is(&A, "-ctk|--cache-type-k") || rl_args_is(&A, "-ctv|--cache-type-v")) {
@@ -185,7 +196,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "redline perplexity: -f TEXT is required (see --help)\n");
         return 2;
     }
-    if (!stride) stride = ctx;
+    if (!stride || llama_win) stride = ctx;
     if (stride > ctx) {
         fprintf(stderr, "redline perplexity: --stride %d exceeds the context %d\n", (int)stride,
                 (int)ctx);
@@ -227,7 +238,19 @@ int rl_cmd_perplexity(int argc, char **argv) {
     }
     const int32_t V = rl_model_n_vocab(m);
     const int32_t bos = rl_tokenizer_add_bos(tok) ? rl_tokenizer_bos(tok) : -1;
-    const int32_t n_text = ctx - (bos >= 0 ? 1 : 0); /* text tokens per window */
+    if (llama_win && bos >= 0) { /* the stream llama-perplexity cuts: BOS first */
+        int32_t *s = rl_realloc(ids, (n_ids + 1) * sizeof(int32_t));
+        if (!s) {
+            fprintf(stderr, "redline perplexity: out of memory\n");
+            goto done;
+        }
+        ids = s;
+        memmove(ids + 1, ids, n_ids * sizeof(int32_t));
+        ids[0] = bos;
+        n_ids++;
+    }
+    /* text (stream) tokens per window */
+    const int32_t n_text = llama_win ? ctx : ctx - (bos >= 0 ? 1 : 0);
     if (n_text < 2 || n_ids < (size_t)n_text + 1) {
         fprintf(stderr,
                 "redline perplexity: the text has %zu tokens; need at least %d for one "
@@ -286,11 +309,13 @@ int rl_cmd_perplexity(int argc, char **argv) {
     for (size_t start = 0; start + (size_t)n_text <= n_ids; start += (size_t)stride) {
         if (chunks && n_win >= chunks) break;
         int32_t off = bos >= 0 ? 1 : 0, n = 0;
-        if (bos >= 0) wtok[n++] = bos;
+        if (bos >= 0 && !llama_win) wtok[n++] = bos;
         for (int32_t j = 0; j < n_text; j++) wtok[n++] = ids[start + (size_t)j];
+        if (bos >= 0 && llama_win) wtok[0] = bos;
         /* scored window slots: [first, ctx); slot j is predicted at j-1 */
         int32_t first = n_win == 0 ? off + 1 : ctx - (stride < n_text - 1 ? stride : n_text - 1);
         if (first < off + 1) first = off + 1;
+        if (llama_win) first = ctx / 2 + 1;
         for (int32_t i0 = 0; i0 < ctx - 1; i0 += fb_tok) {
             int32_t nb = ctx - 1 - i0 < fb_tok ? ctx - 1 - i0 : fb_tok;
             for (int32_t j = 0; j < nb; j++) {

@@ -4,7 +4,7 @@ writes them, with weights built so that the output distribution is peaked.
 
   tests/gen/randmodel.py FAMILY [--preset tiny|real] -o OUT.gguf [--seed N]
         [--corpus FILE ...] [--dtype f16|f32] [--noise X] [--q4km]
-        [--set KEY=VALUE ...] [--drop KEY_OR_TENSOR ...]
+        [--set KEY=VALUE ...] [--drop KEY_OR_TENSOR ...] [--layers N]
   tests/gen/randmodel.py --list
 
 Families (general.architecture in brackets; `real` = the shapes of):
@@ -1345,6 +1345,8 @@ def main(argv=None):
                     help="override a metadata key after generation (e.g. rope.freq_base=20000)")
     ap.add_argument("--drop", action="append", default=[], metavar="KEY",
                     help="leave out a metadata key or tensor (e.g. final_logit_softcapping, rope_freqs.weight)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="fewer layers than the preset (same per-layer shapes; named in general.name)")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args(argv)
     if a.list or not a.family:
@@ -1359,6 +1361,9 @@ def main(argv=None):
     if not a.out:
         ap.error("-o OUT is required")
     spec = get_spec(a.family, a.preset)
+    if a.layers and a.layers != spec.n_layer:
+        spec = dataclasses.replace(spec, n_layer=a.layers,
+                                   name=spec.name.replace(" (", f", {a.layers} of {spec.n_layer} layers (", 1))
     sets = [tuple(s.split("=", 1)) for s in a.set]
     if any(len(s) != 2 for s in sets):
         ap.error("--set wants KEY=VALUE")

@@ -22,6 +22,11 @@ n_ctx = CTX, and phi3 windows off (llama.cpp 0.3.16 ignores them).  Reported:
 (the reference dequantizes with gguf.quants).  --variants writes copies of
 the F16 file with one hyperparameter deliberately wrong (same weights) and
 reports llama-perplexity's PPL on each: how visible such a mistake is.
+--redline also runs redline (build/redline perplexity --llama-windows, the
+same windows and scored tokens) on each file and reports, against llama.cpp's
+dump: ppl_rl, top1_rl, and max/mean |log p difference| over redline's top-32
+entries that llama.cpp dumped; --no-ref skips the NumPy reference (hours at
+real shapes).
 --ref-variants runs the reference instead on each variant and on the correct
 file, for the first 256 tokens of --text (greedy-tokenized, BOS first), and
 reports what the CI test (tests/python/test_arch_random.py) would see of the
@@ -140,6 +145,40 @@ def compare(model_path, dump, ctx, lazy):
                 kl=kl / n, n_scored=n)
 
 
+def compare_redline(model_path, text, dump, ctx, chunks, threads=2):
+    """redline perplexity on llama-perplexity's windows against its dump."""
+    n_ctx, n_vocab, toks, lp_l = read_dump(dump)
+    dist = dump + ".rlpd"
+    exe = os.path.join(ROOT, "build", "redline")
+    out = run([exe, "perplexity", "-m", model_path, "-f", text, "-c", str(ctx), "--chunks", str(chunks),
+               "-t", str(threads), "--llama-windows", "--save-dist", dist])
+    b = open(dist, "rb").read()
+    os.unlink(dist)
+    k, nv, n = np.frombuffer(b, np.uint32, 1, 8)[0], np.frombuffer(b, np.uint32, 1, 12)[0], \
+        int(np.frombuffer(b, np.uint64, 1, 24)[0])
+    if nv != n_vocab:
+        raise RuntimeError(f"redline vocab {nv} != llama.cpp {n_vocab}")
+    rec = np.dtype([("target", "<i4"), ("ids", "<i4", (k,)), ("lp", "<f4", (k,)), ("rest", "<f4"),
+                    ("tlp", "<f4")])
+    r = np.frombuffer(b, rec, n, 32)
+    n_sc = lp_l.shape[1]
+    if n != toks.shape[0] * n_sc:
+        raise RuntimeError(f"redline scored {n} tokens, llama.cpp {toks.shape[0] * n_sc}:\n{out[-800:]}")
+    r = r.reshape(toks.shape[0], n_sc)
+    want = toks[:, n_ctx // 2 + 1:]
+    if not np.array_equal(r["target"], want):
+        bad = np.argwhere(r["target"] != want)[0]
+        raise RuntimeError(f"tokens differ from llama.cpp's at chunk {bad[0]} scored slot {bad[1]}: "
+                           f"redline {r['target'][tuple(bad)]}, llama.cpp {want[tuple(bad)]}")
+    top1 = float((np.argmax(lp_l, 2) == r["ids"][..., 0]).mean())
+    ll = np.take_along_axis(lp_l, r["ids"].astype(np.int64), 2)
+    ok = np.isfinite(ll) & np.isfinite(r["lp"])
+    d = np.abs(ll - r["lp"])[ok]
+    m = re.search(r"perplexity: ([0-9.]+)", out)
+    return dict(ppl_rl=math.exp(-float(r["tlp"].astype(np.float64).mean())), ppl_rl_printed=float(m.group(1)),
+                top1_rl=top1, max_dlogp_rl=float(d.max()), mean_dlogp_rl=float(d.mean()), n_scored_rl=n)
+
+
 def patch_gguf(src, dst, sets, drops, swapctx=None):
     """Copy of an F16/F32 GGUF with metadata keys changed/removed (same tensors)."""
     f = refmodel.GGUFFile(src, keep_arrays=True)
@@ -219,6 +258,9 @@ def main(argv=None):
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--ref-variants", action="store_true", help="reference logits on each variant (no llama.cpp)")
     ap.add_argument("--no-compare", action="store_true", help="only llama.cpp PPL (no reference run)")
+    ap.add_argument("--redline", action="store_true", help="also redline perplexity on the same windows")
+    ap.add_argument("--no-ref", action="store_true", help="skip the NumPy reference")
+    ap.add_argument("--files", default="F16,Q4_K_M", help="which of the files to run (with --q4km)")
     ap.add_argument("--dir", default="/work/randmodels")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -252,16 +294,22 @@ def main(argv=None):
                 log(f"{fam}: llama-quantize Q4_K_M")
                 randmodel.quantize_q4km(path, q)
             files.append(("Q4_K_M", q))
+        files = [(t, p) for t, p in files if t in a.files.split(",")]
         res = results.setdefault(fam, {})
         for tag, fpath in files:
             dump = fpath + f".c{a.ctx}.kld"
             log(f"{fam} {tag}: llama-perplexity")
             ppl, err = llama_ppl(fpath, a.text, a.ctx, a.chunks, None if a.no_compare else dump)
             r = dict(ppl_llama=ppl, ppl_llama_err=err)
-            if not a.no_compare:
+            if not a.no_compare and a.redline:
+                log(f"{fam} {tag}: redline")
+                r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks))
+                r["ppl_rl_rel_diff"] = r["ppl_rl"] / ppl - 1
+            if not a.no_compare and not a.no_ref:
                 log(f"{fam} {tag}: reference")
                 r.update(compare(fpath, dump, a.ctx, lazy=a.preset == "real"))
                 r["ppl_rel_diff"] = r["ppl_ref"] / ppl - 1
+            if not a.no_compare:
                 os.unlink(dump)
             res[tag] = r
             log(f"{fam} {tag}: {json.dumps(r)}")
@@ -278,9 +326,10 @@ def main(argv=None):
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
-    print(f"| family | file | PPL llama.cpp | PPL reference | diff | top-1 | max/mean abs dlogp | KL |")
-    print("|---|---|---|---|---|---|---|---|")
-    for fam, res in results.items():
+    if not a.no_ref:
+        print(f"| family | file | PPL llama.cpp | PPL reference | diff | top-1 | max/mean abs dlogp | KL |")
+        print("|---|---|---|---|---|---|---|---|")
+    for fam, res in results.items() if not a.no_ref else ():
         for tag in ("F16", "Q4_K_M"):
             r = res.get(tag)
             if not r:
@@ -290,6 +339,16 @@ def main(argv=None):
                       f"| {100 * r['top1']:.2f}% | {r['max_dlogp']:.3f} / {r['mean_dlogp']:.4f} | {r['kl']:.2e} |")
             else:
                 print(f"| {fam} | {tag} | {r['ppl_llama']:.3f} | | | | | |")
+    if a.redline:
+        print("\n| family | file | PPL llama.cpp | PPL redline | diff | top-1 | max/mean abs dlogp (redline top-32) |"
+              "\n|---|---|---|---|---|---|---|")
+        for fam, res in results.items():
+            for tag in ("F16", "Q4_K_M"):
+                r = res.get(tag)
+                if r and "ppl_rl" in r:
+                    print(f"| {fam} | {tag} | {r['ppl_llama']:.3f} | {r['ppl_rl']:.3f} | "
+                          f"{100 * r['ppl_rl_rel_diff']:+.3f}% | {100 * r['top1_rl']:.2f}% | "
+                          f"{r['max_dlogp_rl']:.3f} / {r['mean_dlogp_rl']:.4f} |")
     if a.ref_variants:
         print("\n| family | wrong variant | min logit cosine | argmax unchanged | max abs dlogit (max abs logit) |"
               "\n|---|---|---|---|---|")

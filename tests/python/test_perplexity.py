@@ -96,3 +96,30 @@ def test_k_calibration_lowers_4bit_key_error(tmp_path):
     kl_none, _ = kl_top1(perplexity(*q4k, env={"RL_KV_KCAL": "none"}))
     kl_cal, _ = kl_top1(perplexity(*q4k))
     assert kl_cal < 0.85 * kl_none, (kl_cal, kl_none)
+
+
+def test_llama_windows_score_llama_perplexitys_tokens(tmp_path):
+    """--llama-windows: window w is stream tokens [w*CTX, (w+1)*CTX) (the
+    stream being what `redline tokenize` gives, BOS first when added) and it
+    scores the targets at slots [CTX/2 + 1, CTX), as llama-perplexity does;
+    with bench/'s llama.cpp build, llama-perplexity's PPL on the same windows
+    agrees within 2% (both quantize activations, in different places)."""
+    dist = tmp_path / "lw.dist"
+    ppl, n = final_ppl(perplexity("--llama-windows", "--save-dist", str(dist)))
+    assert n == 3 * (64 - 1 - 32)
+    b = dist.read_bytes()
+    k = struct.unpack("<I", b[8:12])[0]
+    rec = 4 + 8 * k + 8
+    targets = [struct.unpack_from("<i", b, 32 + i * rec)[0] for i in range(n)]
+    tok = subprocess.run([str(BUILD / "redline"), "tokenize", "-m", str(model_path("smollm2-135m")),
+                          "-f", str(TEXT), "--ids"], capture_output=True, text=True, timeout=60, check=True)
+    stream = [int(x) for x in tok.stdout.strip().strip("[]").split(",")]
+    assert targets == [stream[w * 64 + j] for w in range(3) for j in range(33, 64)]
+    lbin = sorted((ROOT / "bench" / ".cache").glob("llama.cpp-build-*/bin/llama-perplexity"))
+    if not lbin:
+        return
+    r = subprocess.run([str(lbin[-1]), "-m", str(model_path("smollm2-135m")), "-f", str(TEXT), "-c", "64",
+                        "--chunks", "3", "-t", "2"], capture_output=True, text=True, timeout=300)
+    m = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr)
+    assert m, (r.stdout + r.stderr)[-2000:]
+    assert abs(ppl / float(m.group(1)) - 1) < 0.02, (ppl, m.group(1))
