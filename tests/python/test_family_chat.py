@@ -108,6 +108,9 @@ def chat(srv, name, bias, max_tokens=4):
 def test_generation_stops_at_the_familys_end_of_turn(fam):
     name, _path, meta, srv = fam
     toks = [t.decode("utf-8", "replace") for t in meta["tokenizer.ggml.tokens"]]
+    missing = [e for e in FAMILIES[name][0] if e not in toks]
+    if missing:  # gemma2 without models/gemma3-270m.gguf gets llama-spm's vocabulary (randmodel.py)
+        pytest.skip(f"{name}: the fallback vocabulary has no {missing} (scripts/fetch-model gemma3-270m)")
     for eot in FAMILIES[name][0]:
         choice, usage = chat(srv, name, toks.index(eot))
         assert choice["finish_reason"] == "stop", (eot, choice)
