@@ -145,13 +145,16 @@ def compare(model_path, dump, ctx, lazy):
                 kl=kl / n, n_scored=n)
 
 
-def compare_redline(model_path, text, dump, ctx, chunks, threads=2):
-    """redline perplexity on llama-perplexity's windows against its dump."""
+def compare_redline(model_path, text, dump, ctx, chunks, threads=2, weights="stored", records=None):
+    """redline perplexity on llama-perplexity's windows against its dump;
+    weights "f32" dequantizes the weights at load and keeps activations in
+    float (the exact result for the file's weights).  records: a list that
+    receives redline's per-position records (n_chunk, n_scored)."""
     n_ctx, n_vocab, toks, lp_l = read_dump(dump)
     dist = dump + ".rlpd"
     exe = os.path.join(ROOT, "build", "redline")
     out = run([exe, "perplexity", "-m", model_path, "-f", text, "-c", str(ctx), "--chunks", str(chunks),
-               "-t", str(threads), "--llama-windows", "--save-dist", dist])
+               "-t", str(threads), "--llama-windows", "--save-dist", dist, "--weights", weights])
     b = open(dist, "rb").read()
     os.unlink(dist)
     k, nv, n = np.frombuffer(b, np.uint32, 1, 8)[0], np.frombuffer(b, np.uint32, 1, 12)[0], \
@@ -170,6 +173,8 @@ def compare_redline(model_path, text, dump, ctx, chunks, threads=2):
         bad = np.argwhere(r["target"] != want)[0]
         raise RuntimeError(f"tokens differ from llama.cpp's at chunk {bad[0]} scored slot {bad[1]}: "
                            f"redline {r['target'][tuple(bad)]}, llama.cpp {want[tuple(bad)]}")
+    if records is not None:
+        records.append(r)
     top1 = float((np.argmax(lp_l, 2) == r["ids"][..., 0]).mean())
     ll = np.take_along_axis(lp_l, r["ids"].astype(np.int64), 2)
     ok = np.isfinite(ll) & np.isfinite(r["lp"])
@@ -177,6 +182,25 @@ def compare_redline(model_path, text, dump, ctx, chunks, threads=2):
     m = re.search(r"perplexity: ([0-9.]+)", out)
     return dict(ppl_rl=math.exp(-float(r["tlp"].astype(np.float64).mean())), ppl_rl_printed=float(m.group(1)),
                 top1_rl=top1, max_dlogp_rl=float(d.max()), mean_dlogp_rl=float(d.mean()), n_scored_rl=n)
+
+
+def against_float(dump, r8, rf):
+    """llama.cpp (its dump) and redline with 8-bit activations (records r8)
+    each against redline with float activations (records rf) on the same
+    positions: top-1 agreement with the float argmax and mean/max |log p
+    difference| of the target token."""
+    _, _, toks, lp_l = read_dump(dump)
+    tgt = toks[:, toks.shape[1] // 2 + 1:].astype(np.int64)
+    lt = np.take_along_axis(lp_l, tgt[..., None], 2)[..., 0]
+    ok = np.isfinite(lt)
+    am = rf["ids"][..., 0]
+    d_l, d_8 = np.abs(lt - rf["tlp"])[ok], np.abs(r8["tlp"] - rf["tlp"])
+    return dict(ppl_f32=math.exp(-float(rf["tlp"].astype(np.float64).mean())),
+                top1_llama_vs_f32=float((np.argmax(lp_l, 2) == am).mean()),
+                top1_rl_vs_f32=float((r8["ids"][..., 0] == am).mean()),
+                top1_llama_vs_rl=float((np.argmax(lp_l, 2) == r8["ids"][..., 0]).mean()),
+                dtlp_llama_vs_f32=(float(d_l.mean()), float(d_l.max())),
+                dtlp_rl_vs_f32=(float(d_8.mean()), float(d_8.max())))
 
 
 def patch_gguf(src, dst, sets, drops, swapctx=None):
@@ -260,6 +284,11 @@ def main(argv=None):
     ap.add_argument("--no-compare", action="store_true", help="only llama.cpp PPL (no reference run)")
     ap.add_argument("--redline", action="store_true", help="also redline perplexity on the same windows")
     ap.add_argument("--no-ref", action="store_true", help="skip the NumPy reference")
+    ap.add_argument("--float-act", action="store_true",
+                    help="with --redline: also redline --weights f32 (float activations over the file's weights) "
+                         "and both 8-bit-activation results against it")
+    ap.add_argument("--keep-dump", action="store_true",
+                    help="keep llama-perplexity's dump (FILE.cCTX.kld + .ppl) and reuse it when present")
     ap.add_argument("--files", default="F16,Q4_K_M", help="which of the files to run (with --q4km)")
     ap.add_argument("--dir", default="/work/randmodels")
     ap.add_argument("--json", default=None)
@@ -298,18 +327,32 @@ def main(argv=None):
         res = results.setdefault(fam, {})
         for tag, fpath in files:
             dump = fpath + f".c{a.ctx}.kld"
-            log(f"{fam} {tag}: llama-perplexity")
-            ppl, err = llama_ppl(fpath, a.text, a.ctx, a.chunks, None if a.no_compare else dump)
+            if a.keep_dump and os.path.exists(dump) and os.path.exists(dump + ".ppl"):
+                ppl, err = (float(v) for v in open(dump + ".ppl").read().split())
+                log(f"{fam} {tag}: reusing {dump} (PPL {ppl})")
+            else:
+                log(f"{fam} {tag}: llama-perplexity")
+                ppl, err = llama_ppl(fpath, a.text, a.ctx, a.chunks, None if a.no_compare else dump)
+                if a.keep_dump and not a.no_compare:
+                    with open(dump + ".ppl", "w") as f:
+                        f.write(f"{ppl} {err}\n")
             r = dict(ppl_llama=ppl, ppl_llama_err=err)
             if not a.no_compare and a.redline:
                 log(f"{fam} {tag}: redline")
-                r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks))
+                r8 = []
+                r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks, records=r8))
                 r["ppl_rl_rel_diff"] = r["ppl_rl"] / ppl - 1
+                if a.float_act:
+                    log(f"{fam} {tag}: redline --weights f32")
+                    rf = []
+                    compare_redline(fpath, a.text, dump, a.ctx, a.chunks, weights="f32", records=rf)
+                    r.update(against_float(dump, r8[0], rf[0]))
+                    log(f"{fam} {tag}: {json.dumps(r)}")
             if not a.no_compare and not a.no_ref:
                 log(f"{fam} {tag}: reference")
                 r.update(compare(fpath, dump, a.ctx, lazy=a.preset == "real"))
                 r["ppl_rel_diff"] = r["ppl_ref"] / ppl - 1
-            if not a.no_compare:
+            if not a.no_compare and not a.keep_dump:
                 os.unlink(dump)
             res[tag] = r
             log(f"{fam} {tag}: {json.dumps(r)}")
@@ -349,6 +392,19 @@ def main(argv=None):
                     print(f"| {fam} | {tag} | {r['ppl_llama']:.3f} | {r['ppl_rl']:.3f} | "
                           f"{100 * r['ppl_rl_rel_diff']:+.3f}% | {100 * r['top1_rl']:.2f}% | "
                           f"{r['max_dlogp_rl']:.3f} / {r['mean_dlogp_rl']:.4f} |")
+    if a.float_act:
+        print("\n| family | file | PPL float act. | PPL llama.cpp | PPL redline | top-1 llama.cpp / redline vs float |"
+              " mean/max abs dlogp(target) llama.cpp vs float | redline vs float |\n|---|---|---|---|---|---|---|---|")
+        for fam, res in results.items():
+            for tag in ("F16", "Q4_K_M"):
+                r = res.get(tag)
+                if r and "ppl_f32" in r:
+                    print(f"| {fam} | {tag} | {r['ppl_f32']:.3f} | {r['ppl_llama']:.3f} "
+                          f"({100 * (r['ppl_llama'] / r['ppl_f32'] - 1):+.3f}%) | {r['ppl_rl']:.3f} "
+                          f"({100 * (r['ppl_rl'] / r['ppl_f32'] - 1):+.3f}%) | {100 * r['top1_llama_vs_f32']:.2f}% / "
+                          f"{100 * r['top1_rl_vs_f32']:.2f}% | {r['dtlp_llama_vs_f32'][0]:.4f} / "
+                          f"{r['dtlp_llama_vs_f32'][1]:.3f} | {r['dtlp_rl_vs_f32'][0]:.4f} / "
+                          f"{r['dtlp_rl_vs_f32'][1]:.3f} |")
     if a.ref_variants:
         print("\n| family | wrong variant | min logit cosine | argmax unchanged | max abs dlogit (max abs logit) |"
               "\n|---|---|---|---|---|")
