@@ -26,7 +26,12 @@ reports llama-perplexity's PPL on each: how visible such a mistake is.
 same windows and scored tokens) on each file and reports, against llama.cpp's
 dump: ppl_rl, top1_rl, and max/mean |log p difference| over redline's top-32
 entries that llama.cpp dumped; --no-ref skips the NumPy reference (hours at
-real shapes).
+real shapes).  --float-act (with --redline) also runs redline --weights f32
+(the file's weights dequantized at load, float activations: the exact result
+for those weights) and reports llama.cpp and redline (both with 8-bit
+activations) against it: PPL, top-1 agreement with the float argmax, mean and
+max |log p(target) difference|.  --keep-dump keeps llama-perplexity's dump
+(FILE.cCTX.kld, its PPL in FILE.cCTX.kld.ppl) and reuses it on the next run.
 --ref-variants runs the reference instead on each variant and on the correct
 file, for the first 256 tokens of --text (greedy-tokenized, BOS first), and
 reports what the CI test (tests/python/test_arch_random.py) would see of the
@@ -342,7 +347,7 @@ def main(argv=None):
                 r8 = []
                 r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks, records=r8))
                 r["ppl_rl_rel_diff"] = r["ppl_rl"] / ppl - 1
-                if a.float_act:
+                if a.float_act and tag != "F16":  # F16 weights already take float activations
                     log(f"{fam} {tag}: redline --weights f32")
                     rf = []
                     compare_redline(fpath, a.text, dump, a.ctx, a.chunks, weights="f32", records=rf)
