@@ -112,10 +112,10 @@ def system_prompt(tenant, n_words=110):
             f"Topics you handle: {words}. Answer in one short sentence.")
 
 
-def tenant_workload(n_tenants, per_tenant, seed=0):
+def tenant_workload(n_tenants, per_tenant, seed=0, n_words=110):
     """[(tenant, messages)]: per_tenant requests of each tenant, each a
     shared system prompt and a distinct question, in a seeded random order."""
-    reqs = [(t, [{"role": "system", "content": system_prompt(t)},
+    reqs = [(t, [{"role": "system", "content": system_prompt(t, n_words)},
                  {"role": "user", "content": f"Customer question {q}: what about item {q * 7 + t}?"}])
             for t in range(n_tenants) for q in range(per_tenant)]
     random.Random(seed).shuffle(reqs)
