@@ -13,7 +13,9 @@ cache, copy-on-write of shared blocks) exactly as a one-process server
 does, and after SIGTERM to rank 0 every rank ends cleanly with no block
 held; a rank killed with SIGKILL mid-request ends the whole job within
 seconds with a non-zero exit and mpirun's message naming the rank; a
-build without MPI refuses to run under mpirun.  Skipped (with the reason)
+rank stopped (SIGSTOP: alive, silent) ends it by rank 0's step timeout
+(--pp-timeout), whose value is checked; a build without MPI refuses to run
+under mpirun.  Skipped (with the reason)
 when mpirun or build-mpi/redline is absent.
 """
 import concurrent.futures
@@ -210,8 +212,11 @@ def test_serve_concurrent_shared_prefix():
     held_lines("\n".join(srv.log), 2)
 
 
-def test_killed_rank_ends_job():
-    srv = PipeServer(mpirun_cmd(3) + serve_cmd(MPI_EXE))
+def stop_rank_mid_request(n, sig, *args):
+    """Starts an n-rank server (extra args), sends rank 1 `sig` during a
+    long request and checks the job ends within seconds with a non-zero
+    exit, every rank gone and the request failed.  Returns the log."""
+    srv = PipeServer(mpirun_cmd(n) + serve_cmd(MPI_EXE) + list(args))
     try:
         errs = []
 
@@ -225,28 +230,47 @@ def test_killed_rank_ends_job():
         t.start()
         time.sleep(1.5)
         pids = rank_pids(srv.proc.pid)
-        assert sorted(pids) == [0, 1, 2], pids
+        assert sorted(pids) == list(range(n)), pids
         t0 = time.time()
-        os.kill(pids[1], signal.SIGKILL)
+        os.kill(pids[1], sig)
         rc = srv.proc.wait(20)
         took = time.time() - t0
         assert rc != 0
         assert took < 10, took
+
+        def alive(p):
+            return os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
         deadline = time.time() + 5
-        while time.time() < deadline and any(os.path.exists(f"/proc/{p}") and
-                                             open(f"/proc/{p}/stat").read().split()[2] != "Z"
-                                             for p in pids.values()):
+        while time.time() < deadline and any(alive(p) for p in pids.values()):
             time.sleep(0.1)
         for r, p in pids.items():
-            alive = os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
-            assert not alive, f"rank {r} (pid {p}) still running"
+            assert not alive(p), f"rank {r} (pid {p}) still running"
         time.sleep(0.2)
-        log = "\n".join(srv.log)
-        assert re.search(r"rank 1 .*exited on signal 9|rank 1 .*killed", log, re.S), log[-3000:]
         t.join(30)
         assert errs, "the in-flight request did not fail"
+        return "\n".join(srv.log)
     finally:
         srv.stop()
+
+
+def test_killed_rank_ends_job():
+    log = stop_rank_mid_request(3, signal.SIGKILL)
+    assert re.search(r"rank 1 .*exited on signal 9|rank 1 .*killed", log, re.S), log[-3000:]
+
+
+def test_hung_rank_ends_job():
+    # SIGSTOP: alive but silent, which mpirun does not see; rank 0's step
+    # timeout ends the job (and mpirun's abort ends the stopped rank)
+    log = stop_rank_mid_request(2, signal.SIGSTOP, "--pp-timeout", "2")
+    assert "no result from rank 1 for 2 s (--pp-timeout)" in log, log[-3000:]
+
+
+def test_bad_pp_timeout_refused():
+    cmd = mpirun_cmd(2) + [str(MPI_EXE), "run", "-m", str(model_path("smollm2-135m")), "--pp-timeout", "soon",
+                           "-p", "hi", "-n", "2"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "--pp-timeout 'soon' is not a number of seconds >= 0" in p.stderr
 
 
 def test_plain_build_refuses_mpirun():
