@@ -10,8 +10,9 @@ HAProxy (consistent hash with bounded load), each tested where installed.
   runs with a load bound of 300% here: at its default, 150%, two requests in
   flight on the server of 3 of the 4 tenants already exceed the bound and
   move to the other server (bounded load working, docs/SCALE.md), which is
-  not what this test measures.  Round-robin gets about 67% here (each
-  tenant's first visit to the other replica misses its whole prefix).
+  not what this test measures.  Round-robin fails it: each tenant's first
+  visit to the other replica misses its whole prefix (with 2 later requests
+  a tenant, about half of them).
 - A replica killed (SIGKILL) mid-load: no request hangs, every request
   either succeeds or ends with an error a client retries (a 5xx status, a
   reset or a cut-off stream), every request sent after the kill succeeds,
