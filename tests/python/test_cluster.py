@@ -12,7 +12,7 @@ HAProxy (consistent hash with bounded load), each tested where installed.
   move to the other server (bounded load working, docs/SCALE.md), which is
   not what this test measures.  Round-robin fails it: each tenant's first
   visit to the other replica misses its whole prefix (with 2 later requests
-  a tenant, about half of them).
+  a tenant, 3 in 8 of them on average).
 - A replica killed (SIGKILL) mid-load: no request hangs, every request
   either succeeds or ends with an error a client retries (a 5xx status, a
   reset or a cut-off stream), every request sent after the kill succeeds,
