@@ -38,6 +38,10 @@ enum { H_TYPE, H_NOPS, H_NTOK, H_NSEQ, H_NVOUT, H_NBT, H_N };
 #define RL_DIST_OPS_CAP   4096 /* block ops logged between two messages */
 #define RL_DIST_MICRO_MAX 16
 #define RL_DIST_SEQ_MAX   4096 /* engine max_seqs limit */
+/* --pp-timeout default: seconds rank 0 waits for one micro-batch's result
+ * before it ends the job (a hung rank); generous, since one long prefill
+ * of a large model on slow stages legitimately takes minutes */
+#define RL_DIST_TIMEOUT_DEFAULT 600.0
 
 typedef struct rl__dist_cfg {
     int32_t kind; /* CFG_* */
@@ -52,6 +56,7 @@ typedef struct rl__dist_cfg {
 /* One rank's state (rank 0's lives in dist.c, a worker's in worker.c). */
 typedef struct rl__dist {
     int rank, size, n_micro;
+    double step_timeout_s; /* rank 0: a result not back in this long ends the job (0: never) */
     int32_t n_embd, max_batch;
     /* this rank's stage (rl__dist_note_model), kept for the report: rank 0
      * reports after its engine has freed the model */

@@ -72,6 +72,14 @@ int rl__dist_recv(rl__dist *d, void **buf, int *cap, MPI_Datatype type, size_t e
         rc = MPI_Iprobe(src, tag, MPI_COMM_WORLD, &flag, &s);
         rl__dist_check(d, rc, "MPI_Iprobe", src);
         if (flag) break;
+        if (d->rank == 0 && d->step_timeout_s > 0 && rl_time_s() - t0 > d->step_timeout_s) {
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "no result from rank %d for %.0f s (--pp-timeout): a rank of the pipeline "
+                     "is hung or far too slow",
+                     src, d->step_timeout_s);
+            rl__dist_fatal(d, msg);
+        }
         if (d->rank > 0 && tag != TAG_CFG) { /* rank 0 may have given up */
             rc = MPI_Iprobe(0, TAG_CFG, MPI_COMM_WORLD, &flag, &s);
             rl__dist_check(d, rc, "MPI_Iprobe", 0);
@@ -380,16 +388,17 @@ void rl_dist_on_free(void *ud) {
 
 /* ------------------------------------------------------------ start-up */
 
-/* Removes `--pp-micro N` from argv; its value, or def. */
-static int take_micro(int *argc, char **argv, int def) {
+/* Removes `name VALUE` from argv; VALUE, or NULL when absent (borrowed
+ * from argv). */
+static const char *take_opt(int *argc, char **argv, const char *name) {
     for (int i = 1; i + 1 < *argc; i++) {
-        if (strcmp(argv[i], "--pp-micro")) continue;
-        int v = atoi(argv[i + 1]);
+        if (strcmp(argv[i], name)) continue;
+        const char *v = argv[i + 1];
         memmove(argv + i, argv + i + 2, (size_t)(*argc - i - 1) * sizeof *argv);
         *argc -= 2;
         return v;
     }
-    return def;
+    return NULL;
 }
 
 bool rl_dist_main(int *argc, char **argv, int *exit_code) {
@@ -407,11 +416,22 @@ bool rl_dist_main(int *argc, char **argv, int *exit_code) {
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
     if (provided < MPI_THREAD_SERIALIZED)
         rl__dist_fatal(d, "this MPI does not provide MPI_THREAD_SERIALIZED");
-    d->n_micro = take_micro(argc, argv, d->size);
+    const char *micro = take_opt(argc, argv, "--pp-micro");
+    const char *timeout = take_opt(argc, argv, "--pp-timeout");
+    d->n_micro = micro ? atoi(micro) : d->size;
+    char *end = NULL;
+    d->step_timeout_s = timeout ? strtod(timeout, &end) : RL_DIST_TIMEOUT_DEFAULT;
+    const char *bad = NULL;
+    char why[120];
     if (d->n_micro < 1 || d->n_micro > RL_DIST_MICRO_MAX) {
-        if (d->rank == 0)
-            fprintf(stderr, "redline: --pp-micro %d outside [1, %d]\n", d->n_micro,
-                    RL_DIST_MICRO_MAX);
+        snprintf(why, sizeof why, "--pp-micro %d outside [1, %d]", d->n_micro, RL_DIST_MICRO_MAX);
+        bad = why;
+    } else if (timeout && (end == timeout || *end || !(d->step_timeout_s >= 0))) {
+        snprintf(why, sizeof why, "--pp-timeout '%.40s' is not a number of seconds >= 0", timeout);
+        bad = why;
+    }
+    if (bad) {
+        if (d->rank == 0) fprintf(stderr, "redline: %s\n", bad);
         MPI_Finalize();
         *exit_code = 2;
         return true;

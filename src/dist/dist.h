@@ -17,7 +17,9 @@
  *
  * Failure: MPI errors are returned, not fatal, and end the job with a
  * message naming the rank and the peer (MPI_Abort); a rank that dies is
- * seen by mpirun, which ends every rank.
+ * seen by mpirun, which ends every rank; a rank that hangs (alive, not
+ * answering) is seen by rank 0's step timeout (--pp-timeout), which ends
+ * the job the same way.
  *
  * Built with MPI only under `make MPI=1` (dist.c); without it
  * (nompi.c) a process started by mpirun with more than one rank refuses
@@ -39,7 +41,9 @@
  * hooks below as the engine's, rl_engine_set_hooks, stage 0 of
  * rl_dist_size()), unless argv's command is not `run` or `serve` (then an
  * error, *exit_code 2, true).  Consumes `--pp-micro N` (micro-batches per
- * forward, default K) from argv. */
+ * forward, default K) and `--pp-timeout S` (seconds rank 0 waits for a
+ * micro-batch's result before ending the job: a hung rank; default 600,
+ * 0 = never) from argv. */
 bool rl_dist_main(int *argc, char **argv, int *exit_code);
 /* Ranks in the job (1 outside a pipeline). */
 int rl_dist_size(void);

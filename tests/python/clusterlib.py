@@ -1,8 +1,10 @@
 """Helpers shared by the cluster tests and bench/cluster: start
 scripts/cluster (replicas behind a router) on free ports and stop it; a
-multi-tenant shared-prefix chat workload; a threaded streaming client that
-records status, time to first token and errors per request; and the
-replicas' prefix-cache counters from /metrics."""
+multi-tenant shared-prefix chat workload (one question per request) and an
+agent/chat one (multi-turn conversations that resend their history); a
+threaded streaming client that records status, time to first token, the
+reply and errors per request; and the replicas' prefix-cache counters from
+/metrics."""
 import http.client
 import json
 import os
@@ -112,24 +114,89 @@ def system_prompt(tenant, n_words=110):
             f"Topics you handle: {words}. Answer in one short sentence.")
 
 
-def tenant_workload(n_tenants, per_tenant, seed=0):
+def tenant_workload(n_tenants, per_tenant, seed=0, n_words=110):
     """[(tenant, messages)]: per_tenant requests of each tenant, each a
     shared system prompt and a distinct question, in a seeded random order."""
-    reqs = [(t, [{"role": "system", "content": system_prompt(t)},
+    reqs = [(t, [{"role": "system", "content": system_prompt(t, n_words)},
                  {"role": "user", "content": f"Customer question {q}: what about item {q * 7 + t}?"}])
             for t in range(n_tenants) for q in range(per_tenant)]
     random.Random(seed).shuffle(reqs)
     return reqs
 
 
+def conversation_workload(n_tenants, per_tenant, turns, seed=0, n_words=110, tenant0=0):
+    """The agent/chat mix: per_tenant conversations of each tenant (tenant
+    ids tenant0..), each its tenant's system prompt and `turns` user
+    messages, every turn resending the whole history.  Returns (convs,
+    order): convs a list of {"tenant", "system", "questions"}; order a
+    seeded random interleaving of conversation indices, the k-th occurrence
+    of c being turn k of c (so turns of many conversations alternate, as
+    users think between turns)."""
+    rng = random.Random(seed)
+    convs = []
+    for t in range(tenant0, tenant0 + n_tenants):
+        for k in range(per_tenant):
+            qs = [f"Customer {t}-{k}, message {n + 1}: my {rng.choice(WORDS)} and {rng.choice(WORDS)} "
+                  f"for order {rng.randrange(10000, 99999)} are not right, what now?" for n in range(turns)]
+            convs.append({"tenant": t, "system": system_prompt(t, n_words), "questions": qs})
+    order = [c for c in range(len(convs)) for _ in range(turns)]
+    rng.shuffle(order)
+    return convs, order
+
+
+def run_conversations(url, convs, order, concurrency, max_tokens=16, timeout=120, extra=None):
+    """Runs the turns of `convs` in `order` (conversation_workload) with up
+    to `concurrency` requests in flight; a conversation has one turn in
+    flight at most, and its next turn carries the replies so far.  Returns
+    the results in the order sent (each with "conv", "turn", "tenant") and
+    the final histories ([messages] per conversation)."""
+    hist = [[{"role": "system", "content": c["system"]}] for c in convs]
+    busy = [False] * len(convs)
+    nturn = [0] * len(convs)
+    pending = list(order)
+    results = []
+    cv = threading.Condition()
+    t_load = time.time()
+
+    def worker():
+        while True:
+            with cv:
+                while True:
+                    i = next((i for i, c in enumerate(pending) if not busy[c]), None)
+                    if i is not None or not pending:
+                        break
+                    cv.wait()
+                if i is None:
+                    return
+                c = pending.pop(i)
+                busy[c] = True
+                msgs = hist[c] + [{"role": "user", "content": convs[c]["questions"][nturn[c]]}]
+            t_start = time.time() - t_load
+            r = chat_stream(url, msgs, max_tokens, timeout, extra=extra)
+            with cv:
+                r.update(conv=c, turn=nturn[c], tenant=convs[c]["tenant"], t_start=t_start)
+                results.append(r)
+                hist[c] = msgs + [{"role": "assistant", "content": r["text"] or "(no answer)"}]
+                nturn[c] += 1
+                busy[c] = False
+                cv.notify_all()
+    ts = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout * (len(order) // concurrency + 2))
+    return results, hist
+
+
 def chat_stream(url, messages, max_tokens=4, timeout=60, model="smollm2-135m", extra=None):
     """One streaming chat request.  Returns {"status", "ttft", "latency",
-    "ok", "error"}: ok = HTTP 200 and the stream ended with [DONE]."""
+    "ok", "error", "text"}: ok = HTTP 200 and the stream ended with [DONE];
+    text = the reply's content."""
     u = urllib.parse.urlparse(url)
     body = json.dumps({"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
                        "stream": True, **(extra or {})}).encode()
     t0 = time.time()
-    out = {"status": None, "ttft": None, "latency": None, "ok": False, "error": None}
+    out = {"status": None, "ttft": None, "latency": None, "ok": False, "error": None, "text": ""}
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
     try:
         conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
@@ -146,13 +213,15 @@ def chat_stream(url, messages, max_tokens=4, timeout=60, model="smollm2-135m", e
             if data == "[DONE]":
                 out["ok"] = True
                 break
-            if out["ttft"] is None:
-                try:
-                    ch = json.loads(data).get("choices") or [{}]
-                    if (ch[0].get("delta") or {}).get("content"):
-                        out["ttft"] = time.time() - t0
-                except ValueError:
-                    pass
+            try:
+                ch = json.loads(data).get("choices") or [{}]
+                piece = (ch[0].get("delta") or {}).get("content")
+            except (ValueError, AttributeError):
+                piece = None
+            if piece:
+                if out["ttft"] is None:
+                    out["ttft"] = time.time() - t0
+                out["text"] += piece
         if not out["ok"]:
             out["error"] = "stream ended without [DONE]"
     except Exception as e:  # connection refused / reset / timeout: what the client sees

@@ -10,12 +10,17 @@ HAProxy (consistent hash with bounded load), each tested where installed.
   runs with a load bound of 300% here: at its default, 150%, two requests in
   flight on the server of 3 of the 4 tenants already exceed the bound and
   move to the other server (bounded load working, docs/SCALE.md), which is
-  not what this test measures.  Round-robin gets about 67% here (each
-  tenant's first visit to the other replica misses its whole prefix).
+  not what this test measures.  Round-robin fails it: each tenant's first
+  visit to the other replica misses its whole prefix (with 2 later requests
+  a tenant, 3 in 8 of them on average).
 - A replica killed (SIGKILL) mid-load: no request hangs, every request
   either succeeds or ends with an error a client retries (a 5xx status, a
   reset or a cut-off stream), every request sent after the kill succeeds,
   and the cluster still shuts down cleanly.
+
+One cluster per router serves both tests (module fixture; the affinity test
+runs first, on fresh caches, then the kill test ends that cluster); the
+system prompts are 60 words (6 KV blocks shared) to keep the prefills short.
 """
 import json
 import os
@@ -31,6 +36,7 @@ from clusterlib import Cluster, prefix_counters, router_available, run_load, sys
 ROUTERS = [("smg", "cache_aware"), ("haproxy", "hash")]
 AFFINITY_EXTRA = {"haproxy": ("--hash-balance-factor", "300")}
 SERVE = ("-c", "1024", "-np", "4")
+N_WORDS = 60  # words of each tenant's system prompt
 
 
 def need(router):
@@ -43,7 +49,7 @@ def shared_prefix_blocks(url, block_size=16):
     """Whole KV blocks two requests of one tenant share (from /tokenize)."""
     ids = []
     for q in ("first question?", "another, different question!"):
-        body = json.dumps({"messages": [{"role": "system", "content": system_prompt(0)},
+        body = json.dumps({"messages": [{"role": "system", "content": system_prompt(0, N_WORDS)},
                                         {"role": "user", "content": q}]}).encode()
         req = urllib.request.Request(url + "/tokenize", body, {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -54,64 +60,74 @@ def shared_prefix_blocks(url, block_size=16):
     return n // block_size
 
 
-@pytest.mark.parametrize("router,policy", ROUTERS)
-def test_prefix_affinity(router, policy):
+@pytest.fixture(scope="module", params=ROUTERS, ids=[f"{r}-{p}" for r, p in ROUTERS])
+def cluster(request):
+    """2 replicas behind request.param's router, shared by the tests below
+    (in file order: affinity on fresh caches, then the kill)."""
+    router, policy = request.param
     need(router)
-    n_tenants, per_tenant = 4, 4
     with Cluster(router, policy, n=2, serve_args=SERVE, extra=AFFINITY_EXTRA.get(router, ())) as c:
-        urls = [r["url"] for r in c.replicas]
-        blocks = shared_prefix_blocks(urls[0])
-        assert blocks >= 8, blocks
-        reqs = tenant_workload(n_tenants, per_tenant, seed=3)
-        first = {}
-        for t, m in reqs:
-            first.setdefault(t, m)
-        wave = [(t, first[t]) for t in sorted(first)]
-        rest = [(t, m) for t, m in reqs if m is not first[t]]
-        before = prefix_counters(urls)
-        res = run_load(c.url, wave, concurrency=n_tenants, max_tokens=2)
-        assert all(r["ok"] for r in res), res
-        mid = prefix_counters(urls)
-        served = [d["prompt_tokens"] > 0 for d in delta(mid, before)]
-        assert all(served), f"the first requests of {n_tenants} tenants all went to one replica: {delta(mid, before)}"
-        res = run_load(c.url, rest, concurrency=2, max_tokens=2)
-        assert all(r["ok"] for r in res), [r for r in res if not r["ok"]]
-        d = delta(prefix_counters(urls), mid)
-        hits = sum(x["hits"] for x in d)
-        want = len(rest) * blocks
-        print(f"{router}/{policy}: later requests hit {hits:.0f} of {want} shared-prefix blocks; per replica {d}")
-        assert hits >= 0.9 * want, f"affinity broken: {hits:.0f} prefix-cache hits < {want}; {d}"
-        assert c.stop() == 0
+        c.name = f"{router}/{policy}"
+        c.killed = False
+        yield c
 
 
-@pytest.mark.parametrize("router,policy", ROUTERS)
-def test_replica_killed_mid_load(router, policy):
-    need(router)
-    with Cluster(router, policy, n=2, serve_args=SERVE) as c:
-        reqs = tenant_workload(4, 5, seed=5)
-        killed = {}
+def test_prefix_affinity(cluster):
+    c = cluster
+    assert not c.killed, "the affinity test needs both replicas (it runs before the kill test)"
+    n_tenants, per_tenant = 4, 3
+    urls = [r["url"] for r in c.replicas]
+    blocks = shared_prefix_blocks(urls[0])
+    assert blocks >= 5, blocks
+    reqs = tenant_workload(n_tenants, per_tenant, seed=3, n_words=N_WORDS)
+    first = {}
+    for t, m in reqs:
+        first.setdefault(t, m)
+    wave = [(t, first[t]) for t in sorted(first)]
+    rest = [(t, m) for t, m in reqs if m is not first[t]]
+    before = prefix_counters(urls)
+    res = run_load(c.url, wave, concurrency=n_tenants, max_tokens=2)
+    assert all(r["ok"] for r in res), res
+    mid = prefix_counters(urls)
+    d = delta(mid, before)
+    assert all(x["prompt_tokens"] > 0 for x in d), \
+        f"the first requests of {n_tenants} tenants all went to one replica: {d}"
+    assert sum(x["hits"] for x in d) < blocks, f"the caches were not fresh: {d}"
+    res = run_load(c.url, rest, concurrency=2, max_tokens=2)
+    assert all(r["ok"] for r in res), [r for r in res if not r["ok"]]
+    d = delta(prefix_counters(urls), mid)
+    hits = sum(x["hits"] for x in d)
+    want = len(rest) * blocks
+    print(f"{c.name}: later requests hit {hits:.0f} of {want} shared-prefix blocks; per replica {d}")
+    assert hits >= 0.9 * want, f"affinity broken: {hits:.0f} prefix-cache hits < {want}; {d}"
 
-        def on_result(i, r):  # kill replica 1 once a few requests have finished
-            if i >= 3 and not killed:
-                killed["t"] = time.time()
-                os.kill(c.replicas[1]["pid"], signal.SIGKILL)
-        t0 = time.time()
-        res = run_load(c.url, reqs, concurrency=4, max_tokens=16, timeout=60, on_result=on_result)
-        assert killed, "the load finished before the kill"
-        assert all(r is not None for r in res), "a request never returned"
-        assert max(r["latency"] for r in res) < 60, "a request hung"
-        t_kill = killed["t"] - t0
-        for r in res:
-            if not r["ok"]:
-                # what a client retries: a 5xx, or the connection or stream cut
-                assert r["status"] in (None, 200, 500, 502, 503, 504), r
-                assert r["t_start"] < t_kill, f"a request sent after the kill failed: {r}"
-        after = [r for r in res if r["t_start"] > t_kill]
-        assert after and all(r["ok"] for r in after)
-        n_failed = sum(not r["ok"] for r in res)
-        # and later traffic keeps working, all on the survivor
-        res = run_load(c.url, tenant_workload(4, 2, seed=6), concurrency=2, max_tokens=2)
-        assert all(r["ok"] for r in res), [r for r in res if not r["ok"]]
-        print(f"{router}: {n_failed} failed in flight; "
-              f"{len(after)} sent after the kill all succeeded")
-        assert c.stop() == 0
+
+def test_replica_killed_mid_load(cluster):
+    c = cluster
+    reqs = tenant_workload(4, 3, seed=5, n_words=N_WORDS)
+    killed = {}
+
+    def on_result(i, r):  # kill replica 1 once a few requests have finished
+        if i >= 3 and not killed:
+            killed["t"] = time.time()
+            c.killed = True
+            os.kill(c.replicas[1]["pid"], signal.SIGKILL)
+    t0 = time.time()
+    res = run_load(c.url, reqs, concurrency=4, max_tokens=16, timeout=60, on_result=on_result)
+    assert killed, "the load finished before the kill"
+    assert all(r is not None for r in res), "a request never returned"
+    assert max(r["latency"] for r in res) < 60, "a request hung"
+    t_kill = killed["t"] - t0
+    for r in res:
+        if not r["ok"]:
+            # what a client retries: a 5xx, or the connection or stream cut
+            assert r["status"] in (None, 200, 500, 502, 503, 504), r
+            assert r["t_start"] < t_kill, f"a request sent after the kill failed: {r}"
+    after = [r for r in res if r["t_start"] > t_kill]
+    assert after and all(r["ok"] for r in after)
+    n_failed = sum(not r["ok"] for r in res)
+    # and later traffic keeps working, all on the survivor
+    res = run_load(c.url, tenant_workload(4, 1, seed=6, n_words=N_WORDS), concurrency=2, max_tokens=2)
+    assert all(r["ok"] for r in res), [r for r in res if not r["ok"]]
+    print(f"{c.name}: {n_failed} failed in flight; {len(after)} sent after the kill all succeeded")
+    assert c.stop() == 0
