@@ -27,6 +27,10 @@ same windows and scored tokens) on each file and reports, against llama.cpp's
 dump: ppl_rl, top1_rl, and max/mean |log p difference| over redline's top-32
 entries that llama.cpp dumped; --no-ref skips the NumPy reference (hours at
 real shapes).
+--model FILE ... runs llama-perplexity and redline on existing files (the
+real-shape MoE Q4_K_M files, whose intermediates are deleted); --rl-f32 adds
+redline on dequantized f32 weights with float activations (which side of a
+gap is nearer exact).
 --ref-variants runs the reference instead on each variant and on the correct
 file, for the first 256 tokens of --text (greedy-tokenized, BOS first), and
 reports what the CI test (tests/python/test_arch_random.py) would see of the
@@ -145,13 +149,14 @@ def compare(model_path, dump, ctx, lazy):
                 kl=kl / n, n_scored=n)
 
 
-def compare_redline(model_path, text, dump, ctx, chunks, threads=2):
-    """redline perplexity on llama-perplexity's windows against its dump."""
+def compare_redline(model_path, text, dump, ctx, chunks, threads=2, extra=()):
+    """redline perplexity on llama-perplexity's windows against its dump
+    (extra: more redline perplexity arguments, e.g. --weights f32)."""
     n_ctx, n_vocab, toks, lp_l = read_dump(dump)
     dist = dump + ".rlpd"
     exe = os.path.join(ROOT, "build", "redline")
     out = run([exe, "perplexity", "-m", model_path, "-f", text, "-c", str(ctx), "--chunks", str(chunks),
-               "-t", str(threads), "--llama-windows", "--save-dist", dist])
+               "-t", str(threads), "--llama-windows", "--save-dist", dist, *extra])
     b = open(dist, "rb").read()
     os.unlink(dist)
     k, nv, n = np.frombuffer(b, np.uint32, 1, 8)[0], np.frombuffer(b, np.uint32, 1, 12)[0], \
@@ -263,8 +268,14 @@ def main(argv=None):
     ap.add_argument("--files", default="F16,Q4_K_M", help="which of the files to run (with --q4km)")
     ap.add_argument("--dir", default="/work/randmodels")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--model", nargs="+", default=None, metavar="GGUF",
+                    help="existing files instead of generated ones (tag = file name; with --redline --no-ref)")
+    ap.add_argument("--rl-f32", action="store_true",
+                    help="with --redline: also redline perplexity --weights f32 (float activations)")
     a = ap.parse_args(argv)
     fams = a.family or [f for f in randmodel.FAMILIES if not (a.preset == "real" and f in randmodel.TINY_ONLY)]
+    if a.model:
+        return run_models(a)
     os.makedirs(a.dir, exist_ok=True)
     assets = randmodel.assets_dir()
     results = {}
@@ -360,6 +371,40 @@ def main(argv=None):
         for fam, res in results.items():
             for label, ppl in res.get("variants", []):
                 print(f"| {fam} | {label} | {ppl:.3f} | {ppl / res['F16']['ppl_llama']:.3f} |")
+    return 0
+
+
+def run_models(a):
+    """--model: llama-perplexity and redline (and with --rl-f32 redline on
+    dequantized f32 weights, float activations) on each given file."""
+    results = {}
+    for fpath in a.model:
+        tag = os.path.basename(fpath)
+        dump = os.path.join(a.dir, tag + f".c{a.ctx}.kld")
+        log(f"{tag}: llama-perplexity")
+        ppl, err = llama_ppl(fpath, a.text, a.ctx, a.chunks, dump)
+        r = dict(ppl_llama=ppl, ppl_llama_err=err)
+        log(f"{tag}: redline")
+        r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks))
+        r["ppl_rl_rel_diff"] = r["ppl_rl"] / ppl - 1
+        if a.rl_f32:
+            log(f"{tag}: redline --weights f32")
+            f = compare_redline(fpath, a.text, dump, a.ctx, a.chunks, extra=("--weights", "f32"))
+            r.update({k + "_f32": v for k, v in f.items()})
+            r["ppl_rl_f32_rel_diff"] = r["ppl_rl_f32"] / ppl - 1
+        os.unlink(dump)
+        results[tag] = r
+        log(f"{tag}: {json.dumps(r)}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print("\n| file | PPL llama.cpp | PPL redline | diff | top-1 | max/mean abs dlogp | f32 weights: PPL, diff, top-1 |"
+          "\n|---|---|---|---|---|---|---|")
+    for tag, r in results.items():
+        f32 = (f"{r['ppl_rl_f32']:.3f}, {100 * r['ppl_rl_f32_rel_diff']:+.3f}%, {100 * r['top1_rl_f32']:.2f}%"
+               if "ppl_rl_f32" in r else "")
+        print(f"| {tag} | {r['ppl_llama']:.3f} | {r['ppl_rl']:.3f} | {100 * r['ppl_rl_rel_diff']:+.3f}% | "
+              f"{100 * r['top1_rl']:.2f}% | {r['max_dlogp_rl']:.3f} / {r['mean_dlogp_rl']:.4f} | {f32} |")
     return 0
 
 
