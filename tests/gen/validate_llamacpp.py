@@ -28,9 +28,9 @@ dump: ppl_rl, top1_rl, and max/mean |log p difference| over redline's top-32
 entries that llama.cpp dumped; --no-ref skips the NumPy reference (hours at
 real shapes).
 --model FILE ... runs llama-perplexity and redline on existing files (the
-real-shape MoE Q4_K_M files, whose intermediates are deleted); --rl-f32 adds
-redline on dequantized f32 weights with float activations (which side of a
-gap is nearer exact).
+real-shape MoE Q4_K_M files, whose intermediates are deleted); --rl-float
+f32|f16 adds redline on weights dequantized at load with float activations
+(which side of a gap is nearer exact).
 --ref-variants runs the reference instead on each variant and on the correct
 file, for the first 256 tokens of --text (greedy-tokenized, BOS first), and
 reports what the CI test (tests/python/test_arch_random.py) would see of the
@@ -270,8 +270,9 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     ap.add_argument("--model", nargs="+", default=None, metavar="GGUF",
                     help="existing files instead of generated ones (tag = file name; with --redline --no-ref)")
-    ap.add_argument("--rl-f32", action="store_true",
-                    help="with --redline: also redline perplexity --weights f32 (float activations)")
+    ap.add_argument("--rl-float", choices=("f32", "f16"), default=None,
+                    help="with --model: also redline perplexity --weights W (dequantized at load, float "
+                    "activations; f16 halves the memory)")
     a = ap.parse_args(argv)
     fams = a.family or [f for f in randmodel.FAMILIES if not (a.preset == "real" and f in randmodel.TINY_ONLY)]
     if a.model:
@@ -375,8 +376,8 @@ def main(argv=None):
 
 
 def run_models(a):
-    """--model: llama-perplexity and redline (and with --rl-f32 redline on
-    dequantized f32 weights, float activations) on each given file."""
+    """--model: llama-perplexity and redline (and with --rl-float W redline on
+    weights dequantized to W, float activations) on each given file."""
     results = {}
     for fpath in a.model:
         tag = os.path.basename(fpath)
@@ -387,22 +388,23 @@ def run_models(a):
         log(f"{tag}: redline")
         r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks))
         r["ppl_rl_rel_diff"] = r["ppl_rl"] / ppl - 1
-        if a.rl_f32:
-            log(f"{tag}: redline --weights f32")
-            f = compare_redline(fpath, a.text, dump, a.ctx, a.chunks, extra=("--weights", "f32"))
-            r.update({k + "_f32": v for k, v in f.items()})
-            r["ppl_rl_f32_rel_diff"] = r["ppl_rl_f32"] / ppl - 1
+        if a.rl_float:
+            log(f"{tag}: redline --weights {a.rl_float}")
+            f = compare_redline(fpath, a.text, dump, a.ctx, a.chunks, extra=("--weights", a.rl_float))
+            r.update({k + "_float": v for k, v in f.items()})
+            r["ppl_rl_float_rel_diff"] = r["ppl_rl_float"] / ppl - 1
+            r["float_weights"] = a.rl_float
         os.unlink(dump)
         results[tag] = r
         log(f"{tag}: {json.dumps(r)}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
-    print("\n| file | PPL llama.cpp | PPL redline | diff | top-1 | max/mean abs dlogp | f32 weights: PPL, diff, top-1 |"
+    print("\n| file | PPL llama.cpp | PPL redline | diff | top-1 | max/mean abs dlogp | float activations: PPL, diff, top-1 |"
           "\n|---|---|---|---|---|---|---|")
     for tag, r in results.items():
-        f32 = (f"{r['ppl_rl_f32']:.3f}, {100 * r['ppl_rl_f32_rel_diff']:+.3f}%, {100 * r['top1_rl_f32']:.2f}%"
-               if "ppl_rl_f32" in r else "")
+        f32 = (f"{r['ppl_rl_float']:.3f}, {100 * r['ppl_rl_float_rel_diff']:+.3f}%, {100 * r['top1_rl_float']:.2f}% "
+               f"({r['float_weights']} weights)" if "ppl_rl_float" in r else "")
         print(f"| {tag} | {r['ppl_llama']:.3f} | {r['ppl_rl']:.3f} | {100 * r['ppl_rl_rel_diff']:+.3f}% | "
               f"{100 * r['top1_rl']:.2f}% | {r['max_dlogp_rl']:.3f} / {r['mean_dlogp_rl']:.4f} | {f32} |")
     return 0
