@@ -1424,7 +1424,8 @@ def quantize_q4km(path: str, out: str, threads: int = 2, mxfp4_experts: bool = F
         raise FileNotFoundError(f"{exe} missing: run bench/peer-llamacpp --build-only (or set LLAMA_QUANTIZE)")
     extra = ["--allow-requantize"]
     if mxfp4_experts:
-        extra += [f"--tensor-type={t}=mxfp4" for t in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")]
+        for t in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"):   # llama-quantize wants two arguments
+            extra += ["--tensor-type", f"{t}=mxfp4"]
     subprocess.run([exe, *extra, path, out, "Q4_K_M", str(threads)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
