@@ -30,7 +30,10 @@
  * read per token, where the bytes read are every weight tensor the forward streams: all tensor data
  * (rl_model_weight_bytes) minus the token-embedding table, which is only gathered one row per token
  * -- unless the output projection is tied to it, in which case the whole table is read by the
- * output matmul.
+ * output matmul.  For a mixture-of-experts model the bytes are the active ones
+ * (rl_model_active_bytes_of): attention + router + k of the n_expert blocks of every expert
+ * tensor + the dense/shared weights + one embedding row + the output head, printed with that
+ * breakdown ("active_bytes" in --json).
  *
  * Compute peaks (kernels.h, rl_peak_run): for each thread count, every
  * thread runs a chain of each available tier's multiply-add (int8 AVX2
@@ -260,13 +263,22 @@ static int thread_index(const int32_t *th, int n, int t) {
     return i;
 }
 
+/* Dense: every tensor but an untied embedding table.  MoE: the active
+ * bytes (rl_model_active_bytes_of: attention + router + k experts +
+ * dense/shared + one embedding row + head). */
 static size_t read_bytes_per_token(const rl_model *m, bool *tied) {
     const rl_gguf *g = rl_model_gguf(m);
     const rl_gguf_tensor *emb = rl_gguf_find_tensor(g, "token_embd.weight");
     *tied = rl_gguf_find_tensor(g, "output.weight") == NULL;
+    rl_model_active_bytes a = rl_model_active_bytes_of(m);
+    if (a.n_expert > 0) return a.total;
     size_t total = rl_model_weight_bytes(m);
     if (emb && !*tied && emb->nbytes <= total) total -= emb->nbytes;
     return total;
+}
+
+static double mib(size_t b) {
+    return (double)b / (1 << 20);
 }
 
 int rl_cmd_bench(int argc, char **argv) {
@@ -367,6 +379,7 @@ int rl_cmd_bench(int argc, char **argv) {
 
     bool tied;
     size_t rd_bytes = read_bytes_per_token(m, &tied);
+    const rl_model_active_bytes act = rl_model_active_bytes_of(m);
     fprintf(stderr, "redline bench: %s (%s), %.1f MiB read per token, kernels %s%s\n", path,
             rl_model_arch(m), (double)rd_bytes / (1 << 20), rl_kernels_impl_name(),
             fast_tiles ? " + fast tiles" : "");
@@ -488,6 +501,15 @@ int rl_cmd_bench(int argc, char **argv) {
                       (json_int_t)rd_bytes, "tied_output", (int)tied, "madds_per_token", macs_tok,
                       "bandwidth", bw, "peaks", pj, "results", rs);
         if (root) json_object_set_new(root, "fast_tiles", json_boolean(fast_tiles));
+        if (root && act.n_expert > 0)
+            json_object_set_new(
+                root, "active_bytes",
+                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:i}", "attention",
+                          (json_int_t)act.attn, "router", (json_int_t)act.router, "experts",
+                          (json_int_t)act.experts, "dense", (json_int_t)act.dense, "embd_row",
+                          (json_int_t)act.embd_row, "head", (json_int_t)act.head, "total",
+                          (json_int_t)act.total, "n_expert", (int)act.n_expert, "n_used",
+                          (int)act.n_used));
         if (rl_report_json_write(stdout, root, false, "redline bench")) rc = 1;
     } else {
         printf("| %-28s | %9s | %7s | %7s | %10s | %10s | %10s | %10s |\n", "model", "size MiB",
@@ -507,8 +529,16 @@ int rl_cmd_bench(int argc, char **argv) {
                    bw_mib);
             for (int ti = 0; ti < n_th; ti++)
                 printf("  %d thread%s: %.2f GB/s\n", th[ti], th[ti] > 1 ? "s" : "", bwt[ti] / 1e9);
-            printf("decode roofline: %.1f MiB of weights read per token%s\n",
-                   (double)rd_bytes / (1 << 20), tied ? " (output tied to the embeddings)" : "");
+            if (act.n_expert > 0)
+                printf("decode roofline (active bytes, %d of %d experts): %.1f MiB per token = "
+                       "attention %.1f + router %.2f + experts %.1f + dense/shared %.1f + "
+                       "embedding row %.3f + head %.1f MiB%s\n",
+                       (int)act.n_used, (int)act.n_expert, mib(act.total), mib(act.attn),
+                       mib(act.router), mib(act.experts), mib(act.dense), mib(act.embd_row),
+                       mib(act.head), tied ? " (output tied to the embeddings)" : "");
+            else
+                printf("decode roofline: %.1f MiB of weights read per token%s\n",
+                       (double)rd_bytes / (1 << 20), tied ? " (output tied to the embeddings)" : "");
             for (int i = 0; i < n_res; i++) {
                 bench_res *R = &res[i];
                 if (R->test[0] != 't') continue;

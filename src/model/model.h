@@ -107,6 +107,21 @@ int32_t rl_model_n_kv_head(const rl_model *m);
 int32_t rl_model_head_dim(const rl_model *m);
 int32_t rl_model_max_batch(const rl_model *m);
 size_t rl_model_weight_bytes(const rl_model *m); /* bytes of tensor data mapped */
+/* Bytes of weights one decoded token reads (batch 1), from the file's
+ * tensor sizes: the roofline of `redline bench`.  Every tensor of the file
+ * by name: token_embd one row (ne[1] rows; the whole table, as the head,
+ * when there is no output.weight), output.weight and output_norm the head,
+ * blk.N.attn_* attention, blk.N.ffn_gate_inp(.weight/.bias) the router,
+ * every blk.N.*_exps tensor n_used / n_expert of its bytes (k expert
+ * blocks; the expert axis is the last), the rest (FFN norms, dense FFN,
+ * the shared expert and its gate, rope factors) dense.  A dense model has
+ * n_expert 0 and experts 0. */
+typedef struct rl_model_active_bytes {
+    size_t attn, router, experts, dense, embd_row, head;
+    size_t total; /* the sum of the six */
+    int32_t n_expert, n_used;
+} rl_model_active_bytes;
+rl_model_active_bytes rl_model_active_bytes_of(const rl_model *m);
 /* The GGUF reader (for the tokenizer, templates); borrowed until free. */
 const rl_gguf *rl_model_gguf(const rl_model *m);
 rl_pooling rl_model_pooling(const rl_model *m);

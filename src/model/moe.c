@@ -9,6 +9,8 @@
  * rl_matmul_multi, then down), so each selected expert's weights stream
  * once per step and experts no token selected are never read.  Decode at
  * batch 1 reads k experts per layer; a prefill chunk reads each expert once.
+ * rl_model_active_bytes_of counts those bytes per decoded token from the
+ * tensor sizes (the active-bytes roofline of `redline bench`).
  *
  * Invariants:
  *   - every output row depends only on its own input row: the router and
@@ -353,4 +355,54 @@ rl_status rl__bind_moe(rl_model *m, int32_t il, bool sh_gate, rl_err *err) {
 
 void rl__block_moe(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out) {
     rl__moe_ffn(&m->hp.moe, &m->layers[il].moe, in, f->n, out, &m->moe_s, m->mm_scratch, f->tp);
+}
+
+/* ------------------------------------------------ active bytes (bench) */
+
+static bool has_prefix(const char *s, const char *p) {
+    return strncmp(s, p, strlen(p)) == 0;
+}
+
+rl_model_active_bytes rl_model_active_bytes_of(const rl_model *m) {
+    rl_model_active_bytes a;
+    memset(&a, 0, sizeof a);
+    const rl__moe_cfg *c = &m->hp.moe;
+    a.n_expert = c->n_expert;
+    a.n_used = c->n_used;
+    const rl_gguf *g = m->gguf;
+    bool tied = rl_gguf_find_tensor(g, "output.weight") == NULL;
+    for (int64_t i = 0; i < rl_gguf_n_tensors(g); i++) {
+        const rl_gguf_tensor *t = rl_gguf_tensor_at(g, i);
+        const char *nm = t->name;
+        if (!strcmp(nm, "token_embd.weight")) {
+            if (tied)
+                a.head += t->nbytes;
+            else if (t->n_dims >= 2 && t->ne[1] > 0)
+                a.embd_row += t->nbytes / (size_t)t->ne[1];
+            continue;
+        }
+        if (has_prefix(nm, "output.") || has_prefix(nm, "output_norm.")) {
+            a.head += t->nbytes;
+            continue;
+        }
+        const char *sfx = NULL;
+        if (has_prefix(nm, "blk.")) {
+            const char *dot = strchr(nm + 4, '.');
+            sfx = dot ? dot + 1 : nm;
+        }
+        if (!sfx) {
+            a.dense += t->nbytes;
+        } else if (has_prefix(sfx, "attn_")) {
+            a.attn += t->nbytes;
+        } else if (!strcmp(sfx, "ffn_gate_inp.weight") || !strcmp(sfx, "ffn_gate_inp.bias")) {
+            a.router += t->nbytes;
+        } else if (strstr(sfx, "_exps.") && c->n_expert > 0 && t->n_dims >= 2 &&
+                   t->ne[t->n_dims - 1] == c->n_expert) {
+            a.experts += t->nbytes / (size_t)c->n_expert * (size_t)c->n_used;
+        } else {
+            a.dense += t->nbytes;
+        }
+    }
+    a.total = a.attn + a.router + a.experts + a.dense + a.embd_row + a.head;
+    return a;
 }

@@ -32,6 +32,10 @@ for those weights) and reports llama.cpp and redline (both with 8-bit
 activations) against it: PPL, top-1 agreement with the float argmax, mean and
 max |log p(target) difference|.  --keep-dump keeps llama-perplexity's dump
 (FILE.cCTX.kld, its PPL in FILE.cCTX.kld.ppl) and reuses it on the next run.
+--model FILE ... runs llama-perplexity and redline on existing files (the
+real-shape MoE Q4_K_M files, whose intermediates are deleted); --rl-float
+f32|f16 adds redline on weights dequantized at load with float activations
+(which side of a gap is nearer exact).
 --ref-variants runs the reference instead on each variant and on the correct
 file, for the first 256 tokens of --text (greedy-tokenized, BOS first), and
 reports what the CI test (tests/python/test_arch_random.py) would see of the
@@ -297,8 +301,15 @@ def main(argv=None):
     ap.add_argument("--files", default="F16,Q4_K_M", help="which of the files to run (with --q4km)")
     ap.add_argument("--dir", default="/work/randmodels")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--model", nargs="+", default=None, metavar="GGUF",
+                    help="existing files instead of generated ones (tag = file name; with --redline --no-ref)")
+    ap.add_argument("--rl-float", choices=("f32", "f16"), default=None,
+                    help="with --model: also redline perplexity --weights W (dequantized at load, float "
+                    "activations; f16 halves the memory)")
     a = ap.parse_args(argv)
     fams = a.family or [f for f in randmodel.FAMILIES if not (a.preset == "real" and f in randmodel.TINY_ONLY)]
+    if a.model:
+        return run_models(a)
     os.makedirs(a.dir, exist_ok=True)
     assets = randmodel.assets_dir()
     results = {}
@@ -421,6 +432,41 @@ def main(argv=None):
         for fam, res in results.items():
             for label, ppl in res.get("variants", []):
                 print(f"| {fam} | {label} | {ppl:.3f} | {ppl / res['F16']['ppl_llama']:.3f} |")
+    return 0
+
+
+def run_models(a):
+    """--model: llama-perplexity and redline (and with --rl-float W redline on
+    weights dequantized to W, float activations) on each given file."""
+    results = {}
+    for fpath in a.model:
+        tag = os.path.basename(fpath)
+        dump = os.path.join(a.dir, tag + f".c{a.ctx}.kld")
+        log(f"{tag}: llama-perplexity")
+        ppl, err = llama_ppl(fpath, a.text, a.ctx, a.chunks, dump)
+        r = dict(ppl_llama=ppl, ppl_llama_err=err)
+        log(f"{tag}: redline")
+        r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks))
+        r["ppl_rl_rel_diff"] = r["ppl_rl"] / ppl - 1
+        if a.rl_float:
+            log(f"{tag}: redline --weights {a.rl_float}")
+            f = compare_redline(fpath, a.text, dump, a.ctx, a.chunks, weights=a.rl_float)
+            r.update({k + "_float": v for k, v in f.items()})
+            r["ppl_rl_float_rel_diff"] = r["ppl_rl_float"] / ppl - 1
+            r["float_weights"] = a.rl_float
+        os.unlink(dump)
+        results[tag] = r
+        log(f"{tag}: {json.dumps(r)}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print("\n| file | PPL llama.cpp | PPL redline | diff | top-1 | max/mean abs dlogp | float activations: PPL, diff, top-1 |"
+          "\n|---|---|---|---|---|---|---|")
+    for tag, r in results.items():
+        f32 = (f"{r['ppl_rl_float']:.3f}, {100 * r['ppl_rl_float_rel_diff']:+.3f}%, {100 * r['top1_rl_float']:.2f}% "
+               f"({r['float_weights']} weights)" if "ppl_rl_float" in r else "")
+        print(f"| {tag} | {r['ppl_llama']:.3f} | {r['ppl_rl']:.3f} | {100 * r['ppl_rl_rel_diff']:+.3f}% | "
+              f"{100 * r['top1_rl']:.2f}% | {r['max_dlogp_rl']:.3f} / {r['mean_dlogp_rl']:.4f} | {f32} |")
     return 0
 
 

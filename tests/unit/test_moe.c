@@ -18,7 +18,9 @@
  * selecting different experts, and bad hyperparameters and tensors are
  * refused with errors naming the field (k > n_expert, k < 1, a missing
  * expert_count, an expert tensor of the wrong shape, a router whose row
- * count differs from expert_count, granitemoe's unsupported shared expert).
+ * count differs from expert_count, granitemoe's unsupported shared expert);
+ * the active bytes per decoded token (rl_model_active_bytes_of) of three
+ * of them against counts made by hand.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -300,6 +302,7 @@ typedef struct mspec {
     const char *bad_shape;    /* tensor suffix whose last dim gets +1 */
     int64_t router_rows;      /* 0 = n_expert */
     int64_t shexp_ff;         /* granitemoe: expert_shared_feed_forward_length when > 0 */
+    bool untied;              /* write output.weight */
 } mspec;
 
 enum { ME = 32, MF = 48, MV = 64, ML = 2 };
@@ -361,6 +364,7 @@ static void build(const mspec *s, void **buf, size_t *size) {
     int64_t ff = is(s, "qwen2moe") || is(s, "qwen3moe") ? MF / 2 : MF; /* default n_ff / k */
     add_t(w, s, "token_embd.weight", ME, MV, 1);
     add_t(w, s, "output_norm.weight", ME, 1, 1);
+    if (s->untied) add_t(w, s, "output.weight", ME, MV, 1);
     for (int il = 0; il < ML; il++) {
         char n[64];
 #define T(suffix, a, b, c)                                                                         \
@@ -410,7 +414,7 @@ static rl_status load(const mspec *s, const rl_model_opts *o, rl_model **out, vo
 }
 
 static mspec ok_spec(const char *arch) {
-    mspec s = {arch, 4, 2, NULL, 0, 0};
+    mspec s = {arch, 4, 2, NULL, 0, 0, false};
     return s;
 }
 
@@ -510,12 +514,58 @@ static void test_moe_bad_input(void **state) {
     expect_error(&s, RL_ERR_FORMAT, "missing tensor 'blk.0.ffn_gate.weight'");
 }
 
+/* rl_model_active_bytes_of on the files above (all F32: 4 bytes an
+ * element; ME 32, MV 64, 2 layers, 4 experts of which 2 are used), each
+ * figure counted by hand from build()'s tensor list. */
+static void check_active(const mspec *s, size_t attn, size_t router, size_t experts, size_t dense,
+                         size_t embd_row, size_t head) {
+    rl_model *m = NULL;
+    void *buf = NULL;
+    rl_err err = {0};
+    assert_int_equal(load(s, NULL, &m, &buf, &err), RL_OK);
+    rl_model_active_bytes a = rl_model_active_bytes_of(m);
+    if (a.attn != attn || a.router != router || a.experts != experts || a.dense != dense ||
+        a.embd_row != embd_row || a.head != head)
+        fail_msg("%s: attn %zu router %zu experts %zu dense %zu embd_row %zu head %zu", s->arch,
+                 a.attn, a.router, a.experts, a.dense, a.embd_row, a.head);
+    assert_int_equal(a.total, attn + router + experts + dense + embd_row + head);
+    assert_int_equal(a.n_expert, 4);
+    assert_int_equal(a.n_used, 2);
+    rl_model_free(m);
+    rl_free(buf);
+}
+
+static void test_active_bytes(void **state) {
+    (void)state;
+    /* qwen3moe, tied: head = token_embd 32x64 + output_norm 32; per layer
+     * attention = attn_norm 32 + q 32x32 + k, v 32x16 + output 32x32 +
+     * q/k norms 8 each; router 32x4; experts: gate, up 32x24x4 and down
+     * 24x32x4, 2 of the 4 blocks of each; dense: ffn_norm 32 */
+    mspec s = ok_spec("qwen3moe");
+    size_t attn = 2 * 4 * (32 + 32 * 32 + 2 * 32 * 16 + 32 * 32 + 8 + 8);
+    size_t experts = 2 * 4 * (3 * 32 * 24 * 4 / 4 * 2);
+    check_active(&s, attn, 2 * 4 * 32 * 4, experts, 2 * 4 * 32, 0, 4 * (32 * 64 + 32));
+    assert_int_equal(attn + experts, 24960 + 36864);
+    /* qwen2moe: no q/k norms; dense adds the shared expert (gate, up 32x40,
+     * down 40x32) and its gate 32 */
+    s = ok_spec("qwen2moe");
+    check_active(&s, 2 * 4 * (32 + 2 * 32 * 32 + 2 * 32 * 16), 2 * 4 * 32 * 4, experts,
+                 2 * 4 * (32 + 32 + 3 * 32 * 40), 0, 4 * (32 * 64 + 32));
+    /* llama with experts, untied: one embedding row 32, head = output 32x64
+     * + output_norm; experts of 48 rows */
+    s = ok_spec("llama");
+    s.untied = true;
+    check_active(&s, 2 * 4 * (32 + 2 * 32 * 32 + 2 * 32 * 16), 2 * 4 * 32 * 4,
+                 2 * 4 * (3 * 32 * 48 * 2), 2 * 4 * 32, 4 * 32, 4 * (32 * 64 + 32));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grouped_vs_twin),
         cmocka_unit_test(test_attention_sinks),
         cmocka_unit_test(test_moe_archs),
         cmocka_unit_test(test_moe_bad_input),
+        cmocka_unit_test(test_active_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
