@@ -235,16 +235,7 @@ void rl_srv_resp_fix_param(rl_oai_err *e) {
     for (p = strstr(e->message, ".function."); p; p = strstr(p + 1, ".function."))
         memmove(p + 1, p + 10, strlen(p + 10) + 1);
     if (!strcmp(e->param, "max_tokens")) snprintf(e->param, sizeof e->param, "max_output_tokens");
-    static const char mrt[] = "max_reasoning_tokens";
-    if (!strcmp(e->param, mrt)) {
-        char m[sizeof e->message + 32];
-        const char *rest =
-            strncmp(e->message, mrt, sizeof mrt - 1) ? e->message : e->message + sizeof mrt - 1;
-        snprintf(m, sizeof m, "reasoning.max_tokens%s", rest);
-        memcpy(e->message, m, sizeof e->message - 1); /* m is NUL-terminated within */
-        e->message[sizeof e->message - 1] = 0;
-        snprintf(e->param, sizeof e->param, "reasoning.max_tokens");
-    }
+    rl_oai_rename_param(e, "max_reasoning_tokens", "reasoning.max_tokens");
     if (!strncmp(e->param, "response_format", 15))
         snprintf(e->param, sizeof e->param, "text.format");
 }
