@@ -156,22 +156,16 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
         goto fail;
     }
 
+    /* an encoder (bert) embeds a whole input in one forward: the model
+     * gives it room for its full context (capped by -c) rather than one
+     * step's token budget, in the one load */
     rl_model_opts mo = {.max_batch = p->max_batch_tokens,
+                        .encoder_batch = p->n_ctx > 0 ? p->n_ctx : INT32_MAX,
                         .n_ctx = p->n_ctx > 0 ? p->n_ctx : 0, /* same default as below */
                         .weights = (rl_model_weights)p->weights,
                         .stage = e->hooks.stage,
                         .n_stages = e->hooks.n_stages};
     if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
-    /* an encoder (bert) embeds a whole input in one forward: give it room
-     * for its full context rather than one step's token budget */
-    int32_t enc_ctx = rl_model_n_ctx_train(e->model);
-    if (p->n_ctx > 0 && p->n_ctx < enc_ctx) enc_ctx = p->n_ctx;
-    if (!rl_model_has_head(e->model) && rl_model_embed_max_tokens(e->model) < enc_ctx) {
-        rl_model_free(e->model);
-        e->model = NULL;
-        mo.max_batch = enc_ctx;
-        if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;
-    }
     if (e->hooked && e->hooks.on_model && (s = e->hooks.on_model(e->hooks.ud, p, e->model, err)))
         goto fail;
     if ((s = rl_tokenizer_load(rl_model_gguf(e->model), &e->tok, err))) goto fail;

@@ -689,6 +689,16 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
                        o.progress_ud);
     }
     if ((st = check_all_used(m, err))) goto fail;
+    if (!m->hp.causal && o.encoder_batch > m->max_batch) {
+        int32_t nb = o.encoder_batch < m->hp.n_ctx_train ? o.encoder_batch : m->hp.n_ctx_train;
+        if (nb > (1 << 20)) {
+            st = rl_err_set(err, RL_ERR_INVALID,
+                            "encoder batch %d (context_length) out of range [1, 1048576]",
+                            (int)nb);
+            goto fail;
+        }
+        if (nb > m->max_batch) m->max_batch = nb;
+    }
     if ((st = alloc_scratch(m, err))) goto fail;
     if (o.prefault) prefault(m, &o);
     rl_free(m->t_used);

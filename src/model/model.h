@@ -65,6 +65,11 @@ typedef enum rl_model_weights {
 
 typedef struct rl_model_opts {
     int32_t max_batch;             /* tokens per forward call; 0 = 512 */
+    int32_t encoder_batch;         /* a non-causal model (an encoder: bert) runs
+                                    * max(max_batch, min(encoder_batch, n_ctx_train))
+                                    * tokens per forward, so that one forward embeds a
+                                    * whole input; 0 = max_batch.  Causal models ignore
+                                    * it. */
     int32_t n_ctx;                 /* tokens per sequence the model will run with; picks
                                     * LongRoPE's long factors when above the original
                                     * context, as llama.cpp's -c does; 0 = min(train

@@ -256,16 +256,7 @@ void rl_srv_anth_fix_param(rl_oai_err *e) {
         shrink_all(e->message, from[k], to[k]);
     }
     if (!strcmp(e->param, "stop")) snprintf(e->param, sizeof e->param, "stop_sequences");
-    static const char mrt[] = "max_reasoning_tokens";
-    if (!strcmp(e->param, mrt)) { /* (a longer name: rewritten, not shrunk) */
-        char m[sizeof e->message + 32];
-        const char *rest =
-            strncmp(e->message, mrt, sizeof mrt - 1) ? e->message : e->message + sizeof mrt - 1;
-        snprintf(m, sizeof m, "thinking.budget_tokens%s", rest);
-        memcpy(e->message, m, sizeof e->message - 1); /* m is NUL-terminated within */
-        e->message[sizeof e->message - 1] = 0;
-        snprintf(e->param, sizeof e->param, "thinking.budget_tokens");
-    }
+    rl_oai_rename_param(e, "max_reasoning_tokens", "thinking.budget_tokens");
 }
 
 static const char *stop_reason(const char *finish) {

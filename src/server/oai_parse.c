@@ -28,6 +28,17 @@ void rl_oai_limits_default(rl_oai_limits *lim, int32_t n_vocab, int32_t n_ctx) {
     lim->have_draft = false;
 }
 
+void rl_oai_rename_param(rl_oai_err *e, const char *from, const char *to) {
+    size_t fl = strlen(from);
+    if (strcmp(e->param, from)) return;
+    char m[sizeof e->message + 64];
+    const char *rest = strncmp(e->message, from, fl) ? e->message : e->message + fl;
+    snprintf(m, sizeof m, "%s%s", to, rest);
+    memcpy(e->message, m, sizeof e->message - 1); /* m is NUL-terminated within */
+    e->message[sizeof e->message - 1] = 0;
+    snprintf(e->param, sizeof e->param, "%s", to);
+}
+
 bool rl_oai_fail(rl_oai_err *e, int status, const char *param, const char *code, const char *fmt,
                  ...) {
     e->status = status;

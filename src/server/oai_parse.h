@@ -131,6 +131,9 @@ json_t *rl_oai_parse_object(const char *body, size_t len, rl_oai_err *e);
 bool rl_oai_token_array(const json_t *v, const char *field, int32_t n_vocab, int32_t max_n,
                         bool allow_empty, int32_t **ids, int32_t *n, rl_oai_err *e);
 
+/* When e names the field `from`, names `to` instead, in param and at the
+ * start of the message (another API's name for the same field). */
+void rl_oai_rename_param(rl_oai_err *e, const char *from, const char *to);
 /* Fills *e and returns false, for `return rl_oai_fail(...)`. */
 bool rl_oai_fail(rl_oai_err *e, int status, const char *param, const char *code, const char *fmt,
                  ...) __attribute__((format(printf, 5, 6)));

@@ -7,13 +7,17 @@
  *     `instructions` -> a system message, `tools` (flat function tools),
  *     `tool_choice`, `parallel_tool_calls`, `max_output_tokens`,
  *     `temperature`, `top_p`, `text.format` (text, json_object,
- *     json_schema) -> response_format.  `previous_response_id` is refused:
+ *     json_schema) -> response_format, `reasoning` {effort, max_tokens}
+ *     -> the reasoning budget (max_tokens; effort "none" = 0, the other
+ *     efforts are accepted and change nothing).  `previous_response_id` is refused:
  *     nothing is stored.  An unknown item type or a function_call_output
  *     whose call_id matches no function_call is a 400 naming the item;
- *   - out: a `response` object whose `output` holds a message item
- *     (output_text) and function_call items; streamed as typed events
+ *   - out: a `response` object whose `output` holds a reasoning item (the
+ *     think block as reasoning_text, when the template thinks), a message
+ *     item (output_text) and function_call items; streamed as typed events
  *     (response.created, response.output_item.added, content_part.added,
- *     output_text.delta / .done, function_call_arguments.delta / .done,
+ *     reasoning_text.delta / .done, output_text.delta / .done,
+ *     function_call_arguments.delta / .done,
  *     output_item.done, response.completed), each with a sequence_number.
  * Item ids derive from the response id and the item's output index, so
  * the streamed items and the final response name the same items.
@@ -115,6 +119,32 @@ static bool input_items(json_t *in, json_t *msgs, rl_oai_err *e) {
     return ok;
 }
 
+/* reasoning {"effort": .., "max_tokens": N} -> max_reasoning_tokens in the
+ * chat body o (the range is checked there, named back by fix_param). */
+static bool reasoning_opts(json_t *v, json_t *o, rl_oai_err *e) {
+    static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_object(v))
+        return rl_oai_fail(e, 400, "reasoning", "invalid_type", "reasoning: must be an object");
+    json_t *ef = json_object_get(v, "effort"), *mt = json_object_get(v, "max_tokens");
+    bool known = false;
+    for (size_t k = 0; json_is_string(ef) && k < sizeof efforts / sizeof efforts[0]; k++)
+        known |= !strcmp(json_string_value(ef), efforts[k]);
+    if (ef && !json_is_null(ef) && !known)
+        return rl_oai_fail(e, 400, "reasoning.effort", "invalid_value",
+                           "reasoning.effort: must be one of none, minimal, low, medium, high, "
+                           "xhigh");
+    if (mt && !json_is_null(mt)) {
+        if (!json_is_integer(mt))
+            return rl_oai_fail(e, 400, "reasoning.max_tokens", "invalid_type",
+                               "reasoning.max_tokens: must be an integer");
+        json_object_set(o, "max_reasoning_tokens", mt);
+    } else if (known && !strcmp(json_string_value(ef), "none")) {
+        json_object_set_new(o, "max_reasoning_tokens", json_integer(0));
+    }
+    return true;
+}
+
 bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e) {
     *out = NULL;
     json_t *in = rl_oai_parse_object(body, len, e);
@@ -176,6 +206,7 @@ bool rl_srv_resp_to_oai(const char *body, size_t len, char **out, rl_oai_err *e)
         json_object_set_new(o, "tools",
                             json_is_array(v) ? tools : (json_decref(tools), json_incref(v)));
     }
+    if (!reasoning_opts(json_object_get(in, "reasoning"), o, e)) goto done;
     json_t *fmt = json_object_get(json_object_get(in, "text"), "format");
     const char *ft = json_string_value(json_object_get(fmt, "type"));
     if (ft && !strcmp(ft, "json_schema"))
@@ -204,6 +235,7 @@ void rl_srv_resp_fix_param(rl_oai_err *e) {
     for (p = strstr(e->message, ".function."); p; p = strstr(p + 1, ".function."))
         memmove(p + 1, p + 10, strlen(p + 10) + 1);
     if (!strcmp(e->param, "max_tokens")) snprintf(e->param, sizeof e->param, "max_output_tokens");
+    rl_oai_rename_param(e, "max_reasoning_tokens", "reasoning.max_tokens");
     if (!strncmp(e->param, "response_format", 15))
         snprintf(e->param, sizeof e->param, "text.format");
 }
@@ -212,11 +244,24 @@ static void item_id(const char *rid, const char *kind, int idx, char out[96]) {
     snprintf(out, 96, "%s_%s_%d", kind, rid + 5 /* past "resp_" */, idx);
 }
 
+/* A reasoning output item holding text[0..n) as one reasoning_text part. */
+static json_t *reasoning_item(const char *iid, const char *status, const char *text, size_t n) {
+    return json_pack("{s:s, s:s, s:s, s:[], s:[{s:s, s:s%}]}", "type", "reasoning", "id", iid,
+                     "status", status, "summary", "content", "type", "reasoning_text", "text",
+                     text, n);
+}
+
 json_t *rl_srv_resp_object(const char *id, int64_t created, const char *model, json_t *msg,
                            const char *finish, int n_in, int n_out, const char *status) {
     json_t *output = json_array();
     char iid[96];
     int idx = 0;
+    json_t *rs = json_object_get(msg, "reasoning_content");
+    if (json_is_string(rs) && json_string_length(rs)) {
+        item_id(id, "rs", idx++, iid);
+        json_array_append_new(output, reasoning_item(iid, "completed", json_string_value(rs),
+                                                     json_string_length(rs)));
+    }
     json_t *tx = json_object_get(msg, "content");
     if (json_is_string(tx) && json_string_length(tx)) {
         item_id(id, "msg", idx++, iid);
@@ -290,6 +335,15 @@ static void close_item(rl_srv_resp *st, const char *id, rl_buf *out) {
                         "item", "type", "message", "id", iid, "status", "completed", "role",
                         "assistant", "content", "type", "output_text", "text", t, st->acc.n,
                         "annotations"));
+    } else if (st->open_kind == 'r') {
+        item_id(id, "rs", oi, iid);
+        const char *t = st->acc.p ? st->acc.p : "";
+        event(st, out, "response.reasoning_text.done",
+              json_pack("{s:s, s:i, s:i, s:s%}", "item_id", iid, "output_index", oi,
+                        "content_index", 0, "text", t, st->acc.n));
+        event(st, out, "response.output_item.done",
+              json_pack("{s:i, s:o}", "output_index", oi, "item",
+                        reasoning_item(iid, "completed", t, st->acc.n)));
     } else if (st->open_kind == 'c') {
         item_id(id, "fc", oi, iid);
         const char *a = st->acc.p ? st->acc.p : "";
@@ -307,6 +361,24 @@ static void close_item(rl_srv_resp *st, const char *id, rl_buf *out) {
 
 void rl_srv_resp_events(rl_srv_resp *st, const char *id, json_t *d, rl_buf *out) {
     char iid[96];
+    const char *r = json_string_value(json_object_get(d, "reasoning_content"));
+    if (r && r[0]) { /* the think block comes first: its item, if any, is item 0 */
+        if (st->open_kind != 'r') {
+            close_item(st, id, out);
+            item_id(id, "rs", st->n_items, iid);
+            json_t *it = reasoning_item(iid, "in_progress", "", 0);
+            json_object_set_new(it, "content", json_array());
+            event(st, out, "response.output_item.added",
+                  json_pack("{s:i, s:o}", "output_index", st->n_items, "item", it));
+            st->n_items++;
+            st->open_kind = 'r';
+        }
+        item_id(id, "rs", st->n_items - 1, iid);
+        event(st, out, "response.reasoning_text.delta",
+              json_pack("{s:s, s:i, s:i, s:s}", "item_id", iid, "output_index", st->n_items - 1,
+                        "content_index", 0, "delta", r));
+        rl_buf_puts(&st->acc, r);
+    }
     const char *c = json_string_value(json_object_get(d, "content"));
     if (c && c[0]) {
         if (st->open_kind != 't') {

@@ -200,7 +200,7 @@ void rl_srv_anth_finish(rl_srv_anth *st, const char *finish, int n_out, rl_buf *
 typedef struct rl_srv_resp {
     int64_t seq;     /* sequence_number of the next event */
     int32_t n_items; /* output items added */
-    char open_kind;  /* the open item: 't' message, 'c' function_call; 0 = none */
+    char open_kind;  /* the open item: 'r' reasoning, 't' message, 'c' function_call; 0 = none */
     rl_buf acc;      /* the open item's text or arguments so far */
     char call_id[64], call_name[80];
 } rl_srv_resp;

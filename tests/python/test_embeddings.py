@@ -23,6 +23,9 @@ pooling key: mean).
 """
 import base64
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -109,6 +112,29 @@ def test_decoder_vs_reference():
         assert cos(exact["embeddings"][i], ref) >= EXACT_COS, i
         assert cos(fast["embeddings"][i], ref) >= FAST_COS, i
         assert np.abs(np.subtract(chunked["embeddings"][i], exact["embeddings"][i])).max() <= 1e-5
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace counts the opens of the model file")
+def test_engine_loads_bert_once(bert_files, tmp_path):
+    """The engine opens a bert file once (it used to load it, free it and
+    load it again with room for the whole trained context), and one forward
+    still takes that whole context (test_server_bert sends 512 tokens)."""
+    f = bert_files["cls"]
+    trace = tmp_path / "strace.txt"
+    cmd = ["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(trace), str(BUILD / "redline"),
+           "serve", "-m", str(f), "--host", "127.0.0.1", "--port", "0", "-t", "2"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)  # SIGTERM to the group: strace passes none on
+    try:
+        for line in p.stderr:
+            assert "cannot load" not in line, line
+            if "loaded in" in line:
+                break
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.communicate(timeout=60)
+    opens = [ln for ln in trace.read_text().splitlines() if f.name in ln and "= -1" not in ln]
+    assert len(opens) == 1, opens
 
 
 # ---- the server ----

@@ -132,3 +132,62 @@ def test_anthropic_thinking_budget(server, client):
     st, _, b = server.request("POST", "/v1/messages", {**body, "thinking": {"type": "enabled",
                                                                            "budget_tokens": 10 ** 6}})
     assert st == 400 and "thinking.budget_tokens" in b["error"]["message"], b
+
+
+def _resp_parts(body):
+    rs = [p["text"] for it in body["output"] if it["type"] == "reasoning" for p in it["content"]]
+    tx = [p["text"] for it in body["output"] if it["type"] == "message" for p in it["content"]]
+    return rs, tx
+
+
+def test_responses_reasoning_budget(server, client):
+    # /v1/responses: reasoning.max_tokens is the same budget, the think block
+    # is a reasoning item (reasoning_text) before the message
+    chat = client.chat.completions.create(model="m", messages=ASK, max_tokens=40, temperature=0,
+                                          extra_body={"max_reasoning_tokens": 6}).choices[0].message
+    body = {"model": "m", "input": ASK[0]["content"], "max_output_tokens": 40, "temperature": 0,
+            "reasoning": {"max_tokens": 6}}
+    st, _, b = server.request("POST", "/v1/responses", body)
+    assert st == 200, b
+    assert b["output"][0]["type"] == "reasoning" and b["output"][0]["id"].startswith("rs_")
+    assert _resp_parts(b) == ([chat.model_extra["reasoning_content"]], [chat.content])
+    # effort "none" closes the block at once, as budget 0 does
+    zero = client.chat.completions.create(model="m", messages=ASK, max_tokens=40, temperature=0,
+                                          extra_body={"max_reasoning_tokens": 0}).choices[0].message
+    st, _, b = server.request("POST", "/v1/responses", {**body, "reasoning": {"effort": "none"}})
+    assert st == 200 and _resp_parts(b) == ([], [zero.content]), b
+    # the other efforts are accepted (through the SDK too) and change nothing
+    free = client.chat.completions.create(model="m", messages=ASK, max_tokens=40, temperature=0).choices[0].message
+    for effort in ("minimal", "low", "medium", "high"):
+        r = client.responses.create(model="m", input=ASK[0]["content"], max_output_tokens=40, temperature=0,
+                                    reasoning={"effort": effort})
+        assert r.output_text == free.content
+        assert [p.text for it in r.output if it.type == "reasoning" for p in it.content] == \
+            [free.model_extra["reasoning_content"]]
+    for bad, param in (({"effort": "max"}, "reasoning.effort"), ("high", "reasoning"),
+                       ({"max_tokens": "a"}, "reasoning.max_tokens"),
+                       ({"max_tokens": -1}, "reasoning.max_tokens"),
+                       ({"max_tokens": 10 ** 6}, "reasoning.max_tokens")):
+        st, _, b = server.request("POST", "/v1/responses", {**body, "reasoning": bad})
+        assert st == 400 and b["error"]["param"] == param, (bad, b)
+
+
+def test_responses_reasoning_streamed(client):
+    kw = dict(model="m", input=ASK[0]["content"], max_output_tokens=40, temperature=0,
+              extra_body={"reasoning": {"max_tokens": 5}})
+    whole = client.responses.create(**kw)
+    deltas, done, items = "", None, []
+    for ev in client.responses.create(stream=True, **kw):
+        if ev.type == "response.reasoning_text.delta":
+            deltas += ev.delta
+        elif ev.type == "response.reasoning_text.done":
+            done = ev.text
+        elif ev.type == "response.output_item.done":
+            items.append(ev.item)
+        elif ev.type == "response.completed":
+            final = ev.response
+    rs = [p.text for it in whole.output if it.type == "reasoning" for p in it.content]
+    assert rs and deltas == done == rs[0]
+    assert [it.id for it in items] == [it.id for it in final.output]  # (ids derive from the response id)
+    assert [it.type for it in final.output] == [it.type for it in whole.output] == ["reasoning", "message"]
+    assert final.output_text == whole.output_text

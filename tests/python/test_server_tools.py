@@ -188,3 +188,62 @@ def test_bad_input(small):
     # the server is unaffected
     r = small.chat.completions.create(model="m", messages=ASK, max_tokens=5)
     assert r.choices[0].message.tool_calls is None
+
+
+def _gbnf(text):
+    return "root ::= " + json.dumps(text)
+
+
+PROSE_CALL = 'Let me check. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>'
+
+
+def _streamed(client, **kw):
+    content, calls, fin = "", {}, None
+    for ck in client.chat.completions.create(stream=True, **kw):
+        if not ck.choices:
+            continue
+        d = ck.choices[0].delta
+        content += d.content or ""
+        for tc in d.tool_calls or []:
+            c = calls.setdefault(tc.index, {"id": tc.id, "name": "", "args": ""})
+            c["name"] += (tc.function and tc.function.name) or ""
+            c["args"] += (tc.function and tc.function.arguments) or ""
+        fin = ck.choices[0].finish_reason or fin
+    return content, [(c["name"], c["args"]) for _, c in sorted(calls.items())], fin
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", "qwen2.5-coder-0.5b"])
+def test_prose_before_call(model):
+    """auto: text, then a tagged call.  The output is fixed by a grammar
+    (the request's `grammar` wins over the lazy tool grammar; the parser
+    still reads tool calls): content keeps the prose, tool_calls has the
+    call, finish_reason is tool_calls, streamed the same; a malformed call
+    is text; a call cut by max_tokens keeps the prose and says length."""
+    s, c = _client(model)
+    try:
+        kw = dict(model="m", messages=ASK, tools=TOOLS, tool_choice="auto", temperature=0, max_tokens=80)
+        r = c.chat.completions.create(**kw, extra_body={"grammar": _gbnf(PROSE_CALL)}).choices[0]
+        assert r.message.content == "Let me check."
+        assert [(t.function.name, json.loads(t.function.arguments)) for t in r.message.tool_calls] == \
+            [("get_weather", {"city": "Paris", "unit": "celsius"})]
+        assert r.finish_reason == "tool_calls"
+        content, calls, fin = _streamed(c, **kw, extra_body={"grammar": _gbnf(PROSE_CALL)})
+        assert content == "Let me check." and fin == "tool_calls"
+        assert [(n, json.loads(a)) for n, a in calls] == [("get_weather", {"city": "Paris", "unit": "celsius"})]
+        bad = PROSE_CALL.replace('"celsius"}', 'celsius}')
+        r = c.chat.completions.create(**kw, extra_body={"grammar": _gbnf(bad)}).choices[0]
+        assert r.message.content == bad and not r.message.tool_calls and r.finish_reason == "stop"
+        # streamed, the call in progress was sent before its JSON broke (the
+        # one exception to the streaming invariant, src/chat/toolcall.c; a
+        # call under the tool grammar cannot break): the text still arrives whole
+        content, calls, fin = _streamed(c, **kw, extra_body={"grammar": _gbnf(bad)})
+        assert content == bad
+        cut = dict(kw, max_tokens=12)
+        r = c.chat.completions.create(**cut, extra_body={"grammar": _gbnf(PROSE_CALL)}).choices[0]
+        assert r.finish_reason == "length" and r.message.content.startswith("Let me check.")
+        content, calls, fin = _streamed(c, **cut, extra_body={"grammar": _gbnf(PROSE_CALL)})
+        assert fin == "length" and content == r.message.content
+        assert [(n, a) for n, a in calls] == [(t.function.name, t.function.arguments)
+                                              for t in r.message.tool_calls or []]
+    finally:
+        assert s.stop() == 0

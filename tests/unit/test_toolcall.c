@@ -240,6 +240,74 @@ static void test_malformed_and_truncated(void **state) {
     rl_chat_output_free(&o);
 }
 
+/* auto mode: prose, then a call ("Let me check. <tool_call>{..}</tool_call>"):
+ * the prose is the content, the call a call; so while streaming (the tag's
+ * first bytes are held back, the prose is sent before the call); cut short
+ * and malformed after prose. */
+static void test_hermes_prose_then_call(void **state) {
+    (void)state;
+    const char *t = "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                    "{\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>";
+    rl_chat_output o = parse(RL_TOOLS_HERMES, false, false, t, false);
+    assert_int_equal(o.n_calls, 1);
+    check_call(&o, 0, "get_weather", "{\"city\": \"Paris\", \"unit\": \"celsius\"}", true);
+    assert_string_equal(o.content, "Let me check.");
+    rl_chat_output_free(&o);
+    check_streaming(RL_TOOLS_HERMES, false, false, t);
+    /* while streaming: the prose is out, "<tool_c" is held, then the call */
+    o = parse(RL_TOOLS_HERMES, false, false, "Let me check. <tool_c", true);
+    assert_string_equal(o.content, "Let me check.");
+    assert_int_equal(o.n_calls, 0);
+    rl_chat_output_free(&o);
+    o = parse(RL_TOOLS_HERMES, false, false,
+              "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci", true);
+    assert_string_equal(o.content, "Let me check.");
+    check_call(&o, 0, "get_weather", "{\"ci", false);
+    rl_chat_output_free(&o);
+    /* several lines of prose, two calls, prose between them */
+    t = "I need two things.\nFirst the weather:\n<tool_call>\n{\"name\": \"a\", \"arguments\": "
+        "{}}\n</tool_call>\nthen the time:\n<tool_call>\n{\"name\": \"b\", \"arguments\": "
+        "{\"z\": 1}}\n</tool_call>";
+    o = parse(RL_TOOLS_HERMES, false, false, t, false);
+    assert_int_equal(o.n_calls, 2);
+    check_call(&o, 0, "a", "{}", true);
+    check_call(&o, 1, "b", "{\"z\": 1}", true);
+    assert_string_equal(o.content, "I need two things.\nFirst the weather:\n\nthen the time:");
+    rl_chat_output_free(&o);
+    check_streaming(RL_TOOLS_HERMES, false, false, t);
+    /* cut by the length limit after the prose: the prose and the call so far */
+    o = parse(RL_TOOLS_HERMES, false, false,
+              "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa",
+              false);
+    assert_string_equal(o.content, "Let me check.");
+    check_call(&o, 0, "get_weather", "{\"city\": \"Pa", false);
+    rl_chat_output_free(&o);
+    /* cut before the name is complete: all text */
+    o = parse(RL_TOOLS_HERMES, false, false, "Let me check. <tool_call>\n{\"name\": \"get_w", false);
+    assert_int_equal(o.n_calls, 0);
+    assert_string_equal(o.content, "Let me check. <tool_call>\n{\"name\": \"get_w");
+    rl_chat_output_free(&o);
+    /* malformed after the prose: all text; a good call after a bad one is kept */
+    t = "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"x\": }}</tool_call>";
+    o = parse(RL_TOOLS_HERMES, false, false, t, false);
+    assert_int_equal(o.n_calls, 0);
+    assert_string_equal(o.content, t);
+    rl_chat_output_free(&o);
+    t = "Hm. <tool_call>{\"name\": 1}</tool_call> So: <tool_call>{\"name\": \"g\", \"arguments\": "
+        "{}}</tool_call>";
+    o = parse(RL_TOOLS_HERMES, false, false, t, false);
+    assert_int_equal(o.n_calls, 1);
+    check_call(&o, 0, "g", "{}", true);
+    assert_string_equal(o.content, "Hm. <tool_call>{\"name\": 1}</tool_call> So:");
+    rl_chat_output_free(&o);
+    /* a bare call object after prose is not a call (only a whole-output one is) */
+    t = "Like this: {\"name\": \"get_weather\", \"arguments\": {}}";
+    o = parse(RL_TOOLS_HERMES, false, false, t, false);
+    assert_int_equal(o.n_calls, 0);
+    assert_string_equal(o.content, t);
+    rl_chat_output_free(&o);
+}
+
 static void test_llama3(void **state) {
     (void)state;
     const char *t = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";
@@ -453,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_hermes_bare),
         cmocka_unit_test(test_hermes_streaming_holdback),
         cmocka_unit_test(test_malformed_and_truncated),
+        cmocka_unit_test(test_hermes_prose_then_call),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_granite),
