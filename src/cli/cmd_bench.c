@@ -538,7 +538,8 @@ int rl_cmd_bench(int argc, char **argv) {
                        mib(act.head), tied ? " (output tied to the embeddings)" : "");
             else
                 printf("decode roofline: %.1f MiB of weights read per token%s\n",
-                       (double)rd_bytes / (1 << 20), tied ? " (output tied to the embeddings)" : "");
+                       (double)rd_bytes / (1 << 20),
+                       tied ? " (output tied to the embeddings)" : "");
             for (int i = 0; i < n_res; i++) {
                 bench_res *R = &res[i];
                 if (R->test[0] != 't') continue;

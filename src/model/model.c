@@ -693,8 +693,7 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
         int32_t nb = o.encoder_batch < m->hp.n_ctx_train ? o.encoder_batch : m->hp.n_ctx_train;
         if (nb > (1 << 20)) {
             st = rl_err_set(err, RL_ERR_INVALID,
-                            "encoder batch %d (context_length) out of range [1, 1048576]",
-                            (int)nb);
+                            "encoder batch %d (context_length) out of range [1, 1048576]", (int)nb);
             goto fail;
         }
         if (nb > m->max_batch) m->max_batch = nb;

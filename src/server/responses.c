@@ -247,8 +247,8 @@ static void item_id(const char *rid, const char *kind, int idx, char out[96]) {
 /* A reasoning output item holding text[0..n) as one reasoning_text part. */
 static json_t *reasoning_item(const char *iid, const char *status, const char *text, size_t n) {
     return json_pack("{s:s, s:s, s:s, s:[], s:[{s:s, s:s%}]}", "type", "reasoning", "id", iid,
-                     "status", status, "summary", "content", "type", "reasoning_text", "text",
-                     text, n);
+                     "status", status, "summary", "content", "type", "reasoning_text", "text", text,
+                     n);
 }
 
 json_t *rl_srv_resp_object(const char *id, int64_t created, const char *model, json_t *msg,

@@ -561,10 +561,8 @@ static void test_active_bytes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grouped_vs_twin),
-        cmocka_unit_test(test_attention_sinks),
-        cmocka_unit_test(test_moe_archs),
-        cmocka_unit_test(test_moe_bad_input),
+        cmocka_unit_test(test_grouped_vs_twin), cmocka_unit_test(test_attention_sinks),
+        cmocka_unit_test(test_moe_archs),       cmocka_unit_test(test_moe_bad_input),
         cmocka_unit_test(test_active_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

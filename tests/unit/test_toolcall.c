@@ -276,14 +276,16 @@ static void test_hermes_prose_then_call(void **state) {
     rl_chat_output_free(&o);
     check_streaming(RL_TOOLS_HERMES, false, false, t);
     /* cut by the length limit after the prose: the prose and the call so far */
-    o = parse(RL_TOOLS_HERMES, false, false,
-              "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa",
-              false);
+    o = parse(
+        RL_TOOLS_HERMES, false, false,
+        "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa",
+        false);
     assert_string_equal(o.content, "Let me check.");
     check_call(&o, 0, "get_weather", "{\"city\": \"Pa", false);
     rl_chat_output_free(&o);
     /* cut before the name is complete: all text */
-    o = parse(RL_TOOLS_HERMES, false, false, "Let me check. <tool_call>\n{\"name\": \"get_w", false);
+    o = parse(RL_TOOLS_HERMES, false, false, "Let me check. <tool_call>\n{\"name\": \"get_w",
+              false);
     assert_int_equal(o.n_calls, 0);
     assert_string_equal(o.content, "Let me check. <tool_call>\n{\"name\": \"get_w");
     rl_chat_output_free(&o);
