@@ -13,7 +13,7 @@ from conftest import MODELS, ROOT
 
 FUZZ_BUILD = ROOT / "build-fuzz"
 TARGETS = sorted(p.stem for p in (ROOT / "tests" / "fuzz").glob("fuzz_*.c"))
-SECONDS = int(os.environ.get("REDLINE_FUZZ_SECONDS", "20"))
+SECONDS = int(os.environ.get("REDLINE_FUZZ_SECONDS", "10"))
 
 
 def seeds_fuzz_gguf(d):
