@@ -17,4 +17,9 @@
 rl_batch mt_interleaved_batch(const int32_t *toks, int n, const rl_seqkv *kv, int32_t *bt,
                               int32_t *bp, int32_t *bs, bool *want);
 
+/* Opens the in-memory GGUF buf[0..size) and loads it with o; the model in
+ * *out (or NULL).  buf is borrowed: it must outlive the model. */
+rl_status mt_load_memory(const void *buf, size_t size, const rl_model_opts *o, rl_model **out,
+                         rl_err *err);
+
 #endif

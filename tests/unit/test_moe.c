@@ -407,10 +407,7 @@ static rl_status load(const mspec *s, const rl_model_opts *o, rl_model **out, vo
                       rl_err *err) {
     size_t size;
     build(s, buf, &size);
-    rl_gguf *g = NULL;
-    rl_status st = rl_gguf_open_memory(*buf, size, &g, err);
-    if (st) return st;
-    return rl_model_load_gguf(g, o, out, err);
+    return mt_load_memory(*buf, size, o, out, err);
 }
 
 static mspec ok_spec(const char *arch) {
