@@ -3,7 +3,7 @@
  *
  *   redline bench [-m MODEL] [-p 128,512] [-n 128] [-t 1,2] [-r 5] [--json]
  *                 [--no-bw] [--bw-mib 1024] [--np 8,32] [--np-gen 32] [--no-peak]
- *                 [--fast-tiles]
+ *                 [--no-fast-tiles]
  *
  * Tests (the same definitions as llama-bench):
  *   ppN: one prefill forward of N tokens (random ids) from an empty cache;
@@ -48,9 +48,10 @@
  * (q.k, p.v) is not counted, so the fraction slightly understates the
  * arithmetic done at long contexts.
  *
- * --fast-tiles turns on the opt-in many-token matmul path
- * (rl_matmul_set_fast_tiles; results within float rounding of the default,
- * not bit-identical) for the whole run.
+ * ppN runs its prompt as prompt tokens (rl_batch.prompt: q4_K/q6_K weights
+ * take the many-token tiles, as in the engine); tgN and bdS as generated
+ * tokens.  --no-fast-tiles sends prompts down the per-token path too
+ * (rl_matmul_set_fast_tiles(false)), the baseline of the tiles.
  *
  * The KV cache is contiguous f16 (kv/seqkv.h) of max(pp, tg) slots.
  * Diagnostics go to stderr; the table (or JSON) to stdout.
@@ -87,7 +88,8 @@ static void usage(FILE *f) {
         "      --np LIST          batched-decode tests: sequences decoding together (bdS)\n"
         "      --np-gen N         decode steps of each bdS test (default 32)\n"
         "      --no-peak          skip the compute-peak measurement\n"
-        "      --fast-tiles       opt-in fast many-token matmul (q4_K, q6_K; not bit-identical)\n"
+        "      --no-fast-tiles    prompts on the per-token matmul path too (the baseline\n"
+        "                         of the many-token q4_K/q6_K tiles)\n"
         "  -h, --help             this text\n",
         RL_DEFAULT_MODEL);
 }
@@ -219,7 +221,10 @@ typedef struct bench_res {
 
 static rl_status run_pp(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, float *logits,
                         rl_threadpool *tp, rl_err *err) {
-    return rl_seqkv_eval(kv, m, 0, toks, n, 0, false, logits, tp, err);
+    kv->prompt = true; /* a prompt: the many-token path, as the engine runs one */
+    rl_status st = rl_seqkv_eval(kv, m, 0, toks, n, 0, false, logits, tp, err);
+    kv->prompt = false;
+    return st;
 }
 
 static rl_status run_tg(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, float *logits,
@@ -287,7 +292,7 @@ int rl_cmd_bench(int argc, char **argv) {
     int32_t np[B_MAX_LIST] = {0};
     int n_pp = 2, n_tg = 1, n_th = 2, n_np = 0;
     int32_t reps = 5, bw_mib = 1024, np_gen = 32;
-    bool json = false, do_bw = true, do_peak = true, fast_tiles = false;
+    bool json = false, do_bw = true, do_peak = true, fast_tiles = true;
     rl_args A;
     rl_args_init(&A, "redline bench", argc, argv);
     while (rl_args_next(&A)) {
@@ -317,8 +322,8 @@ int rl_cmd_bench(int argc, char **argv) {
             ok = rl_args_i32(&A, 1, 1 << 16, &np_gen);
         else if (rl_args_is(&A, "--no-peak"))
             do_peak = false;
-        else if (rl_args_is(&A, "--fast-tiles"))
-            fast_tiles = true;
+        else if (rl_args_is(&A, "--no-fast-tiles"))
+            fast_tiles = false;
         else
             ok = rl_args_unknown(&A);
         if (!ok) return 2;
@@ -382,7 +387,7 @@ int rl_cmd_bench(int argc, char **argv) {
     const rl_model_active_bytes act = rl_model_active_bytes_of(m);
     fprintf(stderr, "redline bench: %s (%s), %.1f MiB read per token, kernels %s%s\n", path,
             rl_model_arch(m), (double)rd_bytes / (1 << 20), rl_kernels_impl_name(),
-            fast_tiles ? " + fast tiles" : "");
+            fast_tiles ? "" : ", fast tiles off");
 
     double bwt[B_MAX_LIST] = {0}, peaks[B_MAX_LIST][RL_PEAK_COUNT] = {{0}};
     const double macs_tok = macs_per_token(m);

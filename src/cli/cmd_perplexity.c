@@ -217,7 +217,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
     rl_seqkv kv = {0};
     char *text = NULL;
     int32_t *ids = NULL, *wtok = NULL, *wpos = NULL, *wseq = NULL;
-    bool *want = NULL;
+    bool *want = NULL, *prompt = NULL;
     float *lg = NULL;
     FILE *fs = NULL, *fb = NULL;
     size_t n_ids = 0, tlen = 0;
@@ -268,8 +268,9 @@ int rl_cmd_perplexity(int argc, char **argv) {
     wpos = malloc((size_t)fb_tok * sizeof(int32_t));
     wseq = calloc((size_t)fb_tok, sizeof(int32_t));
     want = malloc((size_t)fb_tok * sizeof(bool));
+    prompt = malloc((size_t)fb_tok * sizeof(bool)); /* the text is a prompt */
     lg = malloc((size_t)fb_tok * (size_t)V * sizeof(float));
-    if (!wtok || !wpos || !wseq || !want || !lg || (threads > 1 && !tp) ||
+    if (!wtok || !wpos || !wseq || !want || !prompt || !lg || (threads > 1 && !tp) ||
         rl_seqkv_init_kv(&kv, m, ctx, 1, 0, ctk, ctv, &err) ||
         (rl_kv_type_quantized(ctk) && rl_model_calibrate_k(m, tok, tp, &err))) {
         fprintf(stderr, "redline perplexity: %s\n", err.msg[0] ? err.msg : "out of memory");
@@ -321,6 +322,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
             for (int32_t j = 0; j < nb; j++) {
                 wpos[j] = i0 + j;
                 want[j] = i0 + j + 1 >= first;
+                prompt[j] = true;
             }
             const int32_t *tables[1] = {kv.tables[0]};
             rl_batch b = {.n_tok = nb,
@@ -328,6 +330,7 @@ int rl_cmd_perplexity(int argc, char **argv) {
                           .pos = wpos,
                           .seq = wseq,
                           .want_logits = want,
+                          .prompt = prompt,
                           .n_seq = 1,
                           .block_tables = tables,
                           .n_blocks = kv.n_blocks};
@@ -401,6 +404,7 @@ done:
     free(wpos);
     free(wseq);
     free(want);
+    free(prompt);
     free(lg);
     rl_seqkv_free(&kv);
     rl_tokenizer_free(tok);

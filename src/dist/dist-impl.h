@@ -5,8 +5,8 @@
  *   TAG_CFG   rank 0 -> each worker: rl__dist_cfg (START: what to load;
  *             POOL: the KV geometry; END: stop before or instead of steps)
  *   TAG_META  rank r -> r+1: one micro-batch's description, int32s:
- *             header [H_N], block ops [n_ops][3], token, pos, seq, want
- *             [n_tok] each, n_blocks [n_seq], the block tables
+ *             header [H_N], block ops [n_ops][3], token, pos, seq, flags
+ *             [n_tok] each (flags: bit 0 want logits, bit 1 prompt token), n_blocks [n_seq], the block tables
  *             concatenated [n_bt]; seq ids are rebased to the micro-batch's
  *             first sequence.  Types STEP (a TAG_X follows), OPS (block ops
  *             only: the log filled between steps), END (the last ops; the

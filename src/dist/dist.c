@@ -220,7 +220,8 @@ static int build_meta(pipe0 *p, int c, int32_t type, const rl_batch *b, const bo
         w[i - i0] = b->token[i];
         w[nt + i - i0] = b->pos[i];
         w[2 * nt + i - i0] = b->seq[i] - smin;
-        w[3 * nt + i - i0] = want[i];
+        /* bit 0: want logits, bit 1: a prompt token (rl_batch.prompt) */
+        w[3 * nt + i - i0] = want[i] | (b->prompt && b->prompt[i]) << 1;
     }
     w += 4 * nt;
     for (int32_t s = smin; s <= smax; s++) *w++ = b->n_blocks[s];
@@ -257,6 +258,7 @@ static rl_batch sub_batch(const rl_batch *b, const bool *want, int32_t i0, int32
     s.pos = b->pos + i0;
     s.seq = b->seq + i0;
     s.want_logits = want + i0;
+    s.prompt = b->prompt ? b->prompt + i0 : NULL;
     return s;
 }
 

@@ -30,7 +30,7 @@ typedef struct worker {
     int meta_cap;
     float *x_in, *x_out, *back;
     int x_cap;
-    bool *want;
+    bool *want, *prompt;
     const int32_t *tables[RL_DIST_SEQ_MAX];
 } worker;
 
@@ -47,8 +47,12 @@ static bool parse_batch(worker *w, int n, rl_batch *b) {
     b->token = p;
     b->pos = p + nt;
     b->seq = p + 2 * nt;
-    for (int32_t i = 0; i < nt; i++) w->want[i] = p[3 * nt + i] != 0;
+    for (int32_t i = 0; i < nt; i++) {
+        w->want[i] = (p[3 * nt + i] & 1) != 0;
+        w->prompt[i] = (p[3 * nt + i] & 2) != 0;
+    }
     b->want_logits = w->want;
+    b->prompt = w->prompt;
     b->n_seq = ns;
     b->n_blocks = p + 4 * nt;
     b->n_vocab_out = h[H_NVOUT];
@@ -178,7 +182,8 @@ int rl__dist_worker(rl__dist *d) {
     w.x_out = rl_calloc(rows, sizeof(float));
     w.back = rl_calloc(rows, sizeof(float));
     w.want = rl_calloc((size_t)c.max_batch, 1);
-    if (!w.tp || !w.x_in || !w.x_out || !w.back || !w.want)
+    w.prompt = rl_calloc((size_t)c.max_batch, 1);
+    if (!w.tp || !w.x_in || !w.x_out || !w.back || !w.want || !w.prompt)
         rl__dist_fatal(d, "out of memory for the stage's buffers");
     if (c.k_quant) { /* the same calibration as rank 0's, its forwards through the chain */
         rl_tokenizer *tok = NULL;
@@ -207,6 +212,7 @@ int rl__dist_worker(rl__dist *d) {
     rl_free(w.x_out);
     rl_free(w.back);
     rl_free(w.want);
+    rl_free(w.prompt);
     rl_threadpool_free(w.tp);
     rl_model_free(w.m);
     return ok ? 0 : 1;

@@ -105,6 +105,7 @@ static void carve(rl_engine *e, rl_arena *a) {
     e->b_pos = rl_arena_alloc(a, mb, sizeof *e->b_pos);
     e->b_seq = rl_arena_alloc(a, mb, sizeof *e->b_seq);
     e->b_want = rl_arena_alloc(a, mb, sizeof *e->b_want);
+    e->b_prompt = rl_arena_alloc(a, mb, sizeof *e->b_prompt);
     e->b_tables = rl_arena_alloc(a, ms, sizeof *e->b_tables);
     e->b_nblocks = rl_arena_alloc(a, ms, sizeof *e->b_nblocks);
     e->logits = rl_arena_alloc(a, (size_t)e->n_logit_rows * (size_t)e->n_vocab, sizeof *e->logits);
@@ -487,6 +488,7 @@ static rl_batch build_batch(rl_engine *e, int32_t n_plan, int32_t *n_logits) {
             e->b_seq[n_tok] = i;
             bool want = last_chunk && b->n_computed + j >= first_row;
             e->b_want[n_tok] = want;
+            e->b_prompt[n_tok] = b->n_computed + j < b->n_prompt; /* role, not batch */
             *n_logits += want;
             n_tok++;
         }
@@ -498,6 +500,7 @@ static rl_batch build_batch(rl_engine *e, int32_t n_plan, int32_t *n_logits) {
                       .pos = e->b_pos,
                       .seq = e->b_seq,
                       .want_logits = e->b_want,
+                      .prompt = e->b_prompt,
                       .n_seq = n_plan,
                       .block_tables = (const int32_t *const *)e->b_tables,
                       .n_blocks = e->b_nblocks};

@@ -76,6 +76,11 @@ typedef struct rl__tile8 {
     /* s[k * s_stride + r] = row r . token k for r < 8, k < n_x. */
     void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *packed, const void *x,
                 size_t x_stride, int n_x);
+    /* s[k * s_stride] = weight row w (the matrix's own layout) . token k for
+     * k < n_x (1..RL_TILE8_T), bit-identical to that row's lane of dot: the
+     * same reduction without packing, for calls with few tiled tokens. */
+    void (*dot_row)(int64_t n_cols, float *s, size_t s_stride, const void *w, const void *x,
+                    size_t x_stride, int n_x);
     size_t block_size; /* packed bytes per 256 columns */
 } rl__tile8;
 void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);

@@ -72,23 +72,30 @@ void rl_matmul(const rl_mat *w, const float *x, float *y, int64_t n_tok, void *s
 void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
                      int64_t n_tok, void *scratch, rl_threadpool *tp);
 
-/* Fast many-token matmul, off by default (a process-wide switch; flip it
- * only while no matmul runs).  When on, rl_matmul with n_tok >=
- * RL_MATMUL_FAST_MIN_TOK on a weight type that has a fast tile (q4_K, q6_K)
- * repacks its rows 8 at a time into a per-thread buffer (no extra resident
- * weight memory) and streams the tokens over them in an interleaved,
- * register-blocked kernel.  The results are then within float rounding of
- * the default path (each super-block's integer sum is converted once per
- * row instead of in 8 partial lanes), not bit-identical: a row computed
- * with fewer tokens (decode) may differ in the last bits, so batch
- * invariance does not hold across the threshold.  Rows past the last
- * multiple of 8 of a chunk, and every call below the threshold, take the
- * default path.  The threshold: repacking a group costs about as much as
- * 10-15 tokens of its arithmetic (AVX2, Zen 3), so below about 64 tokens
- * the default path was as fast (shared machine, q4_K 8960 x 1536: 32
- * tokens 20-33 vs 36-41 G multiply-adds per CPU second; 64-128 tokens
- * 37-52 vs 29-41). */
+/* The many-token path (fast tiles): rl_matmul_ex / rl_matmul_multi_ex take
+ * fast[n_tok] (or NULL: none), marking the tokens that take it.  On a
+ * weight type with tiles (q4_K, q6_K) those tokens get the tiles'
+ * reduction on every row: each super-block's integer sum converted once
+ * and fused into one float accumulator per row (instead of vec_dot's 8
+ * partial lanes), so their results are within float rounding of the
+ * default path's, not bit-identical.  How it runs never changes a result:
+ * with RL_MATMUL_FAST_MIN_TOK or more fast tokens the rows are repacked 8
+ * at a time into a per-thread buffer (no extra resident weight memory) and
+ * streamed past the tokens in an interleaved, register-blocked kernel;
+ * with fewer, or rows past the last multiple of 8, the same reduction runs
+ * on the rows in place (rl__tile8.dot_row).  So a token's result depends on
+ * its own flag only: the caller marks tokens by role (prompt tokens, see
+ * rl_batch.prompt), never by batch size, and batch invariance holds.  The
+ * unmarked tokens take the default path (bit-identical to rl_matmul).  The
+ * threshold: repacking a group costs about as much as 10-15 tokens of its
+ * arithmetic (AVX2, Zen 3).  rl_matmul_set_fast_tiles(false) (a process-wide
+ * switch, on by default; flip it only while no matmul runs) sends every
+ * token down the default path, for comparisons. */
 #define RL_MATMUL_FAST_MIN_TOK 64
+void rl_matmul_ex(const rl_mat *w, const float *x, float *y, int64_t n_tok, const bool *fast,
+                  void *scratch, rl_threadpool *tp);
+void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
+                        int64_t n_tok, const bool *fast, void *scratch, rl_threadpool *tp);
 void rl_matmul_set_fast_tiles(bool on);
 bool rl_matmul_fast_tiles(void);
 

@@ -89,7 +89,7 @@ static size_t rl__act_row_size(const rl_mat *w) {
 
 #define RL_MM_PAD_ROWS 2 /* padding of a 6-token remainder to an 8-tile */
 
-static _Atomic bool g_fast_tiles;
+static _Atomic bool g_fast_tiles = true;
 void rl_matmul_set_fast_tiles(bool on) {
     atomic_store(&g_fast_tiles, on);
 }
@@ -98,15 +98,21 @@ bool rl_matmul_fast_tiles(void) {
 }
 
 /* Per-thread buffer of one packed 8-row group: up to 64 super-blocks of
- * the largest packed type (16384 columns); wider matrices take the default path. */
+ * the largest packed type (16384 columns); wider matrices run the tiles'
+ * reduction unpacked (dot_row). */
 #define RL_TILE8_BUF (64 * sizeof(rl__q6k_x8))
 static _Thread_local _Alignas(64) uint8_t g_tile_buf[RL_TILE8_BUF];
 
-/* True if matrix w at n_tok tokens goes through the fast tiles of kt. */
-static bool rl__mm_fast(const rl__ktab *kt, const rl_mat *w, int64_t n_tok) {
+/* True if the tokens marked fast take the tiles' reduction on w. */
+static bool rl__mm_tiled(const rl__ktab *kt, const rl_mat *w) {
     const rl__tile8 *tl = &kt->tile8[w->type];
-    return n_tok >= RL_MATMUL_FAST_MIN_TOK && tl->dot && rl_matmul_fast_tiles() &&
-           (size_t)(w->n_cols / RL_QK_K) * tl->block_size <= RL_TILE8_BUF;
+    return tl->dot && tl->dot_row && rl_matmul_fast_tiles();
+}
+
+/* True if w's rows are packed 8 at a time for n_fast tiled tokens. */
+static bool rl__mm_packs(const rl__ktab *kt, const rl_mat *w, int64_t n_fast) {
+    return n_fast >= RL_MATMUL_FAST_MIN_TOK && rl__mm_tiled(kt, w) &&
+           (size_t)(w->n_cols / RL_QK_K) * kt->tile8[w->type].block_size <= RL_TILE8_BUF;
 }
 
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
@@ -124,9 +130,12 @@ typedef struct rl__mm_ctx {
     float *y[RL_MATMUL_MULTI_MAX];
     int64_t chunk[RL_MATMUL_MULTI_MAX];     /* rows per chunk of matrix i */
     int64_t chunk_end[RL_MATMUL_MULTI_MAX]; /* cumulative chunk counts */
+    bool tiled[RL_MATMUL_MULTI_MAX];        /* fast tokens take the tiles on matrix i */
+    bool packs[RL_MATMUL_MULTI_MAX];        /* ... with its rows packed 8 at a time */
     int n_w;
     const float *x;
     int64_t n_cols, n_tok;
+    const bool *fast; /* [n_tok] or NULL */
     uint8_t *xq;
     size_t xq_row;
     const rl__ktab *kt;
@@ -161,6 +170,83 @@ static void rl__mm_quant_task(void *p, int ith, int nth) {
         c->quant(c->x + t * c->n_cols, c->xq + (size_t)t * c->xq_row, c->n_cols);
 }
 
+/* The end of the run of tokens from t whose fast flag equals f's. */
+static int64_t rl__mm_run_end(const rl__mm_ctx *c, int64_t t) {
+    if (!c->fast) return c->n_tok;
+    int64_t e = t + 1;
+    while (e < c->n_tok && c->fast[e] == c->fast[t]) e++;
+    return e;
+}
+
+/* The default path: rows [r0, r1) of matrix i against tokens [t, t1). */
+static void rl__mm_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t,
+                        int64_t t1) {
+    const rl_mat *w = c->w[i];
+    const uint8_t *wd = w->data;
+    const rl__vec_dot_fn dot = c->kt->vec_dot[w->type];
+    const rl__vec_dot4_fn dot4 = c->kt->vec_dot4[w->type];
+    const rl__vec_dot8_fn dot8 = c->kt->vec_dot8[w->type];
+    if (dot8) {
+        for (; t + 8 <= t1; t += 8) {
+            const void *xr = c->xq + (size_t)t * c->xq_row;
+            float *yr = c->y[i] + t * w->n_rows;
+            for (int64_t r = r0; r < r1; r++)
+                dot8(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr,
+                     c->xq_row);
+        }
+    }
+    /* 6-7 left: one padded 8-tile (the rows past t1 exist: later tokens or
+     * the scratch's padding) */
+    if (dot8 && c->padded && t1 - t >= 6) {
+        rl__mm_padded_tile(c, i, r0, r1, t, dot8, t1 - t);
+        t = t1;
+    }
+    if (dot4) {
+        for (; t + 4 <= t1; t += 4) {
+            const void *xr = c->xq + (size_t)t * c->xq_row;
+            float *yr = c->y[i] + t * w->n_rows;
+            for (int64_t r = r0; r < r1; r++)
+                dot4(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr,
+                     c->xq_row);
+        }
+    }
+    if (dot4 && c->padded && t1 - t == 3) { /* 3 left: one padded 4-tile */
+        rl__mm_padded_tile(c, i, r0, r1, t, dot4, 3);
+        t = t1;
+    }
+    const rl__vec_dot2r_fn dot2r = c->kt->vec_dot2r[w->type];
+    for (; t < t1; t++) {
+        const void *xr = c->xq + (size_t)t * c->xq_row;
+        float *yr = c->y[i] + t * w->n_rows;
+        int64_t r = r0;
+        if (dot2r)
+            for (; r + 2 <= r1; r += 2)
+                dot2r(w->n_cols, &yr[r], wd + (size_t)r * w->row_size, w->row_size, xr);
+        for (; r < r1; r++) dot(w->n_cols, &yr[r], wd + (size_t)r * w->row_size, xr);
+    }
+}
+
+/* The tiles' reduction: rows [r0, r1) of matrix i against the fast run of
+ * tokens [t0, t1), RL_TILE8_T at a time; rows [r0, r8) come packed in
+ * g_tile_buf (packed: 8 rows from r0, r8 = r0 + 8) or are read in place. */
+static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t0,
+                             int64_t t1, bool packed) {
+    const rl_mat *w = c->w[i];
+    const rl__tile8 *tl = &c->kt->tile8[w->type];
+    for (int64_t t = t0; t < t1; t += RL_TILE8_T) {
+        int nx = t1 - t < RL_TILE8_T ? (int)(t1 - t) : RL_TILE8_T;
+        const void *xr = c->xq + (size_t)t * c->xq_row;
+        float *yr = c->y[i] + t * w->n_rows;
+        if (packed) {
+            tl->dot(w->n_cols, yr + r0, (size_t)w->n_rows, g_tile_buf, xr, c->xq_row, nx);
+            continue;
+        }
+        for (int64_t r = r0; r < r1; r++)
+            tl->dot_row(w->n_cols, yr + r, (size_t)w->n_rows,
+                        (const uint8_t *)w->data + (size_t)r * w->row_size, xr, c->xq_row, nx);
+    }
+}
+
 static void rl__mm_task(void *p, int ith, int nth) {
     (void)ith;
     (void)nth;
@@ -171,60 +257,31 @@ static void rl__mm_task(void *p, int ith, int nth) {
         int i = 0;
         while (ch >= c->chunk_end[i]) i++;
         const rl_mat *w = c->w[i];
-        const uint8_t *wd = w->data;
-        const rl__vec_dot_fn dot = c->kt->vec_dot[w->type];
-        const rl__vec_dot4_fn dot4 = c->kt->vec_dot4[w->type];
-        const rl__vec_dot8_fn dot8 = c->kt->vec_dot8[w->type];
         int64_t r0 = (ch - (i ? c->chunk_end[i - 1] : 0)) * c->chunk[i], r1 = r0 + c->chunk[i];
         if (r1 > w->n_rows) r1 = w->n_rows;
-        if (rl__mm_fast(c->kt, w, c->n_tok)) {
-            const rl__tile8 *tl = &c->kt->tile8[w->type];
-            for (; r0 + 8 <= r1; r0 += 8) {
-                tl->pack(g_tile_buf, wd + (size_t)r0 * w->row_size, w->row_size, w->n_cols);
-                for (int64_t t = 0; t < c->n_tok; t += RL_TILE8_T) {
-                    int nx = c->n_tok - t < RL_TILE8_T ? (int)(c->n_tok - t) : RL_TILE8_T;
-                    tl->dot(w->n_cols, c->y[i] + t * w->n_rows + r0, (size_t)w->n_rows, g_tile_buf,
-                            c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
+        if (!c->tiled[i]) {
+            rl__mm_rows(c, i, r0, r1, 0, c->n_tok);
+            continue;
+        }
+        /* runs of tokens: fast ones take the tiles, the others the default */
+        int64_t r = r0;
+        if (c->packs[i]) {
+            const uint8_t *wd = w->data;
+            for (; r + 8 <= r1; r += 8) {
+                c->kt->tile8[w->type].pack(g_tile_buf, wd + (size_t)r * w->row_size, w->row_size,
+                                           w->n_cols);
+                for (int64_t t = 0, e; t < c->n_tok; t = e) {
+                    e = rl__mm_run_end(c, t);
+                    if (c->fast[t]) rl__mm_tile_rows(c, i, r, r + 8, t, e, true);
                 }
             }
-            /* rows left over (fewer than 8): the default path below */
         }
-        int64_t t = 0;
-        if (dot8) {
-            for (; t + 8 <= c->n_tok; t += 8) {
-                const void *xr = c->xq + (size_t)t * c->xq_row;
-                float *yr = c->y[i] + t * w->n_rows;
-                for (int64_t r = r0; r < r1; r++)
-                    dot8(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr,
-                         c->xq_row);
-            }
-        }
-        if (dot8 && c->padded && c->n_tok - t >= 6) { /* 6-7 left: one padded 8-tile */
-            rl__mm_padded_tile(c, i, r0, r1, t, dot8, c->n_tok - t);
-            t = c->n_tok;
-        }
-        if (dot4) {
-            for (; t + 4 <= c->n_tok; t += 4) {
-                const void *xr = c->xq + (size_t)t * c->xq_row;
-                float *yr = c->y[i] + t * w->n_rows;
-                for (int64_t r = r0; r < r1; r++)
-                    dot4(w->n_cols, &yr[r], (size_t)w->n_rows, wd + (size_t)r * w->row_size, xr,
-                         c->xq_row);
-            }
-        }
-        if (dot4 && c->padded && c->n_tok - t == 3) { /* 3 left: one padded 4-tile */
-            rl__mm_padded_tile(c, i, r0, r1, t, dot4, 3);
-            t = c->n_tok;
-        }
-        const rl__vec_dot2r_fn dot2r = c->kt->vec_dot2r[w->type];
-        for (; t < c->n_tok; t++) {
-            const void *xr = c->xq + (size_t)t * c->xq_row;
-            float *yr = c->y[i] + t * w->n_rows;
-            int64_t r = r0;
-            if (dot2r)
-                for (; r + 2 <= r1; r += 2)
-                    dot2r(w->n_cols, &yr[r], wd + (size_t)r * w->row_size, w->row_size, xr);
-            for (; r < r1; r++) dot(w->n_cols, &yr[r], wd + (size_t)r * w->row_size, xr);
+        for (int64_t t = 0, e; t < c->n_tok; t = e) {
+            e = rl__mm_run_end(c, t);
+            if (c->fast[t])
+                rl__mm_tile_rows(c, i, r, r1, t, e, false);
+            else
+                rl__mm_rows(c, i, r0, r1, t, e);
         }
     }
 }
@@ -260,8 +317,8 @@ static int64_t rl__chunk_rows(const rl_mat *w, int64_t n_tok, int nth) {
     return chunk < 1 ? 1 : chunk;
 }
 
-void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
-                     int64_t n_tok, void *scratch, rl_threadpool *tp) {
+void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
+                        int64_t n_tok, const bool *fast, void *scratch, rl_threadpool *tp) {
     RL_ASSERT(n_w >= 1 && n_w <= RL_MATMUL_MULTI_MAX);
     const rl__ktab *kt = rl__kernels();
     rl_type at = rl__act_type(ws[0]->type);
@@ -269,19 +326,24 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
         RL_ASSERT(rl__act_type(ws[i]->type) != RL_TYPE_COUNT && kt->vec_dot[ws[i]->type]);
         if (rl__act_type(ws[i]->type) != at || ws[i]->n_cols != ws[0]->n_cols) {
             /* different activation packing: one call per matrix */
-            for (int j = 0; j < n_w; j++) rl_matmul(ws[j], x, ys[j], n_tok, scratch, tp);
+            for (int j = 0; j < n_w; j++) rl_matmul_ex(ws[j], x, ys[j], n_tok, fast, scratch, tp);
             return;
         }
     }
     if (n_tok <= 0) return;
     int nth = rl_threadpool_n_threads(tp);
-    rl__mm_ctx c = {.n_w = n_w, .x = x, .n_cols = ws[0]->n_cols, .n_tok = n_tok, .kt = kt};
+    int64_t n_fast = 0;
+    for (int64_t t = 0; fast && t < n_tok; t++) n_fast += fast[t];
+    rl__mm_ctx c = {
+        .n_w = n_w, .x = x, .n_cols = ws[0]->n_cols, .n_tok = n_tok, .fast = fast, .kt = kt};
     int64_t n_chunks = 0;
     for (int i = 0; i < n_w; i++) {
         c.w[i] = ws[i];
         c.y[i] = ys[i];
+        c.tiled[i] = n_fast > 0 && rl__mm_tiled(kt, ws[i]);
+        c.packs[i] = rl__mm_packs(kt, ws[i], n_fast);
         int64_t chunk = rl__chunk_rows(ws[i], n_tok, nth);
-        if (rl__mm_fast(kt, ws[i], n_tok)) chunk = (chunk + 7) & ~(int64_t)7;
+        if (c.packs[i]) chunk = (chunk + 7) & ~(int64_t)7;
         c.chunk[i] = chunk;
         n_chunks += ws[i]->n_rows > 0 ? (ws[i]->n_rows + chunk - 1) / chunk : 0;
         c.chunk_end[i] = n_chunks;
@@ -304,7 +366,7 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
             rl_threadpool_run(tp, rl__mm_quant_task, &c);
         /* a padded tile can follow (6-7 after 8-tiles, 3 after 4-tiles);
          * the scratch holds RL_MM_PAD_ROWS spare rows */
-        if (n_tok > 1 && n_tok < 16 && (n_tok % 8 >= 6 || n_tok % 4 == 3)) {
+        if (n_tok > 1 && n_tok < 16) {
             for (int j = 0; j < RL_MM_PAD_ROWS; j++)
                 memcpy(c.xq + (size_t)(n_tok + j) * c.xq_row, c.xq + (size_t)(n_tok - 1) * c.xq_row,
                        c.xq_row);
@@ -318,7 +380,17 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
         rl_threadpool_run(tp, rl__mm_task, &c);
 }
 
+void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
+                     int64_t n_tok, void *scratch, rl_threadpool *tp) {
+    rl_matmul_multi_ex(ws, ys, n_w, x, n_tok, NULL, scratch, tp);
+}
+
+void rl_matmul_ex(const rl_mat *w, const float *x, float *y, int64_t n_tok, const bool *fast,
+                  void *scratch, rl_threadpool *tp) {
+    rl_matmul_multi_ex(&w, &y, 1, x, n_tok, fast, scratch, tp);
+}
+
 void rl_matmul(const rl_mat *w, const float *x, float *y, int64_t n_tok, void *scratch,
                rl_threadpool *tp) {
-    rl_matmul_multi(&w, &y, 1, x, n_tok, scratch, tp);
+    rl_matmul_multi_ex(&w, &y, 1, x, n_tok, NULL, scratch, tp);
 }

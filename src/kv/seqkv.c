@@ -18,6 +18,7 @@ void rl_seqkv_free(rl_seqkv *kv) {
     rl_free(kv->pos);
     rl_free(kv->seq);
     rl_free(kv->want);
+    rl_free(kv->prompt_s);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -61,8 +62,9 @@ rl_status rl_seqkv_init_kv(rl_seqkv *kv, const rl_model *m, int32_t n_ctx, int32
     kv->pos = rl_calloc((size_t)kv->max_batch, sizeof(int32_t));
     kv->seq = rl_calloc((size_t)kv->max_batch, sizeof(int32_t));
     kv->want = rl_calloc((size_t)kv->max_batch, sizeof(bool));
+    kv->prompt_s = rl_calloc((size_t)kv->max_batch, sizeof(bool));
     if (!kv->layers || !kv->block_table || !kv->tables || !kv->n_blocks || !kv->k_mem ||
-        !kv->v_mem || !kv->tok || !kv->pos || !kv->seq || !kv->want) {
+        !kv->v_mem || !kv->tok || !kv->pos || !kv->seq || !kv->want || !kv->prompt_s) {
         rl_seqkv_free(kv);
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory for a %d-token KV cache (%zu MiB)",
                           (int)n_ctx, (total + v_total) >> 20);
@@ -113,6 +115,7 @@ rl_status rl_seqkv_eval(rl_seqkv *kv, rl_model *m, int32_t seq, const int32_t *t
             kv->pos[j] = pos0 + i0 + j;
             kv->seq[j] = seq;
             kv->want[j] = logits && (all_logits || i0 + j == n - 1);
+            kv->prompt_s[j] = kv->prompt;
         }
         rl_batch b = {
             .n_tok = nb,
@@ -120,6 +123,7 @@ rl_status rl_seqkv_eval(rl_seqkv *kv, rl_model *m, int32_t seq, const int32_t *t
             .pos = kv->pos,
             .seq = kv->seq,
             .want_logits = kv->want,
+            .prompt = kv->prompt_s,
             .n_seq = kv->n_seq,
             .block_tables = kv->tables,
             .n_blocks = kv->n_blocks,

@@ -31,8 +31,11 @@ typedef struct rl_seqkv {
     void *k_mem, *v_mem;    /* [n_layer][n_seq*n_blocks_seq] blocks */
     /* batch scratch: [max_batch] */
     int32_t *tok, *pos, *seq;
-    bool *want;
+    bool *want, *prompt_s;
     int32_t max_batch;
+    /* rl_seqkv_eval's tokens are prompt tokens (rl_batch.prompt: the
+     * many-token matmul path); false (the default) = generated tokens */
+    bool prompt;
 } rl_seqkv;
 
 /* Frees every buffer and zeroes *kv; NULL and a zeroed struct are no-ops. */

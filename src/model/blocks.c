@@ -80,7 +80,7 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
      * three rl_matmul calls) */
     const rl_mat *w3[3] = {&L->wq, &L->wk, &L->wv};
     float *y3[3] = {m->q, m->k, m->v};
-    rl_matmul_multi(w3, y3, 3, in, f->n, m->mm_scratch, f->tp);
+    rl_matmul_multi_ex(w3, y3, 3, in, f->n, f->fast, m->mm_scratch, f->tp);
     /* quantized K pages store k - shift (kernels.h); stores and attention
      * use this one view */
     rl_kv_layer kvl = f->kv[il];
@@ -109,7 +109,7 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
         };
     }
     rl_attention_runs(m->att_args, f->n_run, f->tp);
-    rl_matmul(&L->wo, m->att, out, f->n, m->mm_scratch, f->tp);
+    rl_matmul_ex(&L->wo, m->att, out, f->n, f->fast, m->mm_scratch, f->tp);
     if (L->bo)
         for (int32_t j = 0; j < f->n; j++)
             for (int32_t d = 0; d < hp->n_embd; d++) out[(size_t)j * hp->n_embd + d] += L->bo[d];
@@ -138,10 +138,10 @@ void rl__block_ffn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *
     }
     const rl_mat *w2[2] = {&L->w_gate, &L->w_up};
     float *y2[2] = {m->gate, m->up};
-    rl_matmul_multi(w2, y2, 2, in, f->n, m->mm_scratch, f->tp);
+    rl_matmul_multi_ex(w2, y2, 2, in, f->n, f->fast, m->mm_scratch, f->tp);
     tok_job J = {m, f, il, NULL};
     tok_run(f, ffn_act, &J);
-    rl_matmul(&L->w_down, m->gate, out, f->n, m->mm_scratch, f->tp);
+    rl_matmul_ex(&L->w_down, m->gate, out, f->n, f->fast, m->mm_scratch, f->tp);
 }
 
 void rl__norm_rows(float *y, const float *x, const float *w, int32_t n, int64_t d, float eps) {

@@ -87,6 +87,7 @@ static rl_status sort_batch(rl_model *m, const rl_batch *b, rl__fwd *f, rl_err *
         m->tok_s[j] = b->token[o];
         m->pos_s[j] = b->pos[o];
         m->bt_s[j] = b->block_tables[b->seq[o]];
+        if (b->prompt) m->fast_s[j] = b->prompt[o];
         if (j == 0 || b->seq[o] != b->seq[ord[j - 1]]) m->run_start[f->n_run++] = j;
     }
     m->run_start[f->n_run] = n;
@@ -94,6 +95,7 @@ static rl_status sort_batch(rl_model *m, const rl_batch *b, rl__fwd *f, rl_err *
     f->pos = m->pos_s;
     f->bt = m->bt_s;
     f->run_start = m->run_start;
+    f->fast = b->prompt ? m->fast_s : NULL;
     return RL_OK;
 }
 

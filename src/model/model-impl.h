@@ -267,6 +267,7 @@ struct rl_model {
     int32_t *attn_pos;      /* [max_batch] non-causal: the last position of each
                              * token's run (rl__fwd.attn_pos) */
     double *pool_acc;       /* [n_embd] rl_model_embed's running sum */
+    bool *fast_s;           /* [max_batch] rl_batch.prompt in sorted order */
     int32_t *emb_idx;       /* [2][max_batch] rl_model_embed's batch positions, seq ids */
     /* pipeline stage (opts.stage / n_stages): layers [l0, l1) are bound;
      * has_io: the embeddings and the head are (stage 0) */
@@ -287,6 +288,7 @@ struct rl__fwd {
     const int32_t *attn_pos;  /* [n] the position each query attends up to: f->pos
                                * (causal) or its run's last (non-causal) */
     int32_t n_run;
+    const bool *fast;      /* [n] sorted rl_batch.prompt flags, or NULL */
     const rl_kv_layer *kv; /* [n_layer], entries [l0, l1) used */
     rl_threadpool *tp;
 };

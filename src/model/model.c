@@ -568,7 +568,8 @@ static rl_status alloc_scratch(rl_model *m, rl_err *err) {
     m->attn_pos = rl_calloc(B, sizeof(int32_t));
     m->pool_acc = rl_calloc((size_t)hp->n_embd, sizeof(double));
     m->emb_idx = rl_calloc(2 * B, sizeof(int32_t));
-    if (!m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s ||
+    m->fast_s = rl_calloc(B, sizeof(bool));
+    if (!m->fast_s || !m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s ||
         !m->run_start || !m->att_args || !m->attn_pos || !m->pool_acc || !m->emb_idx)
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory for scratch");
     return RL_OK;
@@ -732,6 +733,7 @@ void rl_model_free(rl_model *m) {
     rl_free(m->order);
     rl_free(m->slot_of);
     rl_free(m->tok_s);
+    rl_free(m->fast_s);
     rl_free(m->pos_s);
     rl_free((void *)m->bt_s);
     rl_free(m->run_start);

@@ -174,6 +174,13 @@ typedef struct rl_batch {
     const int32_t *pos;      /* [n_tok] */
     const int32_t *seq;      /* [n_tok] */
     const bool *want_logits; /* [n_tok] or NULL */
+    /* [n_tok] or NULL (none): true for a token of its sequence's prompt.
+     * Prompt tokens take the many-token matmul path (kernels.h,
+     * rl_matmul_ex: within float rounding of the per-token one), generated
+     * tokens the per-token path; a token's result depends on its role, never
+     * on the rest of the batch, so callers mark tokens by role (the engine:
+     * positions below the request's prompt length). */
+    const bool *prompt;
     int32_t n_seq;
     const int32_t *const *block_tables; /* [n_seq] -> [n_blocks[s]] */
     const int32_t *n_blocks;            /* [n_seq] */

@@ -123,6 +123,21 @@ static void test_tile8_leaves(void **state) {
                 avx->tile8[ty].dot(cols, &sa[0][0], 8, packed, xq, xrow, nx);
                 for (int k = 0; k < nx; k++) assert_memory_equal(sr[k], sa[k], sizeof sr[k]);
             }
+            /* dot_row (unpacked, one row at a time) gives each row's lane */
+            for (int ti = 0; ti < 2; ti++) {
+                const rl__ktab *kt = ti ? avx : ref;
+                if (!kt) continue;
+                assert_non_null(kt->tile8[ty].dot_row);
+                for (int r = 0; r < 8; r++) {
+                    float sd[4];
+                    memset(sd, 0xff, sizeof sd);
+                    kt->tile8[ty].dot_row(cols, sd, 1, w + (size_t)r * rs, xq, xrow, nx);
+                    for (int k = 0; k < nx; k++)
+                        if (memcmp(&sd[k], &sr[k][r], sizeof sd[k]))
+                            fail_msg("%s %s dot_row cols %d row %d tok %d: %.9g, tile lane %.9g",
+                                     kt->name, rl_type_name(ty), (int)cols, r, k, sd[k], sr[k][r]);
+                }
+            }
         }
         for (int k = 0; k < 4; k++)
             for (int r = 0; r < 8; r++) {
@@ -141,68 +156,85 @@ static void test_tile8_leaves(void **state) {
     }
 }
 
-static void run_mm(const rl_mat *w, const float *x, float *y, int64_t n_tok, rl_threadpool *tp) {
+static void run_mm(const rl_mat *w, const float *x, float *y, int64_t n_tok, const bool *fast,
+                   rl_threadpool *tp) {
     void *scr = malloc(rl_matmul_scratch_size(w, n_tok) + 1);
-    rl_matmul(w, x, y, n_tok, scr, tp);
+    rl_matmul_ex(w, x, y, n_tok, fast, scr, tp);
     free(scr);
 }
 
-/* rl_matmul with the fast tiles on: off below RL_MATMUL_FAST_MIN_TOK
- * (bit-identical); at or above it, rows of whole 8-groups are within the
- * leaf bound of the default path and the last rows % 8 bit-identical; 2
- * threads equal 1 thread bit for bit; off again restores the default. */
-static void test_matmul_fast_tiles(void **state) {
+/* rl_matmul_ex with tokens marked fast: an unmarked token's row is
+ * bit-identical to rl_matmul's; a marked token's row is bit-identical to
+ * the scalar twin's dot_row on that row and token, whatever the number of
+ * marked tokens (packed above RL_MATMUL_FAST_MIN_TOK, in place below), the
+ * runs around it, the row's place in an 8-group (37 rows: the last 5 are
+ * never packed) or the thread count; and within the leaf bound of the
+ * default.  The switch off sends every token down the default path. */
+static void test_matmul_fast_tokens(void **state) {
     (void)state;
     rl_kernels_impl impls[KT_MAX_IMPLS];
     int ni = kt_impls(impls);
     rl_threadpool *tp2 = rl_threadpool_new(2);
     assert_non_null(tp2);
+    const rl__ktab *ref = rl__kernels_ref();
+    /* token counts: few, the packing threshold, more; masks: all, none,
+     * alternating runs of 3 (fast first), only the last token */
+    const int64_t ntoks[4] = {5, RL_MATMUL_FAST_MIN_TOK, RL_MATMUL_FAST_MIN_TOK + 7, 150};
     for (int ii = 0; ii < ni * N_TILE_TYPES; ii++) {
         rl_kernels_init(impls[ii / N_TILE_TYPES]);
         const rl_type ty = k_tile_types[ii % N_TILE_TYPES];
         const int64_t rows = 37, cols = 512;
-        const int64_t ntoks[3] = {RL_MATMUL_FAST_MIN_TOK - 1, RL_MATMUL_FAST_MIN_TOK,
-                                  RL_MATMUL_FAST_MIN_TOK + 5};
         size_t rs;
         uint8_t *wd = make_w(ty, rows, cols, &rs);
         rl_mat w = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
-        for (int ti = 0; ti < 3; ti++) {
+        const size_t xrow = rl_type_row_size(RL_TYPE_Q8_K, cols);
+        for (int ti = 0; ti < 4; ti++) {
             const int64_t n_tok = ntoks[ti];
             float *x = make_x(cols * n_tok);
-            float *y0 = malloc(sizeof(float) * (size_t)(rows * n_tok));
-            float *y1 = malloc(sizeof(float) * (size_t)(rows * n_tok));
-            float *y2 = malloc(sizeof(float) * (size_t)(rows * n_tok));
-            run_mm(&w, x, y0, n_tok, NULL);
-            rl_matmul_set_fast_tiles(true);
-            assert_true(rl_matmul_fast_tiles());
-            run_mm(&w, x, y1, n_tok, NULL);
-            run_mm(&w, x, y2, n_tok, tp2);
-            rl_matmul_set_fast_tiles(false);
-            assert_memory_equal(y1, y2, sizeof(float) * (size_t)(rows * n_tok));
-            const size_t xrow = rl_type_row_size(RL_TYPE_Q8_K, cols);
-            uint8_t *xq = malloc(xrow);
+            uint8_t *xq = malloc(xrow * (size_t)n_tok);
+            for (int64_t t = 0; t < n_tok; t++)
+                rl__quant_q8_K_ref(x + t * cols, xq + (size_t)t * xrow, cols);
+            const size_t ny = sizeof(float) * (size_t)(rows * n_tok);
+            float *y0 = malloc(ny), *y1 = malloc(ny), *y2 = malloc(ny);
+            bool *fast = malloc((size_t)n_tok);
+            run_mm(&w, x, y0, n_tok, NULL, NULL);
             int n_diff = 0;
-            for (int64_t t = 0; t < n_tok; t++) {
-                rl__quant_q8_K_ref(x + t * cols, xq, cols);
-                for (int64_t r = 0; r < rows; r++) {
-                    float a = y0[t * rows + r], b = y1[t * rows + r];
-                    if (n_tok < RL_MATMUL_FAST_MIN_TOK || r >= rows - rows % 8) {
-                        assert_memory_equal(&a, &b, sizeof a);
-                        continue;
+            for (int mi = 0; mi < 4; mi++) {
+                for (int64_t t = 0; t < n_tok; t++)
+                    fast[t] = mi == 0 ? true : mi == 1 ? false : mi == 2 ? (t / 3) % 2 == 0
+                                                                          : t == n_tok - 1;
+                run_mm(&w, x, y1, n_tok, fast, NULL);
+                run_mm(&w, x, y2, n_tok, fast, tp2);
+                assert_memory_equal(y1, y2, ny);
+                for (int64_t t = 0; t < n_tok; t++)
+                    for (int64_t r = 0; r < rows; r++) {
+                        float a = y0[t * rows + r], b = y1[t * rows + r], e;
+                        if (!fast[t]) {
+                            assert_memory_equal(&a, &b, sizeof a);
+                            continue;
+                        }
+                        ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs,
+                                               xq + (size_t)t * xrow, xrow, 1);
+                        if (memcmp(&e, &b, sizeof e))
+                            fail_msg("%s %s n_tok %d mask %d row %d tok %d: %.9g, twin %.9g",
+                                     rl_kernels_impl_name(), rl_type_name(ty), (int)n_tok, mi,
+                                     (int)r, (int)t, b, e);
+                        double bound = ldexp(
+                            abs_dot(ty, wd + (size_t)r * rs, (const void *)(xq + t * xrow), cols),
+                            -20);
+                        if (fabs((double)a - b) > bound)
+                            fail_msg("%s n_tok %d row %d tok %d: fast %.9g default %.9g",
+                                     rl_type_name(ty), (int)n_tok, (int)r, (int)t, b, a);
+                        n_diff += a != b;
                     }
-                    double bound =
-                        ldexp(abs_dot(ty, wd + (size_t)r * rs, (const void *)xq, cols), -20);
-                    if (fabs((double)a - b) > bound)
-                        fail_msg("%s %s n_tok %d row %d tok %d: fast %.9g default %.9g",
-                                 rl_kernels_impl_name(), rl_type_name(ty), (int)n_tok, (int)r,
-                                 (int)t, b, a);
-                    n_diff += a != b;
-                }
             }
-            /* the fast path ran (its rounding differs somewhere) */
-            if (n_tok >= RL_MATMUL_FAST_MIN_TOK) assert_true(n_diff > 0);
-            run_mm(&w, x, y1, n_tok, NULL);
-            assert_memory_equal(y0, y1, sizeof(float) * (size_t)(rows * n_tok));
+            assert_true(n_diff > 0); /* the tiles ran: their rounding differs somewhere */
+            for (int64_t t = 0; t < n_tok; t++) fast[t] = true;
+            rl_matmul_set_fast_tiles(false);
+            run_mm(&w, x, y1, n_tok, fast, NULL);
+            rl_matmul_set_fast_tiles(true);
+            assert_memory_equal(y0, y1, ny);
+            free(fast);
             free(xq);
             free(x);
             free(y0);
@@ -221,7 +253,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peak_counts),
         cmocka_unit_test(test_tile8_leaves),
-        cmocka_unit_test(test_matmul_fast_tiles),
+        cmocka_unit_test(test_matmul_fast_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

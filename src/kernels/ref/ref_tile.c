@@ -110,10 +110,69 @@ static void rl__tile8_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+/* The tiles' reduction for one weight row in the matrix's own layout
+ * (rl__tile8.dot_row): the same integers and the same float operations per
+ * super-block as the tile dot's lane of that row, without packing. */
+static void rl__tile_row_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                  const void *vx, size_t xs, int n_x) {
+    const rl_block_q4_K *w = vw;
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
+            int32_t sumi = 0, msum = 0;
+            for (int b = 0; b < 8; b++) {
+                int sc, mn;
+                rl_scale_min_k4(w[i].scales, b, &sc, &mn);
+                int32_t t = 0;
+                for (int e = 32 * b; e < 32 * b + 32; e++) {
+                    uint8_t v = w[i].qs[(e / 64) * 32 + e % 32];
+                    t += ((e % 64) >= 32 ? v >> 4 : v & 15) * x[i].qs[e];
+                }
+                sumi += sc * t;
+                msum += mn * rl__q8k_bsum32(&x[i], b);
+            }
+            acc = fmaf(rl_fp16_to_f32(w[i].d) * x[i].d, (float)sumi, acc);
+            acc = fmaf(-(rl_fp16_to_f32(w[i].dmin) * x[i].d), (float)msum, acc);
+        }
+        s[(size_t)k * ss] = acc;
+    }
+}
+
+static void rl__tile_row_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                  const void *vx, size_t xs, int n_x) {
+    const rl_block_q6_K *w = vw;
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
+            int32_t sumi = 0, corr = 0;
+            for (int b = 0; b < 16; b++) {
+                int32_t t = 0;
+                for (int e = 16 * b; e < 16 * b + 16; e++) {
+                    int h = e / 128, m = e % 128;
+                    uint8_t lb = w[i].ql[h * 64 + m % 64];
+                    int lo = m >= 64 ? lb >> 4 : lb & 0xF;
+                    int hi = (w[i].qh[h * 32 + m % 32] >> (2 * (m / 32))) & 3;
+                    t += (lo | hi << 4) * x[i].qs[e];
+                }
+                sumi += w[i].scales[b] * t;
+                corr += w[i].scales[b] * x[i].bsums[b];
+            }
+            acc = fmaf(rl_fp16_to_f32(w[i].d) * x[i].d, (float)(sumi - 32 * corr), acc);
+        }
+        s[(size_t)k * ss] = acc;
+    }
+}
+
 void rl__ref_fill_tile(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t) {
-    t->tile8[RL_TYPE_Q4_K] = (rl__tile8){
-        .pack = rl__pack_q4_K_x8, .dot = rl__tile8_q4_K_ref, .block_size = sizeof(rl__q4k_x8)};
-    t->tile8[RL_TYPE_Q6_K] = (rl__tile8){
-        .pack = rl__pack_q6_K_x8, .dot = rl__tile8_q6_K_ref, .block_size = sizeof(rl__q6k_x8)};
+    t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
+                                         .dot = rl__tile8_q4_K_ref,
+                                         .dot_row = rl__tile_row_q4_K_ref,
+                                         .block_size = sizeof(rl__q4k_x8)};
+    t->tile8[RL_TYPE_Q6_K] = (rl__tile8){.pack = rl__pack_q6_K_x8,
+                                         .dot = rl__tile8_q6_K_ref,
+                                         .dot_row = rl__tile_row_q6_K_ref,
+                                         .block_size = sizeof(rl__q6k_x8)};
 }

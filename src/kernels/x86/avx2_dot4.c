@@ -34,6 +34,8 @@
  * The reference kernels sum in another (sequential) order; the difference
  * is float rounding only (test_kernels.c bounds it).
  */
+#include <math.h>
+
 #include "kernels/x86/avx2-impl.h"
 
 #define RL_TMAX 4 /* largest token tile */
@@ -62,12 +64,19 @@ RL_AI void rl__q4k_scales(const uint8_t *q, __m256i *sc, __m256i *mins) {
     *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
 }
 
-RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                         const int T) {
+/* TQ (a constant): the fast tiles' reduction instead (rl__tile8.dot_row):
+ * each super-block's integer sums reduced to one int and fused into a
+ * scalar accumulator with the tile's float operations. */
+RL_AI void rl__dotTQ_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
+                          size_t xs, const int T, const int TQ) {
     const rl_block_q4_K *w = vw;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    float acs[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acs[k] = 0.0f;
+    }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
         __m256i scb, mins;
@@ -92,18 +101,36 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
                 sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p0, p1));
             }
         }
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
-            rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            const rl_block_q8_K *xk = &XB(rl_block_q8_K, k, i);
+            if (TQ) {
+                const __m256i b = _mm256_loadu_si256((const __m256i *)xk->bsums);
+                const float isum = (float)rl__hsum_epi32(sumi[k]);
+                const float msum = (float)rl__hsum_epi32(_mm256_madd_epi16(b, mins));
+                acs[k] = fmaf(dw * xk->d, isum, acs[k]);
+                acs[k] = fmaf(-(dmw * xk->d), msum, acs[k]);
+            } else {
+                acc[k] = rl__kfuse_min(acc[k], xk, sumi[k], mins, dw, dmw);
+            }
+        }
     }
-    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
+}
+RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    rl__dotTQ_q4_K(n, s, ss, vw, vx, xs, T, 0);
 }
 
-RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                         const int T) {
+RL_AI void rl__dotTQ_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
+                          size_t xs, const int T, const int TQ) {
     const rl_block_q6_K *w = vw;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    float acs[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acs[k] = 0.0f;
+    }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         if (T == 1) RL_PF3(&w[i]);
         /* 16 int8 scales as int16; correction -32 * sum(scale * bsum) */
@@ -146,10 +173,19 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
-            rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            const rl_block_q8_K *xk = &XB(rl_block_q8_K, k, i);
+            if (TQ)
+                acs[k] = fmaf(dw * xk->d, (float)rl__hsum_epi32(sumi[k]), acs[k]);
+            else
+                acc[k] = rl__kfuse(acc[k], xk, sumi[k], dw);
+        }
     }
-    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
+}
+RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    rl__dotTQ_q6_K(n, s, ss, vw, vx, xs, T, 0);
 }
 
 /* ---------------- instantiations ---------------- */
@@ -177,8 +213,26 @@ RL_INST(q5_K)
 RL_INST(q6_K)
 RL_INST(iq4_xs)
 
+/* rl__tile8.dot_row: the TQ templates at T = n_x (1..4). */
+#define RL_INST_ROW(TY)                                                                            \
+    static void rl__tile_row_##TY##_avx2(int64_t n, float *s, size_t ss, const void *w,            \
+                                         const void *x, size_t xs, int n_x) {                      \
+        if (n_x == 4)                                                                              \
+            rl__dotTQ_##TY(n, s, ss, w, x, xs, 4, 1);                                              \
+        else if (n_x == 3)                                                                         \
+            rl__dotTQ_##TY(n, s, ss, w, x, xs, 3, 1);                                              \
+        else if (n_x == 2)                                                                         \
+            rl__dotTQ_##TY(n, s, ss, w, x, xs, 2, 1);                                              \
+        else                                                                                       \
+            rl__dotTQ_##TY(n, s, ss, w, x, xs, 1, 1);                                              \
+    }
+RL_INST_ROW(q4_K)
+RL_INST_ROW(q6_K)
+
 void rl__avx2_fill_dot4(rl__ktab *t);
 void rl__avx2_fill_dot4(rl__ktab *t) {
+    t->tile8[RL_TYPE_Q4_K].dot_row = rl__tile_row_q4_K_avx2;
+    t->tile8[RL_TYPE_Q6_K].dot_row = rl__tile_row_q6_K_avx2;
 #define RL_SET(TY, E)                                                                              \
     t->vec_dot[E] = rl__dot_##TY##_avx2;                                                           \
     t->vec_dot4[E] = rl__dot4_##TY##_avx2;
