@@ -74,24 +74,23 @@
 #define B_MAX_LIST 16
 
 static void usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: redline bench [-m MODEL] [options]\n\n"
-        "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
-        "  -p, --n-prompt LIST    prompt lengths, comma-separated (default 128,512; 0 = none)\n"
-        "  -n, --n-gen LIST       generation lengths (default 128; 0 = none)\n"
-        "  -t, --threads LIST     thread counts (default 1,2)\n"
-        "  -r, --repetitions N    timed runs per test (default 5)\n"
-        "      --json             JSON output instead of the table\n"
-        "      --no-bw            skip the memory-bandwidth measurement\n"
-        "      --bw-mib N         bandwidth buffer size in MiB (default 1024)\n"
-        "      --np LIST          batched-decode tests: sequences decoding together (bdS)\n"
-        "      --np-gen N         decode steps of each bdS test (default 32)\n"
-        "      --no-peak          skip the compute-peak measurement\n"
-        "      --no-fast-tiles    prompts on the per-token matmul path too (the baseline\n"
-        "                         of the many-token q4_K/q6_K tiles)\n"
-        "  -h, --help             this text\n",
-        RL_DEFAULT_MODEL);
+    fprintf(f,
+            "usage: redline bench [-m MODEL] [options]\n\n"
+            "  -m, --model FILE       GGUF model (default $REDLINE_MODEL or %s)\n"
+            "  -p, --n-prompt LIST    prompt lengths, comma-separated (default 128,512; 0 = none)\n"
+            "  -n, --n-gen LIST       generation lengths (default 128; 0 = none)\n"
+            "  -t, --threads LIST     thread counts (default 1,2)\n"
+            "  -r, --repetitions N    timed runs per test (default 5)\n"
+            "      --json             JSON output instead of the table\n"
+            "      --no-bw            skip the memory-bandwidth measurement\n"
+            "      --bw-mib N         bandwidth buffer size in MiB (default 1024)\n"
+            "      --np LIST          batched-decode tests: sequences decoding together (bdS)\n"
+            "      --np-gen N         decode steps of each bdS test (default 32)\n"
+            "      --no-peak          skip the compute-peak measurement\n"
+            "      --no-fast-tiles    prompts on the per-token matmul path too (the baseline\n"
+            "                         of the many-token q4_K/q6_K tiles)\n"
+            "  -h, --help             this text\n",
+            RL_DEFAULT_MODEL);
 }
 
 /* ---------------- memory bandwidth ---------------- */

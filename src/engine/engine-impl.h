@@ -104,7 +104,7 @@ struct rl_engine {
     rl_sched_req **plan;              /* [max_seqs] */
     int32_t *b_token, *b_pos, *b_seq; /* [max_batch_tokens] */
     bool *b_want;
-    bool *b_prompt; /* [max_batch_tokens] rl_batch.prompt */
+    bool *b_prompt;     /* [max_batch_tokens] rl_batch.prompt */
     int32_t **b_tables; /* [max_seqs] */
     int32_t *b_nblocks;
     float *logits;                /* [n_logit_rows][n_vocab] */

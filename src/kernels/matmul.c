@@ -179,8 +179,7 @@ static int64_t rl__mm_run_end(const rl__mm_ctx *c, int64_t t) {
 }
 
 /* The default path: rows [r0, r1) of matrix i against tokens [t, t1). */
-static void rl__mm_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t,
-                        int64_t t1) {
+static void rl__mm_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t, int64_t t1) {
     const rl_mat *w = c->w[i];
     const uint8_t *wd = w->data;
     const rl__vec_dot_fn dot = c->kt->vec_dot[w->type];

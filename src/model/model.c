@@ -569,8 +569,8 @@ static rl_status alloc_scratch(rl_model *m, rl_err *err) {
     m->pool_acc = rl_calloc((size_t)hp->n_embd, sizeof(double));
     m->emb_idx = rl_calloc(2 * B, sizeof(int32_t));
     m->fast_s = rl_calloc(B, sizeof(bool));
-    if (!m->fast_s || !m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s || !m->bt_s ||
-        !m->run_start || !m->att_args || !m->attn_pos || !m->pool_acc || !m->emb_idx)
+    if (!m->fast_s || !m->mm_scratch || !m->order || !m->slot_of || !m->tok_s || !m->pos_s ||
+        !m->bt_s || !m->run_start || !m->att_args || !m->attn_pos || !m->pool_acc || !m->emb_idx)
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory for scratch");
     return RL_OK;
 }

@@ -201,8 +201,10 @@ static void test_matmul_fast_tokens(void **state) {
             int n_diff = 0;
             for (int mi = 0; mi < 4; mi++) {
                 for (int64_t t = 0; t < n_tok; t++)
-                    fast[t] = mi == 0 ? true : mi == 1 ? false : mi == 2 ? (t / 3) % 2 == 0
-                                                                          : t == n_tok - 1;
+                    fast[t] = mi == 0   ? true
+                              : mi == 1 ? false
+                              : mi == 2 ? (t / 3) % 2 == 0
+                                        : t == n_tok - 1;
                 run_mm(&w, x, y1, n_tok, fast, NULL);
                 run_mm(&w, x, y2, n_tok, fast, tp2);
                 assert_memory_equal(y1, y2, ny);

@@ -67,8 +67,8 @@ RL_AI void rl__q4k_scales(const uint8_t *q, __m256i *sc, __m256i *mins) {
 /* TQ (a constant): the fast tiles' reduction instead (rl__tile8.dot_row):
  * each super-block's integer sums reduced to one int and fused into a
  * scalar accumulator with the tile's float operations. */
-RL_AI void rl__dotTQ_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
-                          size_t xs, const int T, const int TQ) {
+RL_AI void rl__dotTQ_q4_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T, const int TQ) {
     const rl_block_q4_K *w = vw;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[RL_TMAX];
@@ -121,8 +121,8 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
     rl__dotTQ_q4_K(n, s, ss, vw, vx, xs, T, 0);
 }
 
-RL_AI void rl__dotTQ_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
-                          size_t xs, const int T, const int TQ) {
+RL_AI void rl__dotTQ_q6_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T, const int TQ) {
     const rl_block_q6_K *w = vw;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[RL_TMAX];
