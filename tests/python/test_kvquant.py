@@ -14,8 +14,10 @@ format has here.  What is asserted instead, per golden prompt:
     q4_0 and iq4_nl KV must reach >= 88% (measured with rotation: f32
     98.0%, q8_0 95.7%, q4_0 91.4%, iq4_nl 91.8%; before rotation q8_0 96.9%,
     q4_0 80.9%, when the q4_0 bound was 75%);
-  - the greedy first-divergence step of every format is printed (the
-    figures in docs/KVQUANT.md come from this run).
+  - with REDLINE_KVQUANT_DIVERGENCE=1, the greedy first-divergence step of
+    every format is printed too (the figures in docs/KVQUANT.md come from
+    such a run; it asserts nothing, so CI leaves it out: 40 of the 88
+    runs of the tool).
 
 Run: .venv/bin/python tests/python/test_kvquant.py [-v]
 """
@@ -35,6 +37,7 @@ LOGITS = os.path.join(BUILD, "tools", "logits")
 PROMPTS_JSON = os.path.join(ROOT, "tests", "data", "golden_prompts.json")
 MODEL = os.path.join(ROOT, "models", "smollm2-135m.gguf")
 N_GEN = 32
+DIVERGENCE = os.environ.get("REDLINE_KVQUANT_DIVERGENCE") == "1"
 MIN_AGREE = {"f32": 0.95, "q8_0": 0.95, "q8_64": 0.95, "q4_0": 0.88, "iq4_nl": 0.88}
 
 
@@ -66,13 +69,15 @@ class KVQuantGolden(unittest.TestCase):
                 ref_top = ref[len(ids) - 1:].argmax(-1)
                 line = []
                 for kv in MIN_AGREE:
-                    g = run_logits(ids, kv, ["--greedy", str(N_GEN)])["greedy"]
-                    div = next((i for i in range(N_GEN) if g[i] != base[i]), N_GEN)
+                    div = ""
+                    if DIVERGENCE:
+                        g = run_logits(ids, kv, ["--greedy", str(N_GEN)])["greedy"]
+                        div = f"diverges@{next((i for i in range(N_GEN) if g[i] != base[i]), N_GEN)} "
                     lg = all_logits(full, kv, os.path.join(td, kv + ".npy"))
                     top = lg[len(ids) - 1:].argmax(-1)
                     agree[kv][0] += int((top == ref_top).sum())
                     agree[kv][1] += len(ref_top)
-                    line.append(f"{kv}: diverges@{div} agree {int((top == ref_top).sum())}/{len(ref_top)}")
+                    line.append(f"{kv}: {div}agree {int((top == ref_top).sum())}/{len(ref_top)}")
                 print(f"prompt {pi}: " + "; ".join(line), file=sys.stderr)
         for kv, (a, n) in agree.items():
             print(f"{kv}: teacher-forced top-1 agreement with f16 KV {a}/{n} = {a / n:.3f}", file=sys.stderr)

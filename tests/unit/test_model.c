@@ -40,8 +40,8 @@ typedef struct spec {
 } spec;
 
 static spec base_spec(const char *arch) {
-    spec s = {arch,  2,     4,    2,    32,   64, 64, NULL, NULL, false, NULL, NULL, false,
-              false, NULL, 0.0f, RL_TYPE_F32};
+    spec s = {arch,  2,    4,    2,     32,    64,   64,   NULL,       NULL,
+              false, NULL, NULL, false, false, NULL, 0.0f, RL_TYPE_F32};
     return s;
 }
 
@@ -467,8 +467,8 @@ static void test_prompt_role_invariance(void **state) {
     kv.prompt = true;
     assert_int_equal(rl_seqkv_eval(&kv, m, 0, toks, N, 0, true, one, NULL, &err), RL_OK);
     for (int i = 0; i < N; i += C)
-        assert_int_equal(rl_seqkv_eval(&kv, m, 1, toks + i, C, i, true, chunked + i * V, NULL, &err),
-                         RL_OK);
+        assert_int_equal(
+            rl_seqkv_eval(&kv, m, 1, toks + i, C, i, true, chunked + i * V, NULL, &err), RL_OK);
     assert_memory_equal(one, chunked, sizeof one);
     kv.prompt = false;
     assert_int_equal(rl_seqkv_eval(&kv, m, 2, toks, N, 0, true, plain, NULL, &err), RL_OK);
@@ -575,11 +575,11 @@ static void test_file_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_load_ok),     cmocka_unit_test(test_bad_hparams),
-        cmocka_unit_test(test_bad_tensors), cmocka_unit_test(test_alloc_failure),
-        cmocka_unit_test(test_invariance),  cmocka_unit_test(test_prompt_role_invariance),
-        cmocka_unit_test(test_forward_errors),
-        cmocka_unit_test(test_file_errors), cmocka_unit_test(test_rope_scaling_load),
+        cmocka_unit_test(test_load_ok),           cmocka_unit_test(test_bad_hparams),
+        cmocka_unit_test(test_bad_tensors),       cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_invariance),        cmocka_unit_test(test_prompt_role_invariance),
+        cmocka_unit_test(test_forward_errors),    cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_rope_scaling_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
