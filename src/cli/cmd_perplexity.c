@@ -69,6 +69,8 @@ static void usage(FILE *f) {
         "  -b, --batch-size N  tokens per forward (default 512)\n"
         "      --weights W     stored (default: the file's types, 8-bit activations),\n"
         "                      f32 or f16 (dequantized at load, float activations)\n"
+        "      --no-fast-tiles the text on the per-token matmul path (the baseline of\n"
+        "                      the prompt path's q4_K/q6_K tiles)\n"
         "      --save-dist F   write per-token top-%d log-probs + tail mass to F\n"
         "      --kl-base F     compare with a --save-dist file of a base model run:\n"
         "                      mean KL(base || this) and top-1 agreement\n"
@@ -182,6 +184,8 @@ int rl_cmd_perplexity(int argc, char **argv) {
             ok = rl_args_str(&A, &klb);
         else if (rl_args_is(&A, "--llama-windows"))
             llama_win = true;
+        else if (rl_args_is(&A, "--no-fast-tiles"))
+            rl_matmul_set_fast_tiles(false);
         else if (rl_args_is(&A, "--weights")) {
             if ((ok = rl_args_choice(&A, weight_names, &k))) weights = weight_modes[k];
         } else if (rl_args_is(&A, "-ctk|--cache-type-k") || rl_args_is(&A, "-ctv|--cache-type-v")) {

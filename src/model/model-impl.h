@@ -78,6 +78,7 @@ typedef struct rl__moe_scratch {
     float *xg;        /* [max_batch][n_embd] gathered activations of one expert */
     float *g, *u;     /* [max_batch][max(n_ff_exp, n_ff_sh)] */
     float *yg;        /* [max_batch][n_embd] one expert's outputs */
+    bool *fg;         /* [max_batch] prompt flags of one expert's gathered tokens */
     int32_t n_active; /* experts run by the last call (tests) */
 } rl__moe_scratch;
 
@@ -100,10 +101,11 @@ void rl__moe_route(const rl__moe_cfg *c, rl__moe_scratch *s, int32_t n);
  * their tokens' outputs (in ascending expert order per token).  Each
  * selected expert's weights are streamed once per call; the others are not
  * read.  Every output row depends only on its own input row (rl_matmul is
- * batch-invariant), so a token's result does not depend on its companions.
- * mm_scratch: rl__moe_mm_scratch_size bytes. */
-void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, int32_t n, float *out,
-                 rl__moe_scratch *s, void *mm_scratch, rl_threadpool *tp);
+ * batch-invariant; fast[n] or NULL: the tokens' rl_batch.prompt flags, which
+ * follow each token into its experts' groups), so a token's result does not
+ * depend on its companions.  mm_scratch: rl__moe_mm_scratch_size bytes. */
+void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, const bool *fast,
+                 int32_t n, float *out, rl__moe_scratch *s, void *mm_scratch, rl_threadpool *tp);
 
 /* rope.scaling.type (llama.cpp's names; absent = linear, as llama.cpp reads it). */
 typedef enum rl__rope_scaling {

@@ -46,8 +46,9 @@ rl_status rl__moe_scratch_init(rl__moe_scratch *s, const rl__moe_cfg *c, int32_t
     s->g = rl_calloc(B * F, sizeof(float));
     s->u = rl_calloc(B * F, sizeof(float));
     s->yg = rl_calloc(B * E, sizeof(float));
-    if (!s->logits || !s->sel || !s->wts || !s->cnt || !s->off || !s->tok || !s->tw || !s->xg ||
-        !s->g || !s->u || !s->yg) {
+    s->fg = rl_calloc(B, sizeof(bool));
+    if (!s->fg || !s->logits || !s->sel || !s->wts || !s->cnt || !s->off || !s->tok || !s->tw ||
+        !s->xg || !s->g || !s->u || !s->yg) {
         rl__moe_scratch_free(s);
         return rl_err_set(err, RL_ERR_NOMEM, "out of memory for the MoE scratch");
     }
@@ -56,7 +57,7 @@ rl_status rl__moe_scratch_init(rl__moe_scratch *s, const rl__moe_cfg *c, int32_t
 
 void rl__moe_scratch_free(rl__moe_scratch *s) {
     void *p[] = {s->logits, s->sel, s->wts, s->cnt, s->off, s->tok,
-                 s->tw,     s->xg,  s->g,   s->u,   s->yg};
+                 s->tw,     s->xg,  s->g,   s->u,   s->yg,  s->fg};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) rl_free(p[i]);
     memset(s, 0, sizeof *s);
 }
@@ -203,13 +204,13 @@ static void job_run(moe_job *J, rl_threadpool *tp) {
 }
 
 /* One FFN (gate, up, biases gb/ub or NULL, act, down) over `cnt` gathered
- * rows xin into s->yg. */
+ * rows xin (their prompt flags fin, or NULL) into s->yg. */
 static void ffn_rows(const rl__moe_cfg *c, const rl_mat *g, const rl_mat *u, const rl_mat *d,
-                     const float *gb, const float *ub, const float *xin, int32_t cnt,
-                     rl__moe_scratch *s, void *mm, rl_threadpool *tp) {
+                     const float *gb, const float *ub, const float *xin, const bool *fin,
+                     int32_t cnt, rl__moe_scratch *s, void *mm, rl_threadpool *tp) {
     const rl_mat *w2[2] = {g, u};
     float *y2[2] = {s->g, s->u};
-    rl_matmul_multi(w2, y2, 2, xin, cnt, mm, tp);
+    rl_matmul_multi_ex(w2, y2, 2, xin, cnt, fin, mm, tp);
     moe_job J = {.kind = JOB_ACT,
                  .c = c,
                  .g = s->g,
@@ -219,14 +220,14 @@ static void ffn_rows(const rl__moe_cfg *c, const rl_mat *g, const rl_mat *u, con
                  .cnt = cnt,
                  .ff = g->n_rows};
     job_run(&J, tp);
-    rl_matmul(d, s->g, s->yg, cnt, mm, tp);
+    rl_matmul_ex(d, s->g, s->yg, cnt, fin, mm, tp);
 }
 
-void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, int32_t n, float *out,
-                 rl__moe_scratch *s, void *mm_scratch, rl_threadpool *tp) {
+void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, const bool *fast,
+                 int32_t n, float *out, rl__moe_scratch *s, void *mm_scratch, rl_threadpool *tp) {
     RL_ASSERT(n >= 1 && n <= s->max_batch);
     const int64_t E = c->n_embd, F = c->n_ff_exp;
-    rl_matmul(&w->router, x, s->logits, n, mm_scratch, tp);
+    rl_matmul_ex(&w->router, x, s->logits, n, fast, mm_scratch, tp);
     if (w->router_b)
         for (int32_t t = 0; t < n; t++)
             for (int32_t e = 0; e < c->n_expert; e++)
@@ -242,16 +243,20 @@ void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, int32
         /* every token selected e (always at decode): the input is already
          * the group, in order */
         const float *xin = x;
+        const bool *fin = fast;
         if (cnt < n) {
             moe_job G = {.kind = JOB_GATHER, .c = c, .x = x, .tok = tok, .xg = s->xg, .cnt = cnt};
             job_run(&G, tp);
             xin = s->xg;
+            if (fast)
+                for (int32_t j = 0; j < cnt; j++) s->fg[j] = fast[tok[j]];
+            fin = fast ? s->fg : NULL;
         }
         rl_mat ge = rl__mat_rows(&w->gate, (int64_t)e * F, F);
         rl_mat ue = rl__mat_rows(&w->up, (int64_t)e * F, F);
         rl_mat de = rl__mat_rows(&w->down, (int64_t)e * E, E);
         ffn_rows(c, &ge, &ue, &de, w->gate_b ? w->gate_b + (size_t)e * F : NULL,
-                 w->up_b ? w->up_b + (size_t)e * F : NULL, xin, cnt, s, mm_scratch, tp);
+                 w->up_b ? w->up_b + (size_t)e * F : NULL, xin, fin, cnt, s, mm_scratch, tp);
         moe_job S = {.kind = JOB_SCATTER,
                      .c = c,
                      .out = out,
@@ -263,7 +268,7 @@ void rl__moe_ffn(const rl__moe_cfg *c, const rl__moe_w *w, const float *x, int32
         job_run(&S, tp);
     }
     if (w->sh_gate.data) { /* the shared expert: every token, gated by sigmoid(x . g) */
-        ffn_rows(c, &w->sh_gate, &w->sh_up, &w->sh_down, NULL, NULL, x, n, s, mm_scratch, tp);
+        ffn_rows(c, &w->sh_gate, &w->sh_up, &w->sh_down, NULL, NULL, x, fast, n, s, mm_scratch, tp);
         moe_job S = {.kind = JOB_SCATTER,
                      .c = c,
                      .x = x,
@@ -354,7 +359,8 @@ rl_status rl__bind_moe(rl_model *m, int32_t il, bool sh_gate, rl_err *err) {
 }
 
 void rl__block_moe(rl_model *m, rl__fwd *f, int32_t il, const float *in, float *out) {
-    rl__moe_ffn(&m->hp.moe, &m->layers[il].moe, in, f->n, out, &m->moe_s, m->mm_scratch, f->tp);
+    rl__moe_ffn(&m->hp.moe, &m->layers[il].moe, in, f->fast, f->n, out, &m->moe_s, m->mm_scratch,
+                f->tp);
 }
 
 /* ------------------------------------------------ active bytes (bench) */

@@ -55,8 +55,9 @@ typedef struct run_result {
     int32_t cached[N_PROMPTS];
 } run_result;
 
-/* REDLINE_QUICK=1 (the sanitizer run) uses 4 prompts instead of 16 */
+/* REDLINE_QUICK=1 (the sanitizer run) uses 4 prompts instead of 16, 8 tokens each instead of 16 */
 static int g_np = N_PROMPTS;
+static int g_gen = GEN; /* tokens generated per request */
 static rl_spec_mode g_spec = RL_SPEC_NONE;
 static const char *g_draft = NULL;
 static int32_t g_draft_vocab = 0; /* restricted draft head (0 = full) */
@@ -108,7 +109,7 @@ static void run_batch(rl_engine *e, int first, int count, const char *prefix, fl
         int32_t n = encode(e, texts[i], prefix, prompt, 512);
         rl_gen_params gp;
         rl_gen_params_default(&gp);
-        gp.max_tokens = GEN;
+        gp.max_tokens = g_gen;
         gp.ignore_eos = true;
         gp.sample.temperature = temp;
         gp.sample.seed = 1000 + (uint64_t)i;
@@ -162,7 +163,7 @@ static void test_batch_invariance(void **state) {
     (void)state;
     rl_engine *e = make_engine(256, 32, 0, false);
     for (int i = 0; i < g_np; i++) run_batch(e, i, 1, NULL, 0.f, &solo); /* alone */
-    for (int i = 0; i < g_np; i++) assert_int_equal(solo.n[i], GEN);
+    for (int i = 0; i < g_np; i++) assert_int_equal(solo.n[i], g_gen);
     run_batch(e, 0, g_np, NULL, 0.f, &mixed); /* all 16 together */
     assert_same(&solo, &mixed, "alone vs mixed");
     assert_pool_empty(e);
@@ -228,7 +229,7 @@ static void test_seeded_sampling_independent_of_companions(void **state) {
     run_result a, b;
     run_batch(e, 3, 1, NULL, 0.9f, &a);
     run_batch(e, 0, g_np, NULL, 0.9f, &b);
-    for (int j = 0; j < GEN; j++) assert_int_equal(a.toks[3][j], b.toks[3][j]);
+    for (int j = 0; j < g_gen; j++) assert_int_equal(a.toks[3][j], b.toks[3][j]);
     rl_engine_free(e);
 }
 
@@ -619,7 +620,7 @@ int main(void) {
     }
     fclose(f);
     const char *quick = getenv("REDLINE_QUICK");
-    if (quick && *quick == '1') g_np = 4;
+    if (quick && *quick == '1') g_np = 4, g_gen = GEN / 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_batch_invariance),

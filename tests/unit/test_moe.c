@@ -184,7 +184,7 @@ static void check_cfg(rl__moe_gating gating, bool norm_w, float w_scale, bool sh
     rl_threadpool *tp = rl_threadpool_new(2);
     assert_non_null(tp);
 
-    rl__moe_ffn(&c, &w, x, NT, out, &s, mm, tp);
+    rl__moe_ffn(&c, &w, x, NULL, NT, out, &s, mm, tp);
     int used[NE] = {0}, n_used = 0;
     naive_ffn(&c, &W, shared, x, NT, ref, used);
     for (int e = 0; e < NE; e++) n_used += used[e];
@@ -199,7 +199,7 @@ static void check_cfg(rl__moe_gating gating, bool norm_w, float w_scale, bool sh
 
     /* one token at a time (decode): bit-identical, k experts run */
     for (int t = 0; t < NT; t++) {
-        rl__moe_ffn(&c, &w, x + t * E, 1, one + t * E, &s, mm, tp);
+        rl__moe_ffn(&c, &w, x + t * E, NULL, 1, one + t * E, &s, mm, tp);
         assert_int_equal(s.n_active, k);
     }
     assert_memory_equal(out, one, sizeof out);
@@ -213,7 +213,7 @@ static void check_cfg(rl__moe_gating gating, bool norm_w, float w_scale, bool sh
             for (int i = 0; i < E * F; i++) P.down[e * E * F + i] = NAN;
         }
         rl__moe_w wp = bind(&P, shared);
-        rl__moe_ffn(&c, &wp, x, NT, pois, &s, mm, tp);
+        rl__moe_ffn(&c, &wp, x, NULL, NT, pois, &s, mm, tp);
         assert_memory_equal(out, pois, sizeof out);
     }
     rl_threadpool_free(tp);
