@@ -36,9 +36,10 @@ typedef void (*rl__vec_dot2r_fn)(int64_t n, float *s, const void *w, size_t w_st
 typedef void (*rl__quant_fn)(const float *x, void *y, int64_t n);
 
 /* ---- fast many-token tiles (ref/ref_tile.c, x86/avx2_tile.c) ----
- * Opt-in (rl_matmul_set_fast_tiles): the matmul driver repacks groups of 8
- * weight rows into an interleaved layout in a per-thread buffer, then
- * streams the tokens over it.  The reduction differs from vec_dot's (each
+ * For the tokens rl_matmul_ex marks fast (prompt tokens): the matmul driver
+ * repacks groups of 8 weight rows into an interleaved layout in a per-thread
+ * buffer, then streams the tokens over it (dot_row: the same reduction on
+ * one row in place, for few tokens).  The reduction differs from vec_dot's (each
  * super-block's integer sum is formed per row and converted once), so the
  * results are within float rounding of vec_dot, not bit-identical; the
  * scalar twin (ref) and the AVX2 leaf agree bit for bit.

@@ -24,11 +24,15 @@
  * quantization is a pure function of the input row, and the group's row
  * chunks only change which thread computes a row).
  *
- * Fast tiles (opt-in, rl_matmul_set_fast_tiles): for n_tok >=
- * RL_MATMUL_FAST_MIN_TOK and a weight type with a tile8 leaf, a chunk's
- * rows go 8 at a time: packed into the thread's buffer (g_tile_buf), then
- * every token runs against them, RL_TILE8_T tokens per call; the chunk
- * size is then a multiple of 8 rows.  See kernels.h for what that changes.
+ * Fast tokens (rl_matmul_ex's fast[], kernels.h): on a weight type with
+ * tiles (q4_K, q6_K) the marked tokens take the tiles' reduction on every
+ * row.  With RL_MATMUL_FAST_MIN_TOK or more of them a chunk's rows go 8 at
+ * a time: packed into the thread's buffer (g_tile_buf), then every marked
+ * token runs against them, RL_TILE8_T tokens per call (the chunk size is
+ * then a multiple of 8 rows); rows past the last multiple of 8, and every
+ * row when fewer tokens are marked, run the same reduction in place
+ * (dot_row), bit for bit the same.  Runs of unmarked tokens take the
+ * default path above, so their results are rl_matmul's.
  *
  * Also here: rl__act_type (the activation type each weight type pairs
  * with) and rl_get_row (one weight row dequantized, for embeddings).

@@ -145,7 +145,10 @@ static void head_logits(rl_model *m, const rl_batch *b, int32_t n_out, float *lo
                         rl_threadpool *tp) {
     const rl_hparams *hp = &m->hp;
     /* a restricted head is a view of the first rows: each row's dot
-     * product is unchanged, only fewer rows are read */
+     * product is unchanged, only fewer rows are read.  The head takes the
+     * per-token path for every row (prompt or not): a prefill wants one
+     * row, for which packing the vocabulary's rows would cost more than it
+     * saves. */
     rl_mat out = m->output;
     if (b->n_vocab_out > 0) out.n_rows = b->n_vocab_out;
     rl_matmul(&out, m->xn, logits_out, n_out, m->mm_scratch, tp);
