@@ -45,6 +45,7 @@ typedef struct rl_glazy {
     int32_t n_words, n_tokens;
     int32_t max_word; /* longest word, bytes */
     uint16_t word_len[RL_GRAMMAR_MAX_TRIGGERS];
+    bool anchored[RL_GRAMMAR_MAX_TRIGGERS]; /* written with a leading '^' */
     char words[RL_GRAMMAR_MAX_TRIGGERS][RL_GRAMMAR_MAX_TRIGGER_LEN];
     int32_t tokens[RL_GRAMMAR_MAX_TRIGGERS];
 } rl_glazy;
@@ -178,7 +179,17 @@ static inline int32_t rl__gctx_step(rl_gctx *c, int32_t s, unsigned b) {
 /* grammar_lazy.c: the earliest occurrence of a trigger word in
  * p[0..n) that ends at or after byte `from` and starts at or after
  * `min_start` (-1 when none). */
-int64_t rl__glazy_find(const rl_glazy *lz, const char *p, size_t n, size_t from, size_t min_start);
+/* The earliest occurrence in p[0..n) of a word ending at or after `from`
+ * and starting at or after min_start; anchored words only where they start
+ * at or before anchor_max (-1: nowhere).  -1 if none. */
+int64_t rl__glazy_find(const rl_glazy *lz, const char *p, size_t n, size_t from, size_t min_start,
+                       int64_t anchor_max);
+/* The output-start pattern of anchored words: whitespace, then at most one
+ * Markdown fence opener (``` and a language word) and whitespace.  States
+ * advance byte by byte; RL__GPRE_BROKEN is final; an anchored word may
+ * start in any other state but 1 and 2 (inside the backticks). */
+enum { RL__GPRE_BROKEN = 6 };
+uint8_t rl__glazy_pre_step(uint8_t state, unsigned char b);
 bool rl__glazy_is_token(const rl_glazy *lz, int32_t id);
 
 /* grammar_match.c: the vocabulary trie of m's family (borrowed). */

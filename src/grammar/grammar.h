@@ -112,7 +112,10 @@ rl_grammar *rl_grammar_from_json_schema(const char *schema_json, size_t len, rl_
  * token costs a copy of its bytes and a search for the words in the last
  * few bytes.  A trigger occurrence whose bytes the grammar refuses (a
  * token that runs on past the word into text the grammar does not allow)
- * is passed over.  Words are 1..RL_GRAMMAR_MAX_TRIGGER_LEN bytes; at most
+ * is passed over.  A word written with a leading '^' is anchored: it
+ * triggers only at the start of the output, after nothing but whitespace
+ * and at most one Markdown fence opener ("```json\n"), and not after a
+ * control token.  Words are 1..RL_GRAMMAR_MAX_TRIGGER_LEN bytes; at most
  * RL_GRAMMAR_MAX_TRIGGERS words and as many tokens; at least one of
  * either.  Errors as rl_grammar_compile, plus RL_ERR_INVALID for a bad
  * trigger list. */

@@ -60,6 +60,7 @@ struct rl_gmatch {
     bool waiting;
     char *tail;
     uint32_t tail_len, tail_cap;
+    uint8_t pre; /* rl__glazy_pre_step's state over the bytes dropped from the tail */
 };
 
 /* Scratch arrays grow with rl_grow (base/buf.h); code holds offsets into
@@ -430,6 +431,7 @@ static bool sync(rl_gmatch *m) {
 /* dst takes src's lazy state (same family: same tail capacity). */
 static bool copy_lazy(rl_gmatch *dst, const rl_gmatch *src) {
     dst->waiting = src->waiting;
+    dst->pre = src->pre;
     if (!src->tail) return true;
     if (!dst->tail) {
         if (!(dst->tail = rl_malloc(src->tail_cap))) return false;
@@ -665,6 +667,7 @@ static rl_status lazy_feed(rl_gmatch *m, const char *p, size_t n, int32_t id, rl
     }
     if (!p) { /* a control token without bytes breaks any word in progress */
         m->tail_len = 0;
+        m->pre = RL__GPRE_BROKEN; /* and is output: no longer the start */
         return RL_OK;
     }
     while (n > 0) {
@@ -674,9 +677,18 @@ static rl_status lazy_feed(rl_gmatch *m, const char *p, size_t n, int32_t id, rl
         m->tail_len += (uint32_t)k;
         p += k;
         n -= k;
+        /* anchored words may start where the output so far is whitespace
+         * and a fence opener */
+        int64_t anchor_max = -1;
+        uint8_t ps = m->pre;
+        for (uint32_t i = 0; ps != RL__GPRE_BROKEN; i++) {
+            if (ps != 1 && ps != 2) anchor_max = i;
+            if (i == m->tail_len) break;
+            ps = rl__glazy_pre_step(ps, (unsigned char)m->tail[i]);
+        }
         int64_t at;
         size_t min_start = 0;
-        while ((at = rl__glazy_find(lz, m->tail, m->tail_len, old, min_start)) >= 0) {
+        while ((at = rl__glazy_find(lz, m->tail, m->tail_len, old, min_start, anchor_max)) >= 0) {
             rl_err e2;
             rl_status st = start_with(m, m->tail + at, m->tail_len - (size_t)at, p, n, &e2);
             if (st == RL_OK) {
@@ -690,6 +702,8 @@ static rl_status lazy_feed(rl_gmatch *m, const char *p, size_t n, int32_t id, rl
         /* keep the bytes a word still in progress may need */
         uint32_t keep =
             (uint32_t)lz->max_word - 1 < m->tail_len ? (uint32_t)lz->max_word - 1 : m->tail_len;
+        for (uint32_t i = 0; i < m->tail_len - keep; i++)
+            m->pre = rl__glazy_pre_step(m->pre, (unsigned char)m->tail[i]);
         memmove(m->tail, m->tail + m->tail_len - keep, keep);
         m->tail_len = keep;
     }

@@ -260,9 +260,10 @@ bool rl_srv_tool_grammar(rl_srv *s, rl_oai_req *r, rl_srv_tools *t, rl_oai_err *
     rl_grammar *g = NULL;
     if (st == RL_OK) {
         /* auto: the tag starts the grammar; for Hermes also a bare call
-         * object (Qwen2.5-Coder answers so; the parser takes it as the call) */
-        static const char *const bare[] = {"{\"name\"", "{ \"name\"", "{\n\"name\"",
-                                           "{\n  \"name\"", "{\n    \"name\""};
+         * object (Qwen2.5-Coder answers so), anchored at the start of the
+         * output as the parser takes it (a bare object after prose is text) */
+        static const char *const bare[] = {"^{\"name\"", "^{ \"name\"", "^{\n\"name\"",
+                                           "^{\n  \"name\"", "^{\n    \"name\""};
         const char *words[8];
         int32_t n_words = 0;
         if (ctl < 0) words[n_words++] = tag;

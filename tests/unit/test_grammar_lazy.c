@@ -168,6 +168,68 @@ static void test_trigger_word(void **st) {
     rl_vocab_trie_free(t);
 }
 
+/* An anchored word ("^<call>") triggers only at the start of the output:
+ * at once, after whitespace, after a fence opener ("```json\n"), also
+ * when the opener and the word arrive across tokens and after more than a
+ * tail's worth of whitespace; not after prose, a lone backtick or a
+ * control token.  The plain word beside it still triggers anywhere. */
+static void test_anchored_word(void **st) {
+    (void)st;
+    const char *w[] = {"^<call>"};
+    rl_grammar *g = lazy_ok(CALL_G, w, 1, NULL, 0);
+    rl_vocab_trie *t = trie();
+    rl_err err;
+    const char *fire[] = {"", "  \n", "```json\n", "\n```\n  "};
+    for (int i = 0; i < 4; i++) {
+        rl_gmatch *m = rl_gmatch_new(g, t, &err);
+        feed(m, fire[i]);
+        feed(m, "<call>{");
+        if (rl_gmatch_is_waiting(m)) fail_msg("anchored word after '%s' did not trigger", fire[i]);
+        rl_gmatch_free(m);
+    }
+    const char *quiet[] = {"Sure: ", "`", "x\n```json\n", "``` json x "};
+    for (int i = 0; i < 4; i++) {
+        rl_gmatch *m = rl_gmatch_new(g, t, &err);
+        feed(m, quiet[i]);
+        feed(m, "<call>{");
+        if (!rl_gmatch_is_waiting(m)) fail_msg("anchored word after '%s' triggered", quiet[i]);
+        rl_gmatch_free(m);
+    }
+    /* byte by byte across a long whitespace run (past the tail) and a fence */
+    rl_gmatch *m = rl_gmatch_new(g, t, &err);
+    for (int i = 0; i < 3000; i++) assert_int_equal(rl_gmatch_accept_token(m, ' ', &err), RL_OK);
+    const char *s = "```py\n<call>{";
+    for (size_t i = 0; s[i]; i++)
+        assert_int_equal(rl_gmatch_accept_token(m, (unsigned char)s[i], &err), RL_OK);
+    assert_false(rl_gmatch_is_waiting(m));
+    rl_gmatch_free(m);
+    /* prose far back (past the tail) still counts */
+    m = rl_gmatch_new(g, t, &err);
+    feed(m, "ok");
+    for (int i = 0; i < 3000; i++) assert_int_equal(rl_gmatch_accept_token(m, ' ', &err), RL_OK);
+    feed(m, "<call>{");
+    assert_true(rl_gmatch_is_waiting(m));
+    rl_gmatch_free(m);
+    /* a control token is output: the start is over */
+    m = rl_gmatch_new(g, t, &err);
+    assert_int_equal(rl_gmatch_accept_token(m, 257, &err), RL_OK);
+    feed(m, "<call>{");
+    assert_true(rl_gmatch_is_waiting(m));
+    rl_gmatch_free(m);
+    rl_grammar_free(g);
+    /* beside a plain word: the plain one fires after prose */
+    const char *w2[] = {"^<call>", "<call>!"};
+    g = lazy_ok("root ::= \"<call>{\" [a-z]* \"}</call>\" | \"<call>!\" [a-z]*", w2, 2, NULL, 0);
+    m = rl_gmatch_new(g, t, &err);
+    feed(m, "Sure: <call>{");
+    assert_true(rl_gmatch_is_waiting(m));
+    feed(m, "} <call>!");
+    assert_false(rl_gmatch_is_waiting(m));
+    rl_gmatch_free(m);
+    rl_grammar_free(g);
+    rl_vocab_trie_free(t);
+}
+
 static void test_refused_occurrence(void **st) {
     (void)st;
     const char *w[] = {"<call>"};
@@ -408,6 +470,7 @@ int main(void) {
         cmocka_unit_test(test_waiting_is_unconstrained),
         cmocka_unit_test(test_trigger_word),
         cmocka_unit_test(test_refused_occurrence),
+        cmocka_unit_test(test_anchored_word),
         cmocka_unit_test(test_trigger_token_and_words),
         cmocka_unit_test(test_clone_restore),
         cmocka_unit_test(test_bad_triggers),
