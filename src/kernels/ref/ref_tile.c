@@ -14,6 +14,20 @@
 
 #include "kernels/kernels-impl.h"
 
+/* Code of element e (0..255) of a q4_K super-block, 0..15, and of a q6_K
+ * one, 0..63 (the packers' and the in-place twins' one reading). */
+static int q4k_code(const rl_block_q4_K *b, int e) {
+    uint8_t v = b->qs[(e / 64) * 32 + e % 32];
+    return (e % 64) >= 32 ? v >> 4 : v & 15;
+}
+static int q6k_code(const rl_block_q6_K *b, int e) {
+    int h = e / 128, m = e % 128;
+    uint8_t lb = b->ql[h * 64 + m % 64];
+    int lo = m >= 64 ? lb >> 4 : lb & 0xF;
+    int hi = (b->qh[h * 32 + m % 32] >> (2 * (m / 32))) & 3;
+    return lo | hi << 4;
+}
+
 void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
     rl__q4k_x8 *o = dst;
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
@@ -28,10 +42,7 @@ void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
                 o->mn[p][2 * r] = (int16_t)mn[2 * p];
                 o->mn[p][2 * r + 1] = (int16_t)mn[2 * p + 1];
             }
-            for (int e = 0; e < RL_QK_K; e++) {
-                uint8_t v = b->qs[(e / 64) * 32 + e % 32];
-                o->q[e / 4][4 * r + e % 4] = (uint8_t)((e % 64) >= 32 ? v >> 4 : v & 15);
-            }
+            for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q4k_code(b, e);
         }
     }
 }
@@ -76,13 +87,7 @@ void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
                 o->scp[p][2 * r] = b->scales[2 * p];
                 o->scp[p][2 * r + 1] = b->scales[2 * p + 1];
             }
-            for (int e = 0; e < RL_QK_K; e++) {
-                int h = e / 128, m = e % 128;
-                uint8_t lb = b->ql[h * 64 + m % 64];
-                int lo = m >= 64 ? lb >> 4 : lb & 0xF;
-                int hi = (b->qh[h * 32 + m % 32] >> (2 * (m / 32))) & 3;
-                o->q[e / 4][4 * r + e % 4] = (uint8_t)(lo | hi << 4);
-            }
+            for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q6k_code(b, e);
         }
     }
 }
@@ -125,10 +130,7 @@ static void rl__tile_row_q4_K_ref(int64_t n_cols, float *s, size_t ss, const voi
                 int sc, mn;
                 rl_scale_min_k4(w[i].scales, b, &sc, &mn);
                 int32_t t = 0;
-                for (int e = 32 * b; e < 32 * b + 32; e++) {
-                    uint8_t v = w[i].qs[(e / 64) * 32 + e % 32];
-                    t += ((e % 64) >= 32 ? v >> 4 : v & 15) * x[i].qs[e];
-                }
+                for (int e = 32 * b; e < 32 * b + 32; e++) t += q4k_code(&w[i], e) * x[i].qs[e];
                 sumi += sc * t;
                 msum += mn * rl__q8k_bsum32(&x[i], b);
             }
@@ -149,13 +151,7 @@ static void rl__tile_row_q6_K_ref(int64_t n_cols, float *s, size_t ss, const voi
             int32_t sumi = 0, corr = 0;
             for (int b = 0; b < 16; b++) {
                 int32_t t = 0;
-                for (int e = 16 * b; e < 16 * b + 16; e++) {
-                    int h = e / 128, m = e % 128;
-                    uint8_t lb = w[i].ql[h * 64 + m % 64];
-                    int lo = m >= 64 ? lb >> 4 : lb & 0xF;
-                    int hi = (w[i].qh[h * 32 + m % 32] >> (2 * (m / 32))) & 3;
-                    t += (lo | hi << 4) * x[i].qs[e];
-                }
+                for (int e = 16 * b; e < 16 * b + 16; e++) t += q6k_code(&w[i], e) * x[i].qs[e];
                 sumi += w[i].scales[b] * t;
                 corr += w[i].scales[b] * x[i].bsums[b];
             }
