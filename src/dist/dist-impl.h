@@ -6,12 +6,17 @@
  *             POOL: the KV geometry; END: stop before or instead of steps)
  *   TAG_META  rank r -> r+1: one micro-batch's description, int32s:
  *             header [H_N], block ops [n_ops][3], token, pos, seq, flags
- *             [n_tok] each (flags: bit 0 want logits, bit 1 prompt token), n_blocks [n_seq], the
- * block tables concatenated [n_bt]; seq ids are rebased to the micro-batch's first sequence.  Types
- * STEP (a TAG_X follows), OPS (block ops only: the log filled between steps), END (the last ops;
- * the job ends). TAG_X     rank r -> r+1: float [n_tok][n_embd], the hidden state after rank r's
- * layers, in batch order TAG_BACK  rank K-1 -> 0: float [n_want][n_embd], the final hidden rows of
- * the tokens that want logits Messages between two ranks with one tag arrive in order (MPI), so
+ *             [n_tok] each (flags: bit 0 want logits, bit 1 a prompt
+ *             token), n_blocks [n_seq], the block tables concatenated
+ *             [n_bt]; seq ids are rebased to the micro-batch's first
+ *             sequence.  Types STEP (a TAG_X follows), OPS (block ops
+ *             only: the log filled between steps), END (the last ops; the
+ *             job ends).
+ *   TAG_X     rank r -> r+1: float [n_tok][n_embd], the hidden state after
+ *             rank r's layers, in batch order
+ *   TAG_BACK  rank K-1 -> 0: float [n_want][n_embd], the final hidden
+ *             rows of the tokens that want logits
+ * Messages between two ranks with one tag arrive in order (MPI), so
  * micro-batches need no sequence numbers.
  */
 #ifndef RL_DIST_IMPL_H

@@ -174,7 +174,7 @@ static void rl__mm_quant_task(void *p, int ith, int nth) {
         c->quant(c->x + t * c->n_cols, c->xq + (size_t)t * c->xq_row, c->n_cols);
 }
 
-/* The end of the run of tokens from t whose fast flag equals f's. */
+/* The end of the run of tokens from t whose fast flag equals token t's. */
 static int64_t rl__mm_run_end(const rl__mm_ctx *c, int64_t t) {
     if (!c->fast) return c->n_tok;
     int64_t e = t + 1;
@@ -230,8 +230,8 @@ static void rl__mm_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int6
 }
 
 /* The tiles' reduction: rows [r0, r1) of matrix i against the fast run of
- * tokens [t0, t1), RL_TILE8_T at a time; rows [r0, r8) come packed in
- * g_tile_buf (packed: 8 rows from r0, r8 = r0 + 8) or are read in place. */
+ * tokens [t0, t1), RL_TILE8_T at a time: from the 8 rows packed in
+ * g_tile_buf (packed: r1 = r0 + 8) or read in place. */
 static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t0,
                              int64_t t1, bool packed) {
     const rl_mat *w = c->w[i];
