@@ -48,7 +48,7 @@
  * (q.k, p.v) is not counted, so the fraction slightly understates the
  * arithmetic done at long contexts.
  *
- * ppN runs its prompt as prompt tokens (rl_batch.prompt: q4_K/q6_K weights
+ * ppN runs its prompt as prompt tokens (rl_batch.prompt: q4_K/q6_K/q4_1 weights
  * take the many-token tiles, as in the engine); tgN and bdS as generated
  * tokens.  --no-fast-tiles sends prompts down the per-token path too
  * (rl_matmul_set_fast_tiles(false)), the baseline of the tiles.
@@ -88,7 +88,7 @@ static void usage(FILE *f) {
             "      --np-gen N         decode steps of each bdS test (default 32)\n"
             "      --no-peak          skip the compute-peak measurement\n"
             "      --no-fast-tiles    prompts on the per-token matmul path too (the baseline\n"
-            "                         of the many-token q4_K/q6_K tiles)\n"
+            "                         of the many-token q4_K/q6_K/q4_1 tiles)\n"
             "  -h, --help             this text\n",
             RL_DEFAULT_MODEL);
 }

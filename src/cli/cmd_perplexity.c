@@ -70,7 +70,7 @@ static void usage(FILE *f) {
         "      --weights W     stored (default: the file's types, 8-bit activations),\n"
         "                      f32 or f16 (dequantized at load, float activations)\n"
         "      --no-fast-tiles the text on the per-token matmul path (the baseline of\n"
-        "                      the prompt path's q4_K/q6_K tiles)\n"
+        "                      the prompt path's q4_K/q6_K/q4_1 tiles)\n"
         "      --save-dist F   write per-token top-%d log-probs + tail mass to F\n"
         "      --kl-base F     compare with a --save-dist file of a base model run:\n"
         "                      mean KL(base || this) and top-1 agreement\n"

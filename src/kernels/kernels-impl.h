@@ -68,6 +68,16 @@ typedef struct rl__q6k_x8 {
 } rl__q6k_x8;
 _Static_assert(sizeof(rl__q6k_x8) == 2848, "q6_K x8 block");
 void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* q4_1, 8 rows, one 32-element block (w = d * q + m, q 0..15), against q8_1
+ * (x = dx * qx, sx = dx * sum qx): per block and row
+ *   acc = fma(d * dx, (float)sum(q * qx), acc); acc = fma(m, sx, acc). */
+typedef struct rl__q41_x8 {
+    float d[8], m[8];
+    /* element 4g + c (g < 8, c < 4) of row r at q[g][4r + c], 0..15 */
+    uint8_t q[8][32];
+} rl__q41_x8;
+_Static_assert(sizeof(rl__q41_x8) == 320, "q4_1 x8 block");
+void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Tokens per call of a tile8 dot (1..RL_TILE8_T). */
 #define RL_TILE8_T 4
 typedef struct rl__tile8 {
@@ -82,7 +92,8 @@ typedef struct rl__tile8 {
      * same reduction without packing, for calls with few tiled tokens. */
     void (*dot_row)(int64_t n_cols, float *s, size_t s_stride, const void *w, const void *x,
                     size_t x_stride, int n_x);
-    size_t block_size; /* packed bytes per 256 columns */
+    size_t
+        block_size; /* packed bytes per 256 columns (a multiple of it for the 32-element types) */
 } rl__tile8;
 void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* The pair sum of the q8_K bsums of sub-block b (32 elements). */

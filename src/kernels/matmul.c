@@ -25,7 +25,7 @@
  * chunks only change which thread computes a row).
  *
  * Fast tokens (rl_matmul_ex's fast[], kernels.h): on a weight type with
- * tiles (q4_K, q6_K) the marked tokens take the tiles' reduction on every
+ * tiles (q4_K, q6_K, q4_1) the marked tokens take the tiles' reduction on every
  * row.  With RL_MATMUL_FAST_MIN_TOK or more of them a chunk's rows go 8 at
  * a time: packed into the thread's buffer (g_tile_buf), then every marked
  * token runs against them, RL_TILE8_T tokens per call (the chunk size is
@@ -116,7 +116,7 @@ static bool rl__mm_tiled(const rl__ktab *kt, const rl_mat *w) {
 /* True if w's rows are packed 8 at a time for n_fast tiled tokens. */
 static bool rl__mm_packs(const rl__ktab *kt, const rl_mat *w, int64_t n_fast) {
     return n_fast >= RL_MATMUL_FAST_MIN_TOK && rl__mm_tiled(kt, w) &&
-           (size_t)(w->n_cols / RL_QK_K) * kt->tile8[w->type].block_size <= RL_TILE8_BUF;
+           (size_t)w->n_cols * kt->tile8[w->type].block_size / RL_QK_K <= RL_TILE8_BUF;
 }
 
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {

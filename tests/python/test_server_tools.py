@@ -76,7 +76,12 @@ def test_required_validates(client, seed):
     r = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required",
                                        temperature=1.0, seed=seed, max_tokens=200)
     ch = r.choices[0]
-    assert ch.finish_reason == "tool_calls", ch
+    # parallel calls are allowed, so a small model at temperature 1 may chain
+    # calls until max_tokens (SmolLM2, seed 3): then every complete call
+    # returned must still validate (test_not_parallel_one_call checks that a
+    # single call ends with "tool_calls")
+    assert ch.finish_reason == "tool_calls" or (
+        ch.finish_reason == "length" and r.usage.completion_tokens == 200), ch
     check_calls(ch.message.tool_calls)
 
 

@@ -46,8 +46,21 @@ static void test_peak_counts(void **state) {
 }
 
 /* The weight types with fast tiles. */
-static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K};
-#define N_TILE_TYPES 2
+static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1};
+#define N_TILE_TYPES 3
+
+/* Quantizes n activations into ty's activation type (q8_K or q8_1). */
+static void act_quant(rl_type ty, const float *x, void *xq, int64_t n) {
+    if (rl__act_type(ty) == RL_TYPE_Q8_1)
+        rl__quant_q8_1_ref(x, xq, n);
+    else
+        rl__quant_q8_K_ref(x, xq, n);
+}
+
+/* Packed bytes of cols columns of 8 rows. */
+static size_t packed_size(const rl__tile8 *tl, int64_t cols) {
+    return tl->block_size * (size_t)cols / RL_QK_K;
+}
 
 /* Random rows of type t (magnitudes varying per 32) quantized by the traits. */
 static void *make_w(rl_type t, int64_t rows, int64_t cols, size_t *row_size) {
@@ -75,10 +88,23 @@ static float *make_x(int64_t n) {
 
 /* sum_e |w_e| |x_e| over a row and a q8_K token (dequantized): the scale
  * of the bound between two summation orders. */
-static double abs_dot(rl_type t, const void *wrow, const rl_block_q8_K *xq, int64_t cols) {
+static double abs_dot(rl_type t, const void *wrow, const void *vxq, int64_t cols) {
+    double s = 0;
+    if (t == RL_TYPE_Q4_1) { /* sum (|d q| + |m|) |x|: both parts are summed apart */
+        const rl_block_q4_1 *w = wrow;
+        const rl_block_q8_1 *x = vxq;
+        for (int64_t e = 0; e < cols; e++) {
+            const rl_block_q4_1 *b = &w[e / 32];
+            int j = (int)(e % 32), q = j < 16 ? b->qs[j] & 15 : b->qs[j - 16] >> 4;
+            double xe = (double)rl_fp16_to_f32(x[e / 32].d) * x[e / 32].qs[j];
+            s += (fabs((double)rl_fp16_to_f32(b->d) * q) + fabs((double)rl_fp16_to_f32(b->m))) *
+                 fabs(xe);
+        }
+        return s;
+    }
+    const rl_block_q8_K *xq = vxq;
     float *wd = malloc(sizeof(float) * (size_t)cols);
     rl_type_get(t)->to_float(wrow, wd, cols);
-    double s = 0;
     for (int64_t e = 0; e < cols; e++)
         s += fabs((double)wd[e] * (double)xq[e / RL_QK_K].d * xq[e / RL_QK_K].qs[e % RL_QK_K]);
     free(wd);
@@ -99,19 +125,19 @@ static void test_tile8_leaves(void **state) {
         size_t rs;
         uint8_t *w = make_w(ty, rows, cols, &rs);
         float *x = make_x(cols * n_x);
-        const size_t xrow = rl_type_row_size(RL_TYPE_Q8_K, cols);
+        const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
         uint8_t *xq = malloc(xrow * (size_t)n_x);
-        for (int64_t k = 0; k < n_x; k++) rl__quant_q8_K_ref(x + k * cols, xq + k * xrow, cols);
+        for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
         const rl__tile8 *tl = &ref->tile8[ty];
         assert_non_null(tl->pack);
         assert_non_null(tl->dot);
-        void *packed = malloc(tl->block_size * (size_t)(cols / RL_QK_K));
+        void *packed = malloc(packed_size(tl, cols));
         tl->pack(packed, w, rs, cols);
         if (avx) { /* the AVX2 packer writes the same bytes */
-            void *p2 = malloc(tl->block_size * (size_t)(cols / RL_QK_K));
+            void *p2 = malloc(packed_size(tl, cols));
             assert_int_equal(avx->tile8[ty].block_size, tl->block_size);
             avx->tile8[ty].pack(p2, w, rs, cols);
-            assert_memory_equal(packed, p2, tl->block_size * (size_t)(cols / RL_QK_K));
+            assert_memory_equal(packed, p2, packed_size(tl, cols));
             free(p2);
         }
         float sr[4][8], sa[4][8];
@@ -187,13 +213,13 @@ static void test_matmul_fast_tokens(void **state) {
         size_t rs;
         uint8_t *wd = make_w(ty, rows, cols, &rs);
         rl_mat w = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
-        const size_t xrow = rl_type_row_size(RL_TYPE_Q8_K, cols);
+        const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
         for (int ti = 0; ti < 4; ti++) {
             const int64_t n_tok = ntoks[ti];
             float *x = make_x(cols * n_tok);
             uint8_t *xq = malloc(xrow * (size_t)n_tok);
             for (int64_t t = 0; t < n_tok; t++)
-                rl__quant_q8_K_ref(x + t * cols, xq + (size_t)t * xrow, cols);
+                act_quant(ty, x + t * cols, xq + (size_t)t * xrow, cols);
             const size_t ny = sizeof(float) * (size_t)(rows * n_tok);
             float *y0 = malloc(ny), *y1 = malloc(ny), *y2 = malloc(ny);
             bool *fast = malloc((size_t)n_tok);

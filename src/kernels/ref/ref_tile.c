@@ -161,6 +161,58 @@ static void rl__tile_row_q6_K_ref(int64_t n_cols, float *s, size_t ss, const voi
     }
 }
 
+/* q4_1 (32-element blocks; element e of a block: low nibble of qs[e] for
+ * e < 16, high nibble of qs[e - 16]). */
+static int q41_code(const rl_block_q4_1 *b, int e) {
+    return e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4;
+}
+
+void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q41_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q4_1 *b = (const rl_block_q4_1 *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl_fp16_to_f32(b->d);
+            o->m[r] = rl_fp16_to_f32(b->m);
+            for (int e = 0; e < 32; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q41_code(b, e);
+        }
+}
+
+static void rl__tile8_q4_1_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_1 *x = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q41_x8 *p = packed;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+            const float dx = rl_fp16_to_f32(x[i].d), sx = rl_fp16_to_f32(x[i].s);
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                for (int e = 0; e < 32; e++) sumi += p->q[e / 4][4 * r + e % 4] * x[i].qs[e];
+                acc[r] = fmaf(p->d[r] * dx, (float)sumi, acc[r]);
+                acc[r] = fmaf(p->m[r], sx, acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
+static void rl__tile_row_q4_1_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                  const void *vx, size_t xs, int n_x) {
+    const rl_block_q4_1 *w = vw;
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_1 *x = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n_cols / 32; i++) {
+            int32_t sumi = 0;
+            for (int e = 0; e < 32; e++) sumi += q41_code(&w[i], e) * x[i].qs[e];
+            acc = fmaf(rl_fp16_to_f32(w[i].d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
+            acc = fmaf(rl_fp16_to_f32(w[i].m), rl_fp16_to_f32(x[i].s), acc);
+        }
+        s[(size_t)k * ss] = acc;
+    }
+}
+
 void rl__ref_fill_tile(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
@@ -171,4 +223,8 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .dot = rl__tile8_q6_K_ref,
                                          .dot_row = rl__tile_row_q6_K_ref,
                                          .block_size = sizeof(rl__q6k_x8)};
+    t->tile8[RL_TYPE_Q4_1] = (rl__tile8){.pack = rl__pack_q4_1_x8,
+                                         .dot = rl__tile8_q4_1_ref,
+                                         .dot_row = rl__tile_row_q4_1_ref,
+                                         .block_size = 8 * sizeof(rl__q41_x8)};
 }

@@ -1,4 +1,4 @@
-/* AVX2 leaves of the fast many-token tiles (kernels-impl.h, rl__tile8):
+/* AVX2 leaves of the fast many-token tiles (kernels-impl.h, rl__tile8; q4_K, q6_K, q4_1):
  * 8 interleaved weight rows (one per int32 lane) against up to
  * RL_TILE8_T tokens.
  *
@@ -12,6 +12,7 @@
  * fewer instructions than the vpmaddubsw + vpmaddwd + vpaddd chain of the
  * row-at-a-time leaves.  The float work per super-block (lane = row) is
  * ref/ref_tile.c's twin's, so the two agree bit for bit. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/x86/avx2-impl.h"
@@ -234,7 +235,65 @@ static void rl__pack_q6_K_x8_avx2(void *dst, const void *w, size_t row_size, int
     }
 }
 
+/* q4_1: per block, the 8 groups of 4 elements as in q4_K (8 x 2 x 15 x 128
+ * = 30720 fits int16), one vpmaddwd by ones to int32 lanes, then the
+ * twin's two fused multiply-adds per lane. */
+RL_TILE_AI void rl__tile8_q4_1_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q41_x8 *p = packed;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        const rl_block_q8_1 *x[RL_TILE8_T];
+        __m256i s16[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[g]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xv;
+                memcpy(&xv, x[k]->qs + 4 * g, 4);
+                s16[k] = _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(wq, _mm256_set1_epi32(xv)));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps(p->d), m = _mm256_loadu_ps(p->m);
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
+            const __m256 sx = _mm256_set1_ps(rl__f16c(x[k]->s));
+            const __m256 sumi = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[k], ones));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), sumi, acc[k]);
+            acc[k] = _mm256_fmadd_ps(m, sx, acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_1)
+
+/* q4_1's dot_row: one row in place, the twin's float order per block. */
+static void rl__tile_row_q4_1_avx2(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                   const void *vx, size_t xs, int n_x) {
+    const rl_block_q4_1 *w = vw;
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_1 *x = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n_cols / 32; i++) {
+            const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
+            const float sumi = (float)rl__hsum_epi32(rl__mul_sum_u8i8(rl__nibbles32(w[i].qs), qx));
+            acc = fmaf(rl__f16c(w[i].d) * rl__f16c(x[i].d), sumi, acc);
+            acc = fmaf(rl__f16c(w[i].m), rl__f16c(x[i].s), acc);
+        }
+        s[(size_t)k * ss] = acc;
+    }
+}
+
 void rl__avx2_fill_tile(rl__ktab *t) {
+    t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
+    t->tile8[RL_TYPE_Q4_1].dot_row = rl__tile_row_q4_1_avx2;
     t->tile8[RL_TYPE_Q6_K].pack = rl__pack_q6_K_x8_avx2;
     t->tile8[RL_TYPE_Q6_K].dot = rl__tile8_q6_K_avx2;
     t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
