@@ -151,10 +151,7 @@ static void rl__att_task(void *p, int ith, int nth) {
                 }
                 m = mt;
             }
-            for (int32_t i = 0; i < t1 - t0; i++) {
-                sc[i] = expf(sc[i] - m); /* weights, in position order */
-                sum += sc[i];
-            }
+            sum += kt->exp_sum(sc, t1 - t0, m); /* weights, in position order */
             for (int32_t pp = t0; pp < t1;) {
                 int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
                 vr(acc,

@@ -111,6 +111,9 @@ typedef struct rl__ktab {
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
+    /* x[i] = exp(x[i] - m) for i < n (x[i] <= m); returns their sum (attention's
+     * softmax weights of one tile of positions) */
+    float (*exp_sum)(float *x, int64_t n, float m);
     void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
     void (*gelu_mul)(float *out, const float *gate, const float *up, int64_t n);
     /* attention leaves */

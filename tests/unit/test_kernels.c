@@ -261,8 +261,8 @@ static void test_avx2_vs_ref(void **state) {
     free(x);
 }
 
-/* rmsnorm, softmax, silu_mul, gelu_mul vs double oracles: relative 1e-5
- * (rmsnorm, softmax), and 2e-6*|out| + 1e-6 (silu/gelu; expf/tanhf and the
+/* rmsnorm, softmax, exp_sum, silu_mul, gelu_mul vs double oracles: relative 1e-5
+ * (rmsnorm, softmax, exp_sum), and 2e-6*|out| + 1e-6 (silu/gelu; expf/tanhf and the
  * AVX2 polynomial approximations). */
 static void test_elementwise(void **state) {
     (void)state;
@@ -300,6 +300,13 @@ static void test_elementwise(void **state) {
                 double p = exp(x[i] - m) / se;
                 assert_float_equal(out[i], p, 1e-5 * p + 1e-9);
             }
+            memcpy(out, x, sizeof x); /* attention's tile weights */
+            double es = rl__kernels()->exp_sum(out, n, (float)m);
+            for (int i = 0; i < n; i++) {
+                double e = exp(x[i] - m);
+                assert_float_equal(out[i], e, 1e-5 * e + 1e-30);
+            }
+            assert_float_equal(es, se, 1e-5 * se);
             rl_silu_mul(out, g, u, n);
             for (int i = 0; i < n; i++) {
                 double e = g[i] / (1.0 + exp(-(double)g[i])) * u[i];

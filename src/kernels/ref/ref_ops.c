@@ -15,6 +15,15 @@ static void rl__rmsnorm_ref(float *out, const float *x, const float *w, int64_t 
     for (int64_t i = 0; i < n; i++) out[i] = w ? x[i] * r * w[i] : x[i] * r;
 }
 
+static float rl__exp_sum_ref(float *x, int64_t n, float m) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
+
 static void rl__softmax_ref(float *x, int64_t n) {
     if (n <= 0) return;
     float m = x[0];
@@ -71,6 +80,7 @@ void rl__ref_fill(rl__ktab *t) {
     rl__ref_fill_quant(t);
     t->rmsnorm = rl__rmsnorm_ref;
     t->softmax = rl__softmax_ref;
+    t->exp_sum = rl__exp_sum_ref;
     t->silu_mul = rl__silu_mul_ref;
     t->gelu_mul = rl__gelu_mul_ref;
     t->dot_f32 = rl__dot_f32_ref;

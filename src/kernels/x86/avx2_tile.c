@@ -274,6 +274,24 @@ RL_TILE_AI void rl__tile8_q4_1_T(int64_t n_cols, float *s, size_t ss, const void
 
 RL_TILE8_INST(q4_1)
 
+/* rl__pack_q4_1_x8 (ref/ref_tile.c) by vector shuffles, as q4_K's: each
+ * block's nibbles unpacked to 32 bytes per row, the 8 x 8 groups of 4
+ * bytes transposed.  The same bytes (tested). */
+static void rl__pack_q4_1_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q41_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++) {
+        __m256i q[8];
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q4_1 *b = (const rl_block_q4_1 *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl__f16c(b->d);
+            o->m[r] = rl__f16c(b->m);
+            q[r] = rl__nibbles32(b->qs); /* elements 0..31 */
+        }
+        rl__tr8x8(q);
+        for (int g = 0; g < 8; g++) _mm256_storeu_si256((__m256i *)o->q[g], q[g]);
+    }
+}
+
 /* q4_1's dot_row: one row in place, the twin's float order per block. */
 static void rl__tile_row_q4_1_avx2(int64_t n_cols, float *s, size_t ss, const void *vw,
                                    const void *vx, size_t xs, int n_x) {
@@ -292,6 +310,7 @@ static void rl__tile_row_q4_1_avx2(int64_t n_cols, float *s, size_t ss, const vo
 }
 
 void rl__avx2_fill_tile(rl__ktab *t) {
+    t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
     t->tile8[RL_TYPE_Q4_1].dot_row = rl__tile_row_q4_1_avx2;
     t->tile8[RL_TYPE_Q6_K].pack = rl__pack_q6_K_x8_avx2;
