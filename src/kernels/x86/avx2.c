@@ -52,22 +52,10 @@ static void rl__softmax_avx2(float *x, int64_t n) {
     float m = x[0];
     for (int64_t i = 1; i < n; i++)
         if (x[i] > m) m = x[i];
-    __m256 mv = _mm256_set1_ps(m), sv = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = rl__exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
-        _mm256_storeu_ps(x + i, e);
-        sv = _mm256_add_ps(sv, e);
-    }
-    double s = rl__hsum_ps(sv);
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        s += x[i];
-    }
-    float is = (float)(1.0 / s);
+    float is = (float)(1.0 / (double)rl__exp_sum_avx2(x, n, m));
     __m256 iv = _mm256_set1_ps(is);
-    for (i = 0; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
     for (; i < n; i++) x[i] *= is;
 }
 
