@@ -23,8 +23,8 @@ struct rl_spec_draft {
     double step_s;                  /* and their time */
     float *logits;                  /* [max_seqs][n_out] */
     int32_t *b_tok, *b_pos, *b_seq; /* [max_batch] */
-    bool *b_want;
-    const int32_t **tables; /* [max_seqs] */
+    bool *b_want, *b_prompt;        /* [max_batch] */
+    const int32_t **tables;         /* [max_seqs] */
     int32_t *nblocks;
     int32_t *which; /* [max_seqs] batch seq -> caller index */
 };
@@ -77,11 +77,12 @@ rl_status rl_spec_draft_new(const char *path, int32_t n_vocab_target, int32_t n_
     d->b_pos = rl_calloc(mb, sizeof(int32_t));
     d->b_seq = rl_calloc(mb, sizeof(int32_t));
     d->b_want = rl_calloc(mb, sizeof(bool));
+    d->b_prompt = rl_calloc(mb, sizeof(bool));
     d->tables = rl_calloc(ms, sizeof(int32_t *));
     d->nblocks = rl_calloc(ms, sizeof(int32_t));
     d->which = rl_calloc(ms, sizeof(int32_t));
-    if (!d->logits || !d->b_tok || !d->b_pos || !d->b_seq || !d->b_want || !d->tables ||
-        !d->nblocks || !d->which) {
+    if (!d->logits || !d->b_tok || !d->b_pos || !d->b_seq || !d->b_want || !d->b_prompt ||
+        !d->tables || !d->nblocks || !d->which) {
         rl_spec_draft_free(d);
         return rl_err_set(err, RL_ERR_NOMEM, "draft: out of memory for step buffers");
     }
@@ -98,6 +99,7 @@ void rl_spec_draft_free(rl_spec_draft *d) {
     rl_free(d->b_pos);
     rl_free(d->b_seq);
     rl_free(d->b_want);
+    rl_free(d->b_prompt);
     rl_free(d->tables);
     rl_free(d->nblocks);
     rl_free(d->which);
@@ -119,6 +121,7 @@ double rl_spec_draft_step_s(const rl_spec_draft *d, int64_t *n_step) {
 void rl_spec_draft_seq_init(rl_spec_draft_seq *s) {
     rl_kv_seq_init(&s->kv, 0);
     s->n_computed = 0;
+    s->n_prompt = 0;
 }
 
 void rl_spec_draft_seq_free(rl_spec_draft *d, rl_spec_draft_seq *s) {
@@ -149,6 +152,7 @@ static rl_status run(rl_spec_draft *d, int32_t n_tok, int32_t n_seq, rl_threadpo
                   .pos = d->b_pos,
                   .seq = d->b_seq,
                   .want_logits = d->b_want,
+                  .prompt = d->b_prompt,
                   .n_seq = n_seq,
                   .block_tables = (const int32_t *const *)d->tables,
                   .n_blocks = d->nblocks,
@@ -191,6 +195,7 @@ rl_status rl_spec_draft_propose(rl_spec_draft *d, rl_spec_draft_seq **seqs,
                 d->b_pos[nt] = s->n_computed + j;
                 d->b_seq[nt] = ns;
                 d->b_want[nt] = s->n_computed + j == n_toks[i] - 1;
+                d->b_prompt[nt] = s->n_computed + j < s->n_prompt; /* the target's role */
                 nt++;
             }
             d->tables[ns] = s->kv.blocks;
@@ -221,6 +226,7 @@ rl_status rl_spec_draft_propose(rl_spec_draft *d, rl_spec_draft_seq **seqs,
             d->b_pos[ns] = n_toks[i] + j - 1;
             d->b_seq[ns] = ns;
             d->b_want[ns] = true;
+            d->b_prompt[ns] = false;
             d->tables[ns] = s->kv.blocks;
             d->nblocks[ns] = s->kv.n_blocks;
             d->which[ns++] = i;

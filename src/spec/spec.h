@@ -127,6 +127,10 @@ double rl_spec_draft_step_s(const rl_spec_draft *d, int64_t *n_step);
 typedef struct rl_spec_draft_seq {
     rl_kv_seq kv;
     int32_t n_computed; /* tokens with draft K/V stored */
+    /* tokens below this are the request's prompt: the draft runs them as
+     * prompt tokens (rl_batch.prompt), as the target does, so a model
+     * drafting for itself stores the target's K/V bit for bit */
+    int32_t n_prompt;
 } rl_spec_draft_seq;
 
 void rl_spec_draft_seq_init(rl_spec_draft_seq *s);
