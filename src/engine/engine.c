@@ -413,7 +413,6 @@ static void plan_drafts(rl_engine *e) {
         c->acc = &r->acc;
         c->gm = r->gm;
         c->dseq = &r->draft_seq;
-        r->draft_seq.n_prompt = b->n_prompt;
         c->user = r;
     }
     int32_t n = rl_spec_planner_run(e->spec, e->tp);

@@ -220,6 +220,7 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
     }
     if (gp->spec == RL_SPEC_DRAFT) { /* no draft K/V until its first proposal */
         rl_spec_draft_seq_init(&r->draft_seq);
+        r->draft_seq.n_prompt = n_prompt; /* the draft marks the prompt as the target does */
         r->has_draft_seq = true;
     }
     if (tcl) { /* the close's tokens, control tokens ("</think>") included */
