@@ -50,7 +50,8 @@ llamacpp-assets) and chat templates from its models/templates/; family edits
 (Llama 3.1 special-token names, Qwen3's added tokens, Granite's role tokens) are
 in `vocab_metadata`.  Tensors: 2-D weights F16 (or --dtype f32), norms and rope
 factors F32, names/shapes as llama.cpp loads them.  --q4km also writes
-OUT-Q4_K_M.gguf with llama.cpp's llama-quantize (bench/common.sh's build).
+OUT-Q4_K_M.gguf with llama.cpp's llama-quantize (bench/common.sh's build;
+OUT-MXFP4_MOE.gguf for gpt-oss).
 
 How the weights make a peaked distribution (see tests/gen/README.md): the
 residual stream is split into subspaces.  A large constant block C1 makes every
@@ -1416,17 +1417,16 @@ def quantize_q8_0(a: np.ndarray) -> np.ndarray:
 
 def quantize_q4km(path: str, out: str, threads: int = 2, mxfp4_experts: bool = False):
     """llama.cpp's llama-quantize (built by bench/peer-llamacpp) to Q4_K_M
-    (from a Q8_0 intermediate too: --allow-requantize); mxfp4_experts keeps
-    the MXFP4 expert tensors as they are (gpt-oss, as its files ship)."""
+    (from a Q8_0 intermediate too: --allow-requantize); mxfp4_experts writes
+    llama.cpp's MXFP4_MOE instead (gpt-oss, as its files ship: the MXFP4
+    experts kept, every other matrix left as written, Q8_0 from --dtype q8_0;
+    Q4_K_M would put Q5_0 on gpt-oss's 2880-column rows, no multiple of 256)."""
     exe = os.environ.get("LLAMA_QUANTIZE") or os.path.join(
         ROOT, "bench", ".cache", "llama.cpp-build-0.3.16", "bin", "llama-quantize")
     if not os.path.exists(exe):
         raise FileNotFoundError(f"{exe} missing: run bench/peer-llamacpp --build-only (or set LLAMA_QUANTIZE)")
-    extra = ["--allow-requantize"]
-    if mxfp4_experts:
-        for t in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"):   # llama-quantize wants two arguments
-            extra += ["--tensor-type", f"{t}=mxfp4"]
-    subprocess.run([exe, *extra, path, out, "Q4_K_M", str(threads)], check=True,
+    ftype = "MXFP4_MOE" if mxfp4_experts else "Q4_K_M"
+    subprocess.run([exe, "--allow-requantize", path, out, ftype, str(threads)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -1449,7 +1449,8 @@ def main(argv=None):
     ap.add_argument("--dtype", default="f16", choices=("f16", "f32", "q8_0"),
                     help="2-D weights (q8_0: the real-shape MoE intermediates, half of F16's disk)")
     ap.add_argument("--noise", type=float, default=1.0, help="dressing noise scale (0: structure only)")
-    ap.add_argument("--q4km", action="store_true", help="also write OUT-Q4_K_M.gguf with llama-quantize")
+    ap.add_argument("--q4km", action="store_true", help="also write OUT-Q4_K_M.gguf with llama-quantize "
+                    "(gpt-oss: OUT-MXFP4_MOE.gguf)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a metadata key after generation (e.g. rope.freq_base=20000)")
     ap.add_argument("--drop", action="append", default=[], metavar="KEY",
@@ -1480,8 +1481,9 @@ def main(argv=None):
                     log=lambda m: print(m, file=sys.stderr))
     print(f"{a.out} {diag}", file=sys.stderr)
     if a.q4km:
-        q = re.sub(r"(\.gguf)?$", "-Q4_K_M.gguf", a.out, count=1)
-        quantize_q4km(a.out, q, mxfp4_experts=bool(spec.moe and spec.moe.get("mxfp4")))
+        mx = bool(spec.moe and spec.moe.get("mxfp4"))
+        q = re.sub(r"(\.gguf)?$", "-MXFP4_MOE.gguf" if mx else "-Q4_K_M.gguf", a.out, count=1)
+        quantize_q4km(a.out, q, mxfp4_experts=mx)
         print(q, file=sys.stderr)
     return 0
 
