@@ -492,6 +492,14 @@ void rl_gguf_close(rl_gguf *g) {
     rl_free(g);
 }
 
+void rl_gguf_release(const rl_gguf *g, const void *p, size_t n) {
+    const uint8_t *b = g->base, *q = p;
+    if (!g->mapped || !q || q < b || n > g->size || (size_t)(q - b) > g->size - n) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)q + page - 1) & ~(page - 1), hi = ((uintptr_t)q + n) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 rl_status rl_gguf_open_memory(const void *data, size_t size, rl_gguf **out, rl_err *err) {
     *out = NULL;
     rl_gguf *g = rl_calloc(1, sizeof *g);

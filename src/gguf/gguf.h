@@ -77,6 +77,12 @@ rl_status rl_gguf_open(const char *path, rl_gguf **out, rl_err *err);
 /* Same over a caller buffer, borrowed until close (tests, fuzzing). */
 rl_status rl_gguf_open_memory(const void *data, size_t size, rl_gguf **out, rl_err *err);
 void rl_gguf_close(rl_gguf *g);
+/* The caller no longer reads bytes [p, p + n) of a mapped file's data (a
+ * tensor repacked into memory of its own): the whole pages inside the range
+ * leave the process's resident set (madvise MADV_DONTNEED; the mapping stays
+ * valid, a later read faults the file's bytes in again).  A no-op for a
+ * memory open or a range outside the mapping. */
+void rl_gguf_release(const rl_gguf *g, const void *p, size_t n);
 
 uint32_t rl_gguf_version(const rl_gguf *g);
 size_t rl_gguf_alignment(const rl_gguf *g);

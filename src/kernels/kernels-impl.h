@@ -96,6 +96,35 @@ typedef struct rl__tile8 {
         block_size; /* packed bytes per 256 columns (a multiple of it for the 32-element types) */
 } rl__tile8;
 void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* ---- resident tiles (ref/ref_tile.c, x86/avx2_tile.c) ----
+ * A matrix made resident (rl_mat_make_resident, kernels.h) holds its rows 8
+ * at a time in an interleaved layout written once at load, in the same
+ * number of bytes as its row-major blocks, and every token (one or many)
+ * runs the same leaf on it: the tiles' reduction above, without a per-step
+ * repack, so a token's result never depends on what shares its step.
+ *
+ * q4_1, 8 rows r = 0..7, one 32-element block (the 8 rows' blocks, 160
+ * bytes): q[v][4r + c] is byte 4v + c of row r's qs, so its low nibble is
+ * element 4v + c (group v of rl__q41_x8) and its high nibble element
+ * 16 + 4v + c (group v + 4).  Per block and row, the same two fused
+ * multiply-adds as rl__q41_x8's tile (d, m widened from fp16 exactly). */
+typedef struct rl__q41_r8 {
+    rl_fp16 d[8], m[8];
+    uint8_t q[4][32];
+} rl__q41_r8;
+_Static_assert(sizeof(rl__q41_r8) == 8 * sizeof(rl_block_q4_1), "q4_1 resident block");
+typedef struct rl__rtile {
+    /* Rows w, w + row_size, .. (8 of them, n_cols each, the file's blocks)
+     * into dst (8 * row_size bytes, the interleaved layout). */
+    void (*repack)(void *dst, const void *w, size_t row_size, int64_t n_cols);
+    /* Block i of row r (0..7) of the group back in the file's layout. */
+    void (*unpack_block)(void *dst, const void *group, int r, int64_t i);
+    /* s[k * s_stride + r] = row r of the group . token k for r < 8, k <
+     * n_x (1..RL_TILE8_T). */
+    void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *group, const void *x,
+                size_t x_stride, int n_x);
+} rl__rtile;
+
 /* The pair sum of the q8_K bsums of sub-block b (32 elements). */
 static inline int16_t rl__q8k_bsum32(const rl_block_q8_K *x, int b) {
     return (int16_t)(x->bsums[2 * b] + x->bsums[2 * b + 1]);
@@ -108,6 +137,7 @@ typedef struct rl__ktab {
     rl__vec_dot8_fn vec_dot8[RL_TYPE_COUNT];   /* may be NULL */
     rl__vec_dot2r_fn vec_dot2r[RL_TYPE_COUNT]; /* may be NULL */
     rl__tile8 tile8[RL_TYPE_COUNT];            /* .dot may be NULL */
+    rl__rtile rtile[RL_TYPE_COUNT];            /* .dot NULL: no resident layout */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);

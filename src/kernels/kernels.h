@@ -40,13 +40,34 @@ const char *rl_kernels_impl_name(void);
 
 /* A weight matrix w[n_rows][n_cols] stored row-major in `type`'s packing
  * (each row n_cols elements = row_size bytes).  Borrowed (usually mmapped). */
+typedef enum rl_mat_layout {
+    RL_MAT_ROWS = 0, /* row after row, as in the file */
+    RL_MAT_R8 = 1,   /* resident tiles: 8 rows interleaved (rl_mat_make_resident) */
+} rl_mat_layout;
 typedef struct rl_mat {
     rl_type type;
     int64_t n_rows;  /* output features */
     int64_t n_cols;  /* input features (ne[0] in GGUF) */
-    size_t row_size; /* bytes per row */
+    size_t row_size; /* bytes per row (an RL_MAT_R8 group of 8 rows is 8 * row_size) */
     const void *data;
+    rl_mat_layout layout;
 } rl_mat;
+
+/* Resident tiles: the weights repacked once at load, so that every token
+ * (batch 1 and batches of any size, prompt or generated) runs one
+ * register-blocked kernel over 8 interleaved rows, with no per-step repack
+ * and no second copy.  rl_mat_resident_bytes(w) is the bytes the repacked
+ * matrix takes (its n_rows * row_size: the same as the file's), or 0 when w
+ * cannot be made resident (its type has no resident tile in the active
+ * table, n_rows is no multiple of 8, it is already resident, or the fast
+ * tiles are switched off); rl_mat_make_resident(w, dst) writes w's rows
+ * into dst and points w at them (layout RL_MAT_R8).  The caller owns dst,
+ * and may then release w's former pages.  On a resident matrix every token
+ * takes the tiles' reduction (the fast flags do not matter); rl_get_row
+ * reads it too.  A view of rows [r0, r0 + n) keeps the layout when r0 and n
+ * are multiples of 8. */
+size_t rl_mat_resident_bytes(const rl_mat *w);
+void rl_mat_make_resident(rl_mat *w, void *dst);
 
 /* True if rl_matmul supports this weight type. */
 bool rl_matmul_supports(rl_type t);

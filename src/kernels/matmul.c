@@ -34,6 +34,12 @@
  * (dot_row), bit for bit the same.  Runs of unmarked tokens take the
  * default path above, so their results are rl_matmul's.
  *
+ * Resident matrices (layout RL_MAT_R8, rl_mat_make_resident: repacked once
+ * at load into the table's interleaved layout, same bytes): chunks are whole
+ * groups of 8 rows, and every token, marked or not, takes the rtile leaf
+ * RL_TILE8_T tokens at a time, the tiles' reduction, so the result of a
+ * token does not depend on the token count, batch 1 included.
+ *
  * Also here: rl__act_type (the activation type each weight type pairs
  * with) and rl_get_row (one weight row dequantized, for embeddings).
  */
@@ -72,6 +78,18 @@ rl_type rl__act_type(rl_type t) {
 void rl_get_row(const rl_mat *w, int64_t row, float *out) {
     RL_ASSERT(row >= 0 && row < w->n_rows);
     const uint8_t *src = (const uint8_t *)w->data + (size_t)row * w->row_size;
+    if (w->layout == RL_MAT_R8) { /* block by block out of its group */
+        const rl_type_traits *tr = rl_type_get(w->type);
+        const rl__rtile *rt = &rl__kernels()->rtile[w->type];
+        RL_ASSERT(tr && tr->to_float && rt->unpack_block && tr->type_size <= 256);
+        const uint8_t *group = (const uint8_t *)w->data + (size_t)(row & ~7) * w->row_size;
+        _Alignas(16) uint8_t blk[256];
+        for (int64_t i = 0; i < w->n_cols / tr->blck_size; i++) {
+            rt->unpack_block(blk, group, (int)(row & 7), i);
+            tr->to_float(blk, out + i * tr->blck_size, tr->blck_size);
+        }
+        return;
+    }
     if (w->type == RL_TYPE_F32) {
         memcpy(out, src, (size_t)w->n_cols * sizeof(float));
         return;
@@ -79,6 +97,26 @@ void rl_get_row(const rl_mat *w, int64_t row, float *out) {
     const rl_type_traits *tr = rl_type_get(w->type);
     RL_ASSERT(tr && tr->to_float);
     tr->to_float(src, out, w->n_cols);
+}
+
+size_t rl_mat_resident_bytes(const rl_mat *w) {
+    const rl__rtile *rt = &rl__kernels()->rtile[w->type];
+    if (!rt->dot || !rt->repack || w->layout != RL_MAT_ROWS || w->n_rows <= 0 ||
+        w->n_rows % 8 != 0 || !rl_matmul_fast_tiles())
+        return 0;
+    return (size_t)w->n_rows * w->row_size;
+}
+
+void rl_mat_make_resident(rl_mat *w, void *dst) {
+    RL_ASSERT(rl_mat_resident_bytes(w) > 0);
+    const rl__rtile *rt = &rl__kernels()->rtile[w->type];
+    const uint8_t *src = w->data;
+    uint8_t *o = dst;
+    for (int64_t r = 0; r < w->n_rows; r += 8)
+        rt->repack(o + (size_t)r * w->row_size, src + (size_t)r * w->row_size, w->row_size,
+                   w->n_cols);
+    w->data = dst;
+    w->layout = RL_MAT_R8;
 }
 
 bool rl_matmul_supports(rl_type t) {
@@ -136,6 +174,7 @@ typedef struct rl__mm_ctx {
     int64_t chunk_end[RL_MATMUL_MULTI_MAX]; /* cumulative chunk counts */
     bool tiled[RL_MATMUL_MULTI_MAX];        /* fast tokens take the tiles on matrix i */
     bool packs[RL_MATMUL_MULTI_MAX];        /* ... with its rows packed 8 at a time */
+    bool r8[RL_MATMUL_MULTI_MAX];           /* matrix i is resident (RL_MAT_R8) */
     int n_w;
     const float *x;
     int64_t n_cols, n_tok;
@@ -250,6 +289,21 @@ static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1,
     }
 }
 
+/* A resident matrix: its groups of 8 rows in [r0, r1) against every token,
+ * RL_TILE8_T at a time (the group stays in L1 while the tokens stream). */
+static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
+    const rl_mat *w = c->w[i];
+    const rl__rtile *rt = &c->kt->rtile[w->type];
+    for (int64_t r = r0; r < r1; r += 8) {
+        const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
+        for (int64_t t = 0; t < c->n_tok; t += RL_TILE8_T) {
+            int nx = c->n_tok - t < RL_TILE8_T ? (int)(c->n_tok - t) : RL_TILE8_T;
+            rt->dot(w->n_cols, c->y[i] + t * w->n_rows + r, (size_t)w->n_rows, g,
+                    c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
+        }
+    }
+}
+
 static void rl__mm_task(void *p, int ith, int nth) {
     (void)ith;
     (void)nth;
@@ -262,6 +316,10 @@ static void rl__mm_task(void *p, int ith, int nth) {
         const rl_mat *w = c->w[i];
         int64_t r0 = (ch - (i ? c->chunk_end[i - 1] : 0)) * c->chunk[i], r1 = r0 + c->chunk[i];
         if (r1 > w->n_rows) r1 = w->n_rows;
+        if (c->r8[i]) {
+            rl__mm_r8_rows(c, i, r0, r1);
+            continue;
+        }
         if (!c->tiled[i]) {
             rl__mm_rows(c, i, r0, r1, 0, c->n_tok);
             continue;
@@ -343,10 +401,12 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
     for (int i = 0; i < n_w; i++) {
         c.w[i] = ws[i];
         c.y[i] = ys[i];
-        c.tiled[i] = n_fast > 0 && rl__mm_tiled(kt, ws[i]);
-        c.packs[i] = rl__mm_packs(kt, ws[i], n_fast);
+        c.r8[i] = ws[i]->layout == RL_MAT_R8;
+        RL_ASSERT(!c.r8[i] || (kt->rtile[ws[i]->type].dot && ws[i]->n_rows % 8 == 0));
+        c.tiled[i] = !c.r8[i] && n_fast > 0 && rl__mm_tiled(kt, ws[i]);
+        c.packs[i] = !c.r8[i] && rl__mm_packs(kt, ws[i], n_fast);
         int64_t chunk = rl__chunk_rows(ws[i], n_tok, nth);
-        if (c.packs[i]) chunk = (chunk + 7) & ~(int64_t)7;
+        if (c.packs[i] || c.r8[i]) chunk = (chunk + 7) & ~(int64_t)7;
         c.chunk[i] = chunk;
         n_chunks += ws[i]->n_rows > 0 ? (ws[i]->n_rows + chunk - 1) / chunk : 0;
         c.chunk_end[i] = n_chunks;

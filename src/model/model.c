@@ -212,10 +212,9 @@ static rl_status bind_vec_n(rl_model *m, const char *name, int64_t n0, int64_t n
     }
     if (!t->data) return rl_err_set(err, RL_ERR_FORMAT, "tensor '%s' has no data", name);
     m->weight_bytes += t->nbytes;
-    if (t->type == RL_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
-        *out = (const float *)t->data;
-        return RL_OK;
-    }
+    /* always a copy of its own: the forward never reads the file's pages
+     * for a vector (each read of a norm would map the file pages around it
+     * again, next to matrices whose pages the resident tiles released) */
     const rl_type_traits *tr = rl_type_get(t->type);
     if (!tr || !tr->to_float || n % tr->blck_size != 0)
         return rl_err_set(err, RL_ERR_UNSUPPORTED, "tensor '%s' has type %s, cannot convert to f32",
@@ -318,6 +317,7 @@ rl_status rl__bind_post_norms(rl_model *m, int32_t il, rl_err *err) {
 
 rl_mat rl__mat_rows(const rl_mat *w, int64_t r0, int64_t n) {
     RL_ASSERT(r0 >= 0 && n >= 0 && r0 + n <= w->n_rows);
+    RL_ASSERT(w->layout == RL_MAT_ROWS || (r0 % 8 == 0 && n % 8 == 0));
     rl_mat v = *w;
     v.n_rows = n;
     v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_size;
@@ -528,6 +528,37 @@ static rl_rope_cfg layer_rope(const rl_model *m, bool swa) {
     return c;
 }
 
+/* Resident tiles (kernels.h, rl_mat_make_resident): each layer matrix whose
+ * type has them is repacked once into memory the model owns, then the
+ * file's pages it came from are released, so resident memory stays one
+ * copy.  Stacked experts only when every expert's rows are whole groups of
+ * 8 (the forward takes views of them).  The head and the embeddings stay
+ * as they are (a tied table is read by rows too). */
+static rl_status make_one_resident(rl_model *m, rl_mat *w, rl_err *err) {
+    size_t n = w->data ? rl_mat_resident_bytes(w) : 0;
+    if (!n) return RL_OK;
+    void *dst = rl__model_own_alloc(m, n);
+    if (!dst) return rl_err_set(err, RL_ERR_NOMEM, "out of memory repacking weights");
+    const void *src = w->data;
+    rl_mat_make_resident(w, dst);
+    rl_gguf_release(m->gguf, src, n);
+    return RL_OK;
+}
+
+static rl_status make_resident(rl_model *m, rl_err *err) {
+    rl_status st = RL_OK;
+    for (int32_t il = m->l0; il < m->l1 && !st; il++) {
+        rl_layer *L = &m->layers[il];
+        rl_mat *ms[] = {&L->wq,       &L->wk,     &L->wv,          &L->wo,        &L->w_gate,
+                        &L->w_up,     &L->w_down, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down,
+                        &L->moe.gate, &L->moe.up, &L->moe.down};
+        size_t n = sizeof ms / sizeof ms[0];
+        if (m->hp.moe.n_ff_exp % 8 != 0 || m->hp.n_embd % 8 != 0) n -= 3;
+        for (size_t j = 0; j < n && !st; j++) st = make_one_resident(m, ms[j], err);
+    }
+    return st;
+}
+
 static size_t max_sz(size_t a, size_t b) {
     return a > b ? a : b;
 }
@@ -701,6 +732,8 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
     }
     if ((st = alloc_scratch(m, err))) goto fail;
     if (o.prefault) prefault(m, &o);
+    /* after the prefault, which would read the released pages back in */
+    if (!m->dequant && (st = make_resident(m, err))) goto fail;
     rl_free(m->t_used);
     m->t_used = NULL;
     if (o.progress) o.progress(1.0f, "done", o.progress_ud);

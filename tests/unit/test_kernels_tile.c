@@ -275,6 +275,88 @@ static void test_matmul_fast_tokens(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
+/* Resident tiles (rl_mat_make_resident): the repacked matrix takes the
+ * file's bytes, each row reads back as it was (rl_get_row), and rl_matmul
+ * on it gives every (row, token) bit for bit the scalar twin's tile
+ * reduction on the original row (dot_row), whatever the token count (1 for
+ * decode, a few for verification, many for a prompt), the thread count and
+ * the table: so a token's result never depends on what shares its step.
+ * Matrices that cannot be resident are refused (rows no multiple of 8, a
+ * type without a resident tile, the tiles switched off, already resident). */
+static void test_resident_tiles(void **state) {
+    (void)state;
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
+    rl_threadpool *tp2 = rl_threadpool_new(2);
+    assert_non_null(tp2);
+    const rl__ktab *ref = rl__kernels_ref();
+    const int64_t colss[3] = {32, 576, 1536}, ntoks[5] = {1, 3, 6, 64, 150};
+    for (int ii = 0; ii < ni * 3; ii++) {
+        rl_kernels_init(impls[ii / 3]);
+        const rl_type ty = RL_TYPE_Q4_1;
+        const int64_t rows = 40, cols = colss[ii % 3];
+        size_t rs;
+        uint8_t *wd = make_w(ty, rows, cols, &rs);
+        rl_mat w0 = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
+        rl_mat w = w0, w5 = w0, wk = w0;
+        w5.n_rows = 37;
+        wk.type = RL_TYPE_Q8_0;
+        assert_int_equal(rl_mat_resident_bytes(&w5), 0);
+        assert_int_equal(rl_mat_resident_bytes(&wk), 0);
+        rl_matmul_set_fast_tiles(false);
+        assert_int_equal(rl_mat_resident_bytes(&w), 0);
+        rl_matmul_set_fast_tiles(true);
+        assert_int_equal(rl_mat_resident_bytes(&w), (size_t)rows * rs);
+        uint8_t *res = malloc((size_t)rows * rs);
+        assert_non_null(res);
+        rl_mat_make_resident(&w, res);
+        assert_int_equal(w.layout, RL_MAT_R8);
+        assert_ptr_equal(w.data, res);
+        assert_int_equal(rl_mat_resident_bytes(&w), 0);
+        float *r0 = malloc(sizeof(float) * (size_t)cols),
+              *r1 = malloc(sizeof(float) * (size_t)cols);
+        for (int64_t r = 0; r < rows; r++) {
+            rl_get_row(&w0, r, r0);
+            rl_get_row(&w, r, r1);
+            assert_memory_equal(r0, r1, sizeof(float) * (size_t)cols);
+        }
+        const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
+        for (int ti = 0; ti < 5; ti++) {
+            const int64_t n_tok = ntoks[ti];
+            float *x = make_x(cols * n_tok);
+            uint8_t *xq = malloc(xrow * (size_t)n_tok);
+            for (int64_t t = 0; t < n_tok; t++)
+                act_quant(ty, x + t * cols, xq + (size_t)t * xrow, cols);
+            const size_t ny = sizeof(float) * (size_t)(rows * n_tok);
+            float *y1 = malloc(ny), *y2 = malloc(ny);
+            memset(y1, 0xff, ny);
+            run_mm(&w, x, y1, n_tok, NULL, NULL);
+            run_mm(&w, x, y2, n_tok, NULL, tp2);
+            assert_memory_equal(y1, y2, ny);
+            for (int64_t t = 0; t < n_tok; t++)
+                for (int64_t r = 0; r < rows; r++) {
+                    float e;
+                    ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs, xq + (size_t)t * xrow,
+                                           xrow, 1);
+                    if (memcmp(&e, &y1[t * rows + r], sizeof e))
+                        fail_msg("%s cols %d n_tok %d row %d tok %d: %.9g, twin %.9g",
+                                 rl_kernels_impl_name(), (int)cols, (int)n_tok, (int)r, (int)t,
+                                 y1[t * rows + r], e);
+                }
+            free(xq);
+            free(x);
+            free(y1);
+            free(y2);
+        }
+        free(r0);
+        free(r1);
+        free(res);
+        free(wd);
+    }
+    rl_threadpool_free(tp2);
+    rl_kernels_init(RL_KERNELS_AUTO);
+}
+
 int main(void) {
     kt_seed(0x243F6A8885A308D3ull);
     rl_kernels_init(RL_KERNELS_AUTO);
@@ -282,6 +364,7 @@ int main(void) {
         cmocka_unit_test(test_peak_counts),
         cmocka_unit_test(test_tile8_leaves),
         cmocka_unit_test(test_matmul_fast_tokens),
+        cmocka_unit_test(test_resident_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

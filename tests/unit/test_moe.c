@@ -49,7 +49,7 @@ static float frand(uint32_t *s) {
 }
 
 static rl_mat f32_mat(float *data, int64_t rows, int64_t cols) {
-    rl_mat w = {RL_TYPE_F32, rows, cols, (size_t)cols * sizeof(float), data};
+    rl_mat w = {RL_TYPE_F32, rows, cols, (size_t)cols * sizeof(float), data, RL_MAT_ROWS};
     return w;
 }
 

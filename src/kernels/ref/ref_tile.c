@@ -213,6 +213,49 @@ static void rl__tile_row_q4_1_ref(int64_t n_cols, float *s, size_t ss, const voi
     }
 }
 
+/* q4_1 resident tile (kernels-impl.h, rl__q41_r8): 4-byte groups of the 8
+ * rows' qs transposed, the scales kept in fp16. */
+static void rl__repack_q4_1_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q41_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q4_1 *b = (const rl_block_q4_1 *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = b->d;
+            o->m[r] = b->m;
+            for (int j = 0; j < 16; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
+        }
+}
+
+static void rl__unpack_block_q4_1_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__q41_r8 *p = (const rl__q41_r8 *)group + i;
+    rl_block_q4_1 *b = dst;
+    b->d = p->d[r];
+    b->m = p->m[r];
+    for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+}
+
+static void rl__rtile_q4_1_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_1 *x = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q41_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+            const float dx = rl_fp16_to_f32(x[i].d), sx = rl_fp16_to_f32(x[i].s);
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                for (int j = 0; j < 16; j++) {
+                    const int b = p->q[j / 4][4 * r + j % 4];
+                    sumi += (b & 15) * x[i].qs[j] + (b >> 4) * x[i].qs[j + 16];
+                }
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * dx, (float)sumi, acc[r]);
+                acc[r] = fmaf(rl_fp16_to_f32(p->m[r]), sx, acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 void rl__ref_fill_tile(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
@@ -227,4 +270,7 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .dot = rl__tile8_q4_1_ref,
                                          .dot_row = rl__tile_row_q4_1_ref,
                                          .block_size = 8 * sizeof(rl__q41_x8)};
+    t->rtile[RL_TYPE_Q4_1] = (rl__rtile){.repack = rl__repack_q4_1_r8,
+                                         .unpack_block = rl__unpack_block_q4_1_r8,
+                                         .dot = rl__rtile_q4_1_ref};
 }

@@ -309,6 +309,53 @@ static void rl__tile_row_q4_1_avx2(int64_t n_cols, float *s, size_t ss, const vo
     }
 }
 
+/* q4_1 resident tile (kernels-impl.h, rl__q41_r8): each of the 4 weight
+ * vectors gives groups v (low nibbles) and v + 4 (high nibbles), then the
+ * packed tile's int16 sums, vpmaddwd and float steps: bit for bit
+ * rl__tile8_q4_1_T on the same rows.  Batch 1 reads the group's bytes in
+ * one stream; a prefetch runs a few blocks ahead of it. */
+RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q41_r8 *p = group;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        _mm_prefetch((const char *)(p + 8), _MM_HINT_T0);
+        const rl_block_q8_1 *x[RL_TILE8_T];
+        __m256i s16[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[v]);
+            const __m256i lo = _mm256_and_si256(raw, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xl, xh;
+                memcpy(&xl, x[k]->qs + 4 * v, 4);
+                memcpy(&xh, x[k]->qs + 16 + 4 * v, 4);
+                s16[k] = _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xl)));
+                s16[k] = _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xh)));
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
+            const __m256 sx = _mm256_set1_ps(rl__f16c(x[k]->s));
+            const __m256 sumi = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[k], ones));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), sumi, acc[k]);
+            acc[k] = _mm256_fmadd_ps(m, sx, acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_1r8)
+
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
@@ -317,4 +364,5 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q6_K].dot = rl__tile8_q6_K_avx2;
     t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
+    t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
 }
