@@ -3,7 +3,9 @@
  *
  * Pre-tokenizers, as the Hugging Face tokenizer.json of each family (the
  * table PRE_DEFS below):
- *   gpt2 / default   ByteLevel regex (GPT-2 pattern)
+ *   gpt2, olmo, ..   ByteLevel regex (GPT-2 pattern)
+ *   default          (also no tokenizer.ggml.pre) llama.cpp's chain: punctuation
+ *                    runs, the GPT-2 pattern, \p{N}+, then [0-9]{3}
  *   smollm, starcoder, refact, command-r
  *                    Digits(individual_digits) then the GPT-2 pattern
  *   llama-bpe        the llama-3 pattern (\p{N}{1,3}); BPE ignore_merges
@@ -95,6 +97,7 @@ static const char RE_DS_CJK[] = "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}
 static const char RE_NUMBERS[] = "\\p{N}+";
 static const char RE_DSC_LETTERS[] = "[" WS "]?\\p{L}+";
 static const char RE_DSC_PUNCT[] = "[" WS "]?\\p{P}+";
+static const char RE_DEFAULT_PUNCT[] = "[\\p{P}$+<=>^~|]+";
 
 /* The pre-tokenizers of the families, as the Sequence of Split(Isolated)
  * / Digits / Punctuation / ByteLevel steps of their tokenizer.json; the
@@ -120,7 +123,11 @@ static const pre_def PRE_DEFS[] = {
      0,
      false},
     {"deepseek-coder", {RE_NEWLINE, RE_DSC_LETTERS, RE_DSC_PUNCT, RE_DS_CJK, RE_DIGIT}, 0, false},
-    {"default|gpt2|gpt-2|mpt|olmo|jais|phi-2|gigachat|roberta-bpe|exaone4", {RE_GPT2}, 0, false},
+    /* llama.cpp's own chain for "default" and for a file without the key
+     * (no tokenizer.json has it): punctuation runs, the GPT-2 pattern,
+     * number runs, then groups of 3 ASCII digits */
+    {"default", {RE_DEFAULT_PUNCT, RE_GPT2, RE_NUMBERS, REB_DIGIT3}, 0, false},
+    {"gpt2|gpt-2|mpt|olmo|jais|phi-2|gigachat|roberta-bpe|exaone4", {RE_GPT2}, 0, false},
 };
 
 static void *pcre_alloc(size_t n, void *ud) {
@@ -177,7 +184,7 @@ rl_status rl__bpe_setup(rl_tokenizer *tok, rl_err *err) {
     size_t n_defs = sizeof PRE_DEFS / sizeof PRE_DEFS[0];
     const pre_def *d = &PRE_DEFS[n_defs - 1]; /* the GPT-2 split */
     size_t k = 0;
-    while (k < n_defs && !name_in(PRE_DEFS[k].names, tok->pre)) k++;
+    while (k < n_defs && !name_in(PRE_DEFS[k].names, tok->pre[0] ? tok->pre : "default")) k++;
     if (k < n_defs)
         d = &PRE_DEFS[k];
     else if (tok->pre[0])
