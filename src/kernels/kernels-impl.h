@@ -113,6 +113,18 @@ typedef struct rl__q41_r8 {
     uint8_t q[4][32];
 } rl__q41_r8;
 _Static_assert(sizeof(rl__q41_r8) == 8 * sizeof(rl_block_q4_1), "q4_1 resident block");
+/* q4_K, 8 rows, one super-block (the 8 rows' blocks, 1152 bytes): the
+ * scales kept packed (row r's scales[0..3] at sa[4r..], [4..7] at sb,
+ * [8..11] at sc; decoded per super-block in registers), and q[8j + g][4r +
+ * c] is byte 32j + 4g + c of row r's qs: its low nibble element 64j + 4g +
+ * c (sub-block 2j), its high nibble element 64j + 32 + 4g + c (sub-block
+ * 2j + 1).  The same integers and float steps as rl__q4k_x8's tile. */
+typedef struct rl__q4k_r8 {
+    rl_fp16 d[8], dmin[8];
+    uint8_t sa[32], sb[32], sc[32];
+    uint8_t q[32][32];
+} rl__q4k_r8;
+_Static_assert(sizeof(rl__q4k_r8) == 8 * sizeof(rl_block_q4_K), "q4_K resident block");
 typedef struct rl__rtile {
     /* Rows w, w + row_size, .. (8 of them, n_cols each, the file's blocks)
      * into dst (8 * row_size bytes, the interleaved layout). */

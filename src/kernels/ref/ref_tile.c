@@ -256,6 +256,64 @@ static void rl__rtile_q4_1_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+/* q4_K resident tile (kernels-impl.h, rl__q4k_r8). */
+static void rl__repack_q4_K_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q4k_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q4_K *b = (const rl_block_q4_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = b->d;
+            o->dmin[r] = b->dmin;
+            memcpy(o->sa + 4 * r, b->scales, 4);
+            memcpy(o->sb + 4 * r, b->scales + 4, 4);
+            memcpy(o->sc + 4 * r, b->scales + 8, 4);
+            for (int j = 0; j < 128; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
+        }
+}
+
+static void rl__unpack_block_q4_K_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__q4k_r8 *p = (const rl__q4k_r8 *)group + i;
+    rl_block_q4_K *b = dst;
+    b->d = p->d[r];
+    b->dmin = p->dmin[r];
+    memcpy(b->scales, p->sa + 4 * r, 4);
+    memcpy(b->scales + 4, p->sb + 4 * r, 4);
+    memcpy(b->scales + 8, p->sc + 4 * r, 4);
+    for (int j = 0; j < 128; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+}
+
+static void rl__rtile_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q4k_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+            for (int r = 0; r < 8; r++) {
+                uint8_t scales[12];
+                memcpy(scales, p->sa + 4 * r, 4);
+                memcpy(scales + 4, p->sb + 4 * r, 4);
+                memcpy(scales + 8, p->sc + 4 * r, 4);
+                int32_t sumi = 0, msum = 0;
+                for (int b = 0; b < 8; b++) {
+                    int sc, mn;
+                    rl_scale_min_k4(scales, b, &sc, &mn);
+                    int32_t t = 0;
+                    for (int e = 0; e < 32; e++) {
+                        const int byte = p->q[8 * (b / 2) + e / 4][4 * r + e % 4];
+                        t += (b % 2 ? byte >> 4 : byte & 15) * x[i].qs[32 * b + e];
+                    }
+                    sumi += sc * t;
+                    msum += mn * rl__q8k_bsum32(&x[i], b);
+                }
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
+                acc[r] = fmaf(-(rl_fp16_to_f32(p->dmin[r]) * x[i].d), (float)msum, acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 void rl__ref_fill_tile(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
@@ -273,4 +331,7 @@ void rl__ref_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1] = (rl__rtile){.repack = rl__repack_q4_1_r8,
                                          .unpack_block = rl__unpack_block_q4_1_r8,
                                          .dot = rl__rtile_q4_1_ref};
+    t->rtile[RL_TYPE_Q4_K] = (rl__rtile){.repack = rl__repack_q4_K_r8,
+                                         .unpack_block = rl__unpack_block_q4_K_r8,
+                                         .dot = rl__rtile_q4_K_ref};
 }

@@ -356,6 +356,100 @@ RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q4_1r8)
 
+/* q4_K resident tile (kernels-impl.h, rl__q4k_r8): per super-block the 8
+ * rows' packed 6-bit scales are decoded in registers into the packed
+ * tile's int16 vectors (rl__q4k_x8's sc and mn, lane 2r / 2r + 1), kept on
+ * the stack for the tokens; then rl__tile8_q4_K_T's integer and float
+ * steps, the nibbles of sub-block 2j (low) and 2j + 1 (high) taken from the
+ * same 8 vectors of chunk j. */
+/* Bytes j0, j1 of each row's 4 (row r at 4r..4r+3 of v) widened to int16
+ * lanes 2r, 2r + 1. */
+RL_TILE_AI __m256i rl__r8_pick(__m256i v, int j0, int j1) {
+    const __m256i idx = _mm256_setr_epi8(
+        (char)j0, (char)j1, (char)(4 + j0), (char)(4 + j1), (char)(8 + j0), (char)(8 + j1),
+        (char)(12 + j0), (char)(12 + j1), -1, -1, -1, -1, -1, -1, -1, -1, (char)j0, (char)j1,
+        (char)(4 + j0), (char)(4 + j1), (char)(8 + j0), (char)(8 + j1), (char)(12 + j0),
+        (char)(12 + j1), -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i b =
+        _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, idx), _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
+}
+
+RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q4k_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
+    _Alignas(32) int16_t scv[8][16], mnv[4][16];
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        _mm_prefetch((const char *)(p + 2), _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + 2) + 576, _MM_HINT_T0);
+        {
+            const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
+            const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
+            const __m256i C = _mm256_loadu_si256((const __m256i *)p->sc);
+            const __m256i slo = _mm256_and_si256(A, m63), mlo = _mm256_and_si256(B, m63);
+            const __m256i shi = _mm256_or_si256(
+                _mm256_and_si256(C, m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(A, 6), m3), 4));
+            const __m256i mhi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(C, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(B, 6), m3), 4));
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+                _mm256_store_si256((__m256i *)scv[j], rl__r8_pick(slo, j, j));
+                _mm256_store_si256((__m256i *)scv[4 + j], rl__r8_pick(shi, j, j));
+            }
+            _mm256_store_si256((__m256i *)mnv[0], rl__r8_pick(mlo, 0, 1));
+            _mm256_store_si256((__m256i *)mnv[1], rl__r8_pick(mlo, 2, 3));
+            _mm256_store_si256((__m256i *)mnv[2], rl__r8_pick(mhi, 0, 1));
+            _mm256_store_si256((__m256i *)mnv[3], rl__r8_pick(mhi, 2, 3));
+        }
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 8; b++) {
+            __m256i s16[RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[8 * (b / 2) + g]);
+                const __m256i wq = _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t xv;
+                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
+                    s16[k] =
+                        _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(wq, _mm256_set1_epi32(xv)));
+                }
+            }
+            const __m256i sc = _mm256_load_si256((const __m256i *)scv[b]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
+                _mm256_add_epi32(sumi[k], _mm256_madd_epi16(s16[k], sc));
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i msum = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                const uint32_t bp = (uint16_t)rl__q8k_bsum32(x[k], 2 * q) |
+                                    (uint32_t)(uint16_t)rl__q8k_bsum32(x[k], 2 * q + 1) << 16;
+                msum = _mm256_add_epi32(
+                    msum, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)mnv[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256 dx = _mm256_set1_ps(x[k]->d);
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_Kr8)
+
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
@@ -365,4 +459,5 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
+    t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
 }
