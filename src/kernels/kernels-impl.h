@@ -125,6 +125,20 @@ typedef struct rl__q4k_r8 {
     uint8_t q[32][32];
 } rl__q4k_r8;
 _Static_assert(sizeof(rl__q4k_r8) == 8 * sizeof(rl_block_q4_K), "q4_K resident block");
+/* q6_K, 8 rows, one super-block (1680 bytes): for half h (elements 128h..)
+ * and t = 4g + c (g < 8, c < 4), ql[h][g][4r + c] is byte 64h + t of row
+ * r's ql and ql[h][8 + g][4r + c] byte 64h + 32 + t, qh[h][g][4r + c] byte
+ * 32h + t of its qh; so element 128h + 32o + t (quadrant o < 4) is the low
+ * (o < 2) or high nibble of ql[h][8 (o & 1) + g] with bits 2o, 2o + 1 of
+ * qh[h][g] above it.  sc[b][r]: scale of 16-element sub-block b.  The same
+ * integers and float step as rl__q6k_x8's tile. */
+typedef struct rl__q6k_r8 {
+    rl_fp16 d[8];
+    int8_t sc[16][8];
+    uint8_t ql[2][16][32];
+    uint8_t qh[2][8][32];
+} rl__q6k_r8;
+_Static_assert(sizeof(rl__q6k_r8) == 8 * sizeof(rl_block_q6_K), "q6_K resident block");
 typedef struct rl__rtile {
     /* Rows w, w + row_size, .. (8 of them, n_cols each, the file's blocks)
      * into dst (8 * row_size bytes, the interleaved layout). */

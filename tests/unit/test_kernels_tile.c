@@ -291,17 +291,18 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[5] = {1, 3, 6, 64, 150};
-    for (int ii = 0; ii < ni * 6; ii++) {
-        rl_kernels_init(impls[ii / 6]);
-        const rl_type ty = ii % 6 < 3 ? RL_TYPE_Q4_1 : RL_TYPE_Q4_K;
+    const rl_type tys[3] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K};
+    for (int ii = 0; ii < ni * 9; ii++) {
+        rl_kernels_init(impls[ii / 9]);
+        const rl_type ty = tys[(ii % 9) / 3];
         const int64_t rows = 40,
-                      cols = ty == RL_TYPE_Q4_K ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
+                      cols = ty == RL_TYPE_Q4_1 ? colss[ii % 3] : 256 * colss[ii % 3] / 32;
         size_t rs;
         uint8_t *wd = make_w(ty, rows, cols, &rs);
         rl_mat w0 = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
         rl_mat w = w0, w5 = w0, wk = w0;
         w5.n_rows = 37;
-        wk.type = RL_TYPE_Q6_K;
+        wk.type = RL_TYPE_Q5_K;
         assert_int_equal(rl_mat_resident_bytes(&w5), 0);
         assert_int_equal(rl_mat_resident_bytes(&wk), 0);
         rl_matmul_set_fast_tiles(false);

@@ -314,6 +314,62 @@ static void rl__rtile_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+/* q6_K resident tile (kernels-impl.h, rl__q6k_r8); f = 1 packs, 0 unpacks
+ * row r of super-block p. */
+static void q6k_r8_move(rl__q6k_r8 *p, rl_block_q6_K *b, int r, int f) {
+#define RL_MV(a, c) (f ? (void)((a) = (c)) : (void)((c) = (a)))
+    RL_MV(p->d[r], b->d);
+    for (int j = 0; j < 16; j++) RL_MV(p->sc[j][r], b->scales[j]);
+    for (int h = 0; h < 2; h++)
+        for (int t = 0; t < 32; t++) {
+            RL_MV(p->ql[h][t / 4][4 * r + t % 4], b->ql[64 * h + t]);
+            RL_MV(p->ql[h][8 + t / 4][4 * r + t % 4], b->ql[64 * h + 32 + t]);
+            RL_MV(p->qh[h][t / 4][4 * r + t % 4], b->qh[32 * h + t]);
+        }
+#undef RL_MV
+}
+
+static void rl__repack_q6_K_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q6k_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++)
+        for (int r = 0; r < 8; r++)
+            q6k_r8_move(o, (rl_block_q6_K *)((uint8_t *)(uintptr_t)w + r * row_size) + i, r, 1);
+}
+
+static void rl__unpack_block_q6_K_r8(void *dst, const void *group, int r, int64_t i) {
+    q6k_r8_move((rl__q6k_r8 *)(uintptr_t)group + i, dst, r, 0);
+}
+
+/* Code (0..63) of element e of row r. */
+static int q6k_r8_code(const rl__q6k_r8 *p, int r, int e) {
+    const int h = e / 128, o = (e % 128) / 32, t = e % 32;
+    const int lb = p->ql[h][8 * (o & 1) + t / 4][4 * r + t % 4];
+    const int hb = p->qh[h][t / 4][4 * r + t % 4];
+    return (o < 2 ? lb & 15 : lb >> 4) | ((hb >> (2 * o)) & 3) << 4;
+}
+
+static void rl__rtile_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q6k_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++)
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0, corr = 0;
+                for (int b = 0; b < 16; b++) {
+                    int32_t t = 0;
+                    for (int e = 16 * b; e < 16 * b + 16; e++)
+                        t += q6k_r8_code(p, r, e) * x[i].qs[e];
+                    sumi += p->sc[b][r] * t;
+                    corr += p->sc[b][r] * x[i].bsums[b];
+                }
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)(sumi - 32 * corr), acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 void rl__ref_fill_tile(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
@@ -334,4 +390,7 @@ void rl__ref_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_K] = (rl__rtile){.repack = rl__repack_q4_K_r8,
                                          .unpack_block = rl__unpack_block_q4_K_r8,
                                          .dot = rl__rtile_q4_K_ref};
+    t->rtile[RL_TYPE_Q6_K] = (rl__rtile){.repack = rl__repack_q6_K_r8,
+                                         .unpack_block = rl__unpack_block_q6_K_r8,
+                                         .dot = rl__rtile_q6_K_ref};
 }

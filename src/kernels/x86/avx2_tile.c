@@ -450,6 +450,85 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q4_Kr8)
 
+/* q6_K resident tile (kernels-impl.h, rl__q6k_r8): each group's codes
+ * assembled from its ql nibbles and qh bit pair, then rl__tile8_q6_K_T's
+ * steps (two groups summed in int16: 2 * 2 * 63 * 127 fits), the scales
+ * widened from int8 per super-block onto the stack for the tokens. */
+RL_TILE_AI __m256i rl__r8_i8x2(const int8_t *a, const int8_t *b) {
+    const __m128i va = _mm_loadl_epi64((const __m128i *)a),
+                  vb = _mm_loadl_epi64((const __m128i *)b);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb));
+}
+
+RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q6k_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    _Alignas(32) int16_t scv[16][16], scp[8][16];
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        _mm_prefetch((const char *)(p + 2), _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + 2) + 640, _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + 2) + 1280, _MM_HINT_T0);
+        for (int b = 0; b < 16; b++)
+            _mm256_store_si256((__m256i *)scv[b], rl__r8_i8x2(p->sc[b], p->sc[b]));
+        for (int q = 0; q < 8; q++)
+            _mm256_store_si256((__m256i *)scp[q], rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 16; b++) {
+            const int h = b / 8, o = (b % 8) / 2, g0 = 4 * (b % 2);
+            const __m256i sc = _mm256_load_si256((const __m256i *)scv[b]);
+            _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {
+                __m256i w[2];
+                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++) {
+                    const int g = g0 + 2 * j + u;
+                    const __m256i lb =
+                        _mm256_loadu_si256((const __m256i *)p->ql[h][8 * (o & 1) + g]);
+                    const __m256i hb = _mm256_loadu_si256((const __m256i *)p->qh[h][g]);
+                    const __m256i nib = _mm256_and_si256(o < 2 ? lb : _mm256_srli_epi16(lb, 4), m4);
+                    const __m256i hi = _mm256_slli_epi16(
+                        _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * o)), m3), 4);
+                    w[u] = _mm256_or_si256(nib, hi);
+                }
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    const int8_t *xq = x[k]->qs + 128 * h + 32 * o + 4 * (g0 + 2 * j);
+                    int32_t x0, x1;
+                    memcpy(&x0, xq, 4);
+                    memcpy(&x1, xq + 4, 4);
+                    const __m256i s16 =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(w[0], _mm256_set1_epi32(x0)),
+                                         _mm256_maddubs_epi16(w[1], _mm256_set1_epi32(x1)));
+                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(s16, sc));
+                }
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i corr = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+                uint32_t bp;
+                memcpy(&bp, &x[k]->bsums[2 * q], 4);
+                corr = _mm256_add_epi32(
+                    corr, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)scp[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256i tot = _mm256_sub_epi32(sumi[k], _mm256_slli_epi32(corr, 5));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(tot), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q6_Kr8)
+
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
@@ -460,4 +539,5 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
+    t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_avx2;
 }
