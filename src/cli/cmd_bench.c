@@ -48,10 +48,12 @@
  * (q.k, p.v) is not counted, so the fraction slightly understates the
  * arithmetic done at long contexts.
  *
- * ppN runs its prompt as prompt tokens (rl_batch.prompt: q4_K/q6_K/q4_1 weights
- * take the many-token tiles, as in the engine); tgN and bdS as generated
- * tokens.  --no-fast-tiles sends prompts down the per-token path too
- * (rl_matmul_set_fast_tiles(false)), the baseline of the tiles.
+ * ppN runs its prompt as prompt tokens (rl_batch.prompt, as in the engine);
+ * tgN and bdS as generated tokens.  q4_K/q6_K/q4_1 layer matrices are
+ * resident tiles (repacked at load: every token takes the tiles' reduction).
+ * --no-fast-tiles (rl_matmul_set_fast_tiles(false) before the load) keeps
+ * the file's layout and sends every token down the per-token path: the
+ * baseline of the tiles.
  *
  * The KV cache is contiguous f16 (kv/seqkv.h) of max(pp, tg) slots.
  * Diagnostics go to stderr; the table (or JSON) to stdout.
@@ -87,8 +89,9 @@ static void usage(FILE *f) {
             "      --np LIST          batched-decode tests: sequences decoding together (bdS)\n"
             "      --np-gen N         decode steps of each bdS test (default 32)\n"
             "      --no-peak          skip the compute-peak measurement\n"
-            "      --no-fast-tiles    prompts on the per-token matmul path too (the baseline\n"
-            "                         of the many-token q4_K/q6_K/q4_1 tiles)\n"
+            "      --no-fast-tiles    no tiles: layers not repacked at load, every token on\n"
+            "                         the per-token matmul path (the baseline of the\n"
+            "                         q4_K/q6_K/q4_1 tiles)\n"
             "  -h, --help             this text\n",
             RL_DEFAULT_MODEL);
 }

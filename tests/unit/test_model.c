@@ -485,8 +485,7 @@ static void test_prompt_role_invariance(void **state) {
         kv0.prompt = true;
         assert_int_equal(rl_seqkv_eval(&kv0, m0, 0, toks, N, 0, true, plain, NULL, &err), RL_OK);
         kv0.prompt = false;
-        assert_int_equal(rl_seqkv_eval(&kv0, m0, 1, toks, N, 0, true, chunked, NULL, &err),
-                         RL_OK);
+        assert_int_equal(rl_seqkv_eval(&kv0, m0, 1, toks, N, 0, true, chunked, NULL, &err), RL_OK);
         rl_matmul_set_fast_tiles(true);
         assert_memory_equal(plain, chunked, sizeof plain);
         rl_seqkv_free(&kv0);

@@ -313,7 +313,7 @@ static void rl__tile_row_q4_1_avx2(int64_t n_cols, float *s, size_t ss, const vo
  * vectors gives groups v (low nibbles) and v + 4 (high nibbles), then the
  * packed tile's int16 sums, vpmaddwd and float steps: bit for bit
  * rl__tile8_q4_1_T on the same rows.  Batch 1 reads the group's bytes in
- * one stream; a prefetch runs a few blocks ahead of it. */
+ * one stream, prefetched RL_PF_DIST ahead into L2 as the 1-token leaves do. */
 RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
                                    const void *vx, size_t xs, const int T) {
     __m256 acc[RL_TILE8_T];
@@ -321,7 +321,7 @@ RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
     const rl__q41_r8 *p = group;
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < n_cols / 32; i++, p++) {
-        _mm_prefetch((const char *)(p + 8), _MM_HINT_T0);
+        RL_PF3(p); /* 160 bytes a block: the 1-token leaves' distance (avx2-impl.h) */
         const rl_block_q8_1 *x[RL_TILE8_T];
         __m256i s16[RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
@@ -383,8 +383,6 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
     const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
     _Alignas(32) int16_t scv[8][16], mnv[4][16];
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-        _mm_prefetch((const char *)(p + 2), _MM_HINT_T0);
-        _mm_prefetch((const char *)(p + 2) + 576, _MM_HINT_T0);
         {
             const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
             const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
@@ -412,6 +410,7 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
             sumi[k] = _mm256_setzero_si256();
         }
         for (int b = 0; b < 8; b++) {
+            RL_PF3((const char *)p + 144 * b); /* 1152 bytes: 3 lines per sub-block */
             __m256i s16[RL_TILE8_T];
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
@@ -468,9 +467,6 @@ RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     _Alignas(32) int16_t scv[16][16], scp[8][16];
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-        _mm_prefetch((const char *)(p + 2), _MM_HINT_T0);
-        _mm_prefetch((const char *)(p + 2) + 640, _MM_HINT_T0);
-        _mm_prefetch((const char *)(p + 2) + 1280, _MM_HINT_T0);
         for (int b = 0; b < 16; b++)
             _mm256_store_si256((__m256i *)scv[b], rl__r8_i8x2(p->sc[b], p->sc[b]));
         for (int q = 0; q < 8; q++)
@@ -483,6 +479,8 @@ RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
         }
         for (int b = 0; b < 16; b++) {
             const int h = b / 8, o = (b % 8) / 2, g0 = 4 * (b % 2);
+            RL_PF1((const char *)p + 105 * b); /* 1680 bytes: 2 lines per sub-block */
+            RL_PF1((const char *)p + 105 * b + 64);
             const __m256i sc = _mm256_load_si256((const __m256i *)scv[b]);
             _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {
                 __m256i w[2];
