@@ -235,6 +235,20 @@ static void rl__pack_q6_K_x8_avx2(void *dst, const void *w, size_t row_size, int
     }
 }
 
+/* q4_1's float step per block (the packed and the resident tile): the
+ * int16 sums to int32 lanes, then the twin's two fused multiply-adds. */
+RL_TILE_AI void rl__q41_fstep(__m256 *acc, const __m256i *s16, __m256 d, __m256 m,
+                              const rl_block_q8_1 *const *x, const int T) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
+        const __m256 sx = _mm256_set1_ps(rl__f16c(x[k]->s));
+        const __m256 sumi = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[k], ones));
+        acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), sumi, acc[k]);
+        acc[k] = _mm256_fmadd_ps(m, sx, acc[k]);
+    }
+}
+
 /* q4_1: per block, the 8 groups of 4 elements as in q4_K (8 x 2 x 15 x 128
  * = 30720 fits int16), one vpmaddwd by ones to int32 lanes, then the
  * twin's two fused multiply-adds per lane. */
@@ -243,7 +257,6 @@ RL_TILE_AI void rl__tile8_q4_1_T(int64_t n_cols, float *s, size_t ss, const void
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q41_x8 *p = packed;
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t i = 0; i < n_cols / 32; i++, p++) {
         const rl_block_q8_1 *x[RL_TILE8_T];
         __m256i s16[RL_TILE8_T];
@@ -260,13 +273,7 @@ RL_TILE_AI void rl__tile8_q4_1_T(int64_t n_cols, float *s, size_t ss, const void
             }
         }
         const __m256 d = _mm256_loadu_ps(p->d), m = _mm256_loadu_ps(p->m);
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
-            const __m256 sx = _mm256_set1_ps(rl__f16c(x[k]->s));
-            const __m256 sumi = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[k], ones));
-            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), sumi, acc[k]);
-            acc[k] = _mm256_fmadd_ps(m, sx, acc[k]);
-        }
+        rl__q41_fstep(acc, s16, d, m, x, T);
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
@@ -319,7 +326,7 @@ RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q41_r8 *p = group;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < n_cols / 32; i++, p++) {
         RL_PF3(p); /* 160 bytes a block: the 1-token leaves' distance (avx2-impl.h) */
         const rl_block_q8_1 *x[RL_TILE8_T];
@@ -342,13 +349,7 @@ RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
         const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m));
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
-            const __m256 sx = _mm256_set1_ps(rl__f16c(x[k]->s));
-            const __m256 sumi = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[k], ones));
-            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), sumi, acc[k]);
-            acc[k] = _mm256_fmadd_ps(m, sx, acc[k]);
-        }
+        rl__q41_fstep(acc, s16, d, m, x, T);
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
