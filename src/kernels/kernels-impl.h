@@ -145,6 +145,9 @@ typedef struct rl__rtile {
     void (*repack)(void *dst, const void *w, size_t row_size, int64_t n_cols);
     /* Block i of row r (0..7) of the group back in the file's layout. */
     void (*unpack_block)(void *dst, const void *group, int r, int64_t i);
+    /* The group (n_cols each) in the packed tile's layout (rl__tile8, the
+     * same bytes as its pack on the 8 original rows), for many-token steps. */
+    void (*to_tile)(void *dst, const void *group, int64_t n_cols);
     /* s[k * s_stride + r] = row r of the group . token k for r < 8, k <
      * n_x (1..RL_TILE8_T). */
     void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *group, const void *x,

@@ -292,26 +292,13 @@ static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1,
 /* A resident matrix: its groups of 8 rows in [r0, r1) against every token,
  * RL_TILE8_T at a time (the group stays in L1 while the tokens stream). */
 /* With RL_MATMUL_FAST_MIN_TOK or more tokens a group is first converted to
- * the packed tile's layout (block by block: the file's 8 blocks, then the
- * tile's packer) in the thread's buffer, so the tokens do not each pay the
- * resident layout's unpacking; the packed tile's reduction is the same
- * bits (test_kernels_tile.c). */
+ * the packed tile's layout (rl__rtile.to_tile) in the thread's buffer, so
+ * the tokens do not each pay the resident layout's unpacking; the packed
+ * tile's reduction is the same bits (test_kernels_tile.c). */
 static bool rl__mm_r8_packs(const rl__mm_ctx *c, const rl_mat *w) {
     const rl__tile8 *tl = &c->kt->tile8[w->type];
-    return c->n_tok >= RL_MATMUL_FAST_MIN_TOK && tl->dot && tl->pack &&
+    return c->n_tok >= RL_MATMUL_FAST_MIN_TOK && tl->dot && c->kt->rtile[w->type].to_tile &&
            (size_t)w->n_cols * tl->block_size / RL_QK_K <= RL_TILE8_BUF;
-}
-
-static void rl__mm_r8_pack(const rl__ktab *kt, const rl_mat *w, const uint8_t *group) {
-    const rl_type_traits *tr = rl_type_get(w->type);
-    const rl__tile8 *tl = &kt->tile8[w->type];
-    const size_t out = tl->block_size * (size_t)tr->blck_size / RL_QK_K;
-    _Alignas(64) uint8_t blk[8][256];
-    RL_ASSERT(tr->type_size <= sizeof blk[0]);
-    for (int64_t b = 0; b < w->n_cols / tr->blck_size; b++) {
-        for (int r = 0; r < 8; r++) kt->rtile[w->type].unpack_block(blk[r], group, r, b);
-        tl->pack(g_tile_buf + (size_t)b * out, blk, sizeof blk[0], tr->blck_size);
-    }
 }
 
 static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
@@ -320,7 +307,7 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const bool packs = rl__mm_r8_packs(c, w);
     for (int64_t r = r0; r < r1; r += 8) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
-        if (packs) rl__mm_r8_pack(c->kt, w, g);
+        if (packs) rt->to_tile(g_tile_buf, g, w->n_cols);
         for (int64_t t = 0; t < c->n_tok; t += RL_TILE8_T) {
             int nx = c->n_tok - t < RL_TILE8_T ? (int)(c->n_tok - t) : RL_TILE8_T;
             float *y = c->y[i] + t * w->n_rows + r;

@@ -282,7 +282,9 @@ static void test_matmul_fast_tokens(void **state) {
  * decode, a few for verification, many for a prompt), the thread count and
  * the table: so a token's result never depends on what shares its step.
  * Matrices that cannot be resident are refused (rows no multiple of 8, a
- * type without a resident tile, the tiles switched off, already resident). */
+ * type without a resident tile, the tiles switched off, already resident).
+ * Each table's conversion of a group to the packed tile (to_tile) writes
+ * the packer's bytes on the original rows. */
 static void test_resident_tiles(void **state) {
     (void)state;
     rl_kernels_impl impls[KT_MAX_IMPLS];
@@ -315,6 +317,22 @@ static void test_resident_tiles(void **state) {
         assert_int_equal(w.layout, RL_MAT_R8);
         assert_ptr_equal(w.data, res);
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
+        /* many-token steps convert each group to the packed tile: the
+         * packer's bytes on the original rows */
+        const rl__rtile *rt = &rl__kernels()->rtile[ty];
+        assert_non_null(rt->to_tile);
+        const size_t tb = (size_t)cols * ref->tile8[ty].block_size / RL_QK_K;
+        uint8_t *t0 = malloc(tb), *t1 = malloc(tb);
+        for (int64_t r = 0; r < rows; r += 8) {
+            ref->tile8[ty].pack(t0, wd + (size_t)r * rs, rs, cols);
+            memset(t1, 0xa5, tb);
+            rt->to_tile(t1, res + (size_t)r * rs, cols);
+            if (memcmp(t0, t1, tb))
+                fail_msg("%s %s cols %d group %d: to_tile differs from pack",
+                         rl_kernels_impl_name(), rl_type_name(ty), (int)cols, (int)r);
+        }
+        free(t0);
+        free(t1);
         float *r0 = malloc(sizeof(float) * (size_t)cols),
               *r1 = malloc(sizeof(float) * (size_t)cols);
         for (int64_t r = 0; r < rows; r++) {

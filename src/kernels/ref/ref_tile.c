@@ -234,6 +234,23 @@ static void rl__unpack_block_q4_1_r8(void *dst, const void *group, int r, int64_
     for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
 }
 
+/* Nibble planes: code group v (low nibbles) and v + 4 (high). */
+static void rl__to_tile_q4_1_r8(void *dst, const void *group, int64_t n_cols) {
+    const rl__q41_r8 *p = group;
+    rl__q41_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, p++, o++) {
+        for (int r = 0; r < 8; r++) {
+            o->d[r] = rl_fp16_to_f32(p->d[r]);
+            o->m[r] = rl_fp16_to_f32(p->m[r]);
+        }
+        for (int v = 0; v < 4; v++)
+            for (int l = 0; l < 32; l++) {
+                o->q[v][l] = p->q[v][l] & 15;
+                o->q[v + 4][l] = p->q[v][l] >> 4;
+            }
+    }
+}
+
 static void rl__rtile_q4_1_ref(int64_t n_cols, float *s, size_t ss, const void *group,
                                const void *vx, size_t xs, int n_x) {
     for (int k = 0; k < n_x; k++) {
@@ -280,6 +297,35 @@ static void rl__unpack_block_q4_K_r8(void *dst, const void *group, int r, int64_
     memcpy(b->scales + 4, p->sb + 4 * r, 4);
     memcpy(b->scales + 8, p->sc + 4 * r, 4);
     for (int j = 0; j < 128; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+}
+
+/* Chunk j's vector g: code group 16j + g (low nibbles), 16j + 8 + g (high). */
+static void rl__to_tile_q4_K_r8(void *dst, const void *group, int64_t n_cols) {
+    const rl__q4k_r8 *p = group;
+    rl__q4k_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
+        for (int r = 0; r < 8; r++) {
+            o->d[r] = rl_fp16_to_f32(p->d[r]);
+            o->dmin[r] = rl_fp16_to_f32(p->dmin[r]);
+            uint8_t scales[12];
+            memcpy(scales, p->sa + 4 * r, 4);
+            memcpy(scales + 4, p->sb + 4 * r, 4);
+            memcpy(scales + 8, p->sc + 4 * r, 4);
+            int sc[8], mn[8];
+            for (int j = 0; j < 8; j++) rl_scale_min_k4(scales, j, &sc[j], &mn[j]);
+            for (int j = 0; j < 8; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)sc[j];
+            for (int q = 0; q < 4; q++) {
+                o->mn[q][2 * r] = (int16_t)mn[2 * q];
+                o->mn[q][2 * r + 1] = (int16_t)mn[2 * q + 1];
+            }
+        }
+        for (int j = 0; j < 4; j++)
+            for (int g = 0; g < 8; g++)
+                for (int l = 0; l < 32; l++) {
+                    o->q[16 * j + g][l] = p->q[8 * j + g][l] & 15;
+                    o->q[16 * j + 8 + g][l] = p->q[8 * j + g][l] >> 4;
+                }
+    }
 }
 
 static void rl__rtile_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *group,
@@ -348,6 +394,31 @@ static int q6k_r8_code(const rl__q6k_r8 *p, int r, int e) {
     return (o < 2 ? lb & 15 : lb >> 4) | ((hb >> (2 * o)) & 3) << 4;
 }
 
+/* Code group 32h + 8o + g of the packed tile: rl__q6k_r8's group g of
+ * quadrant o of half h. */
+static void rl__to_tile_q6_K_r8(void *dst, const void *group, int64_t n_cols) {
+    const rl__q6k_r8 *p = group;
+    rl__q6k_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
+        for (int r = 0; r < 8; r++) {
+            o->d[r] = rl_fp16_to_f32(p->d[r]);
+            for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = p->sc[j][r];
+            for (int q = 0; q < 8; q++) {
+                o->scp[q][2 * r] = p->sc[2 * q][r];
+                o->scp[q][2 * r + 1] = p->sc[2 * q + 1][r];
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            for (int q = 0; q < 4; q++)
+                for (int g = 0; g < 8; g++)
+                    for (int l = 0; l < 32; l++) {
+                        const int lb = p->ql[h][8 * (q & 1) + g][l], hb = p->qh[h][g][l];
+                        o->q[32 * h + 8 * q + g][l] =
+                            (uint8_t)((q < 2 ? lb & 15 : lb >> 4) | ((hb >> (2 * q)) & 3) << 4);
+                    }
+    }
+}
+
 static void rl__rtile_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *group,
                                const void *vx, size_t xs, int n_x) {
     for (int k = 0; k < n_x; k++) {
@@ -386,11 +457,14 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .block_size = 8 * sizeof(rl__q41_x8)};
     t->rtile[RL_TYPE_Q4_1] = (rl__rtile){.repack = rl__repack_q4_1_r8,
                                          .unpack_block = rl__unpack_block_q4_1_r8,
+                                         .to_tile = rl__to_tile_q4_1_r8,
                                          .dot = rl__rtile_q4_1_ref};
     t->rtile[RL_TYPE_Q4_K] = (rl__rtile){.repack = rl__repack_q4_K_r8,
                                          .unpack_block = rl__unpack_block_q4_K_r8,
+                                         .to_tile = rl__to_tile_q4_K_r8,
                                          .dot = rl__rtile_q4_K_ref};
     t->rtile[RL_TYPE_Q6_K] = (rl__rtile){.repack = rl__repack_q6_K_r8,
                                          .unpack_block = rl__unpack_block_q6_K_r8,
+                                         .to_tile = rl__to_tile_q6_K_r8,
                                          .dot = rl__rtile_q6_K_ref};
 }

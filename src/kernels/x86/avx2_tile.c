@@ -376,34 +376,39 @@ RL_TILE_AI __m256i rl__r8_pick(__m256i v, int j0, int j1) {
     return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
 }
 
+/* The 8 rows' packed 6-bit scales of one super-block decoded into the
+ * packed tile's int16 vectors (rl__q4k_x8's sc and mn). */
+RL_TILE_AI void rl__q4kr8_scales(const rl__q4k_r8 *p, int16_t scv[8][16], int16_t mnv[4][16]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
+    const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
+    const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
+    const __m256i C = _mm256_loadu_si256((const __m256i *)p->sc);
+    const __m256i slo = _mm256_and_si256(A, m63), mlo = _mm256_and_si256(B, m63);
+    const __m256i shi =
+        _mm256_or_si256(_mm256_and_si256(C, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(A, 6), m3), 4));
+    const __m256i mhi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(C, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(B, 6), m3), 4));
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        _mm256_storeu_si256((__m256i *)scv[j], rl__r8_pick(slo, j, j));
+        _mm256_storeu_si256((__m256i *)scv[4 + j], rl__r8_pick(shi, j, j));
+    }
+    _mm256_storeu_si256((__m256i *)mnv[0], rl__r8_pick(mlo, 0, 1));
+    _mm256_storeu_si256((__m256i *)mnv[1], rl__r8_pick(mlo, 2, 3));
+    _mm256_storeu_si256((__m256i *)mnv[2], rl__r8_pick(mhi, 0, 1));
+    _mm256_storeu_si256((__m256i *)mnv[3], rl__r8_pick(mhi, 2, 3));
+}
+
 RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
                                    const void *vx, size_t xs, const int T) {
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q4k_r8 *p = group;
-    const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
+    const __m256i m4 = _mm256_set1_epi8(15);
     _Alignas(32) int16_t scv[8][16], mnv[4][16];
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-        {
-            const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
-            const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
-            const __m256i C = _mm256_loadu_si256((const __m256i *)p->sc);
-            const __m256i slo = _mm256_and_si256(A, m63), mlo = _mm256_and_si256(B, m63);
-            const __m256i shi = _mm256_or_si256(
-                _mm256_and_si256(C, m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(A, 6), m3), 4));
-            const __m256i mhi = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(C, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(B, 6), m3), 4));
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-                _mm256_store_si256((__m256i *)scv[j], rl__r8_pick(slo, j, j));
-                _mm256_store_si256((__m256i *)scv[4 + j], rl__r8_pick(shi, j, j));
-            }
-            _mm256_store_si256((__m256i *)mnv[0], rl__r8_pick(mlo, 0, 1));
-            _mm256_store_si256((__m256i *)mnv[1], rl__r8_pick(mlo, 2, 3));
-            _mm256_store_si256((__m256i *)mnv[2], rl__r8_pick(mhi, 0, 1));
-            _mm256_store_si256((__m256i *)mnv[3], rl__r8_pick(mhi, 2, 3));
-        }
+        rl__q4kr8_scales(p, scv, mnv);
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
@@ -528,6 +533,75 @@ RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q6_Kr8)
 
+/* Resident groups into the packed tiles (rl__rtile.to_tile; the ref
+ * twins' bytes, tested): nibble planes split by mask and shift, the
+ * scales widened as the resident leaves do. */
+static void rl__to_tile_q4_1_avx2(void *dst, const void *group, int64_t n_cols) {
+    const rl__q41_r8 *p = group;
+    rl__q41_x8 *o = dst;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / 32; i++, p++, o++) {
+        _mm256_storeu_ps(o->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d)));
+        _mm256_storeu_ps(o->m, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m)));
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)p->q[v]);
+            _mm256_storeu_si256((__m256i *)o->q[v], _mm256_and_si256(b, m4));
+            _mm256_storeu_si256((__m256i *)o->q[v + 4],
+                                _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
+        }
+    }
+}
+
+static void rl__to_tile_q4_K_avx2(void *dst, const void *group, int64_t n_cols) {
+    const rl__q4k_r8 *p = group;
+    rl__q4k_x8 *o = dst;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
+        _mm256_storeu_ps(o->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d)));
+        _mm256_storeu_ps(o->dmin, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin)));
+        rl__q4kr8_scales(p, o->sc, o->mn);
+        for (int j = 0; j < 4; j++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i b = _mm256_loadu_si256((const __m256i *)p->q[8 * j + g]);
+                _mm256_storeu_si256((__m256i *)o->q[16 * j + g], _mm256_and_si256(b, m4));
+                _mm256_storeu_si256((__m256i *)o->q[16 * j + 8 + g],
+                                    _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
+            }
+    }
+}
+
+static void rl__to_tile_q6_K_avx2(void *dst, const void *group, int64_t n_cols) {
+    const rl__q6k_r8 *p = group;
+    rl__q6k_x8 *o = dst;
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
+        _mm256_storeu_ps(o->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d)));
+        for (int b = 0; b < 16; b++)
+            _mm256_storeu_si256((__m256i *)o->sc[b], rl__r8_i8x2(p->sc[b], p->sc[b]));
+        for (int q = 0; q < 8; q++)
+            _mm256_storeu_si256((__m256i *)o->scp[q], rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
+        for (int h = 0; h < 2; h++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)p->ql[h][g]);
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)p->ql[h][8 + g]);
+                const __m256i hb = _mm256_loadu_si256((const __m256i *)p->qh[h][g]);
+                const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4);
+                const __m256i h1 =
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4);
+                const __m256i h2 = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
+                const __m256i h3 =
+                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30));
+                uint8_t(*q)[32] = o->q + 32 * h + g;
+                _mm256_storeu_si256((__m256i *)q[0], _mm256_or_si256(_mm256_and_si256(l0, m4), h0));
+                _mm256_storeu_si256((__m256i *)q[8], _mm256_or_si256(_mm256_and_si256(l1, m4), h1));
+                _mm256_storeu_si256(
+                    (__m256i *)q[16],
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2));
+                _mm256_storeu_si256(
+                    (__m256i *)q[24],
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3));
+            }
+    }
+}
+
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
@@ -539,4 +613,7 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
     t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_avx2;
+    t->rtile[RL_TYPE_Q4_1].to_tile = rl__to_tile_q4_1_avx2;
+    t->rtile[RL_TYPE_Q4_K].to_tile = rl__to_tile_q4_K_avx2;
+    t->rtile[RL_TYPE_Q6_K].to_tile = rl__to_tile_q6_K_avx2;
 }
