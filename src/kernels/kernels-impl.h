@@ -232,6 +232,7 @@ void rl__vnni_fill(rl__ktab *t);      /* overrides entries of an AVX2-filled tab
 void rl__ref_fill_kvq(rl__ktab *t);   /* KV attention leaves (ref/ref_kvq.c) */
 void rl__ref_fill_tile(rl__ktab *t);  /* fast tiles' twins (ref/ref_tile.c) */
 void rl__avx2_fill_tile(rl__ktab *t); /* (x86/avx2_tile.c) */
+void rl__vnni_fill_tile(rl__ktab *t); /* (x86/vnni_tile.c) */
 void rl__avx2_fill_kvq(rl__ktab *t);  /* (x86/avx2_kvq.c) */
 
 /* Reference leaves exported for reuse (AVX2 tails, tests). */

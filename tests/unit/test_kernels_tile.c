@@ -74,6 +74,15 @@ static void *make_w(rl_type t, int64_t rows, int64_t cols, size_t *row_size) {
         for (int64_t c = 0; c < cols; c++)
             src[c] = rnd_gauss() * (0.2f + (float)((c / 32 + r) % 5) * 0.3f);
         tr->from_float(src, w + (size_t)r * *row_size, cols);
+        /* files quantized elsewhere carry negative q6_K sub-block scales
+         * (llama.cpp's quantizer signs them): negate some (a valid block) */
+        if (t == RL_TYPE_Q6_K)
+            for (int64_t i = 0; i < cols / RL_QK_K; i++) {
+                rl_block_q6_K *b = (rl_block_q6_K *)(w + (size_t)r * *row_size) + i;
+                for (int j = 0; j < 16; j++)
+                    if ((j + r + i) % 3 == 0 && b->scales[j] > -128)
+                        b->scales[j] = (int8_t)-b->scales[j];
+            }
     }
     free(src);
     return w;

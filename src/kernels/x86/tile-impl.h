@@ -1,0 +1,412 @@
+/* The tile leaves' templates (kernels-impl.h, rl__tile8 and rl__rtile):
+ * 8 interleaved weight rows (one per int32 lane) against up to RL_TILE8_T
+ * tokens, instantiated twice: by avx2_tile.c (RL_TILE_VNNI 0, the "_avx2"
+ * leaves) and by vnni_tile.c (RL_TILE_VNNI 1, "_vnni", compiled with
+ * AVX512VL/VNNI).  They differ only in how a group's integer products are
+ * summed, and those sums are exact, so both are the scalar twins' bits:
+ *   RL_TILE_VNNI 0: vpmaddubsw pair sums added in int16 (the bounds are
+ *     noted per type), then vpmaddwd by the (lane-doubled) scales or ones;
+ *   RL_TILE_VNNI 1: vpdpbusd sums the 4 products of each row into its
+ *     int32 lane directly, then vpmulld by the scale (the int16 pair's
+ *     high half, arithmetic-shifted: exact for signed and unsigned scales).
+ * The float work per super-block (lane = row) is the twins' order. */
+#ifndef RL_TILE_VNNI
+#error "define RL_TILE_VNNI before including tile-impl.h"
+#endif
+#include <string.h>
+
+#include "kernels/x86/avx2-impl.h"
+
+#define RL_TCAT_(a, b, c) a##b##c
+#define RL_TCAT(a, b, c) RL_TCAT_(a, b, c)
+#if RL_TILE_VNNI
+#define RL_TILE_SUF _vnni
+/* acc + the 4 byte products of each row, per int32 lane */
+#define RL_TI_MAC(acc, w, x) _mm256_dpbusd_epi32(acc, w, x)
+#define RL_TI_SC(v) _mm256_srai_epi32(v, 16)
+#define RL_TI_SCALED(a, sc) _mm256_mullo_epi32(a, sc)
+#define RL_TI_SUM(a) (a)
+#else
+#define RL_TILE_SUF _avx2
+/* acc + the pair sums of each row, per int16 lane (2r, 2r + 1) */
+#define RL_TI_MAC(acc, w, x) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x))
+#define RL_TI_SC(v) (v)
+#define RL_TI_SCALED(a, sc) _mm256_madd_epi16(a, sc)
+#define RL_TI_SUM(a) _mm256_madd_epi16(a, _mm256_set1_epi16(1))
+#endif
+
+#define RL_TILE_AI static inline __attribute__((always_inline))
+
+/* The rl__tile8 dot of type TY: its template at T = n_x (1..4). */
+#define RL_TILE8_INST(TY)                                                                          \
+    static void RL_TCAT(rl__tile8_, TY, RL_TILE_SUF)(int64_t n_cols, float *s, size_t ss, const void *packed,     \
+                                      const void *vx, size_t xs, int n_x) {                        \
+        if (n_x == 4)                                                                              \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 4);                                  \
+        else if (n_x == 3)                                                                         \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 3);                                  \
+        else if (n_x == 2)                                                                         \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 2);                                  \
+        else                                                                                       \
+            rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 1);                                  \
+    }
+
+static inline float rl__f16c(rl_fp16 h) {
+    return _cvtsh_ss(h);
+}
+
+RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q4k_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 8; b++) {
+            __m256i s16[RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[8 * b + g]);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t xv;
+                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
+                    s16[k] = RL_TI_MAC(s16[k], wq, _mm256_set1_epi32(xv));
+                }
+            }
+            const __m256i sc = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[b]));
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
+                _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
+        }
+        const __m256 d = _mm256_loadu_ps(p->d), dmin = _mm256_loadu_ps(p->dmin);
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i msum = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                const uint32_t bp = (uint16_t)rl__q8k_bsum32(x[k], 2 * q) |
+                                    (uint32_t)(uint16_t)rl__q8k_bsum32(x[k], 2 * q + 1) << 16;
+                msum = _mm256_add_epi32(
+                    msum, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->mn[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256 dx = _mm256_set1_ps(x[k]->d);
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_K)
+/* q6_K: as q4_K, but codes 0..63 so only two groups (8 elements) add in
+ * int16 (2 * 2 * 63 * 127 = 32004), and 16-element sub-blocks: two
+ * vpmaddwd per sub-block; the -32 offset through the bsums. */
+RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q6k_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 16; b++) {
+            const __m256i sc = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[b]));
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)p->q[4 * b + 2 * h]);
+                const __m256i w1 = _mm256_loadu_si256((const __m256i *)p->q[4 * b + 2 * h + 1]);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t x0, x1;
+                    memcpy(&x0, x[k]->qs + 16 * b + 8 * h, 4);
+                    memcpy(&x1, x[k]->qs + 16 * b + 8 * h + 4, 4);
+                    const __m256i s16 =
+                        RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w0, _mm256_set1_epi32(x0)), w1, _mm256_set1_epi32(x1));
+                    sumi[k] = _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16, sc));
+                }
+            }
+        }
+        const __m256 d = _mm256_loadu_ps(p->d);
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i corr = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+                uint32_t bp;
+                memcpy(&bp, &x[k]->bsums[2 * q], 4);
+                corr = _mm256_add_epi32(
+                    corr, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->scp[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256i tot = _mm256_sub_epi32(sumi[k], _mm256_slli_epi32(corr, 5));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(tot), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q6_K)
+/* q4_1's float step per block (the packed and the resident tile): the
+ * int16 sums to int32 lanes, then the twin's two fused multiply-adds. */
+RL_TILE_AI void rl__q41_fstep(__m256 *acc, const __m256i *s16, __m256 d, __m256 m,
+                              const rl_block_q8_1 *const *x, const int T) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
+        const __m256 sx = _mm256_set1_ps(rl__f16c(x[k]->s));
+        const __m256 sumi = _mm256_cvtepi32_ps(RL_TI_SUM(s16[k]));
+        acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), sumi, acc[k]);
+        acc[k] = _mm256_fmadd_ps(m, sx, acc[k]);
+    }
+}
+
+/* q4_1: per block, the 8 groups of 4 elements as in q4_K (8 x 2 x 15 x 128
+ * = 30720 fits int16), one vpmaddwd by ones to int32 lanes, then the
+ * twin's two fused multiply-adds per lane. */
+RL_TILE_AI void rl__tile8_q4_1_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q41_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        const rl_block_q8_1 *x[RL_TILE8_T];
+        __m256i s16[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[g]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xv;
+                memcpy(&xv, x[k]->qs + 4 * g, 4);
+                s16[k] = RL_TI_MAC(s16[k], wq, _mm256_set1_epi32(xv));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps(p->d), m = _mm256_loadu_ps(p->m);
+        rl__q41_fstep(acc, s16, d, m, x, T);
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_1)
+/* q4_1 resident tile (kernels-impl.h, rl__q41_r8): each of the 4 weight
+ * vectors gives groups v (low nibbles) and v + 4 (high nibbles), then the
+ * packed tile's int16 sums, vpmaddwd and float steps: bit for bit
+ * rl__tile8_q4_1_T on the same rows.  Batch 1 reads the group's bytes in
+ * one stream, prefetched RL_PF_DIST ahead into L2 as the 1-token leaves do. */
+RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q41_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        RL_PF3(p); /* 160 bytes a block: the 1-token leaves' distance (avx2-impl.h) */
+        const rl_block_q8_1 *x[RL_TILE8_T];
+        __m256i s16[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[v]);
+            const __m256i lo = _mm256_and_si256(raw, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xl, xh;
+                memcpy(&xl, x[k]->qs + 4 * v, 4);
+                memcpy(&xh, x[k]->qs + 16 + 4 * v, 4);
+                s16[k] = RL_TI_MAC(s16[k], lo, _mm256_set1_epi32(xl));
+                s16[k] = RL_TI_MAC(s16[k], hi, _mm256_set1_epi32(xh));
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m));
+        rl__q41_fstep(acc, s16, d, m, x, T);
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_1r8)
+
+/* q4_K resident tile (kernels-impl.h, rl__q4k_r8): per super-block the 8
+ * rows' packed 6-bit scales are decoded in registers into the packed
+ * tile's int16 vectors (rl__q4k_x8's sc and mn, lane 2r / 2r + 1), kept on
+ * the stack for the tokens; then rl__tile8_q4_K_T's integer and float
+ * steps, the nibbles of sub-block 2j (low) and 2j + 1 (high) taken from the
+ * same 8 vectors of chunk j. */
+/* Bytes j0, j1 of each row's 4 (row r at 4r..4r+3 of v) widened to int16
+ * lanes 2r, 2r + 1. */
+RL_TILE_AI __m256i rl__r8_pick(__m256i v, int j0, int j1) {
+    const __m256i idx = _mm256_setr_epi8(
+        (char)j0, (char)j1, (char)(4 + j0), (char)(4 + j1), (char)(8 + j0), (char)(8 + j1),
+        (char)(12 + j0), (char)(12 + j1), -1, -1, -1, -1, -1, -1, -1, -1, (char)j0, (char)j1,
+        (char)(4 + j0), (char)(4 + j1), (char)(8 + j0), (char)(8 + j1), (char)(12 + j0),
+        (char)(12 + j1), -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i b =
+        _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, idx), _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
+}
+
+/* The 8 rows' packed 6-bit scales of one super-block decoded into the
+ * packed tile's int16 vectors (rl__q4k_x8's sc and mn). */
+RL_TILE_AI void rl__q4kr8_scales(const rl__q4k_r8 *p, int16_t scv[8][16], int16_t mnv[4][16]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
+    const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
+    const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
+    const __m256i C = _mm256_loadu_si256((const __m256i *)p->sc);
+    const __m256i slo = _mm256_and_si256(A, m63), mlo = _mm256_and_si256(B, m63);
+    const __m256i shi =
+        _mm256_or_si256(_mm256_and_si256(C, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(A, 6), m3), 4));
+    const __m256i mhi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(C, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(B, 6), m3), 4));
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        _mm256_storeu_si256((__m256i *)scv[j], rl__r8_pick(slo, j, j));
+        _mm256_storeu_si256((__m256i *)scv[4 + j], rl__r8_pick(shi, j, j));
+    }
+    _mm256_storeu_si256((__m256i *)mnv[0], rl__r8_pick(mlo, 0, 1));
+    _mm256_storeu_si256((__m256i *)mnv[1], rl__r8_pick(mlo, 2, 3));
+    _mm256_storeu_si256((__m256i *)mnv[2], rl__r8_pick(mhi, 0, 1));
+    _mm256_storeu_si256((__m256i *)mnv[3], rl__r8_pick(mhi, 2, 3));
+}
+
+RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q4k_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    _Alignas(32) int16_t scv[8][16], mnv[4][16];
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        rl__q4kr8_scales(p, scv, mnv);
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 8; b++) {
+            RL_PF3((const char *)p + 144 * b); /* 1152 bytes: 3 lines per sub-block */
+            __m256i s16[RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[8 * (b / 2) + g]);
+                const __m256i wq = _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t xv;
+                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
+                    s16[k] = RL_TI_MAC(s16[k], wq, _mm256_set1_epi32(xv));
+                }
+            }
+            const __m256i sc = RL_TI_SC(_mm256_load_si256((const __m256i *)scv[b]));
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
+                _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i msum = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                const uint32_t bp = (uint16_t)rl__q8k_bsum32(x[k], 2 * q) |
+                                    (uint32_t)(uint16_t)rl__q8k_bsum32(x[k], 2 * q + 1) << 16;
+                msum = _mm256_add_epi32(
+                    msum, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)mnv[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256 dx = _mm256_set1_ps(x[k]->d);
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            acc[k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_Kr8)
+
+/* q6_K resident tile (kernels-impl.h, rl__q6k_r8): each group's codes
+ * assembled from its ql nibbles and qh bit pair, then rl__tile8_q6_K_T's
+ * steps (two groups summed in int16: 2 * 2 * 63 * 127 fits), the scales
+ * widened from int8 per super-block onto the stack for the tokens. */
+RL_TILE_AI __m256i rl__r8_i8x2(const int8_t *a, const int8_t *b) {
+    const __m128i va = _mm_loadl_epi64((const __m128i *)a),
+                  vb = _mm_loadl_epi64((const __m128i *)b);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb));
+}
+
+RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q6k_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    _Alignas(32) int16_t scv[16][16], scp[8][16];
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        for (int b = 0; b < 16; b++)
+            _mm256_store_si256((__m256i *)scv[b], rl__r8_i8x2(p->sc[b], p->sc[b]));
+        for (int q = 0; q < 8; q++)
+            _mm256_store_si256((__m256i *)scp[q], rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 16; b++) {
+            const int h = b / 8, o = (b % 8) / 2, g0 = 4 * (b % 2);
+            RL_PF1((const char *)p + 105 * b); /* 1680 bytes: 2 lines per sub-block */
+            RL_PF1((const char *)p + 105 * b + 64);
+            const __m256i sc = RL_TI_SC(_mm256_load_si256((const __m256i *)scv[b]));
+            _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {
+                __m256i w[2];
+                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++) {
+                    const int g = g0 + 2 * j + u;
+                    const __m256i lb =
+                        _mm256_loadu_si256((const __m256i *)p->ql[h][8 * (o & 1) + g]);
+                    const __m256i hb = _mm256_loadu_si256((const __m256i *)p->qh[h][g]);
+                    const __m256i nib = _mm256_and_si256(o < 2 ? lb : _mm256_srli_epi16(lb, 4), m4);
+                    const __m256i hi = _mm256_slli_epi16(
+                        _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * o)), m3), 4);
+                    w[u] = _mm256_or_si256(nib, hi);
+                }
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    const int8_t *xq = x[k]->qs + 128 * h + 32 * o + 4 * (g0 + 2 * j);
+                    int32_t x0, x1;
+                    memcpy(&x0, xq, 4);
+                    memcpy(&x1, xq + 4, 4);
+                    const __m256i s16 =
+                        RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w[0], _mm256_set1_epi32(x0)), w[1], _mm256_set1_epi32(x1));
+                    sumi[k] = _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16, sc));
+                }
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            __m256i corr = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+                uint32_t bp;
+                memcpy(&bp, &x[k]->bsums[2 * q], 4);
+                corr = _mm256_add_epi32(
+                    corr, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)scp[q]),
+                                            _mm256_set1_epi32((int)bp)));
+            }
+            const __m256i tot = _mm256_sub_epi32(sumi[k], _mm256_slli_epi32(corr, 5));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(tot), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q6_Kr8)
