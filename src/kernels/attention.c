@@ -35,6 +35,7 @@
 
 #define RL_ATT_TILE   32
 #define RL_ATT_MAX_HD 512
+#define RL_ATT_GHD    256 /* largest head size of a grouped item */
 
 #include <string.h>
 
@@ -51,6 +52,11 @@ static bool rl__kvq_float_query(void) {
     return x == 1;
 }
 
+static _Atomic bool g_att_grouped = true;
+void rl_attention_set_grouped(bool on) {
+    atomic_store(&g_att_grouped, on);
+}
+
 typedef struct rl__att_ctx {
     const rl_attn_args *a; /* the runs; items numbered run after run */
     int64_t n_items;
@@ -62,6 +68,7 @@ typedef struct rl__att_ctx {
     bool v_rot;   /* V rows are stored rotated: rotate the output head back */
     bool k_shift; /* K rows are stored minus kv->k_shift: add q . k_shift back */
     bool k_scale; /* K rows are stored times kv->k_scale: divide the query by it */
+    int gs;       /* query heads per item: 1, or a GQA group's share (rl__att_group) */
     _Atomic int64_t next;
 } rl__att_ctx;
 
@@ -70,6 +77,74 @@ static inline const void *rl__kv_row(const void *base, size_t block_bytes, size_
                                      const rl_kv_layer *kv, int32_t b, int kvh, int32_t s) {
     return (const uint8_t *)base + (size_t)b * block_bytes +
            ((size_t)kvh * kv->block_size + s) * row_bytes;
+}
+
+/* One item of c->gs query heads h0.. of token t that share KV head kvh
+ * (f32/f16 pages, no rotation, shift or scale): each tile's K and V rows
+ * are read once for all of them (kq_rows_g, v_rows_g), and per head the
+ * steps are the one-head item's below, in the same order, so the results
+ * are the same bits as c->gs one-head items. */
+static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, int h0) {
+    const rl_kv_layer *kv = a->kv;
+    const rl__ktab *kt = c->kt;
+    const int hd = kv->head_dim, g = c->gs, kvh = h0 / (a->n_head / kv->n_kv_head),
+              bs = kv->block_size;
+    float acc[RL_ATT_GMAX * RL_ATT_GHD], sc[RL_ATT_GMAX][RL_ATT_TILE], m[RL_ATT_GMAX],
+        sum[RL_ATT_GMAX];
+    const float *q = a->q + ((size_t)t * a->n_head + h0) * hd;
+    for (int i = 0; i < g * hd; i++) acc[i] = 0.0f;
+    for (int j = 0; j < g; j++) m[j] = -INFINITY, sum[j] = 0.0f;
+    int32_t hi = a->pos[t];
+    int32_t lo = a->window > 0 ? hi - a->window + 1 : 0;
+    if (lo < 0) lo = 0;
+    for (int32_t t0 = lo; t0 <= hi;) {
+        int32_t t1 = (t0 / RL_ATT_TILE + 1) * RL_ATT_TILE;
+        if (t1 > hi + 1) t1 = hi + 1;
+        for (int32_t pp = t0; pp < t1;) {
+            int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
+            kt->kq_rows_g[kv->k_type](q,
+                                      rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv,
+                                                 a->block_table[pp / bs], kvh, s),
+                                      c->k_row, n, hd, g, &sc[0][pp - t0], RL_ATT_TILE);
+            pp += n;
+        }
+        for (int j = 0; j < g; j++) {
+            float mt = -INFINITY;
+            for (int32_t i = 0; i < t1 - t0; i++) {
+                float sv = (sc[j][i] + 0.0f) * a->scale; /* the one-head item's + qmu */
+                if (a->softcap > 0.0f) sv = a->softcap * tanhf(sv / a->softcap);
+                sc[j][i] = sv;
+                if (sv > mt) mt = sv;
+            }
+            if (mt > m[j]) {
+                if (m[j] != -INFINITY) {
+                    float r = expf(m[j] - mt);
+                    kt->scale(acc + (size_t)j * hd, r, hd);
+                    sum[j] *= r;
+                }
+                m[j] = mt;
+            }
+            sum[j] += kt->exp_sum(sc[j], t1 - t0, m[j]);
+        }
+        for (int32_t pp = t0; pp < t1;) {
+            int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
+            kt->v_rows_g[kv->v_type](acc,
+                                     rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv,
+                                                a->block_table[pp / bs], kvh, s),
+                                     c->v_row, &sc[0][pp - t0], RL_ATT_TILE, n, hd, g);
+            pp += n;
+        }
+        t0 = t1;
+    }
+    for (int j = 0; j < g; j++) {
+        float inv = sum[j] > 0.0f ? 1.0f / sum[j] : 0.0f;
+        if (a->sinks) {
+            float sk = a->sinks[h0 + j], mx = sk > m[j] ? sk : m[j], r = expf(m[j] - mx);
+            inv = r / (sum[j] * r + expf(sk - mx));
+        }
+        float *out = a->out + ((size_t)t * a->n_head + h0 + j) * hd;
+        for (int i = 0; i < hd; i++) out[i] = acc[(size_t)j * hd + i] * inv;
+    }
 }
 
 static void rl__att_task(void *p, int ith, int nth) {
@@ -91,12 +166,17 @@ static void rl__att_task(void *p, int ith, int nth) {
     for (;;) {
         int64_t it = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
         if (it >= n_items) break;
-        while (it >= run_base + (int64_t)a->n_tok * a->n_head) { /* items only grow per thread */
-            run_base += (int64_t)a->n_tok * a->n_head;
+        const int per_tok = a->n_head / c->gs;                 /* items per token */
+        while (it >= run_base + (int64_t)a->n_tok * per_tok) { /* items only grow per thread */
+            run_base += (int64_t)a->n_tok * per_tok;
             a++;
         }
-        int t = (int)((it - run_base) / a->n_head), h = (int)((it - run_base) % a->n_head),
+        int t = (int)((it - run_base) / per_tok), h = (int)((it - run_base) % per_tok) * c->gs,
             kvh = h / group;
+        if (c->gs > 1) {
+            rl__att_group(c, a, t, h);
+            continue;
+        }
         const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
         float *out = a->out + ((size_t)t * a->n_head + h) * hd;
         float qmu = 0.0f; /* q . k_shift, the part of every score the pages do not hold */
@@ -200,8 +280,22 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
     c.v_rot = rl_kv_rot_resolve(kv->v_type, kv->head_dim, kv->v_rot) == RL_KV_ROT_HADAMARD;
     c.k_shift = rl_kv_k_shifted(kv);
     c.k_scale = rl_kv_k_scaled(kv);
+    /* GQA: heads that share a KV head in one item (rl__att_group), as many
+     * as divide the group up to RL_ATT_GMAX, when there are items enough
+     * to keep every thread busy (4 each; otherwise a decode step of one
+     * sequence would leave a thread idle); the same bits either way. */
+    c.gs = 1;
+    const int group = a->n_head / kv->n_kv_head, nth = rl_threadpool_n_threads(tp);
+    if (atomic_load_explicit(&g_att_grouped, memory_order_relaxed) && group > 1 &&
+        kv->head_dim <= RL_ATT_GHD && c.kt->kq_rows_g[kv->k_type] && c.kt->v_rows_g[kv->v_type] &&
+        !c.k_quant && !c.kqf && !c.k_rot && !c.v_rot && !c.k_shift && !c.k_scale) {
+        int gs = RL_ATT_GMAX;
+        while (group % gs) gs--;
+        if (gs > 1 && n_items / gs >= 4 * (int64_t)nth) c.gs = gs;
+    }
+    c.n_items = n_items / c.gs;
     atomic_init(&c.next, 0);
-    if (rl_threadpool_n_threads(tp) == 1)
+    if (nth == 1)
         rl__att_task(&c, 0, 1);
     else
         rl_threadpool_run(tp, rl__att_task, &c);

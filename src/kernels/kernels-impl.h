@@ -159,6 +159,9 @@ static inline int16_t rl__q8k_bsum32(const rl_block_q8_K *x, int b) {
     return (int16_t)(x->bsums[2 * b] + x->bsums[2 * b + 1]);
 }
 
+/* Most query heads one grouped attention item carries (kq_rows_g). */
+#define RL_ATT_GMAX 8
+
 typedef struct rl__ktab {
     const char *name;
     rl__vec_dot_fn vec_dot[RL_TYPE_COUNT];     /* indexed by weight type; NULL = unsupported */
@@ -196,6 +199,16 @@ typedef struct rl__ktab {
                                    float *s);
     void (*v_rows[RL_TYPE_COUNT])(float *acc, const void *v, size_t stride, const float *w, int n,
                                   int hd);
+    /* The same leaves for g (1..RL_ATT_GMAX) query heads that share the K/V
+     * rows (GQA), each row read and widened once for all of them: head j's
+     * query at q + j * hd, its scores at s + j * s_stride, its weights at
+     * w + j * w_stride, its accumulator at acc + j * hd.  Bit-identical to g
+     * kq_rows / v_rows calls (the same operations per head).  f32/f16
+     * pages; NULL: none. */
+    void (*kq_rows_g[RL_TYPE_COUNT])(const float *q, const void *k, size_t stride, int n, int hd,
+                                     int g, float *s, size_t s_stride);
+    void (*v_rows_g[RL_TYPE_COUNT])(float *acc, const void *v, size_t stride, const float *w,
+                                    size_t w_stride, int n, int hd, int g);
     /* kq_rows with an f32 query for q8_0/q4_0 pages: codes widened to float
      * in registers, per block sum_i q_i*code_i, then acc += d_block * that
      * (no query rounding; used when RL_KVQ_QUERY=f32, see attention.c). */

@@ -333,5 +333,10 @@ void rl_attention(const rl_attn_args *a, rl_threadpool *tp);
  * one call per run); every run shares kv, n_head, scale, window, softcap
  * and sinks. */
 void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp);
+/* Grouped-query items on (default) or off: heads sharing a KV head run as
+ * one work item that reads each K/V row once (f32/f16 pages); the results
+ * are the same bits either way.  Process-wide; flip it only while no
+ * attention runs (tests and comparisons). */
+void rl_attention_set_grouped(bool on);
 
 #endif

@@ -513,6 +513,14 @@ static void check_attention(rl_type kt, rl_type vt, int n_head, int nkv, int hd,
     }
     rl_attention_runs(runs, 3, tp);
     assert_memory_equal(out3, out, sizeof(float) * n_tok * n_head * hd);
+    /* grouped-query items (heads of a KV head together) off: the same bits */
+    rl_attention_set_grouped(false);
+    memset(out3, 0, sizeof(float) * n_tok * n_head * hd);
+    rl_attn_args ag = a;
+    ag.out = out3;
+    rl_attention(&ag, tp);
+    rl_attention_set_grouped(true);
+    assert_memory_equal(out, out3, sizeof(float) * n_tok * n_head * hd);
     free(out3);
     free(q);
     free(out);
@@ -533,6 +541,8 @@ static void test_attention(void **state) {
         check_attention(RL_TYPE_F16, RL_TYPE_F16, 4, 1, 256, 8, 40, 0, tp);    /* window, MQA */
         check_attention(RL_TYPE_F16, RL_TYPE_F32, 8, 2, 48, 32, 0, 5.0f, tp);  /* softcap */
         check_attention(RL_TYPE_F32, RL_TYPE_F16, 6, 2, 40, 7, 20, 30.0f, tp); /* odd block size */
+        check_attention(RL_TYPE_F32, RL_TYPE_F32, 12, 2, 36, 16, 0, 0, tp); /* groups of 6, tails */
+        check_attention(RL_TYPE_F16, RL_TYPE_F16, 16, 2, 128, 16, 0, 0, tp); /* groups of 8 */
     }
     rl_threadpool_free(tp);
 }

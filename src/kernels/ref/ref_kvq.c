@@ -275,6 +275,23 @@ static void rl__wht_ref(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= c;
 }
 
+/* The grouped leaves' twins: g calls of the one-head leaf. */
+#define RL_KQ_G_REF(NAME, ONE)                                                                     \
+    static void NAME(const float *q, const void *k, size_t stride, int n, int hd, int g, float *s, \
+                     size_t ss) {                                                                  \
+        for (int j = 0; j < g; j++) ONE(q + (size_t)j * hd, k, stride, n, hd, s + (size_t)j * ss); \
+    }
+#define RL_V_G_REF(NAME, ONE)                                                                      \
+    static void NAME(float *acc, const void *v, size_t stride, const float *w, size_t ws, int n,   \
+                     int hd, int g) {                                                              \
+        for (int j = 0; j < g; j++)                                                                \
+            ONE(acc + (size_t)j * hd, v, stride, w + (size_t)j * ws, n, hd);                       \
+    }
+RL_KQ_G_REF(rl__kq_f32_g_ref, rl__kq_f32_ref)
+RL_KQ_G_REF(rl__kq_f16_g_ref, rl__kq_f16_ref)
+RL_V_G_REF(rl__v_f32_g_ref, rl__v_f32_ref)
+RL_V_G_REF(rl__v_f16_g_ref, rl__v_f16_ref)
+
 void rl__ref_fill_kvq(rl__ktab *t) {
     t->wht = rl__wht_ref;
     t->quant_iq4_nl_kv = rl__quant_iq4_nl_kv;
@@ -294,4 +311,8 @@ void rl__ref_fill_kvq(rl__ktab *t) {
     t->v_rows[RL_TYPE_Q8_0] = rl__v_q8_0_ref;
     t->v_rows[RL_TYPE_Q8_64] = rl__v_q8_64_ref;
     t->v_rows[RL_TYPE_Q4_0] = rl__v_q4_0_ref;
+    t->kq_rows_g[RL_TYPE_F32] = rl__kq_f32_g_ref;
+    t->kq_rows_g[RL_TYPE_F16] = rl__kq_f16_g_ref;
+    t->v_rows_g[RL_TYPE_F32] = rl__v_f32_g_ref;
+    t->v_rows_g[RL_TYPE_F16] = rl__v_f16_g_ref;
 }

@@ -182,6 +182,133 @@ static inline float rl__f16_at(const rl_fp16 *p) {
 RL_V_FLOAT_AVX2(rl__v_f32_avx2, float, rl__ld_f32, rl__f32_at)
 RL_V_FLOAT_AVX2(rl__v_f16_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
 
+/* Grouped leaves (kq_rows_g, v_rows_g): up to 4 heads per pass over the
+ * rows, each row loaded and widened once for them; per head the one-head
+ * leaves' operations exactly (kq: the two 16-step accumulators, the 8-step
+ * and scalar tails; v: each element's fma chain in row order, which does
+ * not depend on how columns are blocked; the scalar tail unfused, as
+ * there). */
+#define RL_KQ_G_AVX2(NAME, T, LD, AT)                                                              \
+    static inline __attribute__((always_inline)) void NAME##_G(const float *q, const void *k,      \
+                                                               size_t stride, int n, int hd,       \
+                                                               float *s, size_t ss, const int G) { \
+        for (int r = 0; r < n; r++) {                                                              \
+            const T *b = (const T *)ROW(k, r, stride);                                             \
+            __m256 s0[4], s1[4];                                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) s0[j] = s1[j] =                    \
+                _mm256_setzero_ps();                                                               \
+            int i = 0;                                                                             \
+            for (; i + 16 <= hd; i += 16) {                                                        \
+                const __m256 b0 = LD(b + i), b1 = LD(b + i + 8);                                   \
+                _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                              \
+                    s0[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * hd + i), b0, s0[j]);           \
+                    s1[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * hd + i + 8), b1, s1[j]);       \
+                }                                                                                  \
+            }                                                                                      \
+            for (; i + 8 <= hd; i += 8) {                                                          \
+                const __m256 b0 = LD(b + i);                                                       \
+                _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) s0[j] =                        \
+                    _mm256_fmadd_ps(_mm256_loadu_ps(q + j * hd + i), b0, s0[j]);                   \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                                  \
+                float acc = rl__hsum_ps(_mm256_add_ps(s0[j], s1[j]));                              \
+                for (int e = i; e < hd; e++) acc += q[j * hd + e] * AT(b + e);                     \
+                s[(size_t)j * ss + r] = acc;                                                       \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void NAME(const float *q, const void *k, size_t stride, int n, int hd, int g, float *s, \
+                     size_t ss) {                                                                  \
+        for (int j0 = 0; j0 < g; j0 += 4) {                                                        \
+            const float *qj = q + (size_t)j0 * hd;                                                 \
+            float *sj = s + (size_t)j0 * ss;                                                       \
+            switch (g - j0) {                                                                      \
+            case 1:                                                                                \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 1);                                         \
+                break;                                                                             \
+            case 2:                                                                                \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 2);                                         \
+                break;                                                                             \
+            case 3:                                                                                \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 3);                                         \
+                break;                                                                             \
+            default:                                                                               \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 4);                                         \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+#define RL_V_G_AVX2(NAME, T, LD, AT)                                                               \
+    static inline __attribute__((always_inline)) void NAME##_G(                                    \
+        float *acc, const void *v, size_t stride, const float *w, size_t ws, int n, int hd,        \
+        const int G) {                                                                             \
+        int i = 0;                                                                                 \
+        for (; i + 16 <= hd; i += 16) {                                                            \
+            __m256 a0[4], a1[4];                                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                                  \
+                a0[j] = _mm256_loadu_ps(acc + j * hd + i);                                         \
+                a1[j] = _mm256_loadu_ps(acc + j * hd + i + 8);                                     \
+            }                                                                                      \
+            for (int r = 0; r < n; r++) {                                                          \
+                const T *x = (const T *)ROW(v, r, stride) + i;                                     \
+                const __m256 v0 = LD(x), v1 = LD(x + 8);                                           \
+                _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                              \
+                    const __m256 wr = _mm256_broadcast_ss(w + (size_t)j * ws + r);                 \
+                    a0[j] = _mm256_fmadd_ps(wr, v0, a0[j]);                                        \
+                    a1[j] = _mm256_fmadd_ps(wr, v1, a1[j]);                                        \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                                  \
+                _mm256_storeu_ps(acc + j * hd + i, a0[j]);                                         \
+                _mm256_storeu_ps(acc + j * hd + i + 8, a1[j]);                                     \
+            }                                                                                      \
+        }                                                                                          \
+        for (; i + 8 <= hd; i += 8) {                                                              \
+            __m256 a0[4];                                                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) a0[j] =                            \
+                _mm256_loadu_ps(acc + j * hd + i);                                                 \
+            for (int r = 0; r < n; r++) {                                                          \
+                const __m256 v0 = LD((const T *)ROW(v, r, stride) + i);                            \
+                _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) a0[j] =                        \
+                    _mm256_fmadd_ps(_mm256_broadcast_ss(w + (size_t)j * ws + r), v0, a0[j]);       \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++)                                    \
+                _mm256_storeu_ps(acc + j * hd + i, a0[j]);                                         \
+        }                                                                                          \
+        for (; i < hd; i++)                                                                        \
+            for (int j = 0; j < G; j++)                                                            \
+                for (int r = 0; r < n; r++)                                                        \
+                    acc[j * hd + i] +=                                                             \
+                        w[(size_t)j * ws + r] * AT((const T *)ROW(v, r, stride) + i);              \
+    }                                                                                              \
+    static void NAME(float *acc, const void *v, size_t stride, const float *w, size_t ws, int n,   \
+                     int hd, int g) {                                                              \
+        for (int j0 = 0; j0 < g; j0 += 4) {                                                        \
+            float *aj = acc + (size_t)j0 * hd;                                                     \
+            const float *wj = w + (size_t)j0 * ws;                                                 \
+            switch (g - j0) {                                                                      \
+            case 1:                                                                                \
+                NAME##_G(aj, v, stride, wj, ws, n, hd, 1);                                         \
+                break;                                                                             \
+            case 2:                                                                                \
+                NAME##_G(aj, v, stride, wj, ws, n, hd, 2);                                         \
+                break;                                                                             \
+            case 3:                                                                                \
+                NAME##_G(aj, v, stride, wj, ws, n, hd, 3);                                         \
+                break;                                                                             \
+            default:                                                                               \
+                NAME##_G(aj, v, stride, wj, ws, n, hd, 4);                                         \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+RL_KQ_G_AVX2(rl__kq_f32_g_avx2, float, rl__ld_f32, rl__f32_at)
+RL_KQ_G_AVX2(rl__kq_f16_g_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
+RL_V_G_AVX2(rl__v_f32_g_avx2, float, rl__ld_f32, rl__f32_at)
+RL_V_G_AVX2(rl__v_f16_g_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
+
 /* Per page block: qk/8 accumulators in registers over all rows; each row's
  * w[r] * d once for the block. */
 static inline __attribute__((always_inline)) void rl__v_q8(float *acc, const void *v, size_t stride,
@@ -494,4 +621,8 @@ void rl__avx2_fill_kvq(rl__ktab *t) {
     t->v_rows[RL_TYPE_Q8_0] = rl__v_q8_0_avx2;
     t->v_rows[RL_TYPE_Q8_64] = rl__v_q8_64_avx2;
     t->v_rows[RL_TYPE_Q4_0] = rl__v_q4_0_avx2;
+    t->kq_rows_g[RL_TYPE_F32] = rl__kq_f32_g_avx2;
+    t->kq_rows_g[RL_TYPE_F16] = rl__kq_f16_g_avx2;
+    t->v_rows_g[RL_TYPE_F32] = rl__v_f32_g_avx2;
+    t->v_rows_g[RL_TYPE_F16] = rl__v_f16_g_avx2;
 }

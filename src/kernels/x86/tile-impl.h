@@ -18,29 +18,30 @@
 #include "kernels/x86/avx2-impl.h"
 
 #define RL_TCAT_(a, b, c) a##b##c
-#define RL_TCAT(a, b, c) RL_TCAT_(a, b, c)
+#define RL_TCAT(a, b, c)  RL_TCAT_(a, b, c)
 #if RL_TILE_VNNI
 #define RL_TILE_SUF _vnni
 /* acc + the 4 byte products of each row, per int32 lane */
 #define RL_TI_MAC(acc, w, x) _mm256_dpbusd_epi32(acc, w, x)
-#define RL_TI_SC(v) _mm256_srai_epi32(v, 16)
-#define RL_TI_SCALED(a, sc) _mm256_mullo_epi32(a, sc)
-#define RL_TI_SUM(a) (a)
+#define RL_TI_SC(v)          _mm256_srai_epi32(v, 16)
+#define RL_TI_SCALED(a, sc)  _mm256_mullo_epi32(a, sc)
+#define RL_TI_SUM(a)         (a)
 #else
-#define RL_TILE_SUF _avx2
+#define RL_TILE_SUF          _avx2
 /* acc + the pair sums of each row, per int16 lane (2r, 2r + 1) */
 #define RL_TI_MAC(acc, w, x) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x))
-#define RL_TI_SC(v) (v)
-#define RL_TI_SCALED(a, sc) _mm256_madd_epi16(a, sc)
-#define RL_TI_SUM(a) _mm256_madd_epi16(a, _mm256_set1_epi16(1))
+#define RL_TI_SC(v)          (v)
+#define RL_TI_SCALED(a, sc)  _mm256_madd_epi16(a, sc)
+#define RL_TI_SUM(a)         _mm256_madd_epi16(a, _mm256_set1_epi16(1))
 #endif
 
 #define RL_TILE_AI static inline __attribute__((always_inline))
 
 /* The rl__tile8 dot of type TY: its template at T = n_x (1..4). */
 #define RL_TILE8_INST(TY)                                                                          \
-    static void RL_TCAT(rl__tile8_, TY, RL_TILE_SUF)(int64_t n_cols, float *s, size_t ss, const void *packed,     \
-                                      const void *vx, size_t xs, int n_x) {                        \
+    static void RL_TCAT(rl__tile8_, TY, RL_TILE_SUF)(int64_t n_cols, float *s, size_t ss,          \
+                                                     const void *packed, const void *vx,           \
+                                                     size_t xs, int n_x) {                         \
         if (n_x == 4)                                                                              \
             rl__tile8_##TY##_T(n_cols, s, ss, packed, vx, xs, 4);                                  \
         else if (n_x == 3)                                                                         \
@@ -127,7 +128,8 @@ RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
                     memcpy(&x0, x[k]->qs + 16 * b + 8 * h, 4);
                     memcpy(&x1, x[k]->qs + 16 * b + 8 * h + 4, 4);
                     const __m256i s16 =
-                        RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w0, _mm256_set1_epi32(x0)), w1, _mm256_set1_epi32(x1));
+                        RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w0, _mm256_set1_epi32(x0)), w1,
+                                  _mm256_set1_epi32(x1));
                     sumi[k] = _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16, sc));
                 }
             }
@@ -385,7 +387,8 @@ RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
                     memcpy(&x0, xq, 4);
                     memcpy(&x1, xq + 4, 4);
                     const __m256i s16 =
-                        RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w[0], _mm256_set1_epi32(x0)), w[1], _mm256_set1_epi32(x1));
+                        RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w[0], _mm256_set1_epi32(x0)),
+                                  w[1], _mm256_set1_epi32(x1));
                     sumi[k] = _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16, sc));
                 }
             }
