@@ -79,11 +79,45 @@ static inline const void *rl__kv_row(const void *base, size_t block_bytes, size_
            ((size_t)kvh * kv->block_size + s) * row_bytes;
 }
 
+/* One tile of an item's online softmax for one head: sc[0..n) raw scores
+ * in, weights e^(s - m) out (position order); the running max m and sum
+ * updated, acc[0..hd) rescaled when the max grows. */
+static void rl__att_softmax_tile(const rl__ktab *kt, const rl_attn_args *a, float *sc, int32_t n,
+                                 float qmu, float *acc, int hd, float *m, float *sum) {
+    float mt = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        float sv = (sc[i] + qmu) * a->scale;
+        if (a->softcap > 0.0f) sv = a->softcap * tanhf(sv / a->softcap);
+        sc[i] = sv;
+        if (sv > mt) mt = sv;
+    }
+    if (mt > *m) {
+        if (*m != -INFINITY) {
+            float r = expf(*m - mt);
+            kt->scale(acc, r, hd);
+            *sum *= r;
+        }
+        *m = mt;
+    }
+    *sum += kt->exp_sum(sc, n, *m);
+}
+
+/* out[0..hd) = acc / sum for head h (the sink, if any, in the denominator). */
+static void rl__att_finish(const rl_attn_args *a, const float *acc, int hd, float m, float sum,
+                           int h, float *out) {
+    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    if (a->sinks) { /* the sink joins the denominator: sum e^(s-M) + e^(sink-M) */
+        float sk = a->sinks[h], mx = sk > m ? sk : m, r = expf(m - mx);
+        inv = r / (sum * r + expf(sk - mx));
+    }
+    for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
+}
+
 /* One item of c->gs query heads h0.. of token t that share KV head kvh
  * (f32/f16 pages, no rotation, shift or scale): each tile's K and V rows
  * are read once for all of them (kq_rows_g, v_rows_g), and per head the
- * steps are the one-head item's below, in the same order, so the results
- * are the same bits as c->gs one-head items. */
+ * steps are the one-head item's (rl__att_softmax_tile, rl__att_finish), in
+ * the same order, so the results are the same bits as c->gs one-head items. */
 static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, int h0) {
     const rl_kv_layer *kv = a->kv;
     const rl__ktab *kt = c->kt;
@@ -108,24 +142,9 @@ static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, in
                                       c->k_row, n, hd, g, &sc[0][pp - t0], RL_ATT_TILE);
             pp += n;
         }
-        for (int j = 0; j < g; j++) {
-            float mt = -INFINITY;
-            for (int32_t i = 0; i < t1 - t0; i++) {
-                float sv = (sc[j][i] + 0.0f) * a->scale; /* the one-head item's + qmu */
-                if (a->softcap > 0.0f) sv = a->softcap * tanhf(sv / a->softcap);
-                sc[j][i] = sv;
-                if (sv > mt) mt = sv;
-            }
-            if (mt > m[j]) {
-                if (m[j] != -INFINITY) {
-                    float r = expf(m[j] - mt);
-                    kt->scale(acc + (size_t)j * hd, r, hd);
-                    sum[j] *= r;
-                }
-                m[j] = mt;
-            }
-            sum[j] += kt->exp_sum(sc[j], t1 - t0, m[j]);
-        }
+        for (int j = 0; j < g; j++)
+            rl__att_softmax_tile(kt, a, sc[j], t1 - t0, 0.0f, acc + (size_t)j * hd, hd, &m[j],
+                                 &sum[j]);
         for (int32_t pp = t0; pp < t1;) {
             int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
             kt->v_rows_g[kv->v_type](acc,
@@ -136,15 +155,9 @@ static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, in
         }
         t0 = t1;
     }
-    for (int j = 0; j < g; j++) {
-        float inv = sum[j] > 0.0f ? 1.0f / sum[j] : 0.0f;
-        if (a->sinks) {
-            float sk = a->sinks[h0 + j], mx = sk > m[j] ? sk : m[j], r = expf(m[j] - mx);
-            inv = r / (sum[j] * r + expf(sk - mx));
-        }
-        float *out = a->out + ((size_t)t * a->n_head + h0 + j) * hd;
-        for (int i = 0; i < hd; i++) out[i] = acc[(size_t)j * hd + i] * inv;
-    }
+    for (int j = 0; j < g; j++)
+        rl__att_finish(a, acc + (size_t)j * hd, hd, m[j], sum[j], h0 + j,
+                       a->out + ((size_t)t * a->n_head + h0 + j) * hd);
 }
 
 static void rl__att_task(void *p, int ith, int nth) {
@@ -216,22 +229,7 @@ static void rl__att_task(void *p, int ith, int nth) {
                    c->k_row, n, hd, sc + (pp - t0));
                 pp += n;
             }
-            float mt = -INFINITY;
-            for (int32_t i = 0; i < t1 - t0; i++) {
-                float sv = (sc[i] + qmu) * a->scale;
-                if (a->softcap > 0.0f) sv = a->softcap * tanhf(sv / a->softcap);
-                sc[i] = sv;
-                if (sv > mt) mt = sv;
-            }
-            if (mt > m) {
-                if (m != -INFINITY) {
-                    float r = expf(m - mt);
-                    kt->scale(acc, r, hd);
-                    sum *= r;
-                }
-                m = mt;
-            }
-            sum += kt->exp_sum(sc, t1 - t0, m); /* weights, in position order */
+            rl__att_softmax_tile(kt, a, sc, t1 - t0, qmu, acc, hd, &m, &sum);
             for (int32_t pp = t0; pp < t1;) {
                 int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
                 vr(acc,
@@ -242,12 +240,7 @@ static void rl__att_task(void *p, int ith, int nth) {
             }
             t0 = t1;
         }
-        float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        if (a->sinks) { /* the sink joins the denominator: sum e^(s-M) + e^(sink-M) */
-            float sk = a->sinks[h], mx = sk > m ? sk : m, r = expf(m - mx);
-            inv = r / (sum * r + expf(sk - mx));
-        }
-        for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
+        rl__att_finish(a, acc, hd, m, sum, h, out);
         if (c->v_rot) kt->wht(out, hd); /* sum_p w_p H v_p, rotated back (H H = I) */
     }
 }

@@ -28,6 +28,26 @@ static int q6k_code(const rl_block_q6_K *b, int e) {
     return lo | hi << 4;
 }
 
+/* Row r's scales in the packed tiles: q4_K's 8 sub-block scales and mins
+ * decoded from its 12 packed bytes, q6_K's 16 widened (rl__q4k_x8,
+ * rl__q6k_x8). */
+static void q4k_x8_scales(rl__q4k_x8 *o, int r, const uint8_t scales[12]) {
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; j++) rl_scale_min_k4(scales, j, &sc[j], &mn[j]);
+    for (int j = 0; j < 8; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)sc[j];
+    for (int p = 0; p < 4; p++) {
+        o->mn[p][2 * r] = (int16_t)mn[2 * p];
+        o->mn[p][2 * r + 1] = (int16_t)mn[2 * p + 1];
+    }
+}
+static void q6k_x8_scales(rl__q6k_x8 *o, int r, const int8_t scales[16]) {
+    for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = scales[j];
+    for (int p = 0; p < 8; p++) {
+        o->scp[p][2 * r] = scales[2 * p];
+        o->scp[p][2 * r + 1] = scales[2 * p + 1];
+    }
+}
+
 void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
     rl__q4k_x8 *o = dst;
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
@@ -35,13 +55,7 @@ void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
             const rl_block_q4_K *b = (const rl_block_q4_K *)((const uint8_t *)w + r * row_size) + i;
             o->d[r] = rl_fp16_to_f32(b->d);
             o->dmin[r] = rl_fp16_to_f32(b->dmin);
-            int sc[8], mn[8];
-            for (int j = 0; j < 8; j++) rl_scale_min_k4(b->scales, j, &sc[j], &mn[j]);
-            for (int j = 0; j < 8; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)sc[j];
-            for (int p = 0; p < 4; p++) {
-                o->mn[p][2 * r] = (int16_t)mn[2 * p];
-                o->mn[p][2 * r + 1] = (int16_t)mn[2 * p + 1];
-            }
+            q4k_x8_scales(o, r, b->scales);
             for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q4k_code(b, e);
         }
     }
@@ -82,11 +96,7 @@ void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
         for (int r = 0; r < 8; r++) {
             const rl_block_q6_K *b = (const rl_block_q6_K *)((const uint8_t *)w + r * row_size) + i;
             o->d[r] = rl_fp16_to_f32(b->d);
-            for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = b->scales[j];
-            for (int p = 0; p < 8; p++) {
-                o->scp[p][2 * r] = b->scales[2 * p];
-                o->scp[p][2 * r + 1] = b->scales[2 * p + 1];
-            }
+            q6k_x8_scales(o, r, b->scales);
             for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q6k_code(b, e);
         }
     }
@@ -273,6 +283,13 @@ static void rl__rtile_q4_1_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+/* Row r's 12 packed q4_K scale bytes from a resident block. */
+static void q4k_r8_scales(const rl__q4k_r8 *p, int r, uint8_t out[12]) {
+    memcpy(out, p->sa + 4 * r, 4);
+    memcpy(out + 4, p->sb + 4 * r, 4);
+    memcpy(out + 8, p->sc + 4 * r, 4);
+}
+
 /* q4_K resident tile (kernels-impl.h, rl__q4k_r8). */
 static void rl__repack_q4_K_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
     rl__q4k_r8 *o = dst;
@@ -293,9 +310,7 @@ static void rl__unpack_block_q4_K_r8(void *dst, const void *group, int r, int64_
     rl_block_q4_K *b = dst;
     b->d = p->d[r];
     b->dmin = p->dmin[r];
-    memcpy(b->scales, p->sa + 4 * r, 4);
-    memcpy(b->scales + 4, p->sb + 4 * r, 4);
-    memcpy(b->scales + 8, p->sc + 4 * r, 4);
+    q4k_r8_scales(p, r, b->scales);
     for (int j = 0; j < 128; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
 }
 
@@ -308,16 +323,8 @@ static void rl__to_tile_q4_K_r8(void *dst, const void *group, int64_t n_cols) {
             o->d[r] = rl_fp16_to_f32(p->d[r]);
             o->dmin[r] = rl_fp16_to_f32(p->dmin[r]);
             uint8_t scales[12];
-            memcpy(scales, p->sa + 4 * r, 4);
-            memcpy(scales + 4, p->sb + 4 * r, 4);
-            memcpy(scales + 8, p->sc + 4 * r, 4);
-            int sc[8], mn[8];
-            for (int j = 0; j < 8; j++) rl_scale_min_k4(scales, j, &sc[j], &mn[j]);
-            for (int j = 0; j < 8; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)sc[j];
-            for (int q = 0; q < 4; q++) {
-                o->mn[q][2 * r] = (int16_t)mn[2 * q];
-                o->mn[q][2 * r + 1] = (int16_t)mn[2 * q + 1];
-            }
+            q4k_r8_scales(p, r, scales);
+            q4k_x8_scales(o, r, scales);
         }
         for (int j = 0; j < 4; j++)
             for (int g = 0; g < 8; g++)
@@ -337,9 +344,7 @@ static void rl__rtile_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *
         for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
             for (int r = 0; r < 8; r++) {
                 uint8_t scales[12];
-                memcpy(scales, p->sa + 4 * r, 4);
-                memcpy(scales + 4, p->sb + 4 * r, 4);
-                memcpy(scales + 8, p->sc + 4 * r, 4);
+                q4k_r8_scales(p, r, scales);
                 int32_t sumi = 0, msum = 0;
                 for (int b = 0; b < 8; b++) {
                     int sc, mn;
@@ -402,11 +407,9 @@ static void rl__to_tile_q6_K_r8(void *dst, const void *group, int64_t n_cols) {
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
         for (int r = 0; r < 8; r++) {
             o->d[r] = rl_fp16_to_f32(p->d[r]);
-            for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = p->sc[j][r];
-            for (int q = 0; q < 8; q++) {
-                o->scp[q][2 * r] = p->sc[2 * q][r];
-                o->scp[q][2 * r + 1] = p->sc[2 * q + 1][r];
-            }
+            int8_t scales[16];
+            for (int j = 0; j < 16; j++) scales[j] = p->sc[j][r];
+            q6k_x8_scales(o, r, scales);
         }
         for (int h = 0; h < 2; h++)
             for (int q = 0; q < 4; q++)
