@@ -77,9 +77,32 @@ typedef struct rl__q41_x8 {
     uint8_t q[8][32];
 } rl__q41_x8;
 _Static_assert(sizeof(rl__q41_x8) == 320, "q4_1 x8 block");
+/* (fields in whole 32-byte units: the pair leaves' interleaving) */
+_Static_assert(sizeof(rl__q4k_x8) % 32 == 0 && sizeof(rl__q6k_x8) % 32 == 0 &&
+                   sizeof(rl__q41_x8) % 32 == 0,
+               "packed blocks in 32-byte units");
 void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Tokens per call of a tile8 dot (1..RL_TILE8_T). */
 #define RL_TILE8_T 4
+/* Tokens per call of a pair leaf (1..RL_TILE16_T). */
+#define RL_TILE16_T 8
+/* A pair leaf (rl__tile8.dot16, rl__rtile.dot16; the AVX512-VNNI table
+ * only, NULL elsewhere): the 8-row dot of two groups of the same layout at
+ * once, their 16 rows in the 16 int32/float lanes of a zmm register: rows
+ * 0..7 from g0, rows 8..15 from g0 + g_stride; s[k * s_stride + r] for
+ * r < 16, k < n_x (1..RL_TILE16_T).  The integer sums are exact and the
+ * float steps are the 8-row leaf's per lane, so each lane is bit-identical
+ * to the 8-row dot on its group. */
+typedef void (*rl__tile16_fn)(int64_t n_cols, float *s, size_t s_stride, const void *g0,
+                              size_t g_stride, const void *x, size_t x_stride, int n_x);
+/* The packed tiles' pair leaf (rl__tile8.dot16): the same, on a packed
+ * pair: per block of columns (rl__tile8.block_size bytes of each group)
+ * the two groups' packed blocks interleaved 32 bytes at a time (every
+ * field of the packed types is a whole number of 32-byte units): bytes
+ * 64u .. 64u + 31 are group A's unit u, 64u + 32 .. 64u + 63 group B's,
+ * so each field of the pair is one 64-byte load (rl__tile8_merge16). */
+typedef void (*rl__tile16p_fn)(int64_t n_cols, float *s, size_t s_stride, const void *pair,
+                               const void *x, size_t x_stride, int n_x);
 typedef struct rl__tile8 {
     /* Packs rows w, w + row_size, .. (8 of them, n_cols each) into dst
      * (n_cols / 256 packed blocks). */
@@ -92,6 +115,7 @@ typedef struct rl__tile8 {
      * same reduction without packing, for calls with few tiled tokens. */
     void (*dot_row)(int64_t n_cols, float *s, size_t s_stride, const void *w, const void *x,
                     size_t x_stride, int n_x);
+    rl__tile16p_fn dot16; /* a packed pair (may be NULL) */
     size_t
         block_size; /* packed bytes per 256 columns (a multiple of it for the 32-element types) */
 } rl__tile8;
@@ -152,6 +176,7 @@ typedef struct rl__rtile {
      * n_x (1..RL_TILE8_T). */
     void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *group, const void *x,
                 size_t x_stride, int n_x);
+    rl__tile16_fn dot16; /* two resident groups (may be NULL) */
 } rl__rtile;
 
 /* The pair sum of the q8_K bsums of sub-block b (32 elements). */

@@ -143,7 +143,42 @@ bool rl_matmul_fast_tiles(void) {
  * the largest packed type (16384 columns); wider matrices run the tiles'
  * reduction unpacked (dot_row). */
 #define RL_TILE8_BUF (64 * sizeof(rl__q6k_x8))
-static _Thread_local _Alignas(64) uint8_t g_tile_buf[RL_TILE8_BUF];
+/* (twice that: the pair leaves' packed pairs) */
+static _Thread_local _Alignas(64) uint8_t g_tile_buf[2 * RL_TILE8_BUF];
+
+/* Bytes of one packed 8-row group of w (rl__tile8's layout). */
+static size_t rl__mm_tile_bytes(const rl__ktab *kt, const rl_mat *w) {
+    return (size_t)w->n_cols * kt->tile8[w->type].block_size / RL_QK_K;
+}
+
+/* Two groups of 8 rows of w as a packed pair (rl__tile16p_fn's layout) in
+ * g_tile_buf: block by block, each group packed (from the matrix's rows,
+ * or converted from its resident layout) into a staging block, then the
+ * two interleaved 32 bytes at a time.  ga, gb: the groups' first rows
+ * (row-major) or the resident groups. */
+static void rl__mm_pair_pack(const rl__ktab *kt, const rl_mat *w, const uint8_t *ga,
+                             const uint8_t *gb, bool resident) {
+    const rl_type_traits *tr = rl_type_get(w->type);
+    const int64_t bc = tr->blck_size;
+    const size_t pb = kt->tile8[w->type].block_size * (size_t)bc / RL_QK_K;
+    const size_t step = resident ? 8 * tr->type_size : tr->type_size;
+    _Alignas(64) uint8_t sa[sizeof(rl__q6k_x8)], sb[sizeof(rl__q6k_x8)];
+    RL_ASSERT(pb <= sizeof sa && pb % 32 == 0);
+    uint8_t *o = g_tile_buf;
+    for (int64_t i = 0; i < w->n_cols / bc; i++, o += 2 * pb) {
+        if (resident) {
+            kt->rtile[w->type].to_tile(sa, ga + (size_t)i * step, bc);
+            kt->rtile[w->type].to_tile(sb, gb + (size_t)i * step, bc);
+        } else {
+            kt->tile8[w->type].pack(sa, ga + (size_t)i * step, w->row_size, bc);
+            kt->tile8[w->type].pack(sb, gb + (size_t)i * step, w->row_size, bc);
+        }
+        for (size_t u = 0; u < pb / 32; u++) {
+            memcpy(o + 64 * u, sa + 32 * u, 32);
+            memcpy(o + 64 * u + 32, sb + 32 * u, 32);
+        }
+    }
+}
 
 /* True if the tokens marked fast take the tiles' reduction on w. */
 static bool rl__mm_tiled(const rl__ktab *kt, const rl_mat *w) {
@@ -154,7 +189,7 @@ static bool rl__mm_tiled(const rl__ktab *kt, const rl_mat *w) {
 /* True if w's rows are packed 8 at a time for n_fast tiled tokens. */
 static bool rl__mm_packs(const rl__ktab *kt, const rl_mat *w, int64_t n_fast) {
     return n_fast >= RL_MATMUL_FAST_MIN_TOK && rl__mm_tiled(kt, w) &&
-           (size_t)w->n_cols * kt->tile8[w->type].block_size / RL_QK_K <= RL_TILE8_BUF;
+           rl__mm_tile_bytes(kt, w) <= RL_TILE8_BUF;
 }
 
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
@@ -270,11 +305,20 @@ static void rl__mm_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int6
 
 /* The tiles' reduction: rows [r0, r1) of matrix i against the fast run of
  * tokens [t0, t1), RL_TILE8_T at a time: from the 8 rows packed in
- * g_tile_buf (packed: r1 = r0 + 8) or read in place. */
+ * g_tile_buf (packed: r1 = r0 + 8; r1 = r0 + 16: two packed groups, run
+ * by the pair leaf RL_TILE16_T at a time) or read in place. */
 static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1, int64_t t0,
                              int64_t t1, bool packed) {
     const rl_mat *w = c->w[i];
     const rl__tile8 *tl = &c->kt->tile8[w->type];
+    if (packed && r1 - r0 == 16) {
+        for (int64_t t = t0; t < t1; t += RL_TILE16_T) {
+            int nx = t1 - t < RL_TILE16_T ? (int)(t1 - t) : RL_TILE16_T;
+            tl->dot16(w->n_cols, c->y[i] + t * w->n_rows + r0, (size_t)w->n_rows, g_tile_buf,
+                      c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
+        }
+        return;
+    }
     for (int64_t t = t0; t < t1; t += RL_TILE8_T) {
         int nx = t1 - t < RL_TILE8_T ? (int)(t1 - t) : RL_TILE8_T;
         const void *xr = c->xq + (size_t)t * c->xq_row;
@@ -305,18 +349,43 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const rl_mat *w = c->w[i];
     const rl__rtile *rt = &c->kt->rtile[w->type];
     const bool packs = rl__mm_r8_packs(c, w);
-    for (int64_t r = r0; r < r1; r += 8) {
+    const rl__tile16p_fn pdot16 = c->kt->tile8[w->type].dot16;
+    const bool pairs = packs ? pdot16 != NULL : rt->dot16 != NULL;
+    const size_t gb = 8 * w->row_size;
+    int64_t r = r0;
+    /* pairs of groups on the pair leaves (the same bits as one at a time) */
+    for (; pairs && r + 16 <= r1; r += 16) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
+        if (packs) rl__mm_pair_pack(c->kt, w, g, g + gb, true);
+        for (int64_t t = 0; t < c->n_tok; t += RL_TILE16_T) {
+            int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
+            float *y = c->y[i] + t * w->n_rows + r;
+            const void *xr = c->xq + (size_t)t * c->xq_row;
+            if (packs)
+                pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, c->xq_row, nx);
+            else
+                rt->dot16(w->n_cols, y, (size_t)w->n_rows, g, gb, xr, c->xq_row, nx);
+        }
+    }
+    for (; r < r1; r += 8) {
+        const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
+        /* a view of a resident matrix's first rows (a restricted head) can
+         * end inside a group: the whole group into tmp, its rows copied */
+        const int64_t nr = r1 - r < 8 ? r1 - r : 8;
+        float tmp[RL_TILE8_T][8];
         if (packs) rt->to_tile(g_tile_buf, g, w->n_cols);
         for (int64_t t = 0; t < c->n_tok; t += RL_TILE8_T) {
             int nx = c->n_tok - t < RL_TILE8_T ? (int)(c->n_tok - t) : RL_TILE8_T;
             float *y = c->y[i] + t * w->n_rows + r;
+            float *o = nr == 8 ? y : &tmp[0][0];
+            const size_t os = nr == 8 ? (size_t)w->n_rows : 8;
             const void *xr = c->xq + (size_t)t * c->xq_row;
             if (packs)
-                c->kt->tile8[w->type].dot(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr,
-                                          c->xq_row, nx);
+                c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf, xr, c->xq_row, nx);
             else
-                rt->dot(w->n_cols, y, (size_t)w->n_rows, g, xr, c->xq_row, nx);
+                rt->dot(w->n_cols, o, os, g, xr, c->xq_row, nx);
+            for (int k = 0; nr < 8 && k < nx; k++)
+                memcpy(y + (size_t)k * w->n_rows, tmp[k], sizeof(float) * (size_t)nr);
         }
     }
 }
@@ -345,12 +414,17 @@ static void rl__mm_task(void *p, int ith, int nth) {
         int64_t r = r0;
         if (c->packs[i]) {
             const uint8_t *wd = w->data;
-            for (; r + 8 <= r1; r += 8) {
-                c->kt->tile8[w->type].pack(g_tile_buf, wd + (size_t)r * w->row_size, w->row_size,
-                                           w->n_cols);
+            const rl__tile8 *tl = &c->kt->tile8[w->type];
+            for (int n; r + 8 <= r1; r += n) {
+                const uint8_t *g = wd + (size_t)r * w->row_size;
+                n = tl->dot16 && r + 16 <= r1 ? 16 : 8; /* a pair of groups, or one */
+                if (n == 16)
+                    rl__mm_pair_pack(c->kt, w, g, g + 8 * w->row_size, false);
+                else
+                    tl->pack(g_tile_buf, g, w->row_size, w->n_cols);
                 for (int64_t t = 0, e; t < c->n_tok; t = e) {
                     e = rl__mm_run_end(c, t);
-                    if (c->fast[t]) rl__mm_tile_rows(c, i, r, r + 8, t, e, true);
+                    if (c->fast[t]) rl__mm_tile_rows(c, i, r, r + n, t, e, true);
                 }
             }
         }
@@ -419,11 +493,15 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
         c.w[i] = ws[i];
         c.y[i] = ys[i];
         c.r8[i] = ws[i]->layout == RL_MAT_R8;
-        RL_ASSERT(!c.r8[i] || (kt->rtile[ws[i]->type].dot && ws[i]->n_rows % 8 == 0));
+        RL_ASSERT(!c.r8[i] || kt->rtile[ws[i]->type].dot);
         c.tiled[i] = !c.r8[i] && n_fast > 0 && rl__mm_tiled(kt, ws[i]);
         c.packs[i] = !c.r8[i] && rl__mm_packs(kt, ws[i], n_fast);
         int64_t chunk = rl__chunk_rows(ws[i], n_tok, nth);
         if (c.packs[i] || c.r8[i]) chunk = (chunk + 7) & ~(int64_t)7;
+        /* pair leaves: whole pairs of groups per chunk */
+        if ((c.packs[i] && kt->tile8[ws[i]->type].dot16) ||
+            (c.r8[i] && kt->rtile[ws[i]->type].dot16))
+            chunk = (chunk + 15) & ~(int64_t)15;
         c.chunk[i] = chunk;
         n_chunks += ws[i]->n_rows > 0 ? (ws[i]->n_rows + chunk - 1) / chunk : 0;
         c.chunk_end[i] = n_chunks;

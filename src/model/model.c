@@ -532,8 +532,10 @@ static rl_rope_cfg layer_rope(const rl_model *m, bool swa) {
  * type has them is repacked once into memory the model owns, then the
  * file's pages it came from are released, so resident memory stays one
  * copy.  Stacked experts only when every expert's rows are whole groups of
- * 8 (the forward takes views of them).  The head and the embeddings stay
- * as they are (a tied table is read by rows too). */
+ * 8 (the forward takes views of them).  The head too (the largest matrix of
+ * a small model, read by every generated token): a tied embedding table
+ * then reads its rows from the resident layout (rl_get_row), and a
+ * restricted head (rl_batch.n_vocab_out) is a view of its first rows. */
 static rl_status make_one_resident(rl_model *m, rl_mat *w, rl_err *err) {
     size_t n = w->data ? rl_mat_resident_bytes(w) : 0;
     if (!n) return RL_OK;
@@ -556,7 +558,11 @@ static rl_status make_resident(rl_model *m, rl_err *err) {
         if (m->hp.moe.n_ff_exp % 8 != 0 || m->hp.n_embd % 8 != 0) n -= 3;
         for (size_t j = 0; j < n && !st; j++) st = make_one_resident(m, ms[j], err);
     }
-    return st;
+    if (st || !m->output.data) return st;
+    const bool tied = m->output.data == m->tok_embd.data;
+    if ((st = make_one_resident(m, &m->output, err))) return st;
+    if (tied) m->tok_embd = m->output;
+    return RL_OK;
 }
 
 static size_t max_sz(size_t a, size_t b) {

@@ -103,7 +103,9 @@ def test_llama_windows_score_llama_perplexitys_tokens(tmp_path):
     stream being what `redline tokenize` gives, BOS first when added) and it
     scores the targets at slots [CTX/2 + 1, CTX), as llama-perplexity does;
     with bench/'s llama.cpp build, llama-perplexity's PPL on the same windows
-    agrees within 2% (both quantize activations, in different places)."""
+    agrees within 3% (both quantize activations, in different places, and
+    llama.cpp's kernels differ per CPU: 93 tokens gave 1-2% on AMD Zen 3/5,
+    2.44% on an Intel Sapphire Rapids-class Xeon with its AVX-512 kernels)."""
     dist = tmp_path / "lw.dist"
     ppl, n = final_ppl(perplexity("--llama-windows", "--save-dist", str(dist)))
     assert n == 3 * (64 - 1 - 32)
@@ -122,4 +124,4 @@ def test_llama_windows_score_llama_perplexitys_tokens(tmp_path):
                         "--chunks", "3", "-t", "2"], capture_output=True, text=True, timeout=300)
     m = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr)
     assert m, (r.stdout + r.stderr)[-2000:]
-    assert abs(ppl / float(m.group(1)) - 1) < 0.02, (ppl, m.group(1))
+    assert abs(ppl / float(m.group(1)) - 1) < 0.03, (ppl, m.group(1))

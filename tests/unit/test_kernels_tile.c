@@ -386,14 +386,103 @@ static void test_resident_tiles(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
+/* The pair leaves (rl__tile16_fn: the AVX512-VNNI table's dot16 of the
+ * packed and resident tiles) give every lane bit for bit the 8-row leaf of
+ * the same table on its group, at every token count 1..RL_TILE16_T (the
+ * packed pair interleaved per block, the resident groups at any distance).
+ * Tables without them leave dot16 NULL. */
+static void test_pair_leaves(void **state) {
+    (void)state;
+    const rl__ktab *ref = rl__kernels_ref(), *vn = rl__kernels_vnni();
+    for (int ti = 0; ti < N_TILE_TYPES; ti++) {
+        assert_null(ref->tile8[k_tile_types[ti]].dot16);
+        assert_null(ref->rtile[k_tile_types[ti]].dot16);
+    }
+    if (!vn) {
+        print_message("no AVX512-VNNI on this CPU: pair leaves not run\n");
+        return;
+    }
+    const int64_t colss[2] = {256, 2304};
+    for (int ci = 0; ci < 2 * N_TILE_TYPES; ci++) {
+        const rl_type ty = k_tile_types[ci / 2];
+        const int64_t cols = colss[ci % 2], n_x = RL_TILE16_T;
+        size_t rs;
+        uint8_t *w = make_w(ty, 16, cols, &rs);
+        float *x = make_x(cols * n_x);
+        const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
+        uint8_t *xq = malloc(xrow * (size_t)n_x);
+        for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
+        const rl__tile8 *tl = &vn->tile8[ty];
+        const rl__rtile *rt = &vn->rtile[ty];
+        assert_non_null(tl->dot16);
+        assert_non_null(rt->dot16);
+        /* packed: each group packed, and the pair interleaved 32 bytes at
+         * a time per block of columns (kernels-impl.h); resident: the
+         * repacked rows (8 rows a group, adjacent, as in a matrix), B at a
+         * distance of 3 groups */
+        const size_t pb = packed_size(tl, cols), gb = 8 * rs;
+        const size_t blk = tl->block_size * (size_t)rl_type_get(ty)->blck_size / RL_QK_K;
+        uint8_t *packed = malloc(2 * pb), *pair = malloc(2 * pb), *res = malloc(4 * gb);
+        tl->pack(packed, w, rs, cols);
+        tl->pack(packed + pb, w + gb, rs, cols);
+        for (size_t u = 0; u < pb / 32; u++) {
+            const size_t b = u / (blk / 32), o = u % (blk / 32);
+            memcpy(pair + 2 * blk * b + 64 * o, packed + 32 * u, 32);
+            memcpy(pair + 2 * blk * b + 64 * o + 32, packed + pb + 32 * u, 32);
+        }
+        rt->repack(res, w, rs, cols);
+        rt->repack(res + 3 * gb, w + gb, rs, cols);
+        for (int nx = 1; nx <= n_x; nx++) {
+            float s16[RL_TILE16_T][16], s8[RL_TILE16_T][16];
+            for (int kind = 0; kind < 2; kind++) {
+                memset(s16, 0xff, sizeof s16);
+                memset(s8, 0x7f, sizeof s8);
+                if (kind == 0)
+                    tl->dot16(cols, &s16[0][0], 16, pair, xq, xrow, nx);
+                else
+                    rt->dot16(cols, &s16[0][0], 16, res, 3 * gb, xq, xrow, nx);
+                for (int t0 = 0; t0 < nx; t0 += RL_TILE8_T) {
+                    int n4 = nx - t0 < RL_TILE8_T ? nx - t0 : RL_TILE8_T;
+                    for (int gi = 0; gi < 2; gi++) {
+                        const uint8_t *xr = xq + (size_t)t0 * xrow;
+                        if (kind == 0)
+                            tl->dot(cols, &s8[t0][8 * gi], 16, packed + pb * gi, xr, xrow, n4);
+                        else
+                            rt->dot(cols, &s8[t0][8 * gi], 16, res + 3 * gb * gi, xr, xrow, n4);
+                    }
+                }
+                for (int k = 0; k < nx; k++)
+                    if (memcmp(s16[k], s8[k], sizeof s16[k]))
+                        for (int r = 0; r < 16; r++)
+                            if (memcmp(&s16[k][r], &s8[k][r], sizeof(float)))
+                                fail_msg(
+                                    "%s %s cols %d n_x %d tok %d row %d: pair %.9g, 8-row %.9g",
+                                    kind ? "resident" : "packed", rl_type_name(ty), (int)cols, nx,
+                                    k, r, s16[k][r], s8[k][r]);
+                /* the lanes past n_x are not written */
+                for (int k = nx; k < RL_TILE16_T; k++) {
+                    uint32_t u;
+                    memcpy(&u, &s16[k][0], 4);
+                    assert_int_equal(u, 0xffffffffu);
+                }
+            }
+        }
+        free(packed);
+        free(pair);
+        free(res);
+        free(xq);
+        free(x);
+        free(w);
+    }
+}
+
 int main(void) {
     kt_seed(0x243F6A8885A308D3ull);
     rl_kernels_init(RL_KERNELS_AUTO);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_peak_counts),
-        cmocka_unit_test(test_tile8_leaves),
-        cmocka_unit_test(test_matmul_fast_tokens),
-        cmocka_unit_test(test_resident_tiles),
+        cmocka_unit_test(test_peak_counts),        cmocka_unit_test(test_tile8_leaves),
+        cmocka_unit_test(test_matmul_fast_tokens), cmocka_unit_test(test_resident_tiles),
+        cmocka_unit_test(test_pair_leaves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,382 @@
 #define RL_TILE_VNNI 1
 #include "kernels/x86/tile-impl.h"
 
+#include <stddef.h>
+
+/* ---- pair leaves (kernels-impl.h, rl__tile16_fn) ----
+ * Two groups of 8 rows in the 16 lanes of a zmm register: each weight
+ * vector is group A's 32 bytes below group B's (the same offsets in both),
+ * each scale and float vector likewise, so lane r < 8 runs the 8-row leaf's
+ * operations for row r of A and lane 8 + r for row r of B.  The integer
+ * sums are exact (the same int32 per lane in any order), the float steps
+ * are the 8-row leaf's, so every lane is that leaf's bits.  vpdpbusd on
+ * zmm does twice the multiply-adds per instruction of the 8-row leaves,
+ * and the weights' unpacking is shared by up to RL_TILE16_T tokens. */
+#define RL_Z2(a, b) _mm512_inserti64x4(_mm512_castsi256_si512(a), (b), 1)
+
+RL_TILE_AI __m512i rl__z_load2(const void *a, const void *b) {
+    return RL_Z2(_mm256_loadu_si256((const __m256i *)a), _mm256_loadu_si256((const __m256i *)b));
+}
+
+/* 8 fp16 of A and 8 of B widened to 16 float lanes. */
+RL_TILE_AI __m512 rl__z_cvtph2(const rl_fp16 *a, const rl_fp16 *b) {
+    const __m256i h =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                _mm_loadu_si128((const __m128i *)b), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+RL_TILE_AI __m512i rl__z_bcast(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The pair leaf of type TY at T = n_x (1..RL_TILE16_T). */
+#define RL_TILE16_INST(TY)                                                                         \
+    static void rl__tile16_##TY##_vnni(int64_t n_cols, float *s, size_t ss, const void *g0,        \
+                                       size_t gs, const void *vx, size_t xs, int n_x) {            \
+        switch (n_x) {                                                                             \
+        case 8:                                                                                    \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 8);                                 \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 7);                                 \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 6);                                 \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 5);                                 \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 4);                                 \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 3);                                 \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 2);                                 \
+            break;                                                                                 \
+        default:                                                                                   \
+            rl__tile16_##TY##_T(n_cols, s, ss, g0, gs, vx, xs, 1);                                 \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+
+/* q4_K float step (rl__q4k_fstep's lanes): mn[q] are the pair's min
+ * vectors (int16 pairs: lanes 2r, 2r + 1 = the mins of sub-blocks 2q,
+ * 2q + 1), each against the token's q8_K sums of those two sub-blocks as
+ * an int16 pair (|sum| <= 32 * 127: exact), formed in vectors. */
+RL_TILE_AI void rl__q4k_fstep16(__m512 *acc, const __m512i *sumi, const __m512i *mn, __m512 d,
+                                __m512 dmin, const rl_block_q8_K *const *x, const int T) {
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+        _Alignas(32) int32_t pq[8];
+        const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[k]->bsums),
+                                              _mm256_set1_epi16(1));
+        /* per 128-bit half: pairs (0,1) (2,3) | (4,5) (6,7) at int32 lanes 0, 1 | 4, 5 */
+        _mm256_store_si256((__m256i *)pq, _mm256_packs_epi32(b32, b32));
+        __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[0], _mm512_set1_epi32(pq[0]));
+        msum = _mm512_dpwssd_epi32(msum, mn[1], _mm512_set1_epi32(pq[1]));
+        msum = _mm512_dpwssd_epi32(msum, mn[2], _mm512_set1_epi32(pq[4]));
+        msum = _mm512_dpwssd_epi32(msum, mn[3], _mm512_set1_epi32(pq[5]));
+        const __m512 dx = _mm512_set1_ps(x[k]->d);
+        acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sumi[k]), acc[k]);
+        acc[k] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(msum), acc[k]);
+    }
+}
+
+/* q6_K float step (rl__q6k_fstep's lanes). */
+RL_TILE_AI void rl__q6k_fstep16(__m512 *acc, const __m512i *sumi, const __m512i *scp, __m512 d,
+                                const rl_block_q8_K *const *x, const int T) {
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+        __m512i corr = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+            uint32_t bp;
+            memcpy(&bp, &x[k]->bsums[2 * q], 4);
+            corr = _mm512_dpwssd_epi32(corr, scp[q], _mm512_set1_epi32((int)bp));
+        }
+        const __m512i tot = _mm512_sub_epi32(sumi[k], _mm512_slli_epi32(corr, 5));
+        acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[k]->d)), _mm512_cvtepi32_ps(tot),
+                                 acc[k]);
+    }
+}
+
+/* q4_1 float step (rl__q41_fstep's lanes; VNNI sums are int32 already). */
+RL_TILE_AI void rl__q41_fstep16(__m512 *acc, const __m512i *sum, __m512 d, __m512 m,
+                                const rl_block_q8_1 *const *x, const int T) {
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+        const __m512 dx = _mm512_set1_ps(rl__f16c(x[k]->d));
+        const __m512 sx = _mm512_set1_ps(rl__f16c(x[k]->s));
+        acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum[k]), acc[k]);
+        acc[k] = _mm512_fmadd_ps(m, sx, acc[k]);
+    }
+}
+
+#define RL_Z_STORE(s, ss, acc, T)                                                                  \
+    _Pragma("GCC unroll 8") for (int k = 0; k < (T); k++)                                          \
+        _mm512_storeu_ps((s) + (size_t)k * (ss), (acc)[k])
+
+#define RL_Z_XROWS(x, TYPE, vx, xs, i, T)                                                          \
+    _Pragma("GCC unroll 8") for (int k = 0; k < (T); k++) x[k] =                                   \
+        (const TYPE *)((const uint8_t *)(vx) + (size_t)k * (xs)) + (i)
+
+/* Packed pairs (rl__tile8.dot16): two packed groups interleaved 32 bytes
+ * at a time (kernels-impl.h), so each field of the packed type TY is one
+ * 64-byte load: group A's 32 bytes, then B's. */
+#define RL_ZF(p, TY, F) _mm512_loadu_si512((const uint8_t *)(p) + 2 * __builtin_offsetof(TY, F))
+
+/* The packed pair leaf of type TY at T = n_x (1..RL_TILE16_T). */
+#define RL_TILE16P_INST(TY)                                                                        \
+    static void rl__tile16p_##TY##_vnni(int64_t n_cols, float *s, size_t ss, const void *pp,       \
+                                        const void *vx, size_t xs, int n_x) {                      \
+        switch (n_x) {                                                                             \
+        case 8:                                                                                    \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 8);                                    \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 7);                                    \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 6);                                    \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 5);                                    \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 4);                                    \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 3);                                    \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 2);                                    \
+            break;                                                                                 \
+        default:                                                                                   \
+            rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 1);                                    \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+
+RL_TILE_AI void rl__tile16p_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                   const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const uint8_t *p = pp;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q4k_x8)) {
+        const rl_block_q8_K *x[RL_TILE16_T];
+        __m512i sumi[RL_TILE16_T];
+        RL_Z_XROWS(x, rl_block_q8_K, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] = _mm512_setzero_si512();
+        for (int sb = 0; sb < 8; sb++) {
+            __m512i s32[RL_TILE16_T];
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m512i wq = RL_ZF(p, rl__q4k_x8, q[8 * sb + g]);
+                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
+                    _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 32 * sb + 4 * g));
+            }
+            const __m512i sc = _mm512_srai_epi32(RL_ZF(p, rl__q4k_x8, sc[sb]), 16);
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
+                _mm512_add_epi32(sumi[k], _mm512_mullo_epi32(s32[k], sc));
+        }
+        __m512i mn[4];
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) mn[q] = RL_ZF(p, rl__q4k_x8, mn[q]);
+        rl__q4k_fstep16(acc, sumi, mn, _mm512_castsi512_ps(RL_ZF(p, rl__q4k_x8, d)),
+                        _mm512_castsi512_ps(RL_ZF(p, rl__q4k_x8, dmin)), x, T);
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16P_INST(q4_K)
+
+RL_TILE_AI void rl__tile16p_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                   const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const uint8_t *p = pp;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q6k_x8)) {
+        const rl_block_q8_K *x[RL_TILE16_T];
+        __m512i sumi[RL_TILE16_T];
+        RL_Z_XROWS(x, rl_block_q8_K, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] = _mm512_setzero_si512();
+        for (int sb = 0; sb < 16; sb++) {
+            const __m512i sc = _mm512_srai_epi32(RL_ZF(p, rl__q6k_x8, sc[sb]), 16);
+            const __m512i w0 = RL_ZF(p, rl__q6k_x8, q[4 * sb]);
+            const __m512i w1 = RL_ZF(p, rl__q6k_x8, q[4 * sb + 1]);
+            const __m512i w2 = RL_ZF(p, rl__q6k_x8, q[4 * sb + 2]);
+            const __m512i w3 = RL_ZF(p, rl__q6k_x8, q[4 * sb + 3]);
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+                const int8_t *xq = x[k]->qs + 16 * sb;
+                __m512i s32 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, rl__z_bcast(xq));
+                s32 = _mm512_dpbusd_epi32(s32, w1, rl__z_bcast(xq + 4));
+                s32 = _mm512_dpbusd_epi32(s32, w2, rl__z_bcast(xq + 8));
+                s32 = _mm512_dpbusd_epi32(s32, w3, rl__z_bcast(xq + 12));
+                sumi[k] = _mm512_add_epi32(sumi[k], _mm512_mullo_epi32(s32, sc));
+            }
+        }
+        __m512i scp[8];
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) scp[q] = RL_ZF(p, rl__q6k_x8, scp[q]);
+        rl__q6k_fstep16(acc, sumi, scp, _mm512_castsi512_ps(RL_ZF(p, rl__q6k_x8, d)), x, T);
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16P_INST(q6_K)
+
+RL_TILE_AI void rl__tile16p_q4_1_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                   const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const uint8_t *p = pp;
+    for (int64_t i = 0; i < n_cols / 32; i++, p += 2 * sizeof(rl__q41_x8)) {
+        const rl_block_q8_1 *x[RL_TILE16_T];
+        __m512i s32[RL_TILE16_T];
+        RL_Z_XROWS(x, rl_block_q8_1, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m512i wq = RL_ZF(p, rl__q41_x8, q[g]);
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
+                _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 4 * g));
+        }
+        rl__q41_fstep16(acc, s32, _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, d)),
+                        _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, m)), x, T);
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16P_INST(q4_1)
+
+/* Resident pairs (rl__rtile.dot16): group B at g0 + gs, each vector the
+ * two groups' 32 bytes at the same offset, joined in a register. */
+/* Resident q4_1 pair (two rl__q41_r8): the low and high nibbles of each
+ * weight vector are groups v and v + 4 of the packed tile. */
+RL_TILE_AI void rl__tile16_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                                    const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const rl__q41_r8 *a = g0, *b = (const rl__q41_r8 *)((const uint8_t *)g0 + gs);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / 32; i++, a++, b++) {
+        RL_PF3(a);
+        RL_PF3(b);
+        const rl_block_q8_1 *x[RL_TILE16_T];
+        __m512i s32[RL_TILE16_T];
+        RL_Z_XROWS(x, rl_block_q8_1, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const __m512i raw = rl__z_load2(a->q[v], b->q[v]);
+            const __m512i lo = _mm512_and_si512(raw, m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+                s32[k] = _mm512_dpbusd_epi32(s32[k], lo, rl__z_bcast(x[k]->qs + 4 * v));
+                s32[k] = _mm512_dpbusd_epi32(s32[k], hi, rl__z_bcast(x[k]->qs + 16 + 4 * v));
+            }
+        }
+        rl__q41_fstep16(acc, s32, rl__z_cvtph2(a->d, b->d), rl__z_cvtph2(a->m, b->m), x, T);
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16_INST(q4_1r8)
+
+/* Resident q4_K pair (two rl__q4k_r8): each group's scales decoded as the
+ * 8-row leaf does (rl__q4kr8_scales), each weight vector read once for its
+ * two sub-blocks (low nibbles 2j, high 2j + 1). */
+RL_TILE_AI void rl__tile16_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                                    const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const rl__q4k_r8 *a = g0, *b = (const rl__q4k_r8 *)((const uint8_t *)g0 + gs);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    _Alignas(32) int16_t scA[8][16], mnA[4][16], scB[8][16], mnB[4][16];
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, a++, b++) {
+        rl__q4kr8_scales(a, scA, mnA);
+        rl__q4kr8_scales(b, scB, mnB);
+        const rl_block_q8_K *x[RL_TILE16_T];
+        __m512i sumi[RL_TILE16_T];
+        RL_Z_XROWS(x, rl_block_q8_K, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            RL_PF3((const char *)a + 288 * j); /* 1152 bytes a group: 4.5 lines per j */
+            RL_PF3((const char *)a + 288 * j + 192);
+            RL_PF3((const char *)b + 288 * j);
+            RL_PF3((const char *)b + 288 * j + 192);
+            __m512i slo[RL_TILE16_T], shi[RL_TILE16_T];
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) slo[k] = shi[k] =
+                _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m512i raw = rl__z_load2(a->q[8 * j + g], b->q[8 * j + g]);
+                const __m512i lo = _mm512_and_si512(raw, m4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+                    const int8_t *xq = x[k]->qs + 64 * j + 4 * g;
+                    slo[k] = _mm512_dpbusd_epi32(slo[k], lo, rl__z_bcast(xq));
+                    shi[k] = _mm512_dpbusd_epi32(shi[k], hi, rl__z_bcast(xq + 32));
+                }
+            }
+            const __m512i sl = _mm512_srai_epi32(rl__z_load2(scA[2 * j], scB[2 * j]), 16);
+            const __m512i sh = _mm512_srai_epi32(rl__z_load2(scA[2 * j + 1], scB[2 * j + 1]), 16);
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
+                _mm512_add_epi32(sumi[k], _mm512_add_epi32(_mm512_mullo_epi32(slo[k], sl),
+                                                           _mm512_mullo_epi32(shi[k], sh)));
+        }
+        __m512i mn[4];
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) mn[q] = rl__z_load2(mnA[q], mnB[q]);
+        rl__q4k_fstep16(acc, sumi, mn, rl__z_cvtph2(a->d, b->d), rl__z_cvtph2(a->dmin, b->dmin), x,
+                        T);
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16_INST(q4_Kr8)
+
+/* Resident q6_K pair (two rl__q6k_r8): codes assembled as the 8-row leaf
+ * does, on both groups' bytes at once. */
+RL_TILE_AI void rl__tile16_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                                    const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const rl__q6k_r8 *a = g0, *b = (const rl__q6k_r8 *)((const uint8_t *)g0 + gs);
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, a++, b++) {
+        const rl_block_q8_K *x[RL_TILE16_T];
+        __m512i sumi[RL_TILE16_T];
+        RL_Z_XROWS(x, rl_block_q8_K, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] = _mm512_setzero_si512();
+        for (int sb = 0; sb < 16; sb++) {
+            const int h = sb / 8, o = (sb % 8) / 2, g0i = 4 * (sb % 2);
+            RL_PF1((const char *)a + 105 * sb); /* 1680 bytes: 2 lines per sub-block */
+            RL_PF1((const char *)a + 105 * sb + 64);
+            RL_PF1((const char *)b + 105 * sb);
+            RL_PF1((const char *)b + 105 * sb + 64);
+            const __m512i sc = _mm512_srai_epi32(
+                RL_Z2(rl__r8_i8x2(a->sc[sb], a->sc[sb]), rl__r8_i8x2(b->sc[sb], b->sc[sb])), 16);
+            __m512i w[4];
+            _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) {
+                const int g = g0i + u;
+                const __m512i lb =
+                    rl__z_load2(a->ql[h][8 * (o & 1) + g], b->ql[h][8 * (o & 1) + g]);
+                const __m512i hb = rl__z_load2(a->qh[h][g], b->qh[h][g]);
+                const __m512i nib = _mm512_and_si512(o < 2 ? lb : _mm512_srli_epi16(lb, 4), m4);
+                const __m512i hi = _mm512_slli_epi16(
+                    _mm512_and_si512(_mm512_srl_epi16(hb, _mm_cvtsi32_si128(2 * o)), m3), 4);
+                w[u] = _mm512_or_si512(nib, hi);
+            }
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+                const int8_t *xq = x[k]->qs + 128 * h + 32 * o + 4 * g0i;
+                __m512i s32 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], rl__z_bcast(xq));
+                s32 = _mm512_dpbusd_epi32(s32, w[1], rl__z_bcast(xq + 4));
+                s32 = _mm512_dpbusd_epi32(s32, w[2], rl__z_bcast(xq + 8));
+                s32 = _mm512_dpbusd_epi32(s32, w[3], rl__z_bcast(xq + 12));
+                sumi[k] = _mm512_add_epi32(sumi[k], _mm512_mullo_epi32(s32, sc));
+            }
+        }
+        __m512i scp[8];
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) scp[q] =
+            RL_Z2(rl__r8_i8x2(a->sc[2 * q], a->sc[2 * q + 1]),
+                  rl__r8_i8x2(b->sc[2 * q], b->sc[2 * q + 1]));
+        rl__q6k_fstep16(acc, sumi, scp, rl__z_cvtph2(a->d, b->d), x, T);
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16_INST(q6_Kr8)
+
 void rl__vnni_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_vnni;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_vnni;
@@ -17,4 +393,10 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_vnni;
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_vnni;
     t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_vnni;
+    t->tile8[RL_TYPE_Q4_1].dot16 = rl__tile16p_q4_1_vnni;
+    t->tile8[RL_TYPE_Q4_K].dot16 = rl__tile16p_q4_K_vnni;
+    t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_vnni;
+    t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_vnni;
+    t->rtile[RL_TYPE_Q4_K].dot16 = rl__tile16_q4_Kr8_vnni;
+    t->rtile[RL_TYPE_Q6_K].dot16 = rl__tile16_q6_Kr8_vnni;
 }
