@@ -290,6 +290,8 @@ static void test_matmul_fast_tokens(void **state) {
  * reduction on the original row (dot_row), whatever the token count (1 for
  * decode, a few for verification, many for a prompt), the thread count and
  * the table: so a token's result never depends on what shares its step.
+ * A view of its first rows that ends inside a group (a restricted head)
+ * gives those rows' values.
  * Matrices that cannot be resident are refused (rows no multiple of 8, a
  * type without a resident tile, the tiles switched off, already resident).
  * Each table's conversion of a group to the packed tile (to_tile) writes
@@ -301,7 +303,7 @@ static void test_resident_tiles(void **state) {
     rl_threadpool *tp2 = rl_threadpool_new(2);
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
-    const int64_t colss[3] = {32, 576, 1536}, ntoks[5] = {1, 3, 6, 64, 150};
+    const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
     const rl_type tys[3] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K};
     for (int ii = 0; ii < ni * 9; ii++) {
         rl_kernels_init(impls[ii / 9]);
@@ -350,7 +352,7 @@ static void test_resident_tiles(void **state) {
             assert_memory_equal(r0, r1, sizeof(float) * (size_t)cols);
         }
         const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
-        for (int ti = 0; ti < 5; ti++) {
+        for (int ti = 0; ti < 6; ti++) {
             const int64_t n_tok = ntoks[ti];
             float *x = make_x(cols * n_tok);
             uint8_t *xq = malloc(xrow * (size_t)n_tok);
@@ -372,6 +374,18 @@ static void test_resident_tiles(void **state) {
                                  rl_kernels_impl_name(), (int)cols, (int)n_tok, (int)r, (int)t,
                                  y1[t * rows + r], e);
                 }
+            /* a view of the first rows ending inside a group (a restricted
+             * head): the same values, at the view's row stride */
+            rl_mat wv = w;
+            wv.n_rows = rows - 3;
+            const size_t nv = (size_t)wv.n_rows * (size_t)n_tok;
+            float *yv = malloc(sizeof(float) * (nv + 1));
+            yv[nv] = 12345.0f;
+            run_mm(&wv, x, yv, n_tok, NULL, tp2);
+            for (int64_t t = 0; t < n_tok; t++)
+                assert_memory_equal(yv + t * wv.n_rows, y1 + t * rows, sizeof(float) * wv.n_rows);
+            assert_true(yv[nv] == 12345.0f);
+            free(yv);
             free(xq);
             free(x);
             free(y1);

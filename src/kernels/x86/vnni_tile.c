@@ -35,6 +35,20 @@ RL_TILE_AI __m512 rl__z_cvtph2(const rl_fp16 *a, const rl_fp16 *b) {
     return _mm512_cvtph_ps(h);
 }
 
+/* A zeroed register by the zeroing idiom (vpxord: no execution port on
+ * Intel cores; left to itself GCC copies one zero register per use). */
+RL_TILE_AI __m512i rl__z_zero(void) {
+    __m512i z;
+    __asm__("vpxord %0, %0, %0" : "=v"(z));
+    return z;
+}
+
+/* q4_K's scales: the products of 16 elements (4 groups of 4) sum to at
+ * most 16 * 15 * 127 = 30480, which fits int16, so a half sub-block's
+ * scale multiply-add is one vpdpwssd against (scale, 0) int16 pairs (the
+ * sum's high half, 0 or -1, meets the 0) instead of vpmulld + vpaddd. */
+
+/* 4 activation bytes broadcast to every int32 lane. */
 RL_TILE_AI __m512i rl__z_bcast(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -178,16 +192,19 @@ RL_TILE_AI void rl__tile16p_q4_K_T(int64_t n_cols, float *s, size_t ss, const vo
         RL_Z_XROWS(x, rl_block_q8_K, vx, xs, i, T);
         _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] = _mm512_setzero_si512();
         for (int sb = 0; sb < 8; sb++) {
-            __m512i s32[RL_TILE16_T];
-            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-                const __m512i wq = RL_ZF(p, rl__q4k_x8, q[8 * sb + g]);
-                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
-                    _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 32 * sb + 4 * g));
-            }
+            /* the scale is 6 bits: (sc, 0) as int16 pairs, for vpdpwssd */
             const __m512i sc = _mm512_srai_epi32(RL_ZF(p, rl__q4k_x8, sc[sb]), 16);
-            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
-                _mm512_add_epi32(sumi[k], _mm512_mullo_epi32(s32[k], sc));
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                __m512i s32[RL_TILE16_T];
+                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = rl__z_zero();
+                _Pragma("GCC unroll 4") for (int g = 4 * h; g < 4 * h + 4; g++) {
+                    const __m512i wq = RL_ZF(p, rl__q4k_x8, q[8 * sb + g]);
+                    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
+                        _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 32 * sb + 4 * g));
+                }
+                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
+                    _mm512_dpwssd_epi32(sumi[k], s32[k], sc);
+            }
         }
         __m512i mn[4];
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) mn[q] = RL_ZF(p, rl__q4k_x8, mn[q]);
@@ -307,24 +324,27 @@ RL_TILE_AI void rl__tile16_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const v
             RL_PF3((const char *)a + 288 * j + 192);
             RL_PF3((const char *)b + 288 * j);
             RL_PF3((const char *)b + 288 * j + 192);
-            __m512i slo[RL_TILE16_T], shi[RL_TILE16_T];
-            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) slo[k] = shi[k] =
-                _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-                const __m512i raw = rl__z_load2(a->q[8 * j + g], b->q[8 * j + g]);
-                const __m512i lo = _mm512_and_si512(raw, m4);
-                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
-                    const int8_t *xq = x[k]->qs + 64 * j + 4 * g;
-                    slo[k] = _mm512_dpbusd_epi32(slo[k], lo, rl__z_bcast(xq));
-                    shi[k] = _mm512_dpbusd_epi32(shi[k], hi, rl__z_bcast(xq + 32));
-                }
-            }
             const __m512i sl = _mm512_srai_epi32(rl__z_load2(scA[2 * j], scB[2 * j]), 16);
             const __m512i sh = _mm512_srai_epi32(rl__z_load2(scA[2 * j + 1], scB[2 * j + 1]), 16);
-            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
-                _mm512_add_epi32(sumi[k], _mm512_add_epi32(_mm512_mullo_epi32(slo[k], sl),
-                                                           _mm512_mullo_epi32(shi[k], sh)));
+            _Pragma("GCC unroll 2") for (int hf = 0; hf < 2; hf++) {
+                __m512i slo[RL_TILE16_T], shi[RL_TILE16_T];
+                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+                    slo[k] = rl__z_zero();
+                    shi[k] = rl__z_zero();
+                }
+                _Pragma("GCC unroll 4") for (int g = 4 * hf; g < 4 * hf + 4; g++) {
+                    const __m512i raw = rl__z_load2(a->q[8 * j + g], b->q[8 * j + g]);
+                    const __m512i lo = _mm512_and_si512(raw, m4);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+                        const int8_t *xq = x[k]->qs + 64 * j + 4 * g;
+                        slo[k] = _mm512_dpbusd_epi32(slo[k], lo, rl__z_bcast(xq));
+                        shi[k] = _mm512_dpbusd_epi32(shi[k], hi, rl__z_bcast(xq + 32));
+                    }
+                }
+                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
+                    _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(sumi[k], slo[k], sl), shi[k], sh);
+            }
         }
         __m512i mn[4];
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) mn[q] = rl__z_load2(mnA[q], mnB[q]);
