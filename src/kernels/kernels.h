@@ -64,10 +64,14 @@ typedef struct rl_mat {
  * into dst and points w at them (layout RL_MAT_R8).  The caller owns dst,
  * and may then release w's former pages.  On a resident matrix every token
  * takes the tiles' reduction (the fast flags do not matter); rl_get_row
- * reads it too.  A view of rows [r0, r0 + n) keeps the layout when r0 and n
- * are multiples of 8. */
+ * reads it too.  A view of rows [r0, r0 + n) keeps the layout when r0 is a
+ * multiple of 8 (n need not be: the last group's extra rows are computed
+ * and dropped). */
 size_t rl_mat_resident_bytes(const rl_mat *w);
 void rl_mat_make_resident(rl_mat *w, void *dst);
+/* True if the active table has pair leaves (16 rows a zmm: the AVX512-VNNI
+ * table) for w's resident layout. */
+bool rl_mat_resident_pairs(const rl_mat *w);
 
 /* True if rl_matmul supports this weight type. */
 bool rl_matmul_supports(rl_type t);

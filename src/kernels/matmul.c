@@ -107,6 +107,10 @@ size_t rl_mat_resident_bytes(const rl_mat *w) {
     return (size_t)w->n_rows * w->row_size;
 }
 
+bool rl_mat_resident_pairs(const rl_mat *w) {
+    return rl__kernels()->rtile[w->type].dot16 != NULL;
+}
+
 void rl_mat_make_resident(rl_mat *w, void *dst) {
     RL_ASSERT(rl_mat_resident_bytes(w) > 0);
     const rl__rtile *rt = &rl__kernels()->rtile[w->type];
