@@ -35,14 +35,6 @@ RL_TILE_AI __m512 rl__z_cvtph2(const rl_fp16 *a, const rl_fp16 *b) {
     return _mm512_cvtph_ps(h);
 }
 
-/* A zeroed register by the zeroing idiom (vpxord: no execution port on
- * Intel cores; left to itself GCC copies one zero register per use). */
-RL_TILE_AI __m512i rl__z_zero(void) {
-    __m512i z;
-    __asm__("vpxord %0, %0, %0" : "=v"(z));
-    return z;
-}
-
 /* q4_K's scales: the products of 16 elements (4 groups of 4) sum to at
  * most 16 * 15 * 127 = 30480, which fits int16, so a half sub-block's
  * scale multiply-add is one vpdpwssd against (scale, 0) int16 pairs (the
@@ -196,7 +188,7 @@ RL_TILE_AI void rl__tile16p_q4_K_T(int64_t n_cols, float *s, size_t ss, const vo
             const __m512i sc = _mm512_srai_epi32(RL_ZF(p, rl__q4k_x8, sc[sb]), 16);
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                 __m512i s32[RL_TILE16_T];
-                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = rl__z_zero();
+                _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
                 _Pragma("GCC unroll 4") for (int g = 4 * h; g < 4 * h + 4; g++) {
                     const __m512i wq = RL_ZF(p, rl__q4k_x8, q[8 * sb + g]);
                     _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
@@ -329,8 +321,8 @@ RL_TILE_AI void rl__tile16_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const v
             _Pragma("GCC unroll 2") for (int hf = 0; hf < 2; hf++) {
                 __m512i slo[RL_TILE16_T], shi[RL_TILE16_T];
                 _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
-                    slo[k] = rl__z_zero();
-                    shi[k] = rl__z_zero();
+                    slo[k] = _mm512_setzero_si512();
+                    shi[k] = _mm512_setzero_si512();
                 }
                 _Pragma("GCC unroll 4") for (int g = 4 * hf; g < 4 * hf + 4; g++) {
                     const __m512i raw = rl__z_load2(a->q[8 * j + g], b->q[8 * j + g]);
