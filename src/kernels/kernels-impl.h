@@ -163,9 +163,23 @@ typedef struct rl__q6k_r8 {
     uint8_t qh[2][8][32];
 } rl__q6k_r8;
 _Static_assert(sizeof(rl__q6k_r8) == 8 * sizeof(rl_block_q6_K), "q6_K resident block");
+/* q8_0, 8 rows, one 32-element block (288 bytes: 36 a row, the file's 34
+ * and the sum of the row's codes): q[g][4r + c] is code 4g + c of row r,
+ * sw[r] the sum of row r's 32 codes.  vpdpbusd multiplies unsigned by
+ * signed bytes, so its leaves take the activation codes offset by 128 (the
+ * q8_0 rows with each code XORed with 0x80: x + 128 as unsigned bytes,
+ * rl__rtile.x_offset) and subtract 128 * sw: per block and row, sumi =
+ * sum w x exactly, then acc = fma(d * dx, (float)sumi, acc). */
+typedef struct rl__q80_r8 {
+    rl_fp16 d[8];
+    int16_t sw[8];
+    int8_t q[8][32];
+} rl__q80_r8;
+_Static_assert(sizeof(rl__q80_r8) == 288, "q8_0 resident block");
 typedef struct rl__rtile {
     /* Rows w, w + row_size, .. (8 of them, n_cols each, the file's blocks)
-     * into dst (8 * row_size bytes, the interleaved layout). */
+     * into dst (the group: n_cols / block elements * block_bytes bytes,
+     * the interleaved layout). */
     void (*repack)(void *dst, const void *w, size_t row_size, int64_t n_cols);
     /* Block i of row r (0..7) of the group back in the file's layout. */
     void (*unpack_block)(void *dst, const void *group, int r, int64_t i);
@@ -177,6 +191,16 @@ typedef struct rl__rtile {
     void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *group, const void *x,
                 size_t x_stride, int n_x);
     rl__tile16_fn dot16; /* two resident groups (may be NULL) */
+    /* Bytes of one block of the group (8 rows); 0: 8 * the type's block
+     * size (the file's bytes, rearranged). */
+    size_t block_bytes;
+    /* The dots take the activation codes offset by 128 (q8_0: see
+     * rl__q80_r8); the matmul driver hands them such a copy. */
+    bool x_offset;
+    /* Matrices of this type are made resident under this table (its
+     * leaves for the layout are fast); the leaves exist in every table
+     * that has .dot, so a resident matrix runs whichever table is active. */
+    bool make;
 } rl__rtile;
 
 /* The pair sum of the q8_K bsums of sub-block b (32 elements). */

@@ -57,12 +57,14 @@ typedef struct rl_mat {
  * (batch 1 and batches of any size, prompt or generated) runs one
  * register-blocked kernel over 8 interleaved rows, with no per-step repack
  * and no second copy.  rl_mat_resident_bytes(w) is the bytes the repacked
- * matrix takes (its n_rows * row_size: the same as the file's), or 0 when w
- * cannot be made resident (its type has no resident tile in the active
- * table, n_rows is no multiple of 8, it is already resident, or the fast
- * tiles are switched off); rl_mat_make_resident(w, dst) writes w's rows
- * into dst and points w at them (layout RL_MAT_R8).  The caller owns dst,
- * and may then release w's former pages.  On a resident matrix every token
+ * matrix takes (its n_rows * row_size, the same as the file's; q8_0 36
+ * bytes a row and block instead of 34: each row's code sum beside it), or 0
+ * when w cannot be made resident (the active table makes no resident tiles
+ * of its type, n_rows is no multiple of 8, it is already resident, or the
+ * fast tiles are switched off); rl_mat_make_resident(w, dst) writes w's rows
+ * into dst and points w at them (layout RL_MAT_R8, row_size the resident
+ * rows' stride).  The caller owns dst, and may then release w's former
+ * pages (n_rows * its former row_size bytes).  On a resident matrix every token
  * takes the tiles' reduction (the fast flags do not matter); rl_get_row
  * reads it too.  A view of rows [r0, r0 + n) keeps the layout when r0 is a
  * multiple of 8 (n need not be: the last group's extra rows are computed

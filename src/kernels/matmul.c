@@ -99,12 +99,19 @@ void rl_get_row(const rl_mat *w, int64_t row, float *out) {
     tr->to_float(src, out, w->n_cols);
 }
 
+/* Bytes of one resident group of 8 rows of w (rl__rtile.block_bytes). */
+static size_t rl__r8_group_bytes(const rl__rtile *rt, const rl_mat *w) {
+    const rl_type_traits *tr = rl_type_get(w->type);
+    const size_t bb = rt->block_bytes ? rt->block_bytes : 8 * tr->type_size;
+    return (size_t)(w->n_cols / tr->blck_size) * bb;
+}
+
 size_t rl_mat_resident_bytes(const rl_mat *w) {
     const rl__rtile *rt = &rl__kernels()->rtile[w->type];
-    if (!rt->dot || !rt->repack || w->layout != RL_MAT_ROWS || w->n_rows <= 0 ||
+    if (!rt->make || !rt->dot || !rt->repack || w->layout != RL_MAT_ROWS || w->n_rows <= 0 ||
         w->n_rows % 8 != 0 || !rl_matmul_fast_tiles())
         return 0;
-    return (size_t)w->n_rows * w->row_size;
+    return (size_t)(w->n_rows / 8) * rl__r8_group_bytes(rt, w);
 }
 
 bool rl_mat_resident_pairs(const rl_mat *w) {
@@ -114,13 +121,14 @@ bool rl_mat_resident_pairs(const rl_mat *w) {
 void rl_mat_make_resident(rl_mat *w, void *dst) {
     RL_ASSERT(rl_mat_resident_bytes(w) > 0);
     const rl__rtile *rt = &rl__kernels()->rtile[w->type];
+    const size_t gb = rl__r8_group_bytes(rt, w);
     const uint8_t *src = w->data;
     uint8_t *o = dst;
     for (int64_t r = 0; r < w->n_rows; r += 8)
-        rt->repack(o + (size_t)r * w->row_size, src + (size_t)r * w->row_size, w->row_size,
-                   w->n_cols);
+        rt->repack(o + (size_t)(r / 8) * gb, src + (size_t)r * w->row_size, w->row_size, w->n_cols);
     w->data = dst;
     w->layout = RL_MAT_R8;
+    w->row_size = gb / 8; /* the resident rows' stride: groups at r * row_size */
 }
 
 bool rl_matmul_supports(rl_type t) {
@@ -196,10 +204,24 @@ static bool rl__mm_packs(const rl__ktab *kt, const rl_mat *w, int64_t n_fast) {
            rl__mm_tile_bytes(kt, w) <= RL_TILE8_BUF;
 }
 
+/* (q8_0 activations twice: the offset copy for resident q8_0 matrices,
+ * rl__rtile.x_offset) */
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
     size_t rs = rl__act_row_size(w), out;
     if (n_tok < 0 || !rl_mul_size(rs, (size_t)n_tok + RL_MM_PAD_ROWS, &out)) return SIZE_MAX;
+    if (rl__act_type(w->type) == RL_TYPE_Q8_0 && !rl_mul_size(out, 2, &out)) return SIZE_MAX;
     return out;
+}
+
+/* The q8_0 activation rows [0, n) with every code XORed with 0x80 (x + 128
+ * as unsigned bytes), for the leaves of rl__rtile.x_offset. */
+static void rl__mm_offset_codes(uint8_t *dst, const uint8_t *src, int64_t n, size_t row) {
+    for (size_t b = 0; b < (size_t)n * row / sizeof(rl_block_q8_0); b++) {
+        const rl_block_q8_0 *x = (const rl_block_q8_0 *)src + b;
+        rl_block_q8_0 *o = (rl_block_q8_0 *)dst + b;
+        o->d = x->d;
+        for (int j = 0; j < 32; j++) o->qs[j] = (int8_t)((uint8_t)x->qs[j] ^ 0x80);
+    }
 }
 
 /* One matmul call: n_w weight matrices (all with the same n_cols and the
@@ -219,6 +241,7 @@ typedef struct rl__mm_ctx {
     int64_t n_cols, n_tok;
     const bool *fast; /* [n_tok] or NULL */
     uint8_t *xq;
+    uint8_t *xqo; /* xq with the codes offset by 128 (rl__rtile.x_offset), or xq */
     size_t xq_row;
     const rl__ktab *kt;
     rl__quant_fn quant;
@@ -361,6 +384,7 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const rl__tile16p_fn pdot16 = c->kt->tile8[w->type].dot16;
     const bool pairs = packs ? pdot16 != NULL : rt->dot16 != NULL;
     const size_t gb = 8 * w->row_size;
+    const uint8_t *xb = rt->x_offset ? c->xqo : c->xq;
     int64_t r = r0;
     /* pairs of groups on the pair leaves (the same bits as one at a time) */
     for (; pairs && r + 16 <= r1; r += 16) {
@@ -369,7 +393,7 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
         for (int64_t t = 0; t < c->n_tok; t += RL_TILE16_T) {
             int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
             float *y = c->y[i] + t * w->n_rows + r;
-            const void *xr = c->xq + (size_t)t * c->xq_row;
+            const void *xr = xb + (size_t)t * c->xq_row;
             if (packs)
                 pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, c->xq_row, nx);
             else
@@ -388,7 +412,7 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
             float *y = c->y[i] + t * w->n_rows + r;
             float *o = nr == 8 ? y : &tmp[0][0];
             const size_t os = nr == 8 ? (size_t)w->n_rows : 8;
-            const void *xr = c->xq + (size_t)t * c->xq_row;
+            const void *xr = xb + (size_t)t * c->xq_row;
             if (packs)
                 c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf, xr, c->xq_row, nx);
             else
@@ -539,6 +563,14 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
                        c.xq_row);
             c.padded = true;
         }
+        c.xqo = c.xq;
+        for (int i = 0; i < n_w; i++)
+            if (c.r8[i] && kt->rtile[ws[i]->type].x_offset) {
+                const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
+                c.xqo = c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row;
+                rl__mm_offset_codes(c.xqo, c.xq, n_rows_x, c.xq_row);
+                break;
+            }
     }
     atomic_init(&c.next, 0);
     if (nth == 1)

@@ -542,8 +542,9 @@ static rl_status make_one_resident(rl_model *m, rl_mat *w, rl_err *err) {
     void *dst = rl__model_own_alloc(m, n);
     if (!dst) return rl_err_set(err, RL_ERR_NOMEM, "out of memory repacking weights");
     const void *src = w->data;
+    const size_t n_src = (size_t)w->n_rows * w->row_size; /* (q8_0's layout is larger) */
     rl_mat_make_resident(w, dst);
-    rl_gguf_release(m->gguf, src, n);
+    rl_gguf_release(m->gguf, src, n_src);
     return RL_OK;
 }
 

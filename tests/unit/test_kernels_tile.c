@@ -53,8 +53,24 @@ static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1}
 static void act_quant(rl_type ty, const float *x, void *xq, int64_t n) {
     if (rl__act_type(ty) == RL_TYPE_Q8_1)
         rl__quant_q8_1_ref(x, xq, n);
+    else if (rl__act_type(ty) == RL_TYPE_Q8_0)
+        rl__quant_q8_0_ref(x, xq, n);
     else
         rl__quant_q8_K_ref(x, xq, n);
+}
+
+/* The q8_0 resident tiles' reduction (kernels-impl.h, rl__q80_r8) on an
+ * original row and a q8_0 token, written here from the layout's contract:
+ * per block the exact integer dot, then one fused multiply-add. */
+static float twin_q8_0(const void *wrow, const void *xrow, int64_t cols) {
+    const rl_block_q8_0 *w = wrow, *x = xrow;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += w[i].qs[j] * x[i].qs[j];
+        acc = fmaf(rl_fp16_to_f32(w[i].d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
+    }
+    return acc;
 }
 
 /* Packed bytes of cols columns of 8 rows. */
@@ -304,12 +320,12 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
-    const rl_type tys[3] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K};
-    for (int ii = 0; ii < ni * 9; ii++) {
-        rl_kernels_init(impls[ii / 9]);
-        const rl_type ty = tys[(ii % 9) / 3];
-        const int64_t rows = 40,
-                      cols = ty == RL_TYPE_Q4_1 ? colss[ii % 3] : 256 * colss[ii % 3] / 32;
+    const rl_type tys[4] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q8_0};
+    for (int ii = 0; ii < ni * 12; ii++) {
+        rl_kernels_init(impls[ii / 12]);
+        const rl_type ty = tys[(ii % 12) / 3];
+        const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K;
+        const int64_t rows = 40, cols = k_quant ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
         size_t rs;
         uint8_t *wd = make_w(ty, rows, cols, &rs);
         rl_mat w0 = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
@@ -321,23 +337,34 @@ static void test_resident_tiles(void **state) {
         rl_matmul_set_fast_tiles(false);
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
         rl_matmul_set_fast_tiles(true);
-        assert_int_equal(rl_mat_resident_bytes(&w), (size_t)rows * rs);
-        uint8_t *res = malloc((size_t)rows * rs);
+        const rl__rtile *rt = &rl__kernels()->rtile[ty];
+        /* q8_0 only where the table has fast leaves for it (36 bytes a row
+         * and block: the code sums beside the file's 34) */
+        const size_t rbytes =
+            ty == RL_TYPE_Q8_0 ? (size_t)rows * (size_t)(cols / 32) * 36 : (size_t)rows * rs;
+        if (!rt->make) {
+            assert_int_equal(ty, RL_TYPE_Q8_0);
+            assert_int_equal(rl_mat_resident_bytes(&w), 0);
+            free(wd);
+            continue;
+        }
+        assert_int_equal(rl_mat_resident_bytes(&w), rbytes);
+        uint8_t *res = malloc(rbytes);
         assert_non_null(res);
         rl_mat_make_resident(&w, res);
         assert_int_equal(w.layout, RL_MAT_R8);
         assert_ptr_equal(w.data, res);
+        assert_int_equal(w.row_size, rbytes / (size_t)rows);
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
         /* many-token steps convert each group to the packed tile: the
-         * packer's bytes on the original rows */
-        const rl__rtile *rt = &rl__kernels()->rtile[ty];
-        assert_non_null(rt->to_tile);
+         * packer's bytes on the original rows (q8_0 has no packed tile) */
+        assert_true(rt->to_tile || ty == RL_TYPE_Q8_0);
         const size_t tb = (size_t)cols * ref->tile8[ty].block_size / RL_QK_K;
-        uint8_t *t0 = malloc(tb), *t1 = malloc(tb);
-        for (int64_t r = 0; r < rows; r += 8) {
+        uint8_t *t0 = malloc(tb + 1), *t1 = malloc(tb + 1);
+        for (int64_t r = 0; rt->to_tile && r < rows; r += 8) {
             ref->tile8[ty].pack(t0, wd + (size_t)r * rs, rs, cols);
             memset(t1, 0xa5, tb);
-            rt->to_tile(t1, res + (size_t)r * rs, cols);
+            rt->to_tile(t1, res + (size_t)r * w.row_size, cols);
             if (memcmp(t0, t1, tb))
                 fail_msg("%s %s cols %d group %d: to_tile differs from pack",
                          rl_kernels_impl_name(), rl_type_name(ty), (int)cols, (int)r);
@@ -367,8 +394,11 @@ static void test_resident_tiles(void **state) {
             for (int64_t t = 0; t < n_tok; t++)
                 for (int64_t r = 0; r < rows; r++) {
                     float e;
-                    ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs, xq + (size_t)t * xrow,
-                                           xrow, 1);
+                    if (ty == RL_TYPE_Q8_0)
+                        e = twin_q8_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
+                    else
+                        ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs,
+                                               xq + (size_t)t * xrow, xrow, 1);
                     if (memcmp(&e, &y1[t * rows + r], sizeof e))
                         fail_msg("%s cols %d n_tok %d row %d tok %d: %.9g, twin %.9g",
                                  rl_kernels_impl_name(), (int)cols, (int)n_tok, (int)r, (int)t,

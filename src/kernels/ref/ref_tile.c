@@ -444,6 +444,50 @@ static void rl__rtile_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+/* q8_0 resident tile (kernels-impl.h, rl__q80_r8): 4-byte groups of the
+ * 8 rows' codes transposed, each row's code sum beside its scale. */
+static void rl__repack_q8_0_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q80_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q8_0 *b = (const rl_block_q8_0 *)((const uint8_t *)w + r * row_size) + i;
+            int sum = 0;
+            o->d[r] = b->d;
+            for (int j = 0; j < 32; j++) {
+                o->q[j / 4][4 * r + j % 4] = b->qs[j];
+                sum += b->qs[j];
+            }
+            o->sw[r] = (int16_t)sum;
+        }
+}
+
+static void rl__unpack_block_q8_0_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__q80_r8 *p = (const rl__q80_r8 *)group + i;
+    rl_block_q8_0 *b = dst;
+    b->d = p->d[r];
+    for (int j = 0; j < 32; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+}
+
+/* The twin: x's codes come offset by 128 (rl__rtile.x_offset). */
+static void rl__rtile_q8_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_0 *x = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q80_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+            const float dx = rl_fp16_to_f32(x[i].d);
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                for (int j = 0; j < 32; j++)
+                    sumi += p->q[j / 4][4 * r + j % 4] * (((uint8_t)x[i].qs[j] ^ 0x80) - 128);
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * dx, (float)sumi, acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 void rl__ref_fill_tile(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
@@ -461,13 +505,23 @@ void rl__ref_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1] = (rl__rtile){.repack = rl__repack_q4_1_r8,
                                          .unpack_block = rl__unpack_block_q4_1_r8,
                                          .to_tile = rl__to_tile_q4_1_r8,
-                                         .dot = rl__rtile_q4_1_ref};
+                                         .dot = rl__rtile_q4_1_ref,
+                                         .make = true};
     t->rtile[RL_TYPE_Q4_K] = (rl__rtile){.repack = rl__repack_q4_K_r8,
                                          .unpack_block = rl__unpack_block_q4_K_r8,
                                          .to_tile = rl__to_tile_q4_K_r8,
-                                         .dot = rl__rtile_q4_K_ref};
+                                         .dot = rl__rtile_q4_K_ref,
+                                         .make = true};
     t->rtile[RL_TYPE_Q6_K] = (rl__rtile){.repack = rl__repack_q6_K_r8,
                                          .unpack_block = rl__unpack_block_q6_K_r8,
                                          .to_tile = rl__to_tile_q6_K_r8,
-                                         .dot = rl__rtile_q6_K_ref};
+                                         .dot = rl__rtile_q6_K_ref,
+                                         .make = true};
+    /* q8_0: resident only where a table's leaves for it beat its per-token
+     * ones (.make: the AVX512-VNNI table's pair leaves) */
+    t->rtile[RL_TYPE_Q8_0] = (rl__rtile){.repack = rl__repack_q8_0_r8,
+                                         .unpack_block = rl__unpack_block_q8_0_r8,
+                                         .dot = rl__rtile_q8_0_ref,
+                                         .block_bytes = sizeof(rl__q80_r8),
+                                         .x_offset = true};
 }

@@ -398,6 +398,78 @@ RL_TILE_AI void rl__tile16_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const v
 }
 RL_TILE16_INST(q6_Kr8)
 
+/* q8_0 resident tiles (kernels-impl.h, rl__q80_r8): vpdpbusd of the
+ * offset activation codes (unsigned, x + 128) by the signed weights, less
+ * 128 times each row's code sum (exact), then the twin's one fused
+ * multiply-add per block.  The 8-row leaf on ymm (the odd group of a
+ * matrix), the pair leaf on zmm. */
+RL_TILE_AI void rl__tile8_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q80_r8 *p = group;
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        RL_PF3(p); /* 288 bytes a block */
+        const rl_block_q8_0 *x[RL_TILE8_T];
+        __m256i s32[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s32[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[g]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xv;
+                memcpy(&xv, x[k]->qs + 4 * g, 4);
+                s32[k] = _mm256_dpbusd_epi32(s32[k], _mm256_set1_epi32(xv), wq);
+            }
+        }
+        const __m256i corr =
+            _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)p->sw)), 7);
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx),
+                                     _mm256_cvtepi32_ps(_mm256_sub_epi32(s32[k], corr)), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+RL_TILE8_INST(q8_0r8)
+
+RL_TILE_AI void rl__tile16_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                                    const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const rl__q80_r8 *a = g0, *b = (const rl__q80_r8 *)((const uint8_t *)g0 + gs);
+    for (int64_t i = 0; i < n_cols / 32; i++, a++, b++) {
+        RL_PF3(a);
+        RL_PF3(b);
+        const rl_block_q8_0 *x[RL_TILE16_T];
+        __m512i s32[RL_TILE16_T];
+        RL_Z_XROWS(x, rl_block_q8_0, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m512i wq = rl__z_load2(a->q[g], b->q[g]);
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
+                _mm512_dpbusd_epi32(s32[k], rl__z_bcast(x[k]->qs + 4 * g), wq);
+        }
+        const __m256i sw =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->sw)),
+                                    _mm_loadu_si128((const __m128i *)b->sw), 1);
+        const __m512i corr = _mm512_slli_epi32(_mm512_cvtepi16_epi32(sw), 7);
+        const __m512 d = rl__z_cvtph2(a->d, b->d);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
+            const __m512 dx = _mm512_set1_ps(rl__f16c(x[k]->d));
+            acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx),
+                                     _mm512_cvtepi32_ps(_mm512_sub_epi32(s32[k], corr)), acc[k]);
+        }
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16_INST(q8_0r8)
+
 void rl__vnni_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_vnni;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_vnni;
@@ -411,4 +483,7 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_vnni;
     t->rtile[RL_TYPE_Q4_K].dot16 = rl__tile16_q4_Kr8_vnni;
     t->rtile[RL_TYPE_Q6_K].dot16 = rl__tile16_q6_Kr8_vnni;
+    t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_vnni;
+    t->rtile[RL_TYPE_Q8_0].dot16 = rl__tile16_q8_0r8_vnni;
+    t->rtile[RL_TYPE_Q8_0].make = true;
 }
