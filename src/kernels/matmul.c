@@ -173,7 +173,9 @@ static void rl__mm_pair_pack(const rl__ktab *kt, const rl_mat *w, const uint8_t 
     const rl_type_traits *tr = rl_type_get(w->type);
     const int64_t bc = tr->blck_size;
     const size_t pb = kt->tile8[w->type].block_size * (size_t)bc / RL_QK_K;
-    const size_t step = resident ? 8 * tr->type_size : tr->type_size;
+    const size_t step = resident
+                            ? rl__r8_group_bytes(&kt->rtile[w->type], w) / (size_t)(w->n_cols / bc)
+                            : tr->type_size; /* one block of the group, or of a row */
     _Alignas(64) uint8_t sa[sizeof(rl__q6k_x8)], sb[sizeof(rl__q6k_x8)];
     RL_ASSERT(pb <= sizeof sa && pb % 32 == 0);
     uint8_t *o = g_tile_buf;
