@@ -409,7 +409,8 @@ RL_TILE_AI void rl__tile8_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q80_r8 *p = group;
     for (int64_t i = 0; i < n_cols / 32; i++, p++) {
-        RL_PF3(p); /* 288 bytes a block */
+        RL_PF3(p); /* 288 bytes a block: 4.5 lines */
+        RL_PF3((const char *)p + 192);
         const rl_block_q8_0 *x[RL_TILE8_T];
         __m256i s32[RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
@@ -444,8 +445,10 @@ RL_TILE_AI void rl__tile16_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const v
     _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
     const rl__q80_r8 *a = g0, *b = (const rl__q80_r8 *)((const uint8_t *)g0 + gs);
     for (int64_t i = 0; i < n_cols / 32; i++, a++, b++) {
-        RL_PF3(a);
+        RL_PF3(a); /* 288 bytes a block: 4.5 lines */
+        RL_PF3((const char *)a + 192);
         RL_PF3(b);
+        RL_PF3((const char *)b + 192);
         const rl_block_q8_0 *x[RL_TILE16_T];
         __m512i s32[RL_TILE16_T];
         RL_Z_XROWS(x, rl_block_q8_0, vx, xs, i, T);
