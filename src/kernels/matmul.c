@@ -367,14 +367,16 @@ static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1,
 /* With RL_MATMUL_FAST_MIN_TOK or more tokens a group is first converted to
  * the packed tile's layout (rl__rtile.to_tile) in the thread's buffer, so
  * the tokens do not each pay the resident layout's unpacking; the packed
- * tile's reduction is the same bits (test_kernels_tile.c).  With the pair
- * leaves from RL_MM_PAIR_PACK_MIN tokens (Qwen2.5-1.5B on an AVX-512 Xeon:
- * 32 sequences decoding ~8% faster converted, 16 ~15% slower). */
+ * tile's reduction is the same bits (test_kernels_tile.c).  With packed
+ * pair leaves from RL_MM_PAIR_PACK_MIN tokens (Qwen2.5-1.5B, 32 sequences
+ * decoding: ~8% faster converted on an AVX-512 Xeon, 16 ~15% slower; on
+ * the AVX2 table, Zen 3, 1.08x). */
+#ifndef RL_MM_PAIR_PACK_MIN
 #define RL_MM_PAIR_PACK_MIN 32
+#endif
 static bool rl__mm_r8_packs(const rl__mm_ctx *c, const rl_mat *w) {
     const rl__tile8 *tl = &c->kt->tile8[w->type];
-    const int64_t min =
-        tl->dot16 && c->kt->rtile[w->type].dot16 ? RL_MM_PAIR_PACK_MIN : RL_MATMUL_FAST_MIN_TOK;
+    const int64_t min = tl->dot16 ? RL_MM_PAIR_PACK_MIN : RL_MATMUL_FAST_MIN_TOK;
     return c->n_tok >= min && tl->dot && c->kt->rtile[w->type].to_tile &&
            (size_t)w->n_cols * tl->block_size / RL_QK_K <= RL_TILE8_BUF;
 }

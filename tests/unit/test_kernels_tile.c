@@ -430,22 +430,33 @@ static void test_resident_tiles(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
-/* The pair leaves (rl__tile16_fn: the AVX512-VNNI table's dot16 of the
- * packed and resident tiles) give every lane bit for bit the 8-row leaf of
- * the same table on its group, at every token count 1..RL_TILE16_T (the
- * packed pair interleaved per block, the resident groups at any distance).
- * Tables without them leave dot16 NULL. */
+/* The pair leaves (rl__tile16_fn, rl__tile16p_fn: the AVX2 table's dot16
+ * of the packed tiles, the AVX512-VNNI table's of the packed and the
+ * resident tiles) give every lane bit for bit the 8-row leaf of the same
+ * table on its group, at every token count 1..RL_TILE16_T (the packed pair
+ * interleaved per block, the resident groups at any distance).  The
+ * scalar table leaves dot16 NULL, as the AVX2 table does for resident
+ * groups. */
+static void pair_leaves_check(const rl__ktab *kt, bool resident);
 static void test_pair_leaves(void **state) {
     (void)state;
-    const rl__ktab *ref = rl__kernels_ref(), *vn = rl__kernels_vnni();
+    const rl__ktab *ref = rl__kernels_ref(), *avx = rl__kernels_avx2(), *vn = rl__kernels_vnni();
     for (int ti = 0; ti < N_TILE_TYPES; ti++) {
         assert_null(ref->tile8[k_tile_types[ti]].dot16);
         assert_null(ref->rtile[k_tile_types[ti]].dot16);
+        if (avx) assert_null(avx->rtile[k_tile_types[ti]].dot16);
     }
-    if (!vn) {
-        print_message("no AVX512-VNNI on this CPU: pair leaves not run\n");
-        return;
-    }
+    if (avx)
+        pair_leaves_check(avx, false);
+    else
+        print_message("no AVX2 on this CPU: its pair leaves not run\n");
+    if (vn)
+        pair_leaves_check(vn, true);
+    else
+        print_message("no AVX512-VNNI on this CPU: its pair leaves not run\n");
+}
+
+static void pair_leaves_check(const rl__ktab *kt, bool resident) {
     const int64_t colss[2] = {256, 2304};
     for (int ci = 0; ci < 2 * N_TILE_TYPES; ci++) {
         const rl_type ty = k_tile_types[ci / 2];
@@ -456,10 +467,10 @@ static void test_pair_leaves(void **state) {
         const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
         uint8_t *xq = malloc(xrow * (size_t)n_x);
         for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
-        const rl__tile8 *tl = &vn->tile8[ty];
-        const rl__rtile *rt = &vn->rtile[ty];
+        const rl__tile8 *tl = &kt->tile8[ty];
+        const rl__rtile *rt = &kt->rtile[ty];
         assert_non_null(tl->dot16);
-        assert_non_null(rt->dot16);
+        if (resident) assert_non_null(rt->dot16);
         /* packed: each group packed, and the pair interleaved 32 bytes at
          * a time per block of columns (kernels-impl.h); resident: the
          * repacked rows (8 rows a group, adjacent, as in a matrix), B at a
@@ -478,7 +489,7 @@ static void test_pair_leaves(void **state) {
         rt->repack(res + 3 * gb, w + gb, rs, cols);
         for (int nx = 1; nx <= n_x; nx++) {
             float s16[RL_TILE16_T][16], s8[RL_TILE16_T][16];
-            for (int kind = 0; kind < 2; kind++) {
+            for (int kind = 0; kind < (resident ? 2 : 1); kind++) {
                 memset(s16, 0xff, sizeof s16);
                 memset(s8, 0x7f, sizeof s8);
                 if (kind == 0)

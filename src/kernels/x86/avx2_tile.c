@@ -222,6 +222,163 @@ static void rl__to_tile_q6_K_avx2(void *dst, const void *group, int64_t n_cols) 
     }
 }
 
+/* Packed pairs (rl__tile8.dot16, kernels-impl.h: two packed groups
+ * interleaved 32 bytes at a time): 16 rows as two ymm registers against
+ * up to RL_AVX2_PAIR_T tokens.  A token's 4 activation bytes, broadcast
+ * once, feed both groups, so a group of 4 elements costs 2 weight loads
+ * and T broadcasts for 2T vpmaddubsw where the 8-row leaf pays 1 + T for
+ * T: the load ports, not the multipliers, bound that leaf on Zen 3.  Each
+ * half is the 8-row leaf's integer sums and float step, so its lanes are
+ * that leaf's bits (test_pair_leaves). */
+#ifndef RL_AVX2_PAIR_T
+#define RL_AVX2_PAIR_T 2
+#endif
+_Static_assert(RL_AVX2_PAIR_T >= 1 && RL_AVX2_PAIR_T <= RL_TILE8_T, "pair leaf tokens");
+/* field F of packed type TY, half h (0: group A, 1: B) of a packed pair */
+#define RL_YF(p, TY, F, h) ((const uint8_t *)(p) + 2 * __builtin_offsetof(TY, F) + 32 * (h))
+#define RL_YL(p, TY, F, h) _mm256_loadu_si256((const __m256i *)RL_YF(p, TY, F, h))
+
+RL_TILE_AI __m256i rl__ybcast(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm256_set1_epi32(v);
+}
+
+RL_TILE_AI void rl__ypair_store(float *s, size_t ss, __m256 acc[2][RL_TILE8_T], const int T) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[0][k]);
+        _mm256_storeu_ps(s + (size_t)k * ss + 8, acc[1][k]);
+    }
+}
+
+RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[2][RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    const uint8_t *p = pp;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q4k_x8)) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[2][RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[0][k] = sumi[1][k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 8; b++) {
+            __m256i s16[2][RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[0][k] = s16[1][k] =
+                _mm256_setzero_si256();
+            _Pragma("GCC unroll 2") for (int g = 0; g < 8; g++) {
+                const __m256i wa = RL_YL(p, rl__q4k_x8, q[8 * b + g], 0);
+                const __m256i wb = RL_YL(p, rl__q4k_x8, q[8 * b + g], 1);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    const __m256i xb = rl__ybcast(x[k]->qs + 32 * b + 4 * g);
+                    s16[0][k] = RL_TI_MAC(s16[0][k], wa, xb);
+                    s16[1][k] = RL_TI_MAC(s16[1][k], wb, xb);
+                }
+            }
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m256i sc = RL_YL(p, rl__q4k_x8, sc[b], h);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[h][k] =
+                    _mm256_add_epi32(sumi[h][k], RL_TI_SCALED(s16[h][k], sc));
+            }
+        }
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            rl__q4k_fstep(acc[h], sumi[h], (const int16_t *)RL_YF(p, rl__q4k_x8, mn, h), 32,
+                          _mm256_loadu_ps((const float *)RL_YF(p, rl__q4k_x8, d, h)),
+                          _mm256_loadu_ps((const float *)RL_YF(p, rl__q4k_x8, dmin, h)), x, T);
+    }
+    rl__ypair_store(s, ss, acc, T);
+}
+
+RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[2][RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    const uint8_t *p = pp;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q6k_x8)) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[2][RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[0][k] = sumi[1][k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 16; b++) {
+            _Pragma("GCC unroll 2") for (int hh = 0; hh < 2; hh++) {
+                __m256i w[2][2];
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                    w[h][0] = RL_YL(p, rl__q6k_x8, q[4 * b + 2 * hh], h);
+                    w[h][1] = RL_YL(p, rl__q6k_x8, q[4 * b + 2 * hh + 1], h);
+                }
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    const __m256i x0 = rl__ybcast(x[k]->qs + 16 * b + 8 * hh);
+                    const __m256i x1 = rl__ybcast(x[k]->qs + 16 * b + 8 * hh + 4);
+                    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                        const __m256i s16 =
+                            RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w[h][0], x0), w[h][1], x1);
+                        sumi[h][k] = _mm256_add_epi32(
+                            sumi[h][k], RL_TI_SCALED(s16, RL_YL(p, rl__q6k_x8, sc[b], h)));
+                    }
+                }
+            }
+        }
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            rl__q6k_fstep(acc[h], sumi[h], (const int16_t *)RL_YF(p, rl__q6k_x8, scp, h), 32,
+                          _mm256_loadu_ps((const float *)RL_YF(p, rl__q6k_x8, d, h)), x, T);
+    }
+    rl__ypair_store(s, ss, acc, T);
+}
+
+RL_TILE_AI void rl__ypair_q4_1_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[2][RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    const uint8_t *p = pp;
+    for (int64_t i = 0; i < n_cols / 32; i++, p += 2 * sizeof(rl__q41_x8)) {
+        const rl_block_q8_1 *x[RL_TILE8_T];
+        __m256i s16[2][RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[0][k] = s16[1][k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i wa = RL_YL(p, rl__q41_x8, q[g], 0);
+            const __m256i wb = RL_YL(p, rl__q41_x8, q[g], 1);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                const __m256i xb = rl__ybcast(x[k]->qs + 4 * g);
+                s16[0][k] = RL_TI_MAC(s16[0][k], wa, xb);
+                s16[1][k] = RL_TI_MAC(s16[1][k], wb, xb);
+            }
+        }
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) rl__q41_fstep(
+            acc[h], s16[h], _mm256_loadu_ps((const float *)RL_YF(p, rl__q41_x8, d, h)),
+            _mm256_loadu_ps((const float *)RL_YF(p, rl__q41_x8, m, h)), x, T);
+    }
+    rl__ypair_store(s, ss, acc, T);
+}
+
+/* rl__tile16p_fn of type TY: n_x (1..RL_TILE16_T) tokens, RL_AVX2_PAIR_T
+ * at a time. */
+#define RL_YPAIR_INST(TY)                                                                          \
+    static void rl__tile16p_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,       \
+                                        const void *vx, size_t xs, int n_x) {                      \
+        for (int t = 0; t < n_x; t += RL_AVX2_PAIR_T) {                                            \
+            const int n = n_x - t < RL_AVX2_PAIR_T ? n_x - t : RL_AVX2_PAIR_T;                     \
+            float *st = s + (size_t)t * ss;                                                        \
+            const void *xt = (const uint8_t *)vx + (size_t)t * xs;                                 \
+            if (n == RL_AVX2_PAIR_T)                                                               \
+                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, RL_AVX2_PAIR_T);                    \
+            else if (n == 3)                                                                       \
+                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 3);                                 \
+            else if (n == 2)                                                                       \
+                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 2);                                 \
+            else                                                                                   \
+                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 1);                                 \
+        }                                                                                          \
+    }
+RL_YPAIR_INST(q4_K)
+RL_YPAIR_INST(q6_K)
+RL_YPAIR_INST(q4_1)
+
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
@@ -230,6 +387,9 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q6_K].dot = rl__tile8_q6_K_avx2;
     t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
+    t->tile8[RL_TYPE_Q4_1].dot16 = rl__tile16p_q4_1_avx2;
+    t->tile8[RL_TYPE_Q4_K].dot16 = rl__tile16p_q4_K_avx2;
+    t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
     t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_avx2;

@@ -59,17 +59,18 @@ static inline float rl__f16c(rl_fp16 h) {
 /* The K-quant tiles' float step per super-block (packed and resident):
  * q4_K: the mins (int16 pairs mn[q], lanes 2r / 2r + 1) against the q8_K
  * pair bsums, then acc = fma(d dx, sumi, acc), fnma(dmin dx, msum, acc);
- * q6_K: the -32 offset through the bsums (scp), then one fma. */
-RL_TILE_AI void rl__q4k_fstep(__m256 *acc, const __m256i *sumi, const int16_t (*mn)[16], __m256 d,
+ * q6_K: the -32 offset through the bsums (scp), then one fma.  mn[q] (scp[q])
+ * at mn + q * ms: ms 16 in a packed or resident block, 32 in a packed pair. */
+RL_TILE_AI void rl__q4k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *mn, int ms, __m256 d,
                               __m256 dmin, const rl_block_q8_K *const *x, const int T) {
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
         __m256i msum = _mm256_setzero_si256();
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
             const uint32_t bp = (uint16_t)rl__q8k_bsum32(x[k], 2 * q) |
                                 (uint32_t)(uint16_t)rl__q8k_bsum32(x[k], 2 * q + 1) << 16;
-            msum =
-                _mm256_add_epi32(msum, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)mn[q]),
-                                                         _mm256_set1_epi32((int)bp)));
+            msum = _mm256_add_epi32(
+                msum, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(mn + q * ms)),
+                                        _mm256_set1_epi32((int)bp)));
         }
         const __m256 dx = _mm256_set1_ps(x[k]->d);
         acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
@@ -77,16 +78,16 @@ RL_TILE_AI void rl__q4k_fstep(__m256 *acc, const __m256i *sumi, const int16_t (*
     }
 }
 
-RL_TILE_AI void rl__q6k_fstep(__m256 *acc, const __m256i *sumi, const int16_t (*scp)[16], __m256 d,
-                              const rl_block_q8_K *const *x, const int T) {
+RL_TILE_AI void rl__q6k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *scp, int ms,
+                              __m256 d, const rl_block_q8_K *const *x, const int T) {
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
         __m256i corr = _mm256_setzero_si256();
         _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
             uint32_t bp;
             memcpy(&bp, &x[k]->bsums[2 * q], 4);
-            corr = _mm256_add_epi32(corr,
-                                    _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)scp[q]),
-                                                      _mm256_set1_epi32((int)bp)));
+            corr = _mm256_add_epi32(
+                corr, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(scp + q * ms)),
+                                        _mm256_set1_epi32((int)bp)));
         }
         const __m256i tot = _mm256_sub_epi32(sumi[k], _mm256_slli_epi32(corr, 5));
         acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)), _mm256_cvtepi32_ps(tot),
@@ -122,7 +123,7 @@ RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
                 _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
         }
         const __m256 d = _mm256_loadu_ps(p->d), dmin = _mm256_loadu_ps(p->dmin);
-        rl__q4k_fstep(acc, sumi, p->mn, d, dmin, x, T);
+        rl__q4k_fstep(acc, sumi, &p->mn[0][0], 16, d, dmin, x, T);
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
@@ -161,7 +162,7 @@ RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
             }
         }
         const __m256 d = _mm256_loadu_ps(p->d);
-        rl__q6k_fstep(acc, sumi, p->scp, d, x, T);
+        rl__q6k_fstep(acc, sumi, &p->scp[0][0], 16, d, x, T);
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
@@ -330,7 +331,7 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin));
-        rl__q4k_fstep(acc, sumi, mnv, d, dmin, x, T);
+        rl__q4k_fstep(acc, sumi, &mnv[0][0], 16, d, dmin, x, T);
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
@@ -396,7 +397,7 @@ RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
             }
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
-        rl__q6k_fstep(acc, sumi, scp, d, x, T);
+        rl__q6k_fstep(acc, sumi, &scp[0][0], 16, d, x, T);
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
