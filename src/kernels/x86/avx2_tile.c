@@ -229,7 +229,11 @@ static void rl__to_tile_q6_K_avx2(void *dst, const void *group, int64_t n_cols) 
  * and T broadcasts for 2T vpmaddubsw where the 8-row leaf pays 1 + T for
  * T: the load ports, not the multipliers, bound that leaf on Zen 3.  Each
  * half is the 8-row leaf's integer sums and float step, so its lanes are
- * that leaf's bits (test_pair_leaves). */
+ * that leaf's bits (test_pair_leaves).  T = 2 keeps the 4 int16 and 4 int32
+ * sums in registers; at T = 4 GCC spills the int16 sums in the inner loop,
+ * and even with the int32 sums forced to memory T = 4 measured 0.87x of
+ * T = 2 end to end (Qwen2.5-1.5B pp512 and bd32, Zen 3; q6_K 0.93x).  No
+ * q4_1 pair: SmolLM2 pp512 measured the same with and without. */
 #ifndef RL_AVX2_PAIR_T
 #define RL_AVX2_PAIR_T 2
 #endif
@@ -282,10 +286,11 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
                     _mm256_add_epi32(sumi[h][k], RL_TI_SCALED(s16[h][k], sc));
             }
         }
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             rl__q4k_fstep(acc[h], sumi[h], (const int16_t *)RL_YF(p, rl__q4k_x8, mn, h), 32,
                           _mm256_loadu_ps((const float *)RL_YF(p, rl__q4k_x8, d, h)),
                           _mm256_loadu_ps((const float *)RL_YF(p, rl__q4k_x8, dmin, h)), x, T);
+        }
     }
     rl__ypair_store(s, ss, acc, T);
 }
@@ -321,52 +326,24 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
                 }
             }
         }
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             rl__q6k_fstep(acc[h], sumi[h], (const int16_t *)RL_YF(p, rl__q6k_x8, scp, h), 32,
                           _mm256_loadu_ps((const float *)RL_YF(p, rl__q6k_x8, d, h)), x, T);
+        }
     }
     rl__ypair_store(s, ss, acc, T);
 }
 
-RL_TILE_AI void rl__ypair_q4_1_T(int64_t n_cols, float *s, size_t ss, const void *pp,
-                                 const void *vx, size_t xs, const int T) {
-    __m256 acc[2][RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
-    const uint8_t *p = pp;
-    for (int64_t i = 0; i < n_cols / 32; i++, p += 2 * sizeof(rl__q41_x8)) {
-        const rl_block_q8_1 *x[RL_TILE8_T];
-        __m256i s16[2][RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            s16[0][k] = s16[1][k] = _mm256_setzero_si256();
-        }
-        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-            const __m256i wa = RL_YL(p, rl__q41_x8, q[g], 0);
-            const __m256i wb = RL_YL(p, rl__q41_x8, q[g], 1);
-            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                const __m256i xb = rl__ybcast(x[k]->qs + 4 * g);
-                s16[0][k] = RL_TI_MAC(s16[0][k], wa, xb);
-                s16[1][k] = RL_TI_MAC(s16[1][k], wb, xb);
-            }
-        }
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) rl__q41_fstep(
-            acc[h], s16[h], _mm256_loadu_ps((const float *)RL_YF(p, rl__q41_x8, d, h)),
-            _mm256_loadu_ps((const float *)RL_YF(p, rl__q41_x8, m, h)), x, T);
-    }
-    rl__ypair_store(s, ss, acc, T);
-}
-
-/* rl__tile16p_fn of type TY: n_x (1..RL_TILE16_T) tokens, RL_AVX2_PAIR_T
- * at a time. */
-#define RL_YPAIR_INST(TY)                                                                          \
+/* rl__tile16p_fn of type TY: n_x (1..RL_TILE16_T) tokens, TT at a time. */
+#define RL_YPAIR_INST(TY, TT)                                                                      \
     static void rl__tile16p_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,       \
                                         const void *vx, size_t xs, int n_x) {                      \
-        for (int t = 0; t < n_x; t += RL_AVX2_PAIR_T) {                                            \
-            const int n = n_x - t < RL_AVX2_PAIR_T ? n_x - t : RL_AVX2_PAIR_T;                     \
+        for (int t = 0; t < n_x; t += (TT)) {                                                      \
+            const int n = n_x - t < (TT) ? n_x - t : (TT);                                         \
             float *st = s + (size_t)t * ss;                                                        \
             const void *xt = (const uint8_t *)vx + (size_t)t * xs;                                 \
-            if (n == RL_AVX2_PAIR_T)                                                               \
-                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, RL_AVX2_PAIR_T);                    \
+            if (n == (TT))                                                                         \
+                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, (TT));                              \
             else if (n == 3)                                                                       \
                 rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 3);                                 \
             else if (n == 2)                                                                       \
@@ -375,9 +352,8 @@ RL_TILE_AI void rl__ypair_q4_1_T(int64_t n_cols, float *s, size_t ss, const void
                 rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 1);                                 \
         }                                                                                          \
     }
-RL_YPAIR_INST(q4_K)
-RL_YPAIR_INST(q6_K)
-RL_YPAIR_INST(q4_1)
+RL_YPAIR_INST(q4_K, RL_AVX2_PAIR_T)
+RL_YPAIR_INST(q6_K, RL_AVX2_PAIR_T)
 
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
@@ -387,7 +363,6 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q6_K].dot = rl__tile8_q6_K_avx2;
     t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
-    t->tile8[RL_TYPE_Q4_1].dot16 = rl__tile16p_q4_1_avx2;
     t->tile8[RL_TYPE_Q4_K].dot16 = rl__tile16p_q4_K_avx2;
     t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
