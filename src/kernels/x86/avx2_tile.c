@@ -255,6 +255,15 @@ RL_TILE_AI void rl__ypair_store(float *s, size_t ss, __m256 acc[2][RL_TILE8_T], 
     }
 }
 
+/* Block i of the T tokens' q8_K rows, and the pair's int32 sums zeroed. */
+RL_TILE_AI void rl__ypair_block(const rl_block_q8_K **x, __m256i sumi[2][RL_TILE8_T],
+                                const void *vx, size_t xs, int64_t i, const int T) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+        sumi[0][k] = sumi[1][k] = _mm256_setzero_si256();
+    }
+}
+
 RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
                                  const void *vx, size_t xs, const int T) {
     __m256 acc[2][RL_TILE8_T];
@@ -263,10 +272,7 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q4k_x8)) {
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[2][RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[0][k] = sumi[1][k] = _mm256_setzero_si256();
-        }
+        rl__ypair_block(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 8; b++) {
             __m256i s16[2][RL_TILE8_T];
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[0][k] = s16[1][k] =
@@ -303,10 +309,7 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q6k_x8)) {
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[2][RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[0][k] = sumi[1][k] = _mm256_setzero_si256();
-        }
+        rl__ypair_block(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 16; b++) {
             _Pragma("GCC unroll 2") for (int hh = 0; hh < 2; hh++) {
                 __m256i w[2][2];
