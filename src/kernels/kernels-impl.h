@@ -89,10 +89,11 @@ void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
 /* A pair leaf (rl__tile8.dot16: the AVX2 and AVX512-VNNI tables;
  * rl__rtile.dot16: AVX512-VNNI only; NULL elsewhere): the 8-row dot of two
  * groups of the same layout at once, their 16 rows in the 16 int32/float
- * lanes of a zmm register (two ymm on AVX2): rows 0..7 from g0, rows 8..15 from g0 + g_stride; s[k
- * * s_stride + r] for r < 16, k < n_x (1..RL_TILE16_T).  The integer sums are exact and the float
- * steps are the 8-row leaf's per lane, so each lane is bit-identical to the 8-row dot on its group.
- */
+ * lanes of a zmm register (two ymm on AVX2): rows 0..7 from g0, rows 8..15
+ * from g0 + g_stride; s[k * s_stride + r] for r < 16, k < n_x
+ * (1..RL_TILE16_T).  The integer sums are exact and the float steps are
+ * the 8-row leaf's per lane, so each lane is bit-identical to the 8-row
+ * dot on its group. */
 typedef void (*rl__tile16_fn)(int64_t n_cols, float *s, size_t s_stride, const void *g0,
                               size_t g_stride, const void *x, size_t x_stride, int n_x);
 /* The packed tiles' pair leaf (rl__tile8.dot16): the same, on a packed

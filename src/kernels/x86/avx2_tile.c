@@ -311,6 +311,7 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
         __m256i sumi[2][RL_TILE8_T];
         rl__ypair_block(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 16; b++) {
+            const __m256i scv[2] = {RL_YL(p, rl__q6k_x8, sc[b], 0), RL_YL(p, rl__q6k_x8, sc[b], 1)};
             _Pragma("GCC unroll 2") for (int hh = 0; hh < 2; hh++) {
                 __m256i w[2][2];
                 _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
@@ -323,8 +324,7 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
                     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                         const __m256i s16 =
                             RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w[h][0], x0), w[h][1], x1);
-                        sumi[h][k] = _mm256_add_epi32(
-                            sumi[h][k], RL_TI_SCALED(s16, RL_YL(p, rl__q6k_x8, sc[b], h)));
+                        sumi[h][k] = _mm256_add_epi32(sumi[h][k], RL_TI_SCALED(s16, scv[h]));
                     }
                 }
             }
@@ -337,16 +337,17 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
     rl__ypair_store(s, ss, acc, T);
 }
 
-/* rl__tile16p_fn of type TY: n_x (1..RL_TILE16_T) tokens, TT at a time. */
-#define RL_YPAIR_INST(TY, TT)                                                                      \
+/* rl__tile16p_fn of type TY: n_x (1..RL_TILE16_T) tokens, RL_AVX2_PAIR_T
+ * at a time (the last call takes the rest). */
+#define RL_YPAIR_INST(TY)                                                                          \
     static void rl__tile16p_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,       \
                                         const void *vx, size_t xs, int n_x) {                      \
-        for (int t = 0; t < n_x; t += (TT)) {                                                      \
-            const int n = n_x - t < (TT) ? n_x - t : (TT);                                         \
+        for (int t = 0; t < n_x; t += RL_AVX2_PAIR_T) {                                            \
+            const int n = n_x - t < RL_AVX2_PAIR_T ? n_x - t : RL_AVX2_PAIR_T;                     \
             float *st = s + (size_t)t * ss;                                                        \
             const void *xt = (const uint8_t *)vx + (size_t)t * xs;                                 \
-            if (n == (TT))                                                                         \
-                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, (TT));                              \
+            if (n == RL_AVX2_PAIR_T)                                                               \
+                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, RL_AVX2_PAIR_T);                    \
             else if (n == 3)                                                                       \
                 rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 3);                                 \
             else if (n == 2)                                                                       \
@@ -355,8 +356,8 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
                 rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 1);                                 \
         }                                                                                          \
     }
-RL_YPAIR_INST(q4_K, RL_AVX2_PAIR_T)
-RL_YPAIR_INST(q6_K, RL_AVX2_PAIR_T)
+RL_YPAIR_INST(q4_K)
+RL_YPAIR_INST(q6_K)
 
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
