@@ -12,12 +12,14 @@
  * Weights rotate through enough copies (>= 256 MiB in all) that decode
  * reads come from DRAM, not the 48 MiB L3, as they would in a real model.
  *
- * usage: kbench [-q] [-a] [-c] [-k TABLE]... [-t 1|2] [-n N] [type ...]
+ * usage: kbench [-q] [-a] [-c] [-r] [-k TABLE]... [-t 1|2] [-n N] [type ...]
  *        (-q: skip the 1 GiB bandwidth test; -a: also time ref at 4096x4096
  *        prefill, which is slow; -c: one weight copy, so the small shapes
  *        run from L2/L3 (kernel speed, not DRAM speed); -k: only these
  *        tables, repeatable: ref, avx2, avx512vnni; -t: only this thread
- *        count; -n: only this token count, repeatable: 1..64)
+ *        count; -n: only this token count, repeatable: 1..64; -r: each type
+ *        with resident tiles also in its resident layout, rl_mat_make_resident,
+ *        the "r8" rows, run right after the row-major ones)
  * default types: f32 f16 q4_0 q4_1 q5_0 q8_0 q4_K q6_K
  */
 #include <pthread.h>
@@ -101,6 +103,7 @@ static const char *const k_impl_names[] = {"auto", "ref", "avx2", "avx512vnni"};
 static bool g_impl_on[4] = {false, true, true, true};
 static int g_nth_only;          /* 0 = 1 and 2 threads */
 static bool g_in_cache;         /* -c: no weight copies */
+static bool g_resident;         /* -r: also the resident layout */
 static int g_ntok[8], g_n_ntok; /* -n: token counts (default 1, 8, 64) */
 
 static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
@@ -135,16 +138,31 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
                     continue;
                 if (impl == RL_KERNELS_REF && ntk > 1 && sh.rows * sh.cols > 4000000 && !all)
                     continue;
-                for (int nth = 1; nth <= 2; nth++) {
+                /* the resident copies, in this table's layout */
+                rl_mat mr = m;
+                uint8_t *wr = NULL;
+                size_t rbytes = 0;
+                if (g_resident && (rbytes = rl_mat_resident_bytes(&m)) > 0) {
+                    wr = malloc(rbytes * n_copies);
+                    mr.data = w;
+                    rl_mat_make_resident(&mr, wr);
+                    for (int c = 1; c < n_copies; c++) memcpy(wr + c * rbytes, wr, rbytes);
+                }
+                for (int run = 0; run < (wr ? 4 : 2); run++) {
+                    const int nth = 1 + run % 2;
+                    const bool r8 = run >= 2;
                     if (g_nth_only && nth != g_nth_only) continue;
                     rl_threadpool *tp = nth == 1 ? NULL : tp2;
+                    rl_mat *mm = r8 ? &mr : &m;
+                    uint8_t *base = r8 ? wr : w;
+                    const size_t stride = r8 ? rbytes : wbytes;
                     double per = 1e30, cper = 1e30;
                     for (int rep = 0; rep < 3; rep++) {
                         double t0 = rl_time_s(), c0 = cpu_s(), dt;
                         int iters = 0;
                         do {
-                            m.data = w + (size_t)(iters % n_copies) * wbytes;
-                            rl_matmul(&m, x, y, ntk, scratch, tp);
+                            mm->data = base + (size_t)(iters % n_copies) * stride;
+                            rl_matmul(mm, x, y, ntk, scratch, tp);
                             iters++;
                             dt = rl_time_s() - t0;
                         } while (dt < 0.1 && iters < 100000);
@@ -153,14 +171,16 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
                         if (dc / iters < cper) cper = dc / iters;
                     }
                     double fl = 2.0 * sh.rows * sh.cols * ntk;
-                    printf("%-5s %5lldx%-5lld n_tok=%-2d %-10s %dT  %8.1f us  %6.2f GB/s  %7.2f "
+                    printf("%-5s %5lldx%-5lld n_tok=%-2d %-10s%s %dT  %8.1f us  %6.2f GB/s  %7.2f "
                            "GFLOP/s"
                            "  | cpu %8.1f us  %6.2f GB/s  %7.2f GFLOP/s\n",
                            tr->name, (long long)sh.rows, (long long)sh.cols, ntk,
-                           rl_kernels_impl_name(), nth, per * 1e6, wbytes / per / 1e9,
-                           fl / per / 1e9, cper * 1e6, wbytes / cper / 1e9, fl / cper / 1e9);
+                           rl_kernels_impl_name(), r8 ? " r8" : "", nth, per * 1e6,
+                           wbytes / per / 1e9, fl / per / 1e9, cper * 1e6, wbytes / cper / 1e9,
+                           fl / cper / 1e9);
                     fflush(stdout);
                 }
+                free(wr);
             }
         }
         free(scratch);
@@ -182,6 +202,8 @@ int main(int argc, char **argv) {
             all = true;
         else if (!strcmp(argv[i], "-c"))
             g_in_cache = true;
+        else if (!strcmp(argv[i], "-r"))
+            g_resident = true;
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
             int v = atoi(argv[++i]);
             if (v < 1 || v > 64 || g_n_ntok == 8) {

@@ -339,27 +339,48 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q4_Kr8)
 
-/* q6_K resident tile (kernels-impl.h, rl__q6k_r8): each group's codes
- * assembled from its ql nibbles and qh bit pair, then rl__tile8_q6_K_T's
- * steps (two groups summed in int16: 2 * 2 * 63 * 127 fits), the scales
- * widened from int8 per super-block onto the stack for the tokens. */
+/* q6_K resident tile (kernels-impl.h, rl__q6k_r8): per half h and group
+ * g the ql bytes ql[h][g], ql[h][8 + g] and the qh byte qh[h][g] are
+ * loaded once and give the codes of all four quadrants o (low or high
+ * nibble, qh bits 2o and 2o + 1 above it), as the per-token q6_K dot does;
+ * groups g and g + 1 of a quadrant are summed in int16 (2 * 2 * 63 * 127
+ * fits: one sub-block is groups 0..3 or 4..7), then rl__tile8_q6_K_T's
+ * steps.  The scales are widened from int8 per super-block onto the stack
+ * for the tokens. */
 RL_TILE_AI __m256i rl__r8_i8x2(const int8_t *a, const int8_t *b) {
     const __m128i va = _mm_loadl_epi64((const __m128i *)a),
                   vb = _mm_loadl_epi64((const __m128i *)b);
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb));
 }
 
+/* The codes of quadrant o (a constant) of one group: l0 = ql[h][g], l1 =
+ * ql[h][8 + g], hb = qh[h][g]. */
+RL_TILE_AI __m256i rl__q6r8_codes(__m256i l0, __m256i l1, __m256i hb, const int o) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l = o & 1 ? l1 : l0;
+    const __m256i nib = _mm256_and_si256(o < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+    const __m256i hi = o == 0   ? _mm256_slli_epi16(hb, 4)
+                       : o == 1 ? _mm256_slli_epi16(hb, 2)
+                       : o == 2 ? hb
+                                : _mm256_srli_epi16(hb, 2);
+    return _mm256_or_si256(nib, _mm256_and_si256(hi, m30));
+}
+
+#ifndef RL_PF_DIST_Q6R8
+#define RL_PF_DIST_Q6R8 RL_PF_DIST
+#endif
+#define RL_PF3_Q6R8(p) RL_PF3((const char *)(p) + (RL_PF_DIST_Q6R8 - RL_PF_DIST))
 RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
                                    const void *vx, size_t xs, const int T) {
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q6k_r8 *p = group;
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     _Alignas(32) int16_t scv[16][16], scp[8][16];
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-        for (int b = 0; b < 16; b++)
+        RL_PF3_Q6R8(p); /* 1680 bytes: 27 lines, 3 here and 3 per pair of groups */
+        _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++)
             _mm256_store_si256((__m256i *)scv[b], rl__r8_i8x2(p->sc[b], p->sc[b]));
-        for (int q = 0; q < 8; q++)
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++)
             _mm256_store_si256((__m256i *)scp[q], rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
@@ -367,32 +388,30 @@ RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
             x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
             sumi[k] = _mm256_setzero_si256();
         }
-        for (int b = 0; b < 16; b++) {
-            const int h = b / 8, o = (b % 8) / 2, g0 = 4 * (b % 2);
-            RL_PF1((const char *)p + 105 * b); /* 1680 bytes: 2 lines per sub-block */
-            RL_PF1((const char *)p + 105 * b + 64);
-            const __m256i sc = RL_TI_SC(_mm256_load_si256((const __m256i *)scv[b]));
-            _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {
-                __m256i w[2];
-                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++) {
-                    const int g = g0 + 2 * j + u;
-                    const __m256i lb =
-                        _mm256_loadu_si256((const __m256i *)p->ql[h][8 * (o & 1) + g]);
-                    const __m256i hb = _mm256_loadu_si256((const __m256i *)p->qh[h][g]);
-                    const __m256i nib = _mm256_and_si256(o < 2 ? lb : _mm256_srli_epi16(lb, 4), m4);
-                    const __m256i hi = _mm256_slli_epi16(
-                        _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * o)), m3), 4);
-                    w[u] = _mm256_or_si256(nib, hi);
-                }
-                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                    const int8_t *xq = x[k]->qs + 128 * h + 32 * o + 4 * (g0 + 2 * j);
-                    int32_t x0, x1;
-                    memcpy(&x0, xq, 4);
-                    memcpy(&x1, xq + 4, 4);
-                    const __m256i s16 =
-                        RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w[0], _mm256_set1_epi32(x0)),
-                                  w[1], _mm256_set1_epi32(x1));
-                    sumi[k] = _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16, sc));
+        for (int h = 0; h < 2; h++) {
+            _Pragma("GCC unroll 4") for (int g = 0; g < 8; g += 2) {
+                RL_PF3_Q6R8((const char *)p + 192 * (1 + 4 * h + g / 2));
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)p->ql[h][g]);
+                const __m256i a1 = _mm256_loadu_si256((const __m256i *)p->ql[h][8 + g]);
+                const __m256i ah = _mm256_loadu_si256((const __m256i *)p->qh[h][g]);
+                const __m256i b0 = _mm256_loadu_si256((const __m256i *)p->ql[h][g + 1]);
+                const __m256i b1 = _mm256_loadu_si256((const __m256i *)p->ql[h][9 + g]);
+                const __m256i bh = _mm256_loadu_si256((const __m256i *)p->qh[h][g + 1]);
+                _Pragma("GCC unroll 4") for (int o = 0; o < 4; o++) {
+                    const __m256i wa = rl__q6r8_codes(a0, a1, ah, o);
+                    const __m256i wb = rl__q6r8_codes(b0, b1, bh, o);
+                    const __m256i sc =
+                        RL_TI_SC(_mm256_load_si256((const __m256i *)scv[8 * h + 2 * o + g / 4]));
+                    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                        const int8_t *xq = x[k]->qs + 128 * h + 32 * o + 4 * g;
+                        int32_t x0, x1;
+                        memcpy(&x0, xq, 4);
+                        memcpy(&x1, xq + 4, 4);
+                        const __m256i s16 =
+                            RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), wa, _mm256_set1_epi32(x0)),
+                                      wb, _mm256_set1_epi32(x1));
+                        sumi[k] = _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16, sc));
+                    }
                 }
             }
         }
