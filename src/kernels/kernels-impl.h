@@ -187,6 +187,10 @@ typedef struct rl__rtile {
     /* The group (n_cols each) in the packed tile's layout (rl__tile8, the
      * same bytes as its pack on the 8 original rows), for many-token steps. */
     void (*to_tile)(void *dst, const void *group, int64_t n_cols);
+    /* Two groups straight into a packed pair (rl__tile8.dot16's layout:
+     * to_tile of each, interleaved 32 bytes at a time); NULL where the
+     * table has none (the driver then interleaves two to_tile results). */
+    void (*to_pair)(void *dst, const void *ga, const void *gb, int64_t n_cols);
     /* s[k * s_stride + r] = row r of the group . token k for r < 8, k <
      * n_x (1..RL_TILE8_T). */
     void (*dot)(int64_t n_cols, float *s, size_t s_stride, const void *group, const void *x,

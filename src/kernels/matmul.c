@@ -164,9 +164,10 @@ static size_t rl__mm_tile_bytes(const rl__ktab *kt, const rl_mat *w) {
 }
 
 /* Two groups of 8 rows of w as a packed pair (rl__tile16p_fn's layout) in
- * g_tile_buf: block by block, each group packed (from the matrix's rows,
- * or converted from its resident layout) into a staging block, then the
- * two interleaved 32 bytes at a time.  ga, gb: the groups' first rows
+ * g_tile_buf: resident groups through the table's to_pair where it has
+ * one; else block by block, each group packed (from the matrix's rows, or
+ * converted from its resident layout) into a staging block, then the two
+ * interleaved 32 bytes at a time.  ga, gb: the groups' first rows
  * (row-major) or the resident groups. */
 static void rl__mm_pair_pack(const rl__ktab *kt, const rl_mat *w, const uint8_t *ga,
                              const uint8_t *gb, bool resident) {
@@ -178,6 +179,10 @@ static void rl__mm_pair_pack(const rl__ktab *kt, const rl_mat *w, const uint8_t 
                             : tr->type_size; /* one block of the group, or of a row */
     _Alignas(64) uint8_t sa[sizeof(rl__q6k_x8)], sb[sizeof(rl__q6k_x8)];
     RL_ASSERT(pb <= sizeof sa && pb % 32 == 0);
+    if (resident && kt->rtile[w->type].to_pair) { /* straight into the pair */
+        kt->rtile[w->type].to_pair(g_tile_buf, ga, gb, w->n_cols);
+        return;
+    }
     uint8_t *o = g_tile_buf;
     for (int64_t i = 0; i < w->n_cols / bc; i++, o += 2 * pb) {
         if (resident) {

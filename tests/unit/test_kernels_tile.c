@@ -311,7 +311,8 @@ static void test_matmul_fast_tokens(void **state) {
  * Matrices that cannot be resident are refused (rows no multiple of 8, a
  * type without a resident tile, the tiles switched off, already resident).
  * Each table's conversion of a group to the packed tile (to_tile) writes
- * the packer's bytes on the original rows. */
+ * the packer's bytes on the original rows, and its conversion of two
+ * groups to a packed pair (to_pair) the two to_tile results interleaved. */
 static void test_resident_tiles(void **state) {
     (void)state;
     rl_kernels_impl impls[KT_MAX_IMPLS];
@@ -368,6 +369,24 @@ static void test_resident_tiles(void **state) {
             if (memcmp(t0, t1, tb))
                 fail_msg("%s %s cols %d group %d: to_tile differs from pack",
                          rl_kernels_impl_name(), rl_type_name(ty), (int)cols, (int)r);
+        }
+        /* and, where the table converts pairs in place (to_pair), two
+         * groups into the packed pair: to_tile of each, interleaved 32
+         * bytes at a time */
+        for (int64_t r = 0; rt->to_pair && r + 16 <= rows; r += 16) {
+            uint8_t *p0 = malloc(2 * tb), *p1 = malloc(2 * tb);
+            assert_true(p0 && p1);
+            for (int h = 0; h < 2; h++) {
+                rt->to_tile(t0, res + (size_t)(r + 8 * h) * w.row_size, cols);
+                for (size_t u = 0; u < tb / 32; u++) memcpy(p0 + 64 * u + 32 * h, t0 + 32 * u, 32);
+            }
+            memset(p1, 0xa5, 2 * tb);
+            rt->to_pair(p1, res + (size_t)r * w.row_size, res + (size_t)(r + 8) * w.row_size, cols);
+            if (memcmp(p0, p1, 2 * tb))
+                fail_msg("%s %s cols %d groups %d, %d: to_pair differs from two to_tile",
+                         rl_kernels_impl_name(), rl_type_name(ty), (int)cols, (int)r, (int)r + 8);
+            free(p0);
+            free(p1);
         }
         free(t0);
         free(t1);

@@ -172,33 +172,42 @@ static void rl__to_tile_q4_1_avx2(void *dst, const void *group, int64_t n_cols) 
     }
 }
 
-static void rl__to_tile_q4_K_avx2(void *dst, const void *group, int64_t n_cols) {
+/* The q4_K and q6_K conversions write each 32-byte unit u of a packed
+ * block at b + u * us: us 32 gives the packed tile, us 64 one group of a
+ * packed pair (the other group at b + 32), so a pair is converted in place
+ * without a staging copy (rl__rtile.to_pair). */
+#define RL_UST(b, us, u, v) _mm256_storeu_si256((__m256i *)((b) + (size_t)(u) * (us)), v)
+
+RL_TILE_AI void rl__to_tile_q4_K_us(uint8_t *dst, const void *group, int64_t n_cols, size_t us) {
     const rl__q4k_r8 *p = group;
-    rl__q4k_x8 *o = dst;
     const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
-        _mm256_storeu_ps(o->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d)));
-        _mm256_storeu_ps(o->dmin, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin)));
-        rl__q4kr8_scales(p, o->sc, o->mn);
+    const size_t ub = sizeof(rl__q4k_x8) / 32; /* units a block: d, dmin, sc 8, mn 4, q 64 */
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        uint8_t *b = dst + (size_t)i * ub * us;
+        RL_UST(b, us, 0,
+               _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d))));
+        RL_UST(b, us, 1,
+               _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin))));
+        rl__q4kr8_scales(p, b + 2 * us, b + 10 * us, us);
         for (int j = 0; j < 4; j++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-                const __m256i b = _mm256_loadu_si256((const __m256i *)p->q[8 * j + g]);
-                _mm256_storeu_si256((__m256i *)o->q[16 * j + g], _mm256_and_si256(b, m4));
-                _mm256_storeu_si256((__m256i *)o->q[16 * j + 8 + g],
-                                    _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
+                const __m256i v = _mm256_loadu_si256((const __m256i *)p->q[8 * j + g]);
+                RL_UST(b, us, 14 + 16 * j + g, _mm256_and_si256(v, m4));
+                RL_UST(b, us, 14 + 16 * j + 8 + g, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
             }
     }
 }
 
-static void rl__to_tile_q6_K_avx2(void *dst, const void *group, int64_t n_cols) {
+RL_TILE_AI void rl__to_tile_q6_K_us(uint8_t *dst, const void *group, int64_t n_cols, size_t us) {
     const rl__q6k_r8 *p = group;
-    rl__q6k_x8 *o = dst;
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
-        _mm256_storeu_ps(o->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d)));
-        for (int b = 0; b < 16; b++)
-            _mm256_storeu_si256((__m256i *)o->sc[b], rl__r8_i8x2(p->sc[b], p->sc[b]));
+    const size_t ub = sizeof(rl__q6k_x8) / 32; /* units a block: d, sc 16, scp 8, q 64 */
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        uint8_t *b = dst + (size_t)i * ub * us;
+        RL_UST(b, us, 0,
+               _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d))));
+        for (int k = 0; k < 16; k++) RL_UST(b, us, 1 + k, rl__r8_i8x2(p->sc[k], p->sc[k]));
         for (int q = 0; q < 8; q++)
-            _mm256_storeu_si256((__m256i *)o->scp[q], rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
+            RL_UST(b, us, 17 + q, rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
         for (int h = 0; h < 2; h++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
                 const __m256i l0 = _mm256_loadu_si256((const __m256i *)p->ql[h][g]);
                 const __m256i l1 = _mm256_loadu_si256((const __m256i *)p->ql[h][8 + g]);
@@ -209,17 +218,30 @@ static void rl__to_tile_q6_K_avx2(void *dst, const void *group, int64_t n_cols) 
                 const __m256i h2 = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
                 const __m256i h3 =
                     _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30));
-                uint8_t(*q)[32] = o->q + 32 * h + g;
-                _mm256_storeu_si256((__m256i *)q[0], _mm256_or_si256(_mm256_and_si256(l0, m4), h0));
-                _mm256_storeu_si256((__m256i *)q[8], _mm256_or_si256(_mm256_and_si256(l1, m4), h1));
-                _mm256_storeu_si256(
-                    (__m256i *)q[16],
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2));
-                _mm256_storeu_si256(
-                    (__m256i *)q[24],
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3));
+                const int u = 25 + 32 * h + g; /* q[32 h + g] */
+                RL_UST(b, us, u, _mm256_or_si256(_mm256_and_si256(l0, m4), h0));
+                RL_UST(b, us, u + 8, _mm256_or_si256(_mm256_and_si256(l1, m4), h1));
+                RL_UST(b, us, u + 16,
+                       _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2));
+                RL_UST(b, us, u + 24,
+                       _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3));
             }
     }
+}
+
+static void rl__to_tile_q4_K_avx2(void *dst, const void *group, int64_t n_cols) {
+    rl__to_tile_q4_K_us(dst, group, n_cols, 32);
+}
+static void rl__to_tile_q6_K_avx2(void *dst, const void *group, int64_t n_cols) {
+    rl__to_tile_q6_K_us(dst, group, n_cols, 32);
+}
+static void rl__to_pair_q4_K_avx2(void *dst, const void *ga, const void *gb, int64_t n_cols) {
+    rl__to_tile_q4_K_us(dst, ga, n_cols, 64);
+    rl__to_tile_q4_K_us((uint8_t *)dst + 32, gb, n_cols, 64);
+}
+static void rl__to_pair_q6_K_avx2(void *dst, const void *ga, const void *gb, int64_t n_cols) {
+    rl__to_tile_q6_K_us(dst, ga, n_cols, 64);
+    rl__to_tile_q6_K_us((uint8_t *)dst + 32, gb, n_cols, 64);
 }
 
 /* Packed pairs (rl__tile8.dot16, kernels-impl.h: two packed groups
@@ -375,4 +397,6 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1].to_tile = rl__to_tile_q4_1_avx2;
     t->rtile[RL_TYPE_Q4_K].to_tile = rl__to_tile_q4_K_avx2;
     t->rtile[RL_TYPE_Q6_K].to_tile = rl__to_tile_q6_K_avx2;
+    t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_avx2;
+    t->rtile[RL_TYPE_Q6_K].to_pair = rl__to_pair_q6_K_avx2;
 }

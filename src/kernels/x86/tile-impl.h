@@ -274,8 +274,9 @@ RL_TILE_AI __m256i rl__r8_pick(__m256i v, int j0, int j1) {
 }
 
 /* The 8 rows' packed 6-bit scales of one super-block decoded into the
- * packed tile's int16 vectors (rl__q4k_x8's sc and mn). */
-RL_TILE_AI void rl__q4kr8_scales(const rl__q4k_r8 *p, int16_t scv[8][16], int16_t mnv[4][16]) {
+ * packed tile's int16 vectors (rl__q4k_x8's sc and mn): vector j of sc at
+ * scb + j * us, of mn at mnb + j * us. */
+RL_TILE_AI void rl__q4kr8_scales(const rl__q4k_r8 *p, uint8_t *scb, uint8_t *mnb, size_t us) {
     const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
     const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
     const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
@@ -288,13 +289,13 @@ RL_TILE_AI void rl__q4kr8_scales(const rl__q4k_r8 *p, int16_t scv[8][16], int16_
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(C, 4), m4),
                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(B, 6), m3), 4));
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        _mm256_storeu_si256((__m256i *)scv[j], rl__r8_pick(slo, j, j));
-        _mm256_storeu_si256((__m256i *)scv[4 + j], rl__r8_pick(shi, j, j));
+        _mm256_storeu_si256((__m256i *)(scb + j * us), rl__r8_pick(slo, j, j));
+        _mm256_storeu_si256((__m256i *)(scb + (4 + j) * us), rl__r8_pick(shi, j, j));
     }
-    _mm256_storeu_si256((__m256i *)mnv[0], rl__r8_pick(mlo, 0, 1));
-    _mm256_storeu_si256((__m256i *)mnv[1], rl__r8_pick(mlo, 2, 3));
-    _mm256_storeu_si256((__m256i *)mnv[2], rl__r8_pick(mhi, 0, 1));
-    _mm256_storeu_si256((__m256i *)mnv[3], rl__r8_pick(mhi, 2, 3));
+    _mm256_storeu_si256((__m256i *)mnb, rl__r8_pick(mlo, 0, 1));
+    _mm256_storeu_si256((__m256i *)(mnb + us), rl__r8_pick(mlo, 2, 3));
+    _mm256_storeu_si256((__m256i *)(mnb + 2 * us), rl__r8_pick(mhi, 0, 1));
+    _mm256_storeu_si256((__m256i *)(mnb + 3 * us), rl__r8_pick(mhi, 2, 3));
 }
 
 RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
@@ -305,7 +306,7 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
     const __m256i m4 = _mm256_set1_epi8(15);
     _Alignas(32) int16_t scv[8][16], mnv[4][16];
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-        rl__q4kr8_scales(p, scv, mnv);
+        rl__q4kr8_scales(p, (uint8_t *)scv, (uint8_t *)mnv, 32);
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {

@@ -305,8 +305,8 @@ RL_TILE_AI void rl__tile16_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const v
     const __m512i m4 = _mm512_set1_epi8(15);
     _Alignas(32) int16_t scA[8][16], mnA[4][16], scB[8][16], mnB[4][16];
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, a++, b++) {
-        rl__q4kr8_scales(a, scA, mnA);
-        rl__q4kr8_scales(b, scB, mnB);
+        rl__q4kr8_scales(a, (uint8_t *)scA, (uint8_t *)mnA, 32);
+        rl__q4kr8_scales(b, (uint8_t *)scB, (uint8_t *)mnB, 32);
         const rl_block_q8_K *x[RL_TILE16_T];
         __m512i sumi[RL_TILE16_T];
         RL_Z_XROWS(x, rl_block_q8_K, vx, xs, i, T);
