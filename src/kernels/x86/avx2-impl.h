@@ -11,11 +11,15 @@
 /* Decode (one token) streams each weight byte once from DRAM, and one core
  * cannot keep enough misses in flight on its own to reach the DRAM rate
  * (the L2 streamer alone gave 7-8 GB/s per core on Ice Lake-SP), so the
- * 1-token matmul leaves (avx2_dot4.c, vnni_dot.c) prefetch RL_PF_DIST bytes
- * ahead into L2: RL_PF3 (three lines) per K-quant super-block (144 or 210
- * bytes), RL_PF1 per pair of 32-element blocks (36-68 bytes).  3072
- * measured best among 512..4096 (kbench 4096x4096 from DRAM, 1 and 2
- * threads: q4_K +25%, q6_K +15%, 32-element types +10-30%).  A prefetch
+ * row-major matmul leaves (avx2_dot4.c, vnni_dot.c, dot-impl.h) prefetch
+ * RL_PF_DIST bytes ahead into L2 at every token count: RL_PF3 (three lines)
+ * per K-quant super-block (144 or 210 bytes), RL_PF1 per pair of 32-element
+ * blocks (36-68 bytes).  3072 measured best among 512..4096 (kbench
+ * 4096x4096 from DRAM, 1 and 2 threads: q4_K +25%, q6_K +15%, 32-element
+ * types +10-30%).  With 2-8 tokens a call the rows are still read from DRAM
+ * (an MoE expert with a few tokens, a small batch, a head per 8 tokens):
+ * prefetching only at one token left 4-sequence decode 1.5-3.4x slower on
+ * gpt-oss's MXFP4 experts and Qwen2.5-0.5B's q5_0/q8_0 rows.  A prefetch
  * past the end of the matrix is harmless (prefetches do not fault). */
 #ifndef RL_PF_DIST
 #define RL_PF_DIST 3072

@@ -78,7 +78,7 @@ RL_AI void rl__dotTQ_q4_K(int64_t n, float *s, size_t ss, const void *vw, const 
         acs[k] = 0.0f;
     }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
+        RL_PF3(&w[i]); /* see avx2-impl.h */
         __m256i scb, mins;
         rl__q4k_scales(w[i].scales, &scb, &mins);
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
@@ -132,7 +132,7 @@ RL_AI void rl__dotTQ_q6_K(int64_t n, float *s, size_t ss, const void *vw, const 
         acs[k] = 0.0f;
     }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]);
+        RL_PF3(&w[i]);
         /* 16 int8 scales as int16; correction -32 * sum(scale * bsum) */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         __m256i sumi[RL_TMAX];

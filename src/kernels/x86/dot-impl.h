@@ -143,7 +143,7 @@ RL_AI __m128 rl__ws_e8m0(const rl_block_mxfp4 *b) {
         const int64_t nb = n / 32;                                                                 \
         int64_t i_ = 0;                                                                            \
         for (; i_ + 2 <= nb; i_ += 2) {                                                            \
-            if (T == 1) RL_PF1(&w[i_]); /* see avx2-impl.h */                                      \
+            RL_PF1(&w[i_]); /* see avx2-impl.h */                                                  \
             RL_BLK_SIGNED(WTYPE, UNPACK, WSCALE, acc0);                                            \
             i_++;                                                                                  \
             RL_BLK_SIGNED(WTYPE, UNPACK, WSCALE, acc1);                                            \
@@ -191,7 +191,7 @@ RL_DOT_SIGNED(rl__dotT_mxfp4, rl_block_mxfp4, rl__w_mxfp4, rl__ws_e8m0)
         const int64_t nb = n / 32;                                                                 \
         int64_t i_ = 0;                                                                            \
         for (; i_ + 2 <= nb; i_ += 2) {                                                            \
-            if (T == 1) RL_PF1(&w[i_]);                                                            \
+            RL_PF1(&w[i_]);                                                                        \
             RL_BLK_AFFINE(UNPACK, acc0, summ0);                                                    \
             i_++;                                                                                  \
             RL_BLK_AFFINE(UNPACK, acc1, summ1);                                                    \
@@ -254,7 +254,7 @@ RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const v
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
+        RL_PF3(&w[i]); /* see avx2-impl.h */
         const __m128i sb = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm256_castsi256_si128(m4)));
         const __m256i mins = _mm256_cvtepu8_epi16(
@@ -306,7 +306,7 @@ RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const v
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]);
+        RL_PF3(&w[i]);
         const __m256i sc16 = rl__q3k_scales(w[i].scales);
         const __m256i hm = _mm256_loadu_si256((const __m256i *)w[i].hmask);
         __m256i sumi[RL_TMAX];
@@ -349,7 +349,7 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]);
+        RL_PF3(&w[i]);
         int sc[8], mn[8];
         for (int j = 0; j < 8; j++) rl_scale_min_k4(w[i].scales, j, &sc[j], &mn[j]);
         const __m256i mins = _mm256_setr_epi16(
@@ -395,7 +395,7 @@ RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]);
+        RL_PF3(&w[i]);
         uint32_t sl;
         memcpy(&sl, w[i].scales_l, 4);
         const uint32_t sh = w[i].scales_h;

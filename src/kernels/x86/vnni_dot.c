@@ -77,7 +77,7 @@ RL_AI void rl__dotT_q4_K(int64_t n, float *s, size_t ss, const void *vw, const v
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
+        RL_PF3(&w[i]); /* see avx2-impl.h */
         __m128i sc;
         __m256i mins;
         rl__q4k_scales(w[i].scales, &sc, &mins);
@@ -122,7 +122,7 @@ RL_AI void rl__dotT_q6_K(int64_t n, float *s, size_t ss, const void *vw, const v
     __m256 acc[RL_TMAX];
     RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
-        if (T == 1) RL_PF3(&w[i]); /* see avx2-impl.h */
+        RL_PF3(&w[i]); /* see avx2-impl.h */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i sc512 = _mm512_castsi256_si512(sc16);
         __m512i sumi[RL_TMAX];
