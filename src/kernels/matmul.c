@@ -171,6 +171,10 @@ static size_t rl__mm_tile_bytes(const rl__ktab *kt, const rl_mat *w) {
  * (row-major) or the resident groups. */
 static void rl__mm_pair_pack(const rl__ktab *kt, const rl_mat *w, const uint8_t *ga,
                              const uint8_t *gb, bool resident) {
+    if (resident && kt->rtile[w->type].to_pair) { /* straight into the pair */
+        kt->rtile[w->type].to_pair(g_tile_buf, ga, gb, w->n_cols);
+        return;
+    }
     const rl_type_traits *tr = rl_type_get(w->type);
     const int64_t bc = tr->blck_size;
     const size_t pb = kt->tile8[w->type].block_size * (size_t)bc / RL_QK_K;
@@ -179,10 +183,6 @@ static void rl__mm_pair_pack(const rl__ktab *kt, const rl_mat *w, const uint8_t 
                             : tr->type_size; /* one block of the group, or of a row */
     _Alignas(64) uint8_t sa[sizeof(rl__q6k_x8)], sb[sizeof(rl__q6k_x8)];
     RL_ASSERT(pb <= sizeof sa && pb % 32 == 0);
-    if (resident && kt->rtile[w->type].to_pair) { /* straight into the pair */
-        kt->rtile[w->type].to_pair(g_tile_buf, ga, gb, w->n_cols);
-        return;
-    }
     uint8_t *o = g_tile_buf;
     for (int64_t i = 0; i < w->n_cols / bc; i++, o += 2 * pb) {
         if (resident) {

@@ -14,6 +14,7 @@
  * row-at-a-time leaves.  The float work per super-block (lane = row) is
  * ref/ref_tile.c's twin's, so the two agree bit for bit. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/x86/avx2-impl.h"
@@ -177,22 +178,26 @@ static void rl__to_tile_q4_1_avx2(void *dst, const void *group, int64_t n_cols) 
  * packed pair (the other group at b + 32), so a pair is converted in place
  * without a staging copy (rl__rtile.to_pair). */
 #define RL_UST(b, us, u, v) _mm256_storeu_si256((__m256i *)((b) + (size_t)(u) * (us)), v)
+/* the 32-byte unit where field F of packed block type X starts */
+#define RL_UNIT(X, F) (offsetof(X, F) / 32)
 
 RL_TILE_AI void rl__to_tile_q4_K_us(uint8_t *dst, const void *group, int64_t n_cols, size_t us) {
     const rl__q4k_r8 *p = group;
     const __m256i m4 = _mm256_set1_epi8(15);
-    const size_t ub = sizeof(rl__q4k_x8) / 32; /* units a block: d, dmin, sc 8, mn 4, q 64 */
+    const size_t ub = sizeof(rl__q4k_x8) / 32; /* units a block */
+    const size_t usc = RL_UNIT(rl__q4k_x8, sc), umn = RL_UNIT(rl__q4k_x8, mn),
+                 uq = RL_UNIT(rl__q4k_x8, q);
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
         uint8_t *b = dst + (size_t)i * ub * us;
-        RL_UST(b, us, 0,
+        RL_UST(b, us, RL_UNIT(rl__q4k_x8, d),
                _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d))));
-        RL_UST(b, us, 1,
+        RL_UST(b, us, RL_UNIT(rl__q4k_x8, dmin),
                _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin))));
-        rl__q4kr8_scales(p, b + 2 * us, b + 10 * us, us);
+        rl__q4kr8_scales(p, b + usc * us, b + umn * us, us);
         for (int j = 0; j < 4; j++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)p->q[8 * j + g]);
-                RL_UST(b, us, 14 + 16 * j + g, _mm256_and_si256(v, m4));
-                RL_UST(b, us, 14 + 16 * j + 8 + g, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                RL_UST(b, us, uq + 16 * j + g, _mm256_and_si256(v, m4));
+                RL_UST(b, us, uq + 16 * j + 8 + g, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
             }
     }
 }
@@ -200,14 +205,16 @@ RL_TILE_AI void rl__to_tile_q4_K_us(uint8_t *dst, const void *group, int64_t n_c
 RL_TILE_AI void rl__to_tile_q6_K_us(uint8_t *dst, const void *group, int64_t n_cols, size_t us) {
     const rl__q6k_r8 *p = group;
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    const size_t ub = sizeof(rl__q6k_x8) / 32; /* units a block: d, sc 16, scp 8, q 64 */
+    const size_t ub = sizeof(rl__q6k_x8) / 32; /* units a block */
+    const size_t usc = RL_UNIT(rl__q6k_x8, sc), uscp = RL_UNIT(rl__q6k_x8, scp),
+                 uq = RL_UNIT(rl__q6k_x8, q);
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
         uint8_t *b = dst + (size_t)i * ub * us;
-        RL_UST(b, us, 0,
+        RL_UST(b, us, RL_UNIT(rl__q6k_x8, d),
                _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d))));
-        for (int k = 0; k < 16; k++) RL_UST(b, us, 1 + k, rl__r8_i8x2(p->sc[k], p->sc[k]));
+        for (int k = 0; k < 16; k++) RL_UST(b, us, usc + k, rl__r8_i8x2(p->sc[k], p->sc[k]));
         for (int q = 0; q < 8; q++)
-            RL_UST(b, us, 17 + q, rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
+            RL_UST(b, us, uscp + q, rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
         for (int h = 0; h < 2; h++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
                 const __m256i l0 = _mm256_loadu_si256((const __m256i *)p->ql[h][g]);
                 const __m256i l1 = _mm256_loadu_si256((const __m256i *)p->ql[h][8 + g]);
@@ -218,7 +225,7 @@ RL_TILE_AI void rl__to_tile_q6_K_us(uint8_t *dst, const void *group, int64_t n_c
                 const __m256i h2 = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
                 const __m256i h3 =
                     _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30));
-                const int u = 25 + 32 * h + g; /* q[32 h + g] */
+                const size_t u = uq + 32 * h + g; /* q[32 h + g] */
                 RL_UST(b, us, u, _mm256_or_si256(_mm256_and_si256(l0, m4), h0));
                 RL_UST(b, us, u + 8, _mm256_or_si256(_mm256_and_si256(l1, m4), h1));
                 RL_UST(b, us, u + 16,
