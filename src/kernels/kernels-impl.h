@@ -52,7 +52,8 @@ typedef struct rl__q4k_x8 {
     /* mins: for pair p (sub-blocks 2p, 2p+1), row r: lane 2r = m(2p),
      * lane 2r+1 = m(2p+1) */
     int16_t mn[4][16];
-    /* element 4g + c (g < 64, c < 4) of row r at q[g][4r + c], 0..15 */
+    /* element 4g + c (g < 64, c < 4) of row r at q[g][4r + c], 0..15
+     * (0..31: q5_K, whose scales, mins and steps are q4_K's) */
     uint8_t q[64][32];
 } rl__q4k_x8;
 _Static_assert(sizeof(rl__q4k_x8) == 2496, "q4_K x8 block");
@@ -121,6 +122,7 @@ typedef struct rl__tile8 {
         block_size; /* packed bytes per 256 columns (a multiple of it for the 32-element types) */
 } rl__tile8;
 void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+void rl__pack_q5_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* ---- resident tiles (ref/ref_tile.c, x86/avx2_tile.c) ----
  * A matrix made resident (rl_mat_make_resident, kernels.h) holds its rows 8
  * at a time in an interleaved layout written once at load, in the same

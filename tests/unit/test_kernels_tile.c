@@ -46,8 +46,8 @@ static void test_peak_counts(void **state) {
 }
 
 /* The weight types with fast tiles. */
-static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1};
-#define N_TILE_TYPES 3
+static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1, RL_TYPE_Q5_K};
+#define N_TILE_TYPES 4
 
 /* Quantizes n activations into ty's activation type (q8_K or q8_1). */
 static void act_quant(rl_type ty, const float *x, void *xq, int64_t n) {
@@ -449,6 +449,59 @@ static void test_resident_tiles(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
+/* The integer sums at their extremes: rows whose codes sit at the top of
+ * their range (every element 1.0 but one 0.0 per 32: q4_K 15, q5_K 31, q6_K
+ * 63 - 32, q4_1 15) against tokens of all 1.0 (every activation code 127).
+ * On every table the fast path (packed tiles and their pairs at 67 tokens,
+ * dot_row at 5) equals the scalar twin bit for bit, so no leaf's int16
+ * partial sum overflows or saturates. */
+static void test_tile_extremes(void **state) {
+    (void)state;
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
+    const rl__ktab *ref = rl__kernels_ref();
+    const int64_t rows = 16, cols = 512, ntoks[2] = {5, RL_MATMUL_FAST_MIN_TOK + 3};
+    for (int ii = 0; ii < ni * N_TILE_TYPES; ii++) {
+        rl_kernels_init(impls[ii / N_TILE_TYPES]);
+        const rl_type ty = k_tile_types[ii % N_TILE_TYPES];
+        const size_t rs = rl_type_row_size(ty, cols),
+                     xrow = rl_type_row_size(rl__act_type(ty), cols);
+        uint8_t *wd = malloc(rs * (size_t)rows);
+        float *src = malloc(sizeof(float) * (size_t)cols),
+              *x = malloc(sizeof(float) * (size_t)cols * 100);
+        uint8_t *xq = malloc(xrow);
+        float *y = malloc(sizeof(float) * (size_t)(rows * 100));
+        assert_true(wd && src && x && xq && y);
+        for (int64_t c = 0; c < cols; c++) src[c] = c % 32 == 5 ? 0.0f : 1.0f;
+        for (int64_t r = 0; r < rows; r++)
+            rl_type_get(ty)->from_float(src, wd + (size_t)r * rs, cols);
+        for (int64_t i = 0; i < cols * 100; i++) x[i] = 1.0f;
+        act_quant(ty, x, xq, cols);
+        rl_mat w = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
+        for (int ti = 0; ti < 2; ti++) {
+            const int64_t n_tok = ntoks[ti];
+            bool fast[100];
+            for (int64_t t = 0; t < n_tok; t++) fast[t] = true;
+            run_mm(&w, x, y, n_tok, fast, NULL);
+            for (int64_t r = 0; r < rows; r++) {
+                float e;
+                ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs, xq, xrow, 1);
+                for (int64_t t = 0; t < n_tok; t++)
+                    if (memcmp(&e, &y[t * rows + r], sizeof e))
+                        fail_msg("%s %s n_tok %d row %d tok %d: %.9g, twin %.9g",
+                                 rl_kernels_impl_name(), rl_type_name(ty), (int)n_tok, (int)r,
+                                 (int)t, y[t * rows + r], e);
+            }
+        }
+        free(wd);
+        free(src);
+        free(x);
+        free(xq);
+        free(y);
+    }
+    rl_kernels_init(RL_KERNELS_AUTO);
+}
+
 /* The pair leaves (rl__tile16_fn, rl__tile16p_fn: the AVX2 table's dot16
  * of the packed tiles, the AVX512-VNNI table's of the packed and the
  * resident tiles) give every lane bit for bit the 8-row leaf of the same
@@ -480,8 +533,9 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
     for (int ci = 0; ci < 2 * N_TILE_TYPES; ci++) {
         const rl_type ty = k_tile_types[ci / 2];
         const int64_t cols = colss[ci % 2], n_x = RL_TILE16_T;
-        if (!resident && ty == RL_TYPE_Q4_1) {
-            /* the AVX2 table has no q4_1 pair (measured no faster) */
+        if (!resident && (ty == RL_TYPE_Q4_1 || ty == RL_TYPE_Q5_K)) {
+            /* the AVX2 table has no q4_1 pair (measured no faster), nor a
+             * q5_K one (its 8 groups would overflow int16) */
             assert_null(kt->tile8[ty].dot16);
             continue;
         }
@@ -493,8 +547,9 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
         const rl__tile8 *tl = &kt->tile8[ty];
         const rl__rtile *rt = &kt->rtile[ty];
+        const bool has_res = resident && rt->repack; /* q5_K: packed tiles only */
         assert_non_null(tl->dot16);
-        if (resident) assert_non_null(rt->dot16);
+        if (has_res) assert_non_null(rt->dot16);
         /* packed: each group packed, and the pair interleaved 32 bytes at
          * a time per block of columns (kernels-impl.h); resident: the
          * repacked rows (8 rows a group, adjacent, as in a matrix), B at a
@@ -509,11 +564,13 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
             memcpy(pair + 2 * blk * b + 64 * o, packed + 32 * u, 32);
             memcpy(pair + 2 * blk * b + 64 * o + 32, packed + pb + 32 * u, 32);
         }
-        rt->repack(res, w, rs, cols);
-        rt->repack(res + 3 * gb, w + gb, rs, cols);
+        if (has_res) {
+            rt->repack(res, w, rs, cols);
+            rt->repack(res + 3 * gb, w + gb, rs, cols);
+        }
         for (int nx = 1; nx <= n_x; nx++) {
             float s16[RL_TILE16_T][16], s8[RL_TILE16_T][16];
-            for (int kind = 0; kind < (resident ? 2 : 1); kind++) {
+            for (int kind = 0; kind < (has_res ? 2 : 1); kind++) {
                 memset(s16, 0xff, sizeof s16);
                 memset(s8, 0x7f, sizeof s8);
                 if (kind == 0)
@@ -561,7 +618,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peak_counts),        cmocka_unit_test(test_tile8_leaves),
         cmocka_unit_test(test_matmul_fast_tokens), cmocka_unit_test(test_resident_tiles),
-        cmocka_unit_test(test_pair_leaves),
+        cmocka_unit_test(test_pair_leaves),        cmocka_unit_test(test_tile_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

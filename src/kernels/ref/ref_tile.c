@@ -14,11 +14,17 @@
 
 #include "kernels/kernels-impl.h"
 
-/* Code of element e (0..255) of a q4_K super-block, 0..15, and of a q6_K
- * one, 0..63 (the packers' and the in-place twins' one reading). */
+/* Code of element e (0..255) of a q4_K super-block, 0..15, of a q5_K one,
+ * 0..31, and of a q6_K one, 0..63 (the packers' and the in-place twins'
+ * one reading). */
 static int q4k_code(const rl_block_q4_K *b, int e) {
     uint8_t v = b->qs[(e / 64) * 32 + e % 32];
     return (e % 64) >= 32 ? v >> 4 : v & 15;
+}
+static int q5k_code(const rl_block_q5_K *b, int e) {
+    uint8_t v = b->qs[(e / 64) * 32 + e % 32];
+    int lo = (e % 64) >= 32 ? v >> 4 : v & 15;
+    return lo | ((b->qh[e % 32] >> (e / 32)) & 1) << 4;
 }
 static int q6k_code(const rl_block_q6_K *b, int e) {
     int h = e / 128, m = e % 128;
@@ -57,6 +63,21 @@ void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
             o->dmin[r] = rl_fp16_to_f32(b->dmin);
             q4k_x8_scales(o, r, b->scales);
             for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q4k_code(b, e);
+        }
+    }
+}
+
+/* q5_K: the q4_K tile (rl__q4k_x8, the same scales and mins) with codes
+ * 0..31; its dot is q4_K's. */
+void rl__pack_q5_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q4k_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q5_K *b = (const rl_block_q5_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl_fp16_to_f32(b->d);
+            o->dmin[r] = rl_fp16_to_f32(b->dmin);
+            q4k_x8_scales(o, r, b->scales);
+            for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q5k_code(b, e);
         }
     }
 }
@@ -128,27 +149,41 @@ static void rl__tile8_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *
 /* The tiles' reduction for one weight row in the matrix's own layout
  * (rl__tile8.dot_row): the same integers and the same float operations per
  * super-block as the tile dot's lane of that row, without packing. */
-static void rl__tile_row_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
-                                  const void *vx, size_t xs, int n_x) {
-    const rl_block_q4_K *w = vw;
+/* q4_K or q5_K (five): the blocks share d, dmin and the packed scales. */
+static inline void rl__tile_row_k4_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                       const void *vx, size_t xs, int n_x, bool five) {
+    const size_t bs = five ? sizeof(rl_block_q5_K) : sizeof(rl_block_q4_K);
     for (int k = 0; k < n_x; k++) {
         const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
         float acc = 0.0f;
         for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
+            const rl_block_q4_K *w4 = (const rl_block_q4_K *)((const uint8_t *)vw + (size_t)i * bs);
+            const rl_block_q5_K *w5 = (const rl_block_q5_K *)w4;
+            const uint8_t *scales = five ? w5->scales : w4->scales;
             int32_t sumi = 0, msum = 0;
             for (int b = 0; b < 8; b++) {
                 int sc, mn;
-                rl_scale_min_k4(w[i].scales, b, &sc, &mn);
+                rl_scale_min_k4(scales, b, &sc, &mn);
                 int32_t t = 0;
-                for (int e = 32 * b; e < 32 * b + 32; e++) t += q4k_code(&w[i], e) * x[i].qs[e];
+                for (int e = 32 * b; e < 32 * b + 32; e++)
+                    t += (five ? q5k_code(w5, e) : q4k_code(w4, e)) * x[i].qs[e];
                 sumi += sc * t;
                 msum += mn * rl__q8k_bsum32(&x[i], b);
             }
-            acc = fmaf(rl_fp16_to_f32(w[i].d) * x[i].d, (float)sumi, acc);
-            acc = fmaf(-(rl_fp16_to_f32(w[i].dmin) * x[i].d), (float)msum, acc);
+            const rl_fp16 d = five ? w5->d : w4->d, dmin = five ? w5->dmin : w4->dmin;
+            acc = fmaf(rl_fp16_to_f32(d) * x[i].d, (float)sumi, acc);
+            acc = fmaf(-(rl_fp16_to_f32(dmin) * x[i].d), (float)msum, acc);
         }
         s[(size_t)k * ss] = acc;
     }
+}
+static void rl__tile_row_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                  const void *vx, size_t xs, int n_x) {
+    rl__tile_row_k4_ref(n_cols, s, ss, vw, vx, xs, n_x, false);
+}
+static void rl__tile_row_q5_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                  const void *vx, size_t xs, int n_x) {
+    rl__tile_row_k4_ref(n_cols, s, ss, vw, vx, xs, n_x, true);
 }
 
 static void rl__tile_row_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
@@ -493,6 +528,10 @@ void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
                                          .dot = rl__tile8_q4_K_ref,
                                          .dot_row = rl__tile_row_q4_K_ref,
+                                         .block_size = sizeof(rl__q4k_x8)};
+    t->tile8[RL_TYPE_Q5_K] = (rl__tile8){.pack = rl__pack_q5_K_x8,
+                                         .dot = rl__tile8_q4_K_ref,
+                                         .dot_row = rl__tile_row_q5_K_ref,
                                          .block_size = sizeof(rl__q4k_x8)};
     t->tile8[RL_TYPE_Q6_K] = (rl__tile8){.pack = rl__pack_q6_K_x8,
                                          .dot = rl__tile8_q6_K_ref,

@@ -41,20 +41,28 @@ RL_TILE_AI void rl__tr8x8(__m256i v[8]) {
     }
 }
 
-/* rl__pack_q4_K_x8 (ref/ref_tile.c) with the codes moved by vector
- * shuffles: each 32-element chunk of the 8 rows is unpacked to bytes and
+/* rl__pack_q4_K_x8 / rl__pack_q5_K_x8 (ref/ref_tile.c) with the codes
+ * moved by vector shuffles: each 32-element chunk of the 8 rows is
+ * unpacked to bytes (q5_K: with its high bit, as avx2_dot4.c's leaf) and
  * its 8 x 8 groups of 4 bytes transposed.  The same bytes (tested). */
-static void rl__pack_q4_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+static inline void rl__pack_k4_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols,
+                                       const bool five) {
     rl__q4k_x8 *o = dst;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
+    const size_t bs = five ? sizeof(rl_block_q5_K) : sizeof(rl_block_q4_K);
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
-        const rl_block_q4_K *b[8];
+        const uint8_t *qs[8], *qh[8];
         for (int r = 0; r < 8; r++) {
-            b[r] = (const rl_block_q4_K *)((const uint8_t *)w + r * row_size) + i;
-            o->d[r] = rl__f16c(b[r]->d);
-            o->dmin[r] = rl__f16c(b[r]->dmin);
+            const uint8_t *blk = (const uint8_t *)w + r * row_size + (size_t)i * bs;
+            const rl_block_q4_K *b4 = (const rl_block_q4_K *)blk;
+            const rl_block_q5_K *b5 = (const rl_block_q5_K *)blk;
+            qs[r] = five ? b5->qs : b4->qs;
+            qh[r] = five ? b5->qh : NULL;
+            o->d[r] = rl__f16c(five ? b5->d : b4->d);
+            o->dmin[r] = rl__f16c(five ? b5->dmin : b4->dmin);
             int sc[8], mn[8];
-            for (int j = 0; j < 8; j++) rl_scale_min_k4(b[r]->scales, j, &sc[j], &mn[j]);
+            for (int j = 0; j < 8; j++)
+                rl_scale_min_k4(five ? b5->scales : b4->scales, j, &sc[j], &mn[j]);
             for (int j = 0; j < 8; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)sc[j];
             for (int p = 0; p < 4; p++) {
                 o->mn[p][2 * r] = (int16_t)mn[2 * p];
@@ -64,9 +72,18 @@ static void rl__pack_q4_K_x8_avx2(void *dst, const void *w, size_t row_size, int
         for (int j = 0; j < 4; j++) {
             __m256i lo[8], hi[8];
             for (int r = 0; r < 8; r++) {
-                const __m256i qb = _mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * j));
+                const __m256i qb = _mm256_loadu_si256((const __m256i *)(qs[r] + 32 * j));
                 lo[r] = _mm256_and_si256(qb, m4);                       /* elements 64j + l */
                 hi[r] = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4); /* 64j + 32 + l */
+                if (five) { /* bit 2j of qh[l] is element 64j + l's, bit 2j + 1 64j + 32 + l's */
+                    const __m256i hb = _mm256_loadu_si256((const __m256i *)qh[r]);
+                    lo[r] = _mm256_or_si256(
+                        lo[r],
+                        _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * j), 4), m16));
+                    hi[r] = _mm256_or_si256(
+                        hi[r], _mm256_and_si256(
+                                   _mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * j + 1), 4), m16));
+                }
             }
             rl__tr8x8(lo);
             rl__tr8x8(hi);
@@ -76,6 +93,12 @@ static void rl__pack_q4_K_x8_avx2(void *dst, const void *w, size_t row_size, int
             }
         }
     }
+}
+static void rl__pack_q4_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__pack_k4_x8_avx2(dst, w, row_size, n_cols, false);
+}
+static void rl__pack_q5_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__pack_k4_x8_avx2(dst, w, row_size, n_cols, true);
 }
 
 /* rl__pack_q6_K_x8 with the codes unpacked as avx2_dot4.c's q6_K leaf
@@ -397,6 +420,8 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
     t->tile8[RL_TYPE_Q4_K].dot16 = rl__tile16p_q4_K_avx2;
+    t->tile8[RL_TYPE_Q5_K].pack = rl__pack_q5_K_x8_avx2; /* no AVX2 pair leaf: */
+    t->tile8[RL_TYPE_Q5_K].dot = rl__tile8_q5_K_avx2;    /* 8 groups overflow int16 */
     t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;

@@ -342,12 +342,20 @@ RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const v
 /* q5_K: w = d*sc*q - dmin*m per 32 elements (q 0..31: the nibble of
  * q4_K's layout | bit e/32 of qh[e%32] << 4; sc, m 6-bit, rl_scale_min_k4):
  * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_(g/2) * bsum_g. */
-RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                         const int T) {
+/* TQ (a constant): the fast tiles' reduction instead (rl__tile8.dot_row,
+ * as avx2_dot4.c's q4_K): the super-block's integer sums reduced to one
+ * int each and fused into a scalar accumulator with the tile's float
+ * operations. */
+RL_AI void rl__dotTQ_q5_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T, const int TQ) {
     const rl_block_q5_K *w = vw;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
     __m256 acc[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    float acs[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acs[k] = 0.0f;
+    }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         RL_PF3(&w[i]);
         int sc[8], mn[8];
@@ -379,10 +387,24 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
-            rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
+        RL_UNROLL for (int k = 0; k < T; k++) {
+            const rl_block_q8_K *xk = &XB(rl_block_q8_K, k, i);
+            if (TQ) {
+                const __m256i b = _mm256_loadu_si256((const __m256i *)xk->bsums);
+                const float isum = (float)rl__hsum_epi32(sumi[k]);
+                const float msum = (float)rl__hsum_epi32(_mm256_madd_epi16(b, mins));
+                acs[k] = fmaf(dw * xk->d, isum, acs[k]);
+                acs[k] = fmaf(-(dmw * xk->d), msum, acs[k]);
+            } else {
+                acc[k] = rl__kfuse_min(acc[k], xk, sumi[k], mins, dw, dmw);
+            }
+        }
     }
-    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
+}
+RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    rl__dotTQ_q5_K(n, s, ss, vw, vx, xs, T, 0);
 }
 
 /* iq4_xs: w = d*(ls - 32)*v per 32 elements, v the iq4_nl codebook value

@@ -95,8 +95,12 @@ RL_TILE_AI void rl__q6k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *s
     }
 }
 
-RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
-                                 const void *vx, size_t xs, const int T) {
+/* q4_K and q5_K (rl__q4k_x8: codes 0..15, or 0..31 for q5_K): G groups of
+ * 4 codes add in int16 before the scale step; with AVX2's maddubs a lane
+ * gains 2 * 15 * 127 per group, so q4_K takes all 8 groups of a sub-block
+ * (30480), q5_K 4 (4 * 2 * 31 * 127 = 31496). */
+RL_TILE_AI void rl__tile8_k4_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                               const void *vx, size_t xs, const int T, const int G) {
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q4k_x8 *p = packed;
@@ -108,19 +112,21 @@ RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
             sumi[k] = _mm256_setzero_si256();
         }
         for (int b = 0; b < 8; b++) {
-            __m256i s16[RL_TILE8_T];
-            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-                const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[8 * b + g]);
-                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                    int32_t xv;
-                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
-                    s16[k] = RL_TI_MAC(s16[k], wq, _mm256_set1_epi32(xv));
-                }
-            }
             const __m256i sc = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[b]));
-            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
-                _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
+            _Pragma("GCC unroll 2") for (int g0 = 0; g0 < 8; g0 += G) {
+                __m256i s16[RL_TILE8_T];
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int g = g0; g < g0 + G; g++) {
+                    const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[8 * b + g]);
+                    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                        int32_t xv;
+                        memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
+                        s16[k] = RL_TI_MAC(s16[k], wq, _mm256_set1_epi32(xv));
+                    }
+                }
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
+                    _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
+            }
         }
         const __m256 d = _mm256_loadu_ps(p->d), dmin = _mm256_loadu_ps(p->dmin);
         rl__q4k_fstep(acc, sumi, &p->mn[0][0], 16, d, dmin, x, T);
@@ -129,7 +135,16 @@ RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
 
+RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    rl__tile8_k4_T(n_cols, s, ss, packed, vx, xs, T, 8);
+}
+RL_TILE_AI void rl__tile8_q5_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    rl__tile8_k4_T(n_cols, s, ss, packed, vx, xs, T, 4);
+}
 RL_TILE8_INST(q4_K)
+RL_TILE8_INST(q5_K)
 /* q6_K: as q4_K, but codes 0..63 so only two groups (8 elements) add in
  * int16 (2 * 2 * 63 * 127 = 32004), and 16-element sub-blocks: two
  * vpmaddwd per sub-block; the -32 offset through the bsums. */

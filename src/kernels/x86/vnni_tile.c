@@ -173,8 +173,11 @@ RL_TILE_AI void rl__q41_fstep16(__m512 *acc, const __m512i *sum, __m512 d, __m51
         }                                                                                          \
     }
 
-RL_TILE_AI void rl__tile16p_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
-                                   const void *vx, size_t xs, const int T) {
+/* q4_K and q5_K pairs: vpdpwssd reads each int32 sum of G groups as an
+ * int16, so G * 4 * 15 * 127 (q4_K, G 4: 30480) or G * 4 * 31 * 127
+ * (q5_K, G 2: 31496) must stay below 32768. */
+RL_TILE_AI void rl__tile16p_k4_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                 const void *vx, size_t xs, const int T, const int G) {
     __m512 acc[RL_TILE16_T];
     _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
     const uint8_t *p = pp;
@@ -186,10 +189,10 @@ RL_TILE_AI void rl__tile16p_q4_K_T(int64_t n_cols, float *s, size_t ss, const vo
         for (int sb = 0; sb < 8; sb++) {
             /* the scale is 6 bits: (sc, 0) as int16 pairs, for vpdpwssd */
             const __m512i sc = _mm512_srai_epi32(RL_ZF(p, rl__q4k_x8, sc[sb]), 16);
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            _Pragma("GCC unroll 4") for (int g0 = 0; g0 < 8; g0 += G) {
                 __m512i s32[RL_TILE16_T];
                 _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
-                _Pragma("GCC unroll 4") for (int g = 4 * h; g < 4 * h + 4; g++) {
+                _Pragma("GCC unroll 4") for (int g = g0; g < g0 + G; g++) {
                     const __m512i wq = RL_ZF(p, rl__q4k_x8, q[8 * sb + g]);
                     _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
                         _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 32 * sb + 4 * g));
@@ -205,7 +208,16 @@ RL_TILE_AI void rl__tile16p_q4_K_T(int64_t n_cols, float *s, size_t ss, const vo
     }
     RL_Z_STORE(s, ss, acc, T);
 }
+RL_TILE_AI void rl__tile16p_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tile16p_k4_T(n_cols, s, ss, pp, vx, xs, T, 4);
+}
+RL_TILE_AI void rl__tile16p_q5_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tile16p_k4_T(n_cols, s, ss, pp, vx, xs, T, 2);
+}
 RL_TILE16P_INST(q4_K)
+RL_TILE16P_INST(q5_K)
 
 RL_TILE_AI void rl__tile16p_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
                                    const void *vx, size_t xs, const int T) {
@@ -483,6 +495,8 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].dot16 = rl__tile16p_q4_1_vnni;
     t->tile8[RL_TYPE_Q4_K].dot16 = rl__tile16p_q4_K_vnni;
     t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_vnni;
+    t->tile8[RL_TYPE_Q5_K].dot = rl__tile8_q5_K_vnni;
+    t->tile8[RL_TYPE_Q5_K].dot16 = rl__tile16p_q5_K_vnni;
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_vnni;
     t->rtile[RL_TYPE_Q4_K].dot16 = rl__tile16_q4_Kr8_vnni;
     t->rtile[RL_TYPE_Q6_K].dot16 = rl__tile16_q6_Kr8_vnni;
