@@ -94,9 +94,9 @@ def run(cmd, timeout=7200):
     return p.stdout + p.stderr
 
 
-def llama_ppl(model, text, ctx, chunks, dump=None):
+def llama_ppl(model, text, ctx, chunks, dump=None, extra=()):
     cmd = [os.path.join(LCPP_BIN, "llama-perplexity"), "-m", model, "-f", text, "-c", str(ctx),
-           "--chunks", str(chunks), "-t", "2"]
+           "--chunks", str(chunks), "-t", "2", *extra]
     if dump:
         cmd += ["--kl-divergence-base", dump]
     out = run(cmd)
@@ -188,9 +188,33 @@ def compare_redline(model_path, text, dump, ctx, chunks, threads=2, weights="sto
     ll = np.take_along_axis(lp_l, r["ids"].astype(np.int64), 2)
     ok = np.isfinite(ll) & np.isfinite(r["lp"])
     d = np.abs(ll - r["lp"])[ok]
+    lt = np.take_along_axis(lp_l, want[..., None].astype(np.int64), 2)[..., 0]  # llama.cpp's log p(target)
+    okt = np.isfinite(lt)
+    dt = np.abs(lt[okt] - r["tlp"][okt])
     m = re.search(r"perplexity: ([0-9.]+)", out)
     return dict(ppl_rl=math.exp(-float(r["tlp"].astype(np.float64).mean())), ppl_rl_printed=float(m.group(1)),
-                top1_rl=top1, max_dlogp_rl=float(d.max()), mean_dlogp_rl=float(d.mean()), n_scored_rl=n)
+                top1_rl=top1, max_dlogp_rl=float(d.max()), mean_dlogp_rl=float(d.mean()),
+                mean_dtlp_rl=float(dt.mean()), max_dtlp_rl=float(dt.max()), n_scored_rl=n)
+
+
+def peer_self(model, text, ctx, chunks, dump):
+    """llama.cpp against itself: llama-perplexity again with --no-repack (the
+    same 8-bit activations, the same weights, only the order of the float
+    additions in its matmuls changes) on the same windows, compared with the
+    default run's dump: how far two runs of the reference implementation
+    agree when nothing but float summation order differs."""
+    dump2 = dump + ".norepack"
+    ppl2, _ = llama_ppl(model, text, ctx, chunks, dump2, extra=("--no-repack",))
+    _, _, toks, lp_a = read_dump(dump)
+    _, _, _, lp_b = read_dump(dump2)
+    os.unlink(dump2)
+    tgt = toks[:, toks.shape[1] // 2 + 1:].astype(np.int64)
+    ta = np.take_along_axis(lp_a, tgt[..., None], 2)[..., 0]
+    tb = np.take_along_axis(lp_b, tgt[..., None], 2)[..., 0]
+    ok = np.isfinite(ta) & np.isfinite(tb)
+    d = np.abs(ta[ok] - tb[ok])
+    return dict(ppl_llama_norepack=ppl2, top1_llama_self=float((np.argmax(lp_a, 2) == np.argmax(lp_b, 2)).mean()),
+                mean_dlogp_llama_self=float(d.mean()), max_dlogp_llama_self=float(d.max()))
 
 
 def against_float(dump, r8, rf):
@@ -275,6 +299,21 @@ def ref_variant_diff(path, vpath, text, ctx, n=256):
             float(np.abs(a).max()))
 
 
+def print_peer_self(results):
+    """results: {name: {file tag: result}}; rows where peer_self ran."""
+    print("\n| model | file | PPL llama.cpp | PPL llama.cpp --no-repack | top-1 llama.cpp vs itself | "
+          "mean/max abs dlogp(target) | redline vs llama.cpp: PPL diff, top-1, mean/max abs dlogp(target) |"
+          "\n|---|---|---|---|---|---|---|")
+    for name, res in results.items():
+        for tag, r in res.items():
+            if isinstance(r, dict) and "top1_llama_self" in r:
+                rl = (f"{100 * (r['ppl_rl'] / r['ppl_llama'] - 1):+.3f}%, {100 * r['top1_rl']:.2f}%, "
+                      f"{r['mean_dtlp_rl']:.4f} / {r['max_dtlp_rl']:.3f}" if "top1_rl" in r else "")
+                print(f"| {name} | {tag} | {r['ppl_llama']:.3f} | {r['ppl_llama_norepack']:.3f} | "
+                      f"{100 * r['top1_llama_self']:.2f}% | {r['mean_dlogp_llama_self']:.4f} / "
+                      f"{r['max_dlogp_llama_self']:.3f} | {rl} |")
+
+
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -298,6 +337,9 @@ def main(argv=None):
                          "and both 8-bit-activation results against it")
     ap.add_argument("--keep-dump", action="store_true",
                     help="keep llama-perplexity's dump (FILE.cCTX.kld + .ppl) and reuse it when present")
+    ap.add_argument("--peer-self", action="store_true",
+                    help="also llama.cpp against itself: llama-perplexity --no-repack on the same windows "
+                         "(only the float summation order differs), top-1 and |dlogp(target)| between the two")
     ap.add_argument("--files", default="F16,Q4_K_M", help="which of the files to run (with --q4km)")
     ap.add_argument("--dir", default="/work/randmodels")
     ap.add_argument("--json", default=None)
@@ -353,6 +395,9 @@ def main(argv=None):
                     with open(dump + ".ppl", "w") as f:
                         f.write(f"{ppl} {err}\n")
             r = dict(ppl_llama=ppl, ppl_llama_err=err)
+            if not a.no_compare and a.peer_self:
+                log(f"{fam} {tag}: llama-perplexity --no-repack")
+                r.update(peer_self(fpath, a.text, a.ctx, a.chunks, dump))
             if not a.no_compare and a.redline:
                 log(f"{fam} {tag}: redline")
                 r8 = []
@@ -421,6 +466,8 @@ def main(argv=None):
                           f"{100 * r['top1_rl_vs_f32']:.2f}% | {r['dtlp_llama_vs_f32'][0]:.4f} / "
                           f"{r['dtlp_llama_vs_f32'][1]:.3f} | {r['dtlp_rl_vs_f32'][0]:.4f} / "
                           f"{r['dtlp_rl_vs_f32'][1]:.3f} |")
+    if a.peer_self:
+        print_peer_self(results)
     if a.ref_variants:
         print("\n| family | wrong variant | min logit cosine | argmax unchanged | max abs dlogit (max abs logit) |"
               "\n|---|---|---|---|---|")
@@ -445,6 +492,9 @@ def run_models(a):
         log(f"{tag}: llama-perplexity")
         ppl, err = llama_ppl(fpath, a.text, a.ctx, a.chunks, dump)
         r = dict(ppl_llama=ppl, ppl_llama_err=err)
+        if a.peer_self:
+            log(f"{tag}: llama-perplexity --no-repack")
+            r.update(peer_self(fpath, a.text, a.ctx, a.chunks, dump))
         log(f"{tag}: redline")
         r.update(compare_redline(fpath, a.text, dump, a.ctx, a.chunks))
         r["ppl_rl_rel_diff"] = r["ppl_rl"] / ppl - 1
