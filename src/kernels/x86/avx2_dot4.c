@@ -47,23 +47,6 @@
 
 /* ---------------- K-quants ---------------- */
 
-/* The 8 6-bit scales and mins of a q4_K/q5_K super-block as int16:
- * *sc = [sc0..sc7 | sc0..sc7] (both 128-bit lanes), *mins = each min
- * twice, [m0 m0 m1 m1 m2 m2 m3 m3 | m4 m4 .. m7 m7], to pair with the
- * sixteen 16-element sums of a q8_K block. */
-RL_AI void rl__q4k_scales(const uint8_t *q, __m256i *sc, __m256i *mins) {
-    uint32_t u[3];
-    memcpy(u, q, 12);
-    uint32_t s_lo = u[0] & 0x3f3f3f3fu;
-    uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
-    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
-    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
-    __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)m_hi, (int)m_lo, (int)s_hi, (int)s_lo));
-    __m128i m16 = _mm256_extracti128_si256(v, 1);
-    *sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(v));
-    *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-}
-
 /* TQ (a constant): the fast tiles' reduction instead (rl__tile8.dot_row):
  * each super-block's integer sums reduced to one int and fused into a
  * scalar accumulator with the tile's float operations. */
@@ -80,7 +63,7 @@ RL_AI void rl__dotTQ_q4_K(int64_t n, float *s, size_t ss, const void *vw, const 
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         RL_PF3(&w[i]); /* see avx2-impl.h */
         __m256i scb, mins;
-        rl__q4k_scales(w[i].scales, &scb, &mins);
+        rl__k4_scales(w[i].scales, &scb, &mins);
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
         __m256i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();

@@ -235,6 +235,23 @@ RL_AI __m256 rl__kfuse(__m256 acc, const rl_block_q8_K *x, __m256i sumi, float d
     return _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi), acc);
 }
 
+/* The 8 6-bit scales and mins of a q4_K/q5_K super-block as int16:
+ * *sc = [sc0..sc7 | sc0..sc7] (both 128-bit lanes), *mins = each min
+ * twice, [m0 m0 m1 m1 m2 m2 m3 m3 | m4 m4 .. m7 m7], to pair with the
+ * sixteen 16-element sums of a q8_K block. */
+RL_AI void rl__k4_scales(const uint8_t *q, __m256i *sc, __m256i *mins) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    uint32_t s_lo = u[0] & 0x3f3f3f3fu;
+    uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+    __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)m_hi, (int)m_lo, (int)s_hi, (int)s_lo));
+    __m128i m16 = _mm256_extracti128_si256(v, 1);
+    *sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(v));
+    *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+}
+
 /* acc + (dx*d) * sumi - (dx*dmin) * (bsums . mins): the end of a
  * super-block with minimums (q2_K, q4_K, q5_K; mins pairs with the sixteen
  * q8_K 16-element sums). */
@@ -358,12 +375,8 @@ RL_AI void rl__dotTQ_q5_K(int64_t n, float *s, size_t ss, const void *vw, const 
     }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         RL_PF3(&w[i]);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) rl_scale_min_k4(w[i].scales, j, &sc[j], &mn[j]);
-        const __m256i mins = _mm256_setr_epi16(
-            (short)mn[0], (short)mn[0], (short)mn[1], (short)mn[1], (short)mn[2], (short)mn[2],
-            (short)mn[3], (short)mn[3], (short)mn[4], (short)mn[4], (short)mn[5], (short)mn[5],
-            (short)mn[6], (short)mn[6], (short)mn[7], (short)mn[7]);
+        __m256i scb, mins;
+        rl__k4_scales(w[i].scales, &scb, &mins);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)w[i].qh);
         __m256i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
@@ -376,8 +389,10 @@ RL_AI void rl__dotTQ_q5_K(int64_t n, float *s, size_t ss, const void *vw, const 
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4), _mm256_and_si256(h0, m16));
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
                                                _mm256_and_si256(h1, m16));
-            const __m256i s0 = _mm256_set1_epi16((short)sc[2 * j]),
-                          s1 = _mm256_set1_epi16((short)sc[2 * j + 1]);
+            const __m256i s0 = _mm256_shuffle_epi8(
+                              scb, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j)))),
+                          s1 = _mm256_shuffle_epi8(
+                              scb, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
             RL_UNROLL for (int k = 0; k < T; k++) {
                 const int8_t *y = XB(rl_block_q8_K, k, i).qs + 64 * j;
                 __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
