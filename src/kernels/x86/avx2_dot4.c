@@ -84,18 +84,8 @@ RL_AI void rl__dotTQ_q4_K(int64_t n, float *s, size_t ss, const void *vw, const 
                 sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p0, p1));
             }
         }
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *xk = &XB(rl_block_q8_K, k, i);
-            if (TQ) {
-                const __m256i b = _mm256_loadu_si256((const __m256i *)xk->bsums);
-                const float isum = (float)rl__hsum_epi32(sumi[k]);
-                const float msum = (float)rl__hsum_epi32(_mm256_madd_epi16(b, mins));
-                acs[k] = fmaf(dw * xk->d, isum, acs[k]);
-                acs[k] = fmaf(-(dmw * xk->d), msum, acs[k]);
-            } else {
-                acc[k] = rl__kfuse_min(acc[k], xk, sumi[k], mins, dw, dmw);
-            }
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            rl__kend_min(&acc[k], &acs[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw, TQ);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
 }

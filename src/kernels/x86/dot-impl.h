@@ -262,6 +262,23 @@ RL_AI __m256 rl__kfuse_min(__m256 acc, const rl_block_q8_K *x, __m256i sumi, __m
     return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * dmw), _mm256_cvtepi32_ps(mk), acc);
 }
 
+/* The end of a q4_K / q5_K super-block for one token: rl__kfuse_min into
+ * the vec-dot's lanes, or (TQ) the fast tiles' reduction (rl__tile8.dot_row):
+ * the integer sums reduced to one int each and fused into the scalar
+ * accumulator with the tile's float operations. */
+RL_AI void rl__kend_min(__m256 *acc, float *acs, const rl_block_q8_K *xk, __m256i sumi,
+                        __m256i mins, float dw, float dmw, const int TQ) {
+    if (TQ) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)xk->bsums);
+        const float isum = (float)rl__hsum_epi32(sumi);
+        const float msum = (float)rl__hsum_epi32(_mm256_madd_epi16(b, mins));
+        *acs = fmaf(dw * xk->d, isum, *acs);
+        *acs = fmaf(-(dmw * xk->d), msum, *acs);
+    } else {
+        *acc = rl__kfuse_min(*acc, xk, sumi, mins, dw, dmw);
+    }
+}
+
 /* q2_K: w = d*sc*q - dmin*m per 16 elements (q 0..3, sc and m 0..15):
  * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_g * bsum_g. */
 RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
@@ -402,18 +419,8 @@ RL_AI void rl__dotTQ_q5_K(int64_t n, float *s, size_t ss, const void *vw, const 
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *xk = &XB(rl_block_q8_K, k, i);
-            if (TQ) {
-                const __m256i b = _mm256_loadu_si256((const __m256i *)xk->bsums);
-                const float isum = (float)rl__hsum_epi32(sumi[k]);
-                const float msum = (float)rl__hsum_epi32(_mm256_madd_epi16(b, mins));
-                acs[k] = fmaf(dw * xk->d, isum, acs[k]);
-                acs[k] = fmaf(-(dmw * xk->d), msum, acs[k]);
-            } else {
-                acc[k] = rl__kfuse_min(acc[k], xk, sumi[k], mins, dw, dmw);
-            }
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            rl__kend_min(&acc[k], &acs[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw, TQ);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
 }

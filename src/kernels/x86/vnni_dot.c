@@ -48,20 +48,13 @@ RL_AI __m256i rl__fold(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
-/* The 8 6-bit scales and mins of a q4_K super-block as int16 (see
- * rl__q4k_scales in avx2_dot4.c): *sc = sc0..sc7 in the low 128 bits,
- * *mins = [m0 m0 m1 m1 .. m7 m7] to pair with the sixteen q8_K bsums. */
+/* The 8 6-bit scales and mins of a q4_K super-block as int16
+ * (rl__k4_scales, dot-impl.h): *sc = sc0..sc7 in the low 128 bits, *mins =
+ * [m0 m0 m1 m1 .. m7 m7] to pair with the sixteen q8_K bsums. */
 RL_AI void rl__q4k_scales(const uint8_t *q, __m128i *sc, __m256i *mins) {
-    uint32_t u[3];
-    memcpy(u, q, 12);
-    uint32_t s_lo = u[0] & 0x3f3f3f3fu;
-    uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
-    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
-    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
-    __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)m_hi, (int)m_lo, (int)s_hi, (int)s_lo));
-    __m128i m16 = _mm256_extracti128_si256(v, 1);
-    *sc = _mm256_castsi256_si128(v);
-    *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i s2;
+    rl__k4_scales(q, &s2, mins);
+    *sc = _mm256_castsi256_si128(s2);
 }
 
 /* q4_K: per 64 elements j (sub-blocks 2j, 2j+1), one zmm holds the 32
