@@ -8,7 +8,10 @@ CACHE="$BENCH_DIR/.cache"
 LCPP_PY_VERSION="0.3.16"
 LCPP_PY_SHA256="34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6"
 LCPP_SRC="$CACHE/llama-cpp-python-$LCPP_PY_VERSION/vendor/llama.cpp"
-LCPP_BUILD="$CACHE/llama.cpp-build-$LCPP_PY_VERSION"
+# LCPP_BUILD=DIR: another build of the same sources to compare against (with
+# --skip-build), e.g. an AVX2-only one beside redline's AVX2 table on an
+# AVX-512 machine
+LCPP_BUILD="${LCPP_BUILD:-$CACHE/llama.cpp-build-$LCPP_PY_VERSION}"
 LCPP_BIN="$LCPP_BUILD/bin"
 REDLINE="${REDLINE:-$ROOT/build/redline}"
 
