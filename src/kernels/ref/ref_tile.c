@@ -54,32 +54,29 @@ static void q6k_x8_scales(rl__q6k_x8 *o, int r, const int8_t scales[16]) {
     }
 }
 
-void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+/* q4_K, or q5_K (five: the q4_K tile with codes 0..31, the same scales and
+ * mins; its dot is q4_K's). */
+static void rl__pack_k4_x8(void *dst, const void *w, size_t row_size, int64_t n_cols, bool five) {
     rl__q4k_x8 *o = dst;
+    const size_t bs = five ? sizeof(rl_block_q5_K) : sizeof(rl_block_q4_K);
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
         for (int r = 0; r < 8; r++) {
-            const rl_block_q4_K *b = (const rl_block_q4_K *)((const uint8_t *)w + r * row_size) + i;
-            o->d[r] = rl_fp16_to_f32(b->d);
-            o->dmin[r] = rl_fp16_to_f32(b->dmin);
-            q4k_x8_scales(o, r, b->scales);
-            for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q4k_code(b, e);
+            const uint8_t *blk = (const uint8_t *)w + r * row_size + (size_t)i * bs;
+            const rl_block_q4_K *b4 = (const rl_block_q4_K *)blk;
+            const rl_block_q5_K *b5 = (const rl_block_q5_K *)blk;
+            o->d[r] = rl_fp16_to_f32(five ? b5->d : b4->d);
+            o->dmin[r] = rl_fp16_to_f32(five ? b5->dmin : b4->dmin);
+            q4k_x8_scales(o, r, five ? b5->scales : b4->scales);
+            for (int e = 0; e < RL_QK_K; e++)
+                o->q[e / 4][4 * r + e % 4] = (uint8_t)(five ? q5k_code(b5, e) : q4k_code(b4, e));
         }
     }
 }
-
-/* q5_K: the q4_K tile (rl__q4k_x8, the same scales and mins) with codes
- * 0..31; its dot is q4_K's. */
+void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__pack_k4_x8(dst, w, row_size, n_cols, false);
+}
 void rl__pack_q5_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
-    rl__q4k_x8 *o = dst;
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
-        for (int r = 0; r < 8; r++) {
-            const rl_block_q5_K *b = (const rl_block_q5_K *)((const uint8_t *)w + r * row_size) + i;
-            o->d[r] = rl_fp16_to_f32(b->d);
-            o->dmin[r] = rl_fp16_to_f32(b->dmin);
-            q4k_x8_scales(o, r, b->scales);
-            for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q5k_code(b, e);
-        }
-    }
+    rl__pack_k4_x8(dst, w, row_size, n_cols, true);
 }
 
 static void rl__tile8_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *packed,

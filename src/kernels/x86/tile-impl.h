@@ -26,6 +26,7 @@
 #define RL_TI_SC(v)          _mm256_srai_epi32(v, 16)
 #define RL_TI_SCALED(a, sc)  _mm256_mullo_epi32(a, sc)
 #define RL_TI_SUM(a)         (a)
+#define RL_TI_Q5K_G          8 /* int32 sums: a q5_K sub-block's 8 groups at once */
 #else
 #define RL_TILE_SUF          _avx2
 /* acc + the pair sums of each row, per int16 lane (2r, 2r + 1) */
@@ -33,6 +34,7 @@
 #define RL_TI_SC(v)          (v)
 #define RL_TI_SCALED(a, sc)  _mm256_madd_epi16(a, sc)
 #define RL_TI_SUM(a)         _mm256_madd_epi16(a, _mm256_set1_epi16(1))
+#define RL_TI_Q5K_G          4 /* int16 sums: see rl__tile8_k4_T */
 #endif
 
 #define RL_TILE_AI static inline __attribute__((always_inline))
@@ -96,9 +98,10 @@ RL_TILE_AI void rl__q6k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *s
 }
 
 /* q4_K and q5_K (rl__q4k_x8: codes 0..15, or 0..31 for q5_K): G groups of
- * 4 codes add in int16 before the scale step; with AVX2's maddubs a lane
- * gains 2 * 15 * 127 per group, so q4_K takes all 8 groups of a sub-block
- * (30480), q5_K 4 (4 * 2 * 31 * 127 = 31496). */
+ * 4 codes add up before the scale step; with AVX2's maddubs, in int16, a
+ * lane gains 2 * 15 * 127 per group, so q4_K takes all 8 groups of a
+ * sub-block (30480), q5_K 4 (4 * 2 * 31 * 127 = 31496); vpdpbusd's int32
+ * sums take all 8 for both (RL_TI_Q5K_G). */
 RL_TILE_AI void rl__tile8_k4_T(int64_t n_cols, float *s, size_t ss, const void *packed,
                                const void *vx, size_t xs, const int T, const int G) {
     __m256 acc[RL_TILE8_T];
@@ -141,7 +144,7 @@ RL_TILE_AI void rl__tile8_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
 }
 RL_TILE_AI void rl__tile8_q5_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
                                  const void *vx, size_t xs, const int T) {
-    rl__tile8_k4_T(n_cols, s, ss, packed, vx, xs, T, 4);
+    rl__tile8_k4_T(n_cols, s, ss, packed, vx, xs, T, RL_TI_Q5K_G);
 }
 RL_TILE8_INST(q4_K)
 RL_TILE8_INST(q5_K)
