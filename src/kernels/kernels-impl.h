@@ -171,7 +171,7 @@ _Static_assert(sizeof(rl__q6k_r8) == 8 * sizeof(rl_block_q6_K), "q6_K resident b
  * sw[r] the sum of row r's 32 codes.  vpdpbusd multiplies unsigned by
  * signed bytes, so its leaves take the activation codes offset by 128 (the
  * q8_0 rows with each code XORed with 0x80: x + 128 as unsigned bytes,
- * rl__rtile.x_offset) and subtract 128 * sw: per block and row, sumi =
+ * rl__q80o) and subtract 128 * sw: per block and row, sumi =
  * sum w x exactly, then acc = fma(d * dx, (float)sumi, acc). */
 typedef struct rl__q80_r8 {
     rl_fp16 d[8];
@@ -201,14 +201,44 @@ typedef struct rl__rtile {
     /* Bytes of one block of the group (8 rows); 0: 8 * the type's block
      * size (the file's bytes, rearranged). */
     size_t block_bytes;
-    /* The dots take the activation codes offset by 128 (q8_0: see
-     * rl__q80_r8); the matmul driver hands them such a copy. */
-    bool x_offset;
+    /* The dots take the activation rows in a form of their own: x_prep
+     * writes it (n_blocks 32-element blocks of the type's activation
+     * blocks into x_block bytes each), and the matmul driver hands the
+     * dots that copy (q8_0: the codes offset by 128, rl__q80_r8; q4_1 on
+     * the AVX512-VNNI table: the scales as floats, rl__q81f).  NULL: the
+     * activation rows as quantized. */
+    void (*x_prep)(void *dst, const void *src, int64_t n_blocks);
+    size_t x_block;
+    /* Steps of at least this many tokens convert the groups to the packed
+     * layout (to_tile); 0: the driver's default (RL_MM_PAIR_PACK_MIN with
+     * pair leaves).  Higher where the conversion costs about what the
+     * packed leaf saves (q4_1 on the AVX512-VNNI table, whose 32-element
+     * blocks' float steps dominate either leaf). */
+    int pack_min;
     /* Matrices of this type are made resident under this table (its
      * leaves for the layout are fast); the leaves exist in every table
      * that has .dot, so a resident matrix runs whichever table is active. */
     bool make;
 } rl__rtile;
+
+/* rl__rtile.x_prep forms (ref/ref_tile.c), their fp16 scales widened to
+ * float, so a leaf's float step per block and token reads a broadcast
+ * operand instead of converting it: q8_0 rows with each code XORed with
+ * 0x80 (x + 128 as unsigned bytes, rl__q80o); q8_1 rows (rl__q81f). */
+typedef struct rl__q80o {
+    float d; /* rl_block_q8_0's d, exactly */
+    uint8_t qs[32];
+} rl__q80o;
+_Static_assert(sizeof(rl__q80o) == 36, "offset q8_0 with a float scale");
+typedef struct rl__q81f {
+    float d, s; /* rl_block_q8_1's d and s, exactly */
+    int8_t qs[32];
+} rl__q81f;
+_Static_assert(sizeof(rl__q81f) == 40, "q8_1 with float scales");
+void rl__x_offset_q8_0(void *dst, const void *src, int64_t n_blocks);
+void rl__x_q8_1f(void *dst, const void *src, int64_t n_blocks);
+/* The largest x_block of any form (scratch sizing). */
+#define RL_X_PREP_MAX_BLOCK sizeof(rl__q81f)
 
 /* The pair sum of the q8_K bsums of sub-block b (32 elements). */
 static inline int16_t rl__q8k_bsum32(const rl_block_q8_K *x, int b) {

@@ -211,24 +211,20 @@ static bool rl__mm_packs(const rl__ktab *kt, const rl_mat *w, int64_t n_fast) {
            rl__mm_tile_bytes(kt, w) <= RL_TILE8_BUF;
 }
 
-/* (q8_0 activations twice: the offset copy for resident q8_0 matrices,
- * rl__rtile.x_offset) */
+/* (then the activations in a resident leaf's own form, rl__rtile.x_prep:
+ * at most RL_X_PREP_MAX_BLOCK bytes a 32-element block) */
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
-    size_t rs = rl__act_row_size(w), out;
+    size_t rs = rl__act_row_size(w), out, prep;
     if (n_tok < 0 || !rl_mul_size(rs, (size_t)n_tok + RL_MM_PAD_ROWS, &out)) return SIZE_MAX;
-    if (rl__act_type(w->type) == RL_TYPE_Q8_0 && !rl_mul_size(out, 2, &out)) return SIZE_MAX;
-    return out;
-}
-
-/* The q8_0 activation rows [0, n) with every code XORed with 0x80 (x + 128
- * as unsigned bytes), for the leaves of rl__rtile.x_offset. */
-static void rl__mm_offset_codes(uint8_t *dst, const uint8_t *src, int64_t n, size_t row) {
-    for (size_t b = 0; b < (size_t)n * row / sizeof(rl_block_q8_0); b++) {
-        const rl_block_q8_0 *x = (const rl_block_q8_0 *)src + b;
-        rl_block_q8_0 *o = (rl_block_q8_0 *)dst + b;
-        o->d = x->d;
-        for (int j = 0; j < 32; j++) o->qs[j] = (int8_t)((uint8_t)x->qs[j] ^ 0x80);
+    const rl_type at = rl__act_type(w->type);
+    if (at == RL_TYPE_Q8_0 || at == RL_TYPE_Q8_1) {
+        if (!rl_mul_size((size_t)w->n_cols / 32 * RL_X_PREP_MAX_BLOCK,
+                         (size_t)n_tok + RL_MM_PAD_ROWS, &prep) ||
+            out + prep < out)
+            return SIZE_MAX;
+        out += prep;
     }
+    return out;
 }
 
 /* One matmul call: n_w weight matrices (all with the same n_cols and the
@@ -248,8 +244,9 @@ typedef struct rl__mm_ctx {
     int64_t n_cols, n_tok;
     const bool *fast; /* [n_tok] or NULL */
     uint8_t *xq;
-    uint8_t *xqo; /* xq with the codes offset by 128 (rl__rtile.x_offset), or xq */
-    size_t xq_row;
+    uint8_t *xqp;   /* xq in the resident leaves' form (rl__rtile.x_prep), or xq */
+    size_t xq_row;  /* bytes of an xq row */
+    size_t xqp_row; /* ... of an xqp row */
     const rl__ktab *kt;
     rl__quant_fn quant;
     bool padded; /* xq rows n_tok .. n_tok+RL_MM_PAD_ROWS-1 repeat row n_tok-1 */
@@ -381,8 +378,11 @@ static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1,
 #endif
 static bool rl__mm_r8_packs(const rl__mm_ctx *c, const rl_mat *w) {
     const rl__tile8 *tl = &c->kt->tile8[w->type];
-    const int64_t min = tl->dot16 ? RL_MM_PAIR_PACK_MIN : RL_MATMUL_FAST_MIN_TOK;
-    return c->n_tok >= min && tl->dot && c->kt->rtile[w->type].to_tile &&
+    const rl__rtile *rt = &c->kt->rtile[w->type];
+    const int64_t min = rt->pack_min ? rt->pack_min
+                        : tl->dot16  ? RL_MM_PAIR_PACK_MIN
+                                     : RL_MATMUL_FAST_MIN_TOK;
+    return c->n_tok >= min && tl->dot && rt->to_tile &&
            (size_t)w->n_cols * tl->block_size / RL_QK_K <= RL_TILE8_BUF;
 }
 
@@ -393,7 +393,10 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const rl__tile16p_fn pdot16 = c->kt->tile8[w->type].dot16;
     const bool pairs = packs ? pdot16 != NULL : rt->dot16 != NULL;
     const size_t gb = 8 * w->row_size;
-    const uint8_t *xb = rt->x_offset ? c->xqo : c->xq;
+    /* the packed tiles take the activations as quantized */
+    const bool prep = rt->x_prep && !packs;
+    const uint8_t *xb = prep ? c->xqp : c->xq;
+    const size_t xs = prep ? c->xqp_row : c->xq_row;
     int64_t r = r0;
     /* pairs of groups on the pair leaves (the same bits as one at a time) */
     for (; pairs && r + 16 <= r1; r += 16) {
@@ -402,11 +405,11 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
         for (int64_t t = 0; t < c->n_tok; t += RL_TILE16_T) {
             int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
             float *y = c->y[i] + t * w->n_rows + r;
-            const void *xr = xb + (size_t)t * c->xq_row;
+            const void *xr = xb + (size_t)t * xs;
             if (packs)
-                pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, c->xq_row, nx);
+                pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, xs, nx);
             else
-                rt->dot16(w->n_cols, y, (size_t)w->n_rows, g, gb, xr, c->xq_row, nx);
+                rt->dot16(w->n_cols, y, (size_t)w->n_rows, g, gb, xr, xs, nx);
         }
     }
     for (; r < r1; r += 8) {
@@ -421,11 +424,11 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
             float *y = c->y[i] + t * w->n_rows + r;
             float *o = nr == 8 ? y : &tmp[0][0];
             const size_t os = nr == 8 ? (size_t)w->n_rows : 8;
-            const void *xr = xb + (size_t)t * c->xq_row;
+            const void *xr = xb + (size_t)t * xs;
             if (packs)
-                c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf, xr, c->xq_row, nx);
+                c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf, xr, xs, nx);
             else
-                rt->dot(w->n_cols, o, os, g, xr, c->xq_row, nx);
+                rt->dot(w->n_cols, o, os, g, xr, xs, nx);
             for (int k = 0; nr < 8 && k < nx; k++)
                 memcpy(y + (size_t)k * w->n_rows, tmp[k], sizeof(float) * (size_t)nr);
         }
@@ -572,14 +575,22 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
                        c.xq_row);
             c.padded = true;
         }
-        c.xqo = c.xq;
-        for (int i = 0; i < n_w; i++)
-            if (c.r8[i] && kt->rtile[ws[i]->type].x_offset) {
+        /* one activation type, so at most one form (its type's leaves) */
+        c.xqp = c.xq;
+        c.xqp_row = c.xq_row;
+        for (int i = 0; i < n_w; i++) {
+            const rl__rtile *rt = &kt->rtile[ws[i]->type];
+            if (c.r8[i] && rt->x_prep) {
                 const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
-                c.xqo = c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row;
-                rl__mm_offset_codes(c.xqo, c.xq, n_rows_x, c.xq_row);
+                const int64_t nb = c.n_cols / 32;
+                RL_ASSERT(rt->x_block <= RL_X_PREP_MAX_BLOCK);
+                c.xqp = c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row;
+                c.xqp_row = (size_t)nb * rt->x_block;
+                for (int64_t t = 0; t < n_rows_x; t++)
+                    rt->x_prep(c.xqp + (size_t)t * c.xqp_row, c.xq + (size_t)t * c.xq_row, nb);
                 break;
             }
+        }
     }
     atomic_init(&c.next, 0);
     if (nth == 1)

@@ -568,6 +568,15 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
             rt->repack(res, w, rs, cols);
             rt->repack(res + 3 * gb, w + gb, rs, cols);
         }
+        /* the resident leaves' activations in their own form (x_prep) */
+        const size_t xprow = rt->x_prep ? (size_t)(cols / 32) * rt->x_block : xrow;
+        uint8_t *xp = malloc(xprow * (size_t)n_x);
+        assert_non_null(xp);
+        for (int64_t k = 0; k < n_x; k++)
+            if (rt->x_prep)
+                rt->x_prep(xp + k * xprow, xq + k * xrow, cols / 32);
+            else
+                memcpy(xp + k * xprow, xq + k * xrow, xrow);
         for (int nx = 1; nx <= n_x; nx++) {
             float s16[RL_TILE16_T][16], s8[RL_TILE16_T][16];
             for (int kind = 0; kind < (has_res ? 2 : 1); kind++) {
@@ -576,15 +585,16 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                 if (kind == 0)
                     tl->dot16(cols, &s16[0][0], 16, pair, xq, xrow, nx);
                 else
-                    rt->dot16(cols, &s16[0][0], 16, res, 3 * gb, xq, xrow, nx);
+                    rt->dot16(cols, &s16[0][0], 16, res, 3 * gb, xp, xprow, nx);
                 for (int t0 = 0; t0 < nx; t0 += RL_TILE8_T) {
                     int n4 = nx - t0 < RL_TILE8_T ? nx - t0 : RL_TILE8_T;
                     for (int gi = 0; gi < 2; gi++) {
-                        const uint8_t *xr = xq + (size_t)t0 * xrow;
                         if (kind == 0)
-                            tl->dot(cols, &s8[t0][8 * gi], 16, packed + pb * gi, xr, xrow, n4);
+                            tl->dot(cols, &s8[t0][8 * gi], 16, packed + pb * gi,
+                                    xq + (size_t)t0 * xrow, xrow, n4);
                         else
-                            rt->dot(cols, &s8[t0][8 * gi], 16, res + 3 * gb * gi, xr, xrow, n4);
+                            rt->dot(cols, &s8[t0][8 * gi], 16, res + 3 * gb * gi,
+                                    xp + (size_t)t0 * xprow, xprow, n4);
                     }
                 }
                 for (int k = 0; k < nx; k++)
@@ -606,6 +616,7 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         free(packed);
         free(pair);
         free(res);
+        free(xp);
         free(xq);
         free(x);
         free(w);

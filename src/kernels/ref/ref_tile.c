@@ -500,19 +500,38 @@ static void rl__unpack_block_q8_0_r8(void *dst, const void *group, int r, int64_
     for (int j = 0; j < 32; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
 }
 
-/* The twin: x's codes come offset by 128 (rl__rtile.x_offset). */
+void rl__x_offset_q8_0(void *dst, const void *src, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const rl_block_q8_0 *x = (const rl_block_q8_0 *)src + b;
+        rl__q80o *o = (rl__q80o *)dst + b;
+        o->d = rl_fp16_to_f32(x->d);
+        for (int j = 0; j < 32; j++) o->qs[j] = (uint8_t)x->qs[j] ^ 0x80;
+    }
+}
+
+void rl__x_q8_1f(void *dst, const void *src, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const rl_block_q8_1 *x = (const rl_block_q8_1 *)src + b;
+        rl__q81f *o = (rl__q81f *)dst + b;
+        o->d = rl_fp16_to_f32(x->d);
+        o->s = rl_fp16_to_f32(x->s);
+        memcpy(o->qs, x->qs, sizeof o->qs);
+    }
+}
+
+/* The twin: x's codes come offset by 128 (rl__x_offset_q8_0). */
 static void rl__rtile_q8_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
                                const void *vx, size_t xs, int n_x) {
     for (int k = 0; k < n_x; k++) {
-        const rl_block_q8_0 *x = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs);
+        const rl__q80o *x = (const rl__q80o *)((const uint8_t *)vx + (size_t)k * xs);
         float acc[8] = {0};
         const rl__q80_r8 *p = group;
         for (int64_t i = 0; i < n_cols / 32; i++, p++) {
-            const float dx = rl_fp16_to_f32(x[i].d);
+            const float dx = x[i].d;
             for (int r = 0; r < 8; r++) {
                 int32_t sumi = 0;
                 for (int j = 0; j < 32; j++)
-                    sumi += p->q[j / 4][4 * r + j % 4] * (((uint8_t)x[i].qs[j] ^ 0x80) - 128);
+                    sumi += p->q[j / 4][4 * r + j % 4] * ((x[i].qs[j] ^ 0x80) - 128);
                 acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * dx, (float)sumi, acc[r]);
             }
         }
@@ -559,5 +578,6 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .unpack_block = rl__unpack_block_q8_0_r8,
                                          .dot = rl__rtile_q8_0_ref,
                                          .block_bytes = sizeof(rl__q80_r8),
-                                         .x_offset = true};
+                                         .x_prep = rl__x_offset_q8_0,
+                                         .x_block = sizeof(rl__q80o)};
 }

@@ -189,16 +189,29 @@ RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
 RL_TILE8_INST(q6_K)
 /* q4_1's float step per block (the packed and the resident tile): the
  * int16 sums to int32 lanes, then the twin's two fused multiply-adds. */
+RL_TILE_AI __m256 rl__q41_fstep1(__m256 acc, __m256i s16, __m256 d, __m256 m, float dx, float sx) {
+    const __m256 sumi = _mm256_cvtepi32_ps(RL_TI_SUM(s16));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), sumi, acc);
+    return _mm256_fmadd_ps(m, _mm256_set1_ps(sx), acc);
+}
 RL_TILE_AI void rl__q41_fstep(__m256 *acc, const __m256i *s16, __m256 d, __m256 m,
                               const rl_block_q8_1 *const *x, const int T) {
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-        const __m256 dx = _mm256_set1_ps(rl__f16c(x[k]->d));
-        const __m256 sx = _mm256_set1_ps(rl__f16c(x[k]->s));
-        const __m256 sumi = _mm256_cvtepi32_ps(RL_TI_SUM(s16[k]));
-        acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), sumi, acc[k]);
-        acc[k] = _mm256_fmadd_ps(m, sx, acc[k]);
-    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
+        rl__q41_fstep1(acc[k], s16[k], d, m, rl__f16c(x[k]->d), rl__f16c(x[k]->s));
 }
+/* The resident q4_1 leaves' activation blocks: on the AVX512-VNNI table the
+ * q8_1 rows with float scales (rl__rtile.x_prep = rl__x_q8_1f), so the
+ * float step reads its operands instead of converting them per row group;
+ * on the AVX2 table the q8_1 rows as they are. */
+#if RL_TILE_VNNI
+typedef rl__q81f rl__q41r_x;
+#define RL_Q41R_D(x) ((x)->d)
+#define RL_Q41R_S(x) ((x)->s)
+#else
+typedef rl_block_q8_1 rl__q41r_x;
+#define RL_Q41R_D(x) rl__f16c((x)->d)
+#define RL_Q41R_S(x) rl__f16c((x)->s)
+#endif
 
 /* q4_1: per block, the 8 groups of 4 elements as in q4_K (8 x 2 x 15 x 128
  * = 30720 fits int16), one vpmaddwd by ones to int32 lanes, then the
@@ -244,10 +257,10 @@ RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < n_cols / 32; i++, p++) {
         RL_PF3(p); /* 160 bytes a block: the 1-token leaves' distance (avx2-impl.h) */
-        const rl_block_q8_1 *x[RL_TILE8_T];
+        const rl__q41r_x *x[RL_TILE8_T];
         __m256i s16[RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            x[k] = (const rl__q41r_x *)((const uint8_t *)vx + (size_t)k * xs) + i;
             s16[k] = _mm256_setzero_si256();
         }
         _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
@@ -264,7 +277,8 @@ RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
         const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m));
-        rl__q41_fstep(acc, s16, d, m, x, T);
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
+            rl__q41_fstep1(acc[k], s16[k], d, m, RL_Q41R_D(x[k]), RL_Q41R_S(x[k]));
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
