@@ -65,6 +65,9 @@ typedef struct rl_sample_params {
     uint64_t seed;                   /* used as given; the caller picks a random one
                                         when the client sent none */
     int32_t n_logprobs;              /* [0, 20] alternatives reported */
+    bool no_logprob;                 /* skip the sampled token's logprob (rl_event.logprob
+                                        is then NaN, unless n_logprobs > 0): saves a
+                                        softmax over the vocabulary per token */
     const rl_logit_bias *logit_bias; /* borrowed; copied at submit */
     int32_t n_logit_bias;            /* [0, n_vocab] */
 } rl_sample_params;

@@ -381,6 +381,7 @@ int rl_cmd_bench_serve(int argc, char **argv) {
     rl_gen_params_default(&gp);
     gp.sample.temperature = o.temp;
     gp.sample.seed = o.seed;
+    gp.sample.no_logprob = true; /* as the server's requests without logprobs */
     gp.ignore_eos = !o.eos;
 
     rl_engine_stats st0 = rl_engine_get_stats(e);

@@ -377,6 +377,7 @@ int rl_cmd_run(int argc, char **argv) {
     o.gp.sample.top_k = 40;
     o.gp.sample.top_p = 0.95f;
     o.gp.sample.min_p = 0.05f;
+    o.gp.sample.no_logprob = true; /* run prints text only */
     int pr = parse_args(argc, argv, &o);
     if (pr < 0) {
         usage(stdout);

@@ -580,7 +580,11 @@ int32_t rl_sampler_sample(rl_sampler *s, float *logits, rl_sample_result *res) {
     RL_ASSERT(s && logits);
     rl_sampler_apply_penalties(s, logits);
     double lse = 0;
-    if (res) lse = logprobs_f32(s, logits, res);
+    const bool lp = res && (!s->p.no_logprob || s->p.n_logprobs > 0);
+    if (lp)
+        lse = logprobs_f32(s, logits, res);
+    else if (res)
+        res->n_top = 0;
     int32_t id;
     if (s->p.temperature == 0) {
         id = argmax_f32(logits, s->n_vocab);
@@ -591,7 +595,9 @@ int32_t rl_sampler_sample(rl_sampler *s, float *logits, rl_sample_result *res) {
     }
     if (res) {
         res->id = id;
-        res->logprob = id < 0 ? -INFINITY : (float)((double)clamp_inf(logits[id]) - lse);
+        res->logprob = !lp      ? NAN
+                       : id < 0 ? -INFINITY
+                                : (float)((double)clamp_inf(logits[id]) - lse);
     }
     return id;
 }

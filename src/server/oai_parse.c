@@ -770,6 +770,7 @@ bool rl_oai_parse(const char *body, size_t len, rl_oai_kind kind, const rl_oai_l
         }
     }
     sp->n_logprobs = r->top_logprobs;
+    sp->no_logprob = !r->logprobs; /* no softmax over the vocabulary per token unless asked */
 
     if (!parse_stop(root, &r->gp, e) || !parse_logit_bias(root, lim, r, e) ||
         !parse_response_format(root, r, e))

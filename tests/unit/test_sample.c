@@ -96,6 +96,40 @@ static void test_greedy_argmax_tie_lowest_id(void **state) {
     rl_sampler_free(s);
 }
 
+/* no_logprob skips the softmax: the same pick (greedy and drawn, the same
+ * rng use), the logprob NaN and no alternatives; with n_logprobs > 0 the
+ * logprobs are still reported. */
+static void test_no_logprob(void **state) {
+    (void)state;
+    const float logits[5] = {1.0f, 3.0f, -2.0f, 3.5f, 2.0f};
+    for (int drawn = 0; drawn < 2; drawn++) {
+        rl_sample_params p = rl_sample_params_default();
+        p.temperature = drawn ? 0.8f : 0.0f;
+        p.seed = 7;
+        rl_sampler *a = new_ok(&p, 5);
+        p.no_logprob = true;
+        rl_sampler *b = new_ok(&p, 5);
+        p.n_logprobs = 2;
+        rl_sampler *c = new_ok(&p, 5);
+        for (int i = 0; i < 20; i++) {
+            rl_sample_result ra, rb, rc;
+            int32_t ia = sample_copy(a, logits, &ra), ib = sample_copy(b, logits, &rb),
+                    ic = sample_copy(c, logits, &rc);
+            assert_int_equal(ia, ib);
+            assert_int_equal(ia, ic);
+            assert_true(isnan(rb.logprob));
+            assert_int_equal(rb.n_top, 0);
+            assert_false(isnan(ra.logprob));
+            assert_float_equal(rc.logprob, ra.logprob, 0);
+            assert_int_equal(rc.n_top, 2);
+            assert_int_equal(rc.top_id[0], 3);
+        }
+        rl_sampler_free(a);
+        rl_sampler_free(b);
+        rl_sampler_free(c);
+    }
+}
+
 static void test_top_k1_equals_greedy(void **state) {
     (void)state;
     rl_sample_params g = rl_sample_params_default(), k1 = g;
@@ -743,6 +777,7 @@ static void test_alloc_failure(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_argmax_tie_lowest_id),
+        cmocka_unit_test(test_no_logprob),
         cmocka_unit_test(test_top_k1_equals_greedy),
         cmocka_unit_test(test_top_p),
         cmocka_unit_test(test_min_p),
