@@ -483,6 +483,67 @@ RL_TILE_AI void rl__tile16_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const v
 }
 RL_TILE16_INST(q8_0r8)
 
+/* Two resident groups straight into a packed pair (rl__rtile.to_pair): a
+ * unit of the pair is group A's 32 bytes then B's, so one zmm register
+ * holds both halves and one store writes them (the AVX2 conversion writes
+ * each half apart); the same bytes (test_resident_tiles). */
+#define RL_ZUNIT(X, F)  (offsetof(X, F) / 32)
+#define RL_ZST(b, u, v) _mm512_storeu_si512((void *)((b) + (size_t)(u)*64), v)
+
+static void rl__to_pair_q4_K_vnni(void *dst, const void *ga, const void *gb, int64_t n_cols) {
+    const rl__q4k_r8 *pa = ga, *pb = gb;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const size_t ub = sizeof(rl__q4k_x8) / 32, uq = RL_ZUNIT(rl__q4k_x8, q);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, pa++, pb++) {
+        uint8_t *b = (uint8_t *)dst + (size_t)i * ub * 64;
+        RL_ZST(b, RL_ZUNIT(rl__q4k_x8, d), _mm512_castps_si512(rl__z_cvtph2(pa->d, pb->d)));
+        RL_ZST(b, RL_ZUNIT(rl__q4k_x8, dmin),
+               _mm512_castps_si512(rl__z_cvtph2(pa->dmin, pb->dmin)));
+        uint8_t *sc = b + RL_ZUNIT(rl__q4k_x8, sc) * 64, *mn = b + RL_ZUNIT(rl__q4k_x8, mn) * 64;
+        rl__q4kr8_scales(pa, sc, mn, 64);
+        rl__q4kr8_scales(pb, sc + 32, mn + 32, 64);
+        for (int j = 0; j < 4; j++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m512i v = rl__z_load2(pa->q[8 * j + g], pb->q[8 * j + g]);
+                RL_ZST(b, uq + 16 * j + g, _mm512_and_si512(v, m4));
+                RL_ZST(b, uq + 16 * j + 8 + g, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+    }
+}
+
+static void rl__to_pair_q6_K_vnni(void *dst, const void *ga, const void *gb, int64_t n_cols) {
+    const rl__q6k_r8 *pa = ga, *pb = gb;
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m30 = _mm512_set1_epi8(0x30);
+    const size_t ub = sizeof(rl__q6k_x8) / 32, usc = RL_ZUNIT(rl__q6k_x8, sc),
+                 uscp = RL_ZUNIT(rl__q6k_x8, scp), uq = RL_ZUNIT(rl__q6k_x8, q);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, pa++, pb++) {
+        uint8_t *b = (uint8_t *)dst + (size_t)i * ub * 64;
+        RL_ZST(b, RL_ZUNIT(rl__q6k_x8, d), _mm512_castps_si512(rl__z_cvtph2(pa->d, pb->d)));
+        for (int k = 0; k < 16; k++)
+            RL_ZST(b, usc + k,
+                   RL_Z2(rl__r8_i8x2(pa->sc[k], pa->sc[k]), rl__r8_i8x2(pb->sc[k], pb->sc[k])));
+        for (int q = 0; q < 8; q++)
+            RL_ZST(b, uscp + q,
+                   RL_Z2(rl__r8_i8x2(pa->sc[2 * q], pa->sc[2 * q + 1]),
+                         rl__r8_i8x2(pb->sc[2 * q], pb->sc[2 * q + 1])));
+        for (int h = 0; h < 2; h++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m512i l0 = rl__z_load2(pa->ql[h][g], pb->ql[h][g]);
+                const __m512i l1 = rl__z_load2(pa->ql[h][8 + g], pb->ql[h][8 + g]);
+                const __m512i hb = rl__z_load2(pa->qh[h][g], pb->qh[h][g]);
+                const __m512i hs = _mm512_srli_epi16(hb, 2);
+                const __m512i h0 = _mm512_slli_epi16(_mm512_and_si512(hb, m3), 4);
+                const __m512i h1 = _mm512_slli_epi16(_mm512_and_si512(hs, m3), 4);
+                const __m512i h2 = _mm512_and_si512(hb, m30), h3 = _mm512_and_si512(hs, m30);
+                const size_t u = uq + 32 * h + g; /* q[32 h + g] */
+                RL_ZST(b, u, _mm512_or_si512(_mm512_and_si512(l0, m4), h0));
+                RL_ZST(b, u + 8, _mm512_or_si512(_mm512_and_si512(l1, m4), h1));
+                RL_ZST(b, u + 16,
+                       _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), h2));
+                RL_ZST(b, u + 24,
+                       _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4), h3));
+            }
+    }
+}
+
 void rl__vnni_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_vnni;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_vnni;
@@ -504,6 +565,8 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1].x_block = sizeof(rl__q81f);
     t->rtile[RL_TYPE_Q4_K].dot16 = rl__tile16_q4_Kr8_vnni;
     t->rtile[RL_TYPE_Q6_K].dot16 = rl__tile16_q6_Kr8_vnni;
+    t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_vnni;
+    t->rtile[RL_TYPE_Q6_K].to_pair = rl__to_pair_q6_K_vnni;
     t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_vnni;
     t->rtile[RL_TYPE_Q8_0].dot16 = rl__tile16_q8_0r8_vnni;
     t->rtile[RL_TYPE_Q8_0].make = true;
