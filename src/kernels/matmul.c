@@ -575,12 +575,13 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
                        c.xq_row);
             c.padded = true;
         }
-        /* one activation type, so at most one form (its type's leaves) */
+        /* one activation type, so at most one form (its type's leaves;
+         * a matrix converted to the packed tile takes xq as it is) */
         c.xqp = c.xq;
         c.xqp_row = c.xq_row;
         for (int i = 0; i < n_w; i++) {
             const rl__rtile *rt = &kt->rtile[ws[i]->type];
-            if (c.r8[i] && rt->x_prep) {
+            if (c.r8[i] && rt->x_prep && !rl__mm_r8_packs(&c, ws[i])) {
                 const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
                 const int64_t nb = c.n_cols / 32;
                 RL_ASSERT(rt->x_block <= RL_X_PREP_MAX_BLOCK);
