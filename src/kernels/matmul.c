@@ -220,9 +220,9 @@ size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
     if (at == RL_TYPE_Q8_0 || at == RL_TYPE_Q8_1) {
         if (!rl_mul_size((size_t)w->n_cols / 32 * RL_X_PREP_MAX_BLOCK,
                          (size_t)n_tok + RL_MM_PAD_ROWS, &prep) ||
-            out + prep < out)
+            out + prep + 64 < out)
             return SIZE_MAX;
-        out += prep;
+        out += prep + 64; /* (the form starts 64-byte aligned: float fields) */
     }
     return out;
 }
@@ -585,7 +585,9 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
                 const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
                 const int64_t nb = c.n_cols / 32;
                 RL_ASSERT(rt->x_block <= RL_X_PREP_MAX_BLOCK);
-                c.xqp = c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row;
+                const uintptr_t end =
+                    (uintptr_t)(c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row);
+                c.xqp = c.xq + (((end + 63) & ~(uintptr_t)63) - (uintptr_t)c.xq);
                 c.xqp_row = (size_t)nb * rt->x_block;
                 for (int64_t t = 0; t < n_rows_x; t++)
                     rt->x_prep(c.xqp + (size_t)t * c.xqp_row, c.xq + (size_t)t * c.xq_row, nb);
