@@ -61,6 +61,7 @@ typedef struct rl_srv {
     rl_metrics m;
     struct MHD_Daemon *daemon;
     atomic_int n_active;   /* generation requests in flight */
+    atomic_int n_http;     /* HTTP requests between their first byte handled and their end */
     atomic_bool draining;  /* SIGTERM received: refuse new generations */
     atomic_bool abort_all; /* drain timed out: cancel everything */
     atomic_ullong seq;     /* ids of responses */

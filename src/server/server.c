@@ -435,6 +435,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->t0 = rl_time_s();
         snprintf(rq->method, sizeof rq->method, "%s", method);
         *con_cls = rq;
+        atomic_fetch_add(&s->n_http, 1); /* until on_completed: shutdown waits for it */
         enum MHD_Result ret;
         if (!rl_oai_normalize_path(url, rq->path, sizeof rq->path)) {
             snprintf(rq->path, sizeof rq->path, "(bad path)");
@@ -469,6 +470,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!rq) return;
     *con_cls = NULL;
     rl_srv *s = rq->srv;
+    atomic_fetch_sub(&s->n_http, 1);
     if (rq->status) rl_metrics_count_http(&s->m, rq->status);
     char addr[INET6_ADDRSTRLEN] = "?";
     const union MHD_ConnectionInfo *ci =
@@ -666,8 +668,16 @@ int rl_server_run(const rl_server_config *cfg) {
            atomic_load(&s->n_active), cfg->drain_s);
     atomic_store(&s->draining, true);
     MHD_quiesce_daemon(s->daemon); /* stop accepting; open connections carry on */
-    double t_end = rl_time_s() + cfg->drain_s;
-    while (atomic_load(&s->n_active) > 0 && rl_time_s() < t_end) {
+    /* Wait for the generations in flight and for every HTTP request already
+     * being read or answered (a request that reached the server just before
+     * the signal gets its answer -- a 503 "shutting_down" if it starts
+     * after it -- instead of a closed connection), and at least a short
+     * grace for bytes already sent on open connections. */
+    const double t_sig = rl_time_s(), grace_s = 0.25;
+    double t_end = t_sig + cfg->drain_s;
+    while ((atomic_load(&s->n_active) > 0 || atomic_load(&s->n_http) > 0 ||
+            rl_time_s() - t_sig < grace_s) &&
+           rl_time_s() < t_end) {
         struct pollfd p = {.fd = g_sig_pipe[0], .events = POLLIN};
         if (poll(&p, 1, 50) > 0) { /* a second signal: stop waiting */
             char c;

@@ -5,7 +5,9 @@ Gateway's info routes (/server_info, /model_info, their /get_* aliases,
 /get_load, /health_generate), and the /metrics aliases an inference gateway
 scrapes (vllm:*, sglang:*) carrying the same values as redline's own."""
 import http.client
+import json
 import signal
+import socket
 import threading
 import time
 
@@ -61,7 +63,11 @@ def test_health_says_draining_after_sigterm():
                                    "ignore_eos": True})
         t = threading.Thread(target=go)
         t.start()
-        time.sleep(0.3)
+        # the generation in flight before the signal (a loaded CI host may
+        # take longer than any fixed sleep to start it)
+        t_end = time.time() + 30
+        while s.metrics().get("redline:num_requests_running", 0) < 1 and time.time() < t_end:
+            time.sleep(0.02)
         s.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         conn.request("GET", "/health")
@@ -70,6 +76,35 @@ def test_health_says_draining_after_sigterm():
         conn.close()
         t.join(60)
         assert done["r"][0] == 200
+        assert s.proc.wait(40) == 0
+    finally:
+        s.stop()
+
+
+def test_request_across_sigterm_is_answered():
+    """A request whose headers reached the server before SIGTERM and whose
+    body arrives after it gets an answer (503 shutting_down), not a closed
+    connection: shutdown waits for HTTP requests being read, not only for
+    generations in flight."""
+    s = Server("-c", "512")
+    try:
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 4}).encode()
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body[:5])
+        time.sleep(0.3)  # the headers handled: the request is being read
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.6)  # past the shutdown's grace for bytes in flight
+        sock.sendall(body[5:])
+        resp = b""
+        while b"\r\n\r\n" not in resp or not resp.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            resp += chunk
+        sock.close()
+        assert resp.startswith(b"HTTP/1.1 503"), resp[:200]
+        assert b"shutting_down" in resp, resp[:400]
         assert s.proc.wait(40) == 0
     finally:
         s.stop()
