@@ -55,6 +55,10 @@ typedef struct ereq {
     int32_t n_think_ids;
     rl_event *ev; /* ring of undelivered events (under mu) */
     int32_t ev_head, ev_n, ev_cap;
+    /* Its new events (rl_engine_next waits here): one condition a request,
+     * so a token wakes only the thread reading that request, not every
+     * client's (32 streams were 32 wakeups per token, 1,024 a step). */
+    pthread_cond_t ev_wait;
 } ereq;
 
 /* One embedding request (embed.c): on the caller's stack while it waits. */
@@ -82,7 +86,7 @@ struct rl_engine {
 
     pthread_mutex_t mu;
     pthread_cond_t work_cond; /* new work or stop */
-    pthread_cond_t ev_cond;   /* new events */
+    pthread_cond_t ev_cond;   /* embedding jobs done (embed.c) */
     pthread_t thread;
     bool thread_started, stop;
     /* requests (see ereq for the links) */

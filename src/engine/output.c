@@ -35,7 +35,7 @@ void rl__engine_push_event(rl_engine *e, ereq *r, const rl_event *ev) {
     }
     r->ev[(r->ev_head + r->ev_n) % r->ev_cap] = *ev;
     r->ev_n++;
-    pthread_cond_broadcast(&e->ev_cond);
+    pthread_cond_broadcast(&r->ev_wait);
 }
 
 size_t rl__stop_scan(const char *buf, size_t len, const char (*stop)[RL_MAX_STOP_LEN + 1],

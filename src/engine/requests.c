@@ -30,6 +30,7 @@ static void ereq_free(ereq *r) {
     rl_sampler_free(r->sampler);
     rl_detok_free(&r->detok);
     rl_free(r->ev);
+    pthread_cond_destroy(&r->ev_wait);
     rl_free(r);
 }
 
@@ -190,6 +191,10 @@ rl_status rl_engine_submit(rl_engine *e, const int32_t *prompt, int32_t n_prompt
 
     ereq *r = rl_calloc(1, sizeof *r);
     if (!r) return rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory");
+    if (pthread_cond_init(&r->ev_wait, NULL)) {
+        rl_free(r);
+        return rl_err_set(err, RL_ERR_NOMEM, "engine: out of memory");
+    }
     r->gp = *gp;
     r->max_new = max_new;
     r->base.n_prompt = r->base.n_tokens = n_prompt;
@@ -308,12 +313,12 @@ rl_status rl_engine_next(rl_engine *e, uint64_t id, rl_event *ev, int timeout_ms
         }
         if (r->ev_n > 0) break;
         if (timeout_ms == 0 ||
-            (timeout_ms > 0 && pthread_cond_timedwait(&e->ev_cond, &e->mu, &dl) != 0 &&
+            (timeout_ms > 0 && pthread_cond_timedwait(&r->ev_wait, &e->mu, &dl) != 0 &&
              r->ev_n == 0)) {
             pthread_mutex_unlock(&e->mu);
             return RL_ERR_LIMIT;
         }
-        if (timeout_ms < 0) pthread_cond_wait(&e->ev_cond, &e->mu);
+        if (timeout_ms < 0) pthread_cond_wait(&r->ev_wait, &e->mu);
     }
     *ev = r->ev[r->ev_head];
     r->ev_head = (r->ev_head + 1) % r->ev_cap;
