@@ -204,7 +204,7 @@ typedef struct rl__rtile {
     /* The dots take the activation rows in a form of their own: x_prep
      * writes it (n_blocks 32-element blocks of the type's activation
      * blocks into x_block bytes each), and the matmul driver hands the
-     * dots that copy (q8_0: the codes offset by 128, rl__q80_r8; q4_1 on
+     * dots that copy (q8_0: the codes offset by 128, rl__q80o; q4_1 on
      * the AVX512-VNNI table: the scales as floats, rl__q81f).  NULL: the
      * activation rows as quantized. */
     void (*x_prep)(void *dst, const void *src, int64_t n_blocks);

@@ -589,8 +589,9 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
                     (uintptr_t)(c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row);
                 c.xqp = c.xq + (((end + 63) & ~(uintptr_t)63) - (uintptr_t)c.xq);
                 c.xqp_row = (size_t)nb * rt->x_block;
-                for (int64_t t = 0; t < n_rows_x; t++)
-                    rt->x_prep(c.xqp + (size_t)t * c.xqp_row, c.xq + (size_t)t * c.xq_row, nb);
+                /* rows of whole blocks back to back in both: one call */
+                RL_ASSERT(c.xq_row == (size_t)nb * rl_type_row_size(at, 32));
+                rt->x_prep(c.xqp, c.xq, n_rows_x * nb);
                 break;
             }
         }
