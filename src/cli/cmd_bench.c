@@ -44,7 +44,9 @@
  * peak, where the multiply-adds per token are those of the weight matmuls
  * counted from the model's tensor shapes (every 2-D+ ".weight" tensor but
  * the token embeddings, or those once when the output is tied to them;
- * expert tensors scaled by expert_used_count / n_expert).  Attention
+ * expert tensors scaled by expert_used_count / n_expert), the output head
+ * counted once per prompt for ppN (only its last position computes logits)
+ * and once per sequence for bdS.  Attention
  * (q.k, p.v) is not counted, so the fraction slightly understates the
  * arithmetic done at long contexts.
  *
@@ -188,8 +190,9 @@ static double peak_rate(rl_peak_kind k, rl_threadpool *tp) {
 }
 
 /* Multiply-adds of the weight matmuls per token, from the tensor shapes
- * (see the file comment). */
-static double macs_per_token(const rl_model *m) {
+ * (see the file comment); *head gets the output head's share of the total
+ * (output.weight, or the token embeddings when the output is tied). */
+static double macs_per_token(const rl_model *m, double *head) {
     const rl_gguf *g = rl_model_gguf(m);
     bool tied = rl_gguf_find_tensor(g, "output.weight") == NULL;
     char key[96];
@@ -198,16 +201,26 @@ static double macs_per_token(const rl_model *m) {
     rl_err e = {0};
     if (rl_gguf_get_i64(g, key, 0, &used, &e)) used = 0;
     double total = 0;
+    *head = 0;
     for (int64_t i = 0; i < rl_gguf_n_tensors(g); i++) {
         const rl_gguf_tensor *t = rl_gguf_tensor_at(g, i);
         size_t len = strlen(t->name);
         if (t->n_dims < 2 || len < 7 || strcmp(t->name + len - 7, ".weight") != 0) continue;
-        if (strcmp(t->name, "token_embd.weight") == 0 && !tied) continue;
+        bool emb = strcmp(t->name, "token_embd.weight") == 0;
+        if (emb && !tied) continue;
         double n = (double)t->n_elements;
         if (t->n_dims >= 3 && used > 0 && t->ne[2] > 1) n = n * (double)used / (double)t->ne[2];
+        if (emb || strcmp(t->name, "output.weight") == 0) *head = n;
         total += n;
     }
     return total;
+}
+
+/* Multiply-adds per token of one test: a prompt (ppN) computes logits at
+ * its last position only, so the head counts once per N tokens there; a
+ * batched-decode step (bdS) computes them for every sequence. */
+static double test_macs_per_token(double macs_tok, double head, const char *test, int n_tok) {
+    return test[0] == 'p' && n_tok > 0 ? macs_tok - head + head / n_tok : macs_tok;
 }
 
 /* ---------------- model timing ---------------- */
@@ -392,7 +405,8 @@ int rl_cmd_bench(int argc, char **argv) {
             fast_tiles ? "" : ", fast tiles off");
 
     double bwt[B_MAX_LIST] = {0}, peaks[B_MAX_LIST][RL_PEAK_COUNT] = {{0}};
-    const double macs_tok = macs_per_token(m);
+    double macs_head = 0;
+    const double macs_tok = macs_per_token(m, &macs_head);
     /* the int8 peak the matmul leaves of the active table can reach */
     const rl_peak_kind i8_kind =
         strcmp(rl_kernels_impl_name(), "avx512vnni") == 0 ? RL_PEAK_I8_VNNI : RL_PEAK_I8_AVX2;
@@ -490,8 +504,11 @@ int rl_cmd_bench(int argc, char **argv) {
                 json_object_set_new(o, "roofline_frac", rl_report_real(R->med / roof));
             }
             double pk = do_peak ? peaks[thread_index(th, n_th, R->threads)][i8_kind] : 0;
-            if (o && pk > 0 && R->test[0] != 't')
-                json_object_set_new(o, "int8_peak_frac", rl_report_real(R->med * macs_tok / pk));
+            if (o && pk > 0 && R->test[0] != 't') {
+                const double mt = test_macs_per_token(macs_tok, macs_head, R->test, R->n_tok);
+                json_object_set_new(o, "madds_per_token", json_real(mt));
+                json_object_set_new(o, "int8_peak_frac", rl_report_real(R->med * mt / pk));
+            }
             json_array_append_new(rs, o);
         }
         json_t *pj = json_array();
@@ -566,16 +583,19 @@ int rl_cmd_bench(int argc, char **argv) {
                         printf("  %s %.1f G", rl_peak_name((rl_peak_kind)k), peaks[ti][k] / 1e9);
                 printf("\n");
             }
-            printf("matmul multiply-adds per token (weight shapes): %.3f G; int8 peak: %s\n",
-                   macs_tok / 1e9, rl_peak_name(i8_kind));
+            printf(
+                "matmul multiply-adds per token (weight shapes): %.3f G, of which the output head "
+                "%.3f G (a prompt computes it at its last position only); int8 peak: %s\n",
+                macs_tok / 1e9, macs_head / 1e9, rl_peak_name(i8_kind));
             for (int i = 0; i < n_res; i++) {
                 bench_res *R = &res[i];
                 if (R->test[0] == 't') continue;
                 double pk = peaks[thread_index(th, n_th, R->threads)][i8_kind];
+                const double mt = test_macs_per_token(macs_tok, macs_head, R->test, R->n_tok);
                 if (pk > 0)
                     printf("  %s t=%d: %.2f t/s x %.3f G = %.1f G/s = %.1f%% of the int8 peak\n",
-                           R->test, R->threads, R->med, macs_tok / 1e9, R->med * macs_tok / 1e9,
-                           100.0 * R->med * macs_tok / pk);
+                           R->test, R->threads, R->med, mt / 1e9, R->med * mt / 1e9,
+                           100.0 * R->med * mt / pk);
             }
         }
     }

@@ -36,6 +36,7 @@
 #define RL_ATT_TILE   32
 #define RL_ATT_MAX_HD 512
 #define RL_ATT_GHD    256 /* largest head size of a grouped item */
+#define RL_ATT_ROWS   16  /* most query rows (tokens x heads) of a grouped item */
 
 #include <string.h>
 
@@ -69,6 +70,7 @@ typedef struct rl__att_ctx {
     bool k_shift; /* K rows are stored minus kv->k_shift: add q . k_shift back */
     bool k_scale; /* K rows are stored times kv->k_scale: divide the query by it */
     int gs;       /* query heads per item: 1, or a GQA group's share (rl__att_group) */
+    int tq;       /* tokens per grouped item (consecutive tokens of a run) */
     _Atomic int64_t next;
 } rl__att_ctx;
 
@@ -113,25 +115,20 @@ static void rl__att_finish(const rl_attn_args *a, const float *acc, int hd, floa
     for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
 }
 
-/* One item of c->gs query heads h0.. of token t that share KV head kvh
- * (f32/f16 pages, no rotation, shift or scale): each tile's K and V rows
- * are read once for all of them (kq_rows_g, v_rows_g), and per head the
- * steps are the one-head item's (rl__att_softmax_tile, rl__att_finish), in
- * the same order, so the results are the same bits as c->gs one-head items. */
-static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, int h0) {
+/* Tiles of positions [t0, hi] for R query rows that share KV head kvh
+ * (f32/f16 pages, no rotation, shift or scale), continuing the rows'
+ * online softmax state: row r's query at q + r * hd, scores sc[r],
+ * accumulator acc + r * hd, max m[r], sum sum[r].  Each tile's K and V rows
+ * are read once for all R rows (kq_rows_g, v_rows_g), and per row the steps
+ * are the one-head item's (rl__att_softmax_tile) in the same order, so every
+ * row gets the bits of a one-head item over the same tiles. */
+static void rl__att_rows(const rl__att_ctx *c, const rl_attn_args *a, const float *q, int R,
+                         int kvh, int32_t t0, int32_t hi, float *acc, float (*sc)[RL_ATT_TILE],
+                         float *m, float *sum) {
     const rl_kv_layer *kv = a->kv;
     const rl__ktab *kt = c->kt;
-    const int hd = kv->head_dim, g = c->gs, kvh = h0 / (a->n_head / kv->n_kv_head),
-              bs = kv->block_size;
-    float acc[RL_ATT_GMAX * RL_ATT_GHD], sc[RL_ATT_GMAX][RL_ATT_TILE], m[RL_ATT_GMAX],
-        sum[RL_ATT_GMAX];
-    const float *q = a->q + ((size_t)t * a->n_head + h0) * hd;
-    for (int i = 0; i < g * hd; i++) acc[i] = 0.0f;
-    for (int j = 0; j < g; j++) m[j] = -INFINITY, sum[j] = 0.0f;
-    int32_t hi = a->pos[t];
-    int32_t lo = a->window > 0 ? hi - a->window + 1 : 0;
-    if (lo < 0) lo = 0;
-    for (int32_t t0 = lo; t0 <= hi;) {
+    const int hd = kv->head_dim, bs = kv->block_size;
+    while (t0 <= hi) {
         int32_t t1 = (t0 / RL_ATT_TILE + 1) * RL_ATT_TILE;
         if (t1 > hi + 1) t1 = hi + 1;
         for (int32_t pp = t0; pp < t1;) {
@@ -139,10 +136,10 @@ static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, in
             kt->kq_rows_g[kv->k_type](q,
                                       rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv,
                                                  a->block_table[pp / bs], kvh, s),
-                                      c->k_row, n, hd, g, &sc[0][pp - t0], RL_ATT_TILE);
+                                      c->k_row, n, hd, R, &sc[0][pp - t0], RL_ATT_TILE);
             pp += n;
         }
-        for (int j = 0; j < g; j++)
+        for (int j = 0; j < R; j++)
             rl__att_softmax_tile(kt, a, sc[j], t1 - t0, 0.0f, acc + (size_t)j * hd, hd, &m[j],
                                  &sum[j]);
         for (int32_t pp = t0; pp < t1;) {
@@ -150,14 +147,55 @@ static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, in
             kt->v_rows_g[kv->v_type](acc,
                                      rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv,
                                                 a->block_table[pp / bs], kvh, s),
-                                     c->v_row, &sc[0][pp - t0], RL_ATT_TILE, n, hd, g);
+                                     c->v_row, &sc[0][pp - t0], RL_ATT_TILE, n, hd, R);
             pp += n;
         }
         t0 = t1;
     }
-    for (int j = 0; j < g; j++)
-        rl__att_finish(a, acc + (size_t)j * hd, hd, m[j], sum[j], h0 + j,
-                       a->out + ((size_t)t * a->n_head + h0 + j) * hd);
+}
+
+/* One item of c->gs query heads h0.. of tokens t .. t + nt - 1 that share
+ * KV head kvh (f32/f16 pages, no rotation, shift or scale).  Tokens at
+ * consecutive positions with no window (a prompt chunk) share the tiles
+ * every one of them covers whole: those run once for all nt * gs rows
+ * (rl__att_rows), then each token's own last tiles for its gs rows.  Tiles
+ * sit at absolute positions, so each row sees the tiles, and the
+ * operations, of a one-head item: the same bits (test_attention). */
+static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, int nt, int h0) {
+    const rl_kv_layer *kv = a->kv;
+    const int hd = kv->head_dim, g = c->gs, kvh = h0 / (a->n_head / kv->n_kv_head);
+    _Alignas(64) float acc[RL_ATT_ROWS * RL_ATT_GHD], qb[RL_ATT_ROWS * RL_ATT_GHD],
+        sc[RL_ATT_ROWS][RL_ATT_TILE];
+    float m[RL_ATT_ROWS], sum[RL_ATT_ROWS];
+    bool joint = nt > 1 && a->window <= 0;
+    for (int k = 1; joint && k < nt; k++) joint = a->pos[t + k] == a->pos[t] + k;
+    if (!joint) {
+        for (int k = 1; k < nt; k++) rl__att_group(c, a, t + k, 1, h0);
+        nt = 1;
+    }
+    for (int k = 0; k < nt; k++) /* the rows: token-major, heads h0.. within */
+        memcpy(qb + (size_t)k * g * hd, a->q + ((size_t)(t + k) * a->n_head + h0) * hd,
+               sizeof(float) * (size_t)g * hd);
+    const int R = nt * g;
+    for (int i = 0; i < R * hd; i++) acc[i] = 0.0f;
+    for (int j = 0; j < R; j++) m[j] = -INFINITY, sum[j] = 0.0f;
+    int32_t hi0 = a->pos[t];
+    int32_t lo = a->window > 0 ? hi0 - a->window + 1 : 0;
+    if (lo < 0) lo = 0;
+    /* the whole tiles below every token's last position, all rows at once */
+    int32_t common = nt > 1 ? (hi0 + 1) / RL_ATT_TILE * RL_ATT_TILE : lo;
+    if (common > lo)
+        rl__att_rows(c, a, qb, R, kvh, lo, common - 1, acc, sc, m, sum);
+    else
+        common = lo;
+    for (int k = 0; k < nt; k++) {
+        const int r0 = k * g;
+        rl__att_rows(c, a, qb + (size_t)r0 * hd, g, kvh, common, a->pos[t + k],
+                     acc + (size_t)r0 * hd, &sc[r0], &m[r0], &sum[r0]);
+        for (int j = 0; j < g; j++)
+            rl__att_finish(a, acc + (size_t)(r0 + j) * hd, hd, m[r0 + j], sum[r0 + j], h0 + j,
+                           a->out + ((size_t)(t + k) * a->n_head + h0 + j) * hd);
+    }
 }
 
 static void rl__att_task(void *p, int ith, int nth) {
@@ -179,15 +217,16 @@ static void rl__att_task(void *p, int ith, int nth) {
     for (;;) {
         int64_t it = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
         if (it >= n_items) break;
-        const int per_tok = a->n_head / c->gs;                 /* items per token */
-        while (it >= run_base + (int64_t)a->n_tok * per_tok) { /* items only grow per thread */
-            run_base += (int64_t)a->n_tok * per_tok;
+        const int per_tok = a->n_head / c->gs; /* items per token block */
+        /* items only grow per thread */
+        while (it >= run_base + (int64_t)((a->n_tok + c->tq - 1) / c->tq) * per_tok) {
+            run_base += (int64_t)((a->n_tok + c->tq - 1) / c->tq) * per_tok;
             a++;
         }
-        int t = (int)((it - run_base) / per_tok), h = (int)((it - run_base) % per_tok) * c->gs,
-            kvh = h / group;
+        int t = (int)((it - run_base) / per_tok) * c->tq,
+            h = (int)((it - run_base) % per_tok) * c->gs, kvh = h / group;
         if (c->gs > 1) {
-            rl__att_group(c, a, t, h);
+            rl__att_group(c, a, t, a->n_tok - t < c->tq ? a->n_tok - t : c->tq, h);
             continue;
         }
         const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
@@ -277,7 +316,7 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
      * as divide the group up to RL_ATT_GMAX, when there are items enough
      * to keep every thread busy (4 each; otherwise a decode step of one
      * sequence would leave a thread idle); the same bits either way. */
-    c.gs = 1;
+    c.gs = c.tq = 1;
     const int group = a->n_head / kv->n_kv_head, nth = rl_threadpool_n_threads(tp);
     if (atomic_load_explicit(&g_att_grouped, memory_order_relaxed) && group > 1 &&
         kv->head_dim <= RL_ATT_GHD && c.kt->kq_rows_g[kv->k_type] && c.kt->v_rows_g[kv->v_type] &&
@@ -286,7 +325,20 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
         while (group % gs) gs--;
         if (gs > 1 && n_items / gs >= 4 * (int64_t)nth) c.gs = gs;
     }
-    c.n_items = n_items / c.gs;
+    /* prompt chunks: up to RL_ATT_ROWS / gs consecutive tokens an item
+     * (rl__att_group), as many as keep 4 items a thread */
+    int64_t n_blk = 0;
+    if (c.gs > 1) {
+        int64_t max_tok = 0;
+        for (int32_t r = 0; r < n_runs; r++) max_tok = a[r].n_tok > max_tok ? a[r].n_tok : max_tok;
+        for (c.tq = RL_ATT_ROWS / c.gs; c.tq > 1; c.tq--) {
+            n_blk = 0;
+            for (int32_t r = 0; r < n_runs; r++) n_blk += (a[r].n_tok + c.tq - 1) / c.tq;
+            if (max_tok >= 2 * c.tq && n_blk * (a->n_head / c.gs) >= 4 * (int64_t)nth) break;
+        }
+    }
+    if (c.tq == 1) n_blk = n_items / a->n_head;
+    c.n_items = n_blk * (a->n_head / c.gs);
     atomic_init(&c.next, 0);
     if (nth == 1)
         rl__att_task(&c, 0, 1);

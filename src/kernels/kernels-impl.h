@@ -285,8 +285,9 @@ typedef struct rl__ktab {
                                    float *s);
     void (*v_rows[RL_TYPE_COUNT])(float *acc, const void *v, size_t stride, const float *w, int n,
                                   int hd);
-    /* The same leaves for g (1..RL_ATT_GMAX) query heads that share the K/V
-     * rows (GQA), each row read and widened once for all of them: head j's
+    /* The same leaves for g query rows that share the K/V rows (GQA heads,
+     * of one or several tokens), each row read and widened once for all
+     * of them: row j's
      * query at q + j * hd, its scores at s + j * s_stride, its weights at
      * w + j * w_stride, its accumulator at acc + j * hd.  Bit-identical to g
      * kq_rows / v_rows calls (the same operations per head).  f32/f16
@@ -332,6 +333,7 @@ void rl__ref_fill_kvq(rl__ktab *t);   /* KV attention leaves (ref/ref_kvq.c) */
 void rl__ref_fill_tile(rl__ktab *t);  /* fast tiles' twins (ref/ref_tile.c) */
 void rl__avx2_fill_tile(rl__ktab *t); /* (x86/avx2_tile.c) */
 void rl__vnni_fill_tile(rl__ktab *t); /* (x86/vnni_tile.c) */
+void rl__vnni_fill_att(rl__ktab *t);  /* (x86/vnni_att.c) */
 void rl__avx2_fill_kvq(rl__ktab *t);  /* (x86/avx2_kvq.c) */
 
 /* Reference leaves exported for reuse (AVX2 tails, tests). */

@@ -522,6 +522,37 @@ static void check_attention(rl_type kt, rl_type vt, int n_head, int nkv, int hd,
     rl_attention_set_grouped(true);
     assert_memory_equal(out, out3, sizeof(float) * n_tok * n_head * hd);
     free(out3);
+    /* a prompt chunk: consecutive positions 62..149 (tiles of several
+     * tokens' grouped items, rl__att_group) equal one token at a time */
+    enum { NC = 88 };
+    int32_t cpos[NC];
+    for (int t = 0; t < NC; t++) cpos[t] = n_pos - NC + t;
+    float *qc = make_x((int64_t)NC * n_head * hd, 0.7f);
+    float *outc = malloc(sizeof(float) * NC * n_head * hd);
+    rl_attn_args ac = a;
+    ac.q = qc;
+    ac.out = outc;
+    ac.n_tok = NC;
+    ac.pos = cpos;
+    rl_attention(&ac, tp);
+    for (int t = 0; t < NC; t++) {
+        rl_attn_args a1 = ac;
+        a1.q = qc + (size_t)t * n_head * hd;
+        a1.out = out1;
+        a1.n_tok = 1;
+        a1.pos = &cpos[t];
+        rl_attention(&a1, NULL);
+        assert_memory_equal(out1, outc + (size_t)t * n_head * hd, sizeof(float) * n_head * hd);
+        if (t % 29 == 0) {
+            naive_attention(&f, a1.q, n_head, cpos[t], a.scale, window, softcap, ref);
+            for (int i = 0; i < n_head * hd; i++)
+                if (fabs(out1[i] - ref[i]) > 1e-4 * 4.0)
+                    fail_msg("attention chunk %s tok %d elem %d: got %g want %g",
+                             rl_kernels_impl_name(), t, i, out1[i], ref[i]);
+        }
+    }
+    free(qc);
+    free(outc);
     free(q);
     free(out);
     free(out1);
@@ -545,6 +576,34 @@ static void test_attention(void **state) {
         check_attention(RL_TYPE_F16, RL_TYPE_F16, 16, 2, 128, 16, 0, 0, tp); /* groups of 8 */
     }
     rl_threadpool_free(tp);
+}
+
+/* The VNNI table's 16-lane exp_sum and silu_mul equal the AVX2 leaves bit
+ * for bit (weights and sum; every n from 1 to 70: 16-, 8- and scalar
+ * parts), inputs spanning exp's clamps. */
+static void test_vnni_exp_vs_avx2(void **state) {
+    (void)state;
+    const rl__ktab *avx = rl__kernels_avx2(), *vn = rl__kernels_vnni();
+    if (!avx || !vn) skip();
+    enum { N = 70 };
+    float x[N], g[N], u[N], a[N], b[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = -rnd_unif() * 30 - (i % 9 == 0 ? 90.0f : 0.0f);
+        g[i] = (rnd_unif() - 0.5f) * 40 + (i % 11 == 0 ? 70.0f : 0.0f);
+        u[i] = rnd_gauss();
+    }
+    for (int n = 1; n <= N; n++) {
+        memcpy(a, x, sizeof x);
+        memcpy(b, x, sizeof x);
+        float sa = avx->exp_sum(a, n, 0.5f), sb = vn->exp_sum(b, n, 0.5f);
+        assert_memory_equal(a, b, sizeof a);
+        assert_memory_equal(&sa, &sb, sizeof sa);
+        memset(a, 0, sizeof a);
+        memset(b, 0, sizeof b);
+        avx->silu_mul(a, g, u, n);
+        vn->silu_mul(b, g, u, n);
+        assert_memory_equal(a, b, sizeof a);
+    }
 }
 
 /* AVX512-VNNI leaves: vec_dot, vec_dot4 and vec_dot8 equal the AVX2
@@ -694,10 +753,15 @@ static void test_matmul_multi(void **state) {
 int main(void) {
     kt_seed(KT_SEED);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul_oracle), cmocka_unit_test(test_matmul_batch_invariance),
-        cmocka_unit_test(test_avx2_vs_ref),   cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_rope),          cmocka_unit_test(test_get_row_kv_store),
-        cmocka_unit_test(test_attention),     cmocka_unit_test(test_vnni_vs_avx2),
+        cmocka_unit_test(test_matmul_oracle),
+        cmocka_unit_test(test_matmul_batch_invariance),
+        cmocka_unit_test(test_avx2_vs_ref),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_get_row_kv_store),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_vnni_vs_avx2),
+        cmocka_unit_test(test_vnni_exp_vs_avx2),
         cmocka_unit_test(test_matmul_multi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
