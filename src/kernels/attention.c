@@ -87,11 +87,15 @@ static inline const void *rl__kv_row(const void *base, size_t block_bytes, size_
 static void rl__att_softmax_tile(const rl__ktab *kt, const rl_attn_args *a, float *sc, int32_t n,
                                  float qmu, float *acc, int hd, float *m, float *sum) {
     float mt = -INFINITY;
-    for (int32_t i = 0; i < n; i++) {
-        float sv = (sc[i] + qmu) * a->scale;
-        if (a->softcap > 0.0f) sv = a->softcap * tanhf(sv / a->softcap);
-        sc[i] = sv;
-        if (sv > mt) mt = sv;
+    if (a->softcap > 0.0f) {
+        for (int32_t i = 0; i < n; i++) {
+            float sv = (sc[i] + qmu) * a->scale;
+            sv = a->softcap * tanhf(sv / a->softcap);
+            sc[i] = sv;
+            if (sv > mt) mt = sv;
+        }
+    } else {
+        mt = kt->add_scale_max(sc, n, qmu, a->scale);
     }
     if (mt > *m) {
         if (*m != -INFINITY) {

@@ -262,6 +262,9 @@ typedef struct rl__ktab {
     /* x[i] = exp(x[i] - m) for i < n (x[i] <= m); returns their sum (attention's
      * softmax weights of one tile of positions) */
     float (*exp_sum)(float *x, int64_t n, float m);
+    /* x[i] = (x[i] + b) * a for i < n (two roundings, as written); returns
+     * their max (-INFINITY for n = 0): attention's scaled scores of a tile */
+    float (*add_scale_max)(float *x, int64_t n, float b, float a);
     void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
     void (*gelu_mul)(float *out, const float *gate, const float *up, int64_t n);
     /* attention leaves */

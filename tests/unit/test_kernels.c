@@ -307,6 +307,14 @@ static void test_elementwise(void **state) {
                 assert_float_equal(out[i], e, 1e-5 * e + 1e-30);
             }
             assert_float_equal(es, se, 1e-5 * se);
+            memcpy(out, x, sizeof x); /* attention's scaled scores: the twin's bits */
+            float sm = rl__kernels()->add_scale_max(out, n, 0.375f, 0.125f), wm = -INFINITY;
+            for (int i = 0; i < n; i++) {
+                float e = (x[i] + 0.375f) * 0.125f;
+                assert_memory_equal(&out[i], &e, sizeof e);
+                wm = e > wm ? e : wm;
+            }
+            assert_memory_equal(&sm, &wm, sizeof sm);
             rl_silu_mul(out, g, u, n);
             for (int i = 0; i < n; i++) {
                 double e = g[i] / (1.0 + exp(-(double)g[i])) * u[i];

@@ -70,6 +70,15 @@ static void rl__axpy_f16_ref(float *y, const rl_fp16 *x, float a, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * rl_fp16_to_f32(x[i]);
 }
 
+static float rl__add_scale_max_ref(float *x, int64_t n, float b, float a) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (x[i] + b) * a;
+        if (x[i] > m) m = x[i];
+    }
+    return m;
+}
+
 static void rl__scale_ref(float *y, float a, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
 }
@@ -88,6 +97,7 @@ void rl__ref_fill(rl__ktab *t) {
     t->axpy_f32 = rl__axpy_f32_ref;
     t->axpy_f16 = rl__axpy_f16_ref;
     t->scale = rl__scale_ref;
+    t->add_scale_max = rl__add_scale_max_ref;
     rl__ref_fill_kvq(t);
     rl__ref_fill_tile(t);
 }

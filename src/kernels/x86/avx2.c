@@ -47,6 +47,28 @@ static float rl__exp_sum_avx2(float *x, int64_t n, float m) {
     return s;
 }
 
+/* The scalar twin's values (an add, then a multiply, per element); the max
+ * is exact in any order. */
+static float rl__add_scale_max_avx2(float *x, int64_t n, float b, float a) {
+    const __m256 bv = _mm256_set1_ps(b), av = _mm256_set1_ps(a);
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(x + i), bv), av);
+        _mm256_storeu_ps(x + i, v);
+        mv = _mm256_max_ps(v, mv); /* (a NaN score is passed over, as in the twin) */
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float m = _mm_cvtss_f32(h);
+    for (; i < n; i++) {
+        x[i] = (x[i] + b) * a;
+        if (x[i] > m) m = x[i];
+    }
+    return m;
+}
+
 static void rl__softmax_avx2(float *x, int64_t n) {
     if (n <= 0) return;
     float m = x[0];
@@ -161,6 +183,7 @@ void rl__avx2_fill(rl__ktab *t) {
     t->axpy_f32 = rl__axpy_f32_avx2;
     t->axpy_f16 = rl__axpy_f16_avx2;
     t->scale = rl__scale_avx2;
+    t->add_scale_max = rl__add_scale_max_avx2;
     rl__avx2_fill_kvq(t);
     rl__avx2_fill_tile(t);
 }

@@ -24,7 +24,7 @@
 
 #include "kernels/kernels-impl.h"
 
-#define RL_VA_AI static inline __attribute__((always_inline))
+#define RL_VA_AI                   static inline __attribute__((always_inline))
 #define RL_VA_ROW(base, r, stride) ((const uint8_t *)(base) + (size_t)(r) * (stride))
 
 typedef void (*rl__kq_g_fn)(const float *q, const void *k, size_t stride, int n, int hd, int g,
@@ -67,10 +67,12 @@ RL_VA_AI __m512 rl__va_hsum16(const __m512 *a) {
     _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) /* [fold a[2m] | fold a[2m+1]] */
         f[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44),
                              _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
-    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) /* 128-bit block b: lo4 + hi4 of vector 4p + b */
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4;
+                                 p++) /* 128-bit block b: lo4 + hi4 of vector 4p + b */
         x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(f[2 * p], f[2 * p + 1], 0x88),
                              _mm512_shuffle_f32x4(f[2 * p], f[2 * p + 1], 0xDD));
-    _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) /* block b: lanes 0+2, 1+3 of vectors 8q + b, 8q + 4 + b */
+    _Pragma("GCC unroll 2") for (int q = 0; q < 2;
+                                 q++) /* block b: lanes 0+2, 1+3 of vectors 8q + b, 8q + 4 + b */
         y[q] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * q], x[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm512_shuffle_ps(x[2 * q], x[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     /* lane 4b + c: the sum of vector 4c + b */
@@ -83,7 +85,7 @@ RL_VA_AI __m512 rl__va_hsum16(const __m512 *a) {
 /* kq for RB (1..4) rows from q and every key of [0, n): blocks of 4 keys,
  * then one key at a time. */
 #define RL_VA_KQ(NAME, T, LD)                                                                      \
-    RL_VA_AI void NAME##_rows(const float *q, const void *k, size_t stride, int n, int hd,        \
+    RL_VA_AI void NAME##_rows(const float *q, const void *k, size_t stride, int n, int hd,         \
                               float *s, size_t ss, const int RB) {                                 \
         int r = 0;                                                                                 \
         for (; r + 4 <= n; r += 4) {                                                               \
@@ -236,7 +238,8 @@ static float rl__exp_sum_vnni(float *x, int64_t n, float m) {
         _mm512_mask_storeu_ps(x + i, k, e);
         sv = _mm256_add_ps(sv, _mm512_castps512_ps256(e));
         if (k == 0xFFFF)
-            sv = _mm256_add_ps(sv, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+            sv =
+                _mm256_add_ps(sv, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
         else
             i -= 8;
     }
