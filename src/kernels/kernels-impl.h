@@ -209,6 +209,10 @@ typedef struct rl__rtile {
      * activation rows as quantized. */
     void (*x_prep)(void *dst, const void *src, int64_t n_blocks);
     size_t x_block;
+    /* The packed pair leaf (rl__tile8.dot16's) on x_prep's form, for the
+     * steps that convert groups to the packed tile; NULL: tile8.dot16 on
+     * the activation rows as quantized. */
+    rl__tile16p_fn pdot16;
     /* Steps of at least this many tokens convert the groups to the packed
      * layout (to_tile); 0: the driver's default (RL_MM_PAIR_PACK_MIN with
      * pair leaves).  Higher where the conversion costs about what the

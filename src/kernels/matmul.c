@@ -390,11 +390,12 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const rl_mat *w = c->w[i];
     const rl__rtile *rt = &c->kt->rtile[w->type];
     const bool packs = rl__mm_r8_packs(c, w);
-    const rl__tile16p_fn pdot16 = c->kt->tile8[w->type].dot16;
+    /* the packed tiles take the activations as quantized, but for a pair
+     * leaf on the form (rt->pdot16) */
+    const bool prep = rt->x_prep && (!packs || rt->pdot16);
+    const rl__tile16p_fn pdot16 = prep && packs ? rt->pdot16 : c->kt->tile8[w->type].dot16;
     const bool pairs = packs ? pdot16 != NULL : rt->dot16 != NULL;
     const size_t gb = 8 * w->row_size;
-    /* the packed tiles take the activations as quantized */
-    const bool prep = rt->x_prep && !packs;
     const uint8_t *xb = prep ? c->xqp : c->xq;
     const size_t xs = prep ? c->xqp_row : c->xq_row;
     int64_t r = r0;
@@ -424,11 +425,11 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
             float *y = c->y[i] + t * w->n_rows + r;
             float *o = nr == 8 ? y : &tmp[0][0];
             const size_t os = nr == 8 ? (size_t)w->n_rows : 8;
-            const void *xr = xb + (size_t)t * xs;
-            if (packs)
-                c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf, xr, xs, nx);
+            if (packs) /* the packed 8-row leaf: the rows as quantized */
+                c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf,
+                                          c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
             else
-                rt->dot(w->n_cols, o, os, g, xr, xs, nx);
+                rt->dot(w->n_cols, o, os, g, xb + (size_t)t * xs, xs, nx);
             for (int k = 0; nr < 8 && k < nx; k++)
                 memcpy(y + (size_t)k * w->n_rows, tmp[k], sizeof(float) * (size_t)nr);
         }
@@ -581,7 +582,7 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
         c.xqp_row = c.xq_row;
         for (int i = 0; i < n_w; i++) {
             const rl__rtile *rt = &kt->rtile[ws[i]->type];
-            if (c.r8[i] && rt->x_prep && !rl__mm_r8_packs(&c, ws[i])) {
+            if (c.r8[i] && rt->x_prep && (rt->pdot16 || !rl__mm_r8_packs(&c, ws[i]))) {
                 const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
                 const int64_t nb = c.n_cols / 32;
                 RL_ASSERT(rt->x_block <= RL_X_PREP_MAX_BLOCK);

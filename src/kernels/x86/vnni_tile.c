@@ -272,6 +272,33 @@ RL_TILE_AI void rl__tile16p_q4_1_T(int64_t n_cols, float *s, size_t ss, const vo
 }
 RL_TILE16P_INST(q4_1)
 
+/* The same leaf on the activations' float-scale form (rl__q81f, written by
+ * x_prep for resident q4_1 matrices): the scales it converts per block and
+ * token above arrive as floats, exactly those values, so the same bits. */
+RL_TILE_AI void rl__tile16p_q4_1f_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+                                    const void *vx, size_t xs, const int T) {
+    __m512 acc[RL_TILE16_T];
+    _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] = _mm512_setzero_ps();
+    const uint8_t *p = pp;
+    for (int64_t i = 0; i < n_cols / 32; i++, p += 2 * sizeof(rl__q41_x8)) {
+        const rl__q81f *x[RL_TILE16_T];
+        __m512i s32[RL_TILE16_T];
+        RL_Z_XROWS(x, rl__q81f, vx, xs, i, T);
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m512i wq = RL_ZF(p, rl__q41_x8, q[g]);
+            _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
+                _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 4 * g));
+        }
+        const __m512 d = _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, d)),
+                     m = _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, m));
+        _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) acc[k] =
+            rl__q41_fstep16(acc[k], s32[k], d, m, x[k]->d, x[k]->s);
+    }
+    RL_Z_STORE(s, ss, acc, T);
+}
+RL_TILE16P_INST(q4_1f)
+
 /* Resident pairs (rl__rtile.dot16): group B at g0 + gs, each vector the
  * two groups' 32 bytes at the same offset, joined in a register. */
 /* Resident q4_1 pair (two rl__q41_r8): the low and high nibbles of each
@@ -563,6 +590,7 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1].pack_min = 128;
     t->rtile[RL_TYPE_Q4_1].x_prep = rl__x_q8_1f;
     t->rtile[RL_TYPE_Q4_1].x_block = sizeof(rl__q81f);
+    t->rtile[RL_TYPE_Q4_1].pdot16 = rl__tile16p_q4_1f_vnni;
     t->rtile[RL_TYPE_Q4_K].dot16 = rl__tile16_q4_Kr8_vnni;
     t->rtile[RL_TYPE_Q6_K].dot16 = rl__tile16_q6_Kr8_vnni;
     t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_vnni;
