@@ -47,6 +47,15 @@ RL_TILE_AI __m512i rl__z_bcast(const void *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* acc + w (unsigned bytes) . the 4 signed bytes at p in every lane:
+ * vpdpbusd with the bytes as its broadcast memory operand ({1to16}), one
+ * fused uop where the intrinsic on rl__z_bcast compiles (GCC 12) to a
+ * separate vpbroadcastd; the same instruction, so the same sums. */
+RL_TILE_AI __m512i rl__z_dpb(__m512i acc, __m512i w, const void *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+}
+
 /* The pair leaf of type TY at T = n_x (1..RL_TILE16_T). */
 #define RL_TILE16_INST(TY)                                                                         \
     static void rl__tile16_##TY##_vnni(int64_t n_cols, float *s, size_t ss, const void *g0,        \
@@ -191,7 +200,7 @@ RL_TILE_AI void rl__tile16p_k4_T(int64_t n_cols, float *s, size_t ss, const void
                 _Pragma("GCC unroll 4") for (int g = g0; g < g0 + G; g++) {
                     const __m512i wq = RL_ZF(p, rl__q4k_x8, q[8 * sb + g]);
                     _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
-                        _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 32 * sb + 4 * g));
+                        rl__z_dpb(s32[k], wq, x[k]->qs + 32 * sb + 4 * g);
                 }
                 _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
                     _mm512_dpwssd_epi32(sumi[k], s32[k], sc);
@@ -233,10 +242,10 @@ RL_TILE_AI void rl__tile16p_q6_K_T(int64_t n_cols, float *s, size_t ss, const vo
             const __m512i w3 = RL_ZF(p, rl__q6k_x8, q[4 * sb + 3]);
             _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
                 const int8_t *xq = x[k]->qs + 16 * sb;
-                __m512i s32 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, rl__z_bcast(xq));
-                s32 = _mm512_dpbusd_epi32(s32, w1, rl__z_bcast(xq + 4));
-                s32 = _mm512_dpbusd_epi32(s32, w2, rl__z_bcast(xq + 8));
-                s32 = _mm512_dpbusd_epi32(s32, w3, rl__z_bcast(xq + 12));
+                __m512i s32 = rl__z_dpb(_mm512_setzero_si512(), w0, xq);
+                s32 = rl__z_dpb(s32, w1, xq + 4);
+                s32 = rl__z_dpb(s32, w2, xq + 8);
+                s32 = rl__z_dpb(s32, w3, xq + 12);
                 sumi[k] = _mm512_add_epi32(sumi[k], _mm512_mullo_epi32(s32, sc));
             }
         }
@@ -261,7 +270,7 @@ RL_TILE_AI void rl__tile16p_q4_1_T(int64_t n_cols, float *s, size_t ss, const vo
         _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
             const __m512i wq = RL_ZF(p, rl__q41_x8, q[g]);
             _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
-                _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 4 * g));
+                rl__z_dpb(s32[k], wq, x[k]->qs + 4 * g);
         }
         const __m512 d = _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, d)),
                      m = _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, m));
@@ -288,7 +297,7 @@ RL_TILE_AI void rl__tile16p_q4_1f_T(int64_t n_cols, float *s, size_t ss, const v
         _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
             const __m512i wq = RL_ZF(p, rl__q41_x8, q[g]);
             _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) s32[k] =
-                _mm512_dpbusd_epi32(s32[k], wq, rl__z_bcast(x[k]->qs + 4 * g));
+                rl__z_dpb(s32[k], wq, x[k]->qs + 4 * g);
         }
         const __m512 d = _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, d)),
                      m = _mm512_castsi512_ps(RL_ZF(p, rl__q41_x8, m));
@@ -321,8 +330,8 @@ RL_TILE_AI void rl__tile16_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const v
             const __m512i lo = _mm512_and_si512(raw, m4);
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
             _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
-                s32[k] = _mm512_dpbusd_epi32(s32[k], lo, rl__z_bcast(x[k]->qs + 4 * v));
-                s32[k] = _mm512_dpbusd_epi32(s32[k], hi, rl__z_bcast(x[k]->qs + 16 + 4 * v));
+                s32[k] = rl__z_dpb(s32[k], lo, x[k]->qs + 4 * v);
+                s32[k] = rl__z_dpb(s32[k], hi, x[k]->qs + 16 + 4 * v);
             }
         }
         const __m512 d = rl__z_cvtph2(a->d, b->d), m = rl__z_cvtph2(a->m, b->m);
@@ -369,8 +378,8 @@ RL_TILE_AI void rl__tile16_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const v
                     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
                     _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
                         const int8_t *xq = x[k]->qs + 64 * j + 4 * g;
-                        slo[k] = _mm512_dpbusd_epi32(slo[k], lo, rl__z_bcast(xq));
-                        shi[k] = _mm512_dpbusd_epi32(shi[k], hi, rl__z_bcast(xq + 32));
+                        slo[k] = rl__z_dpb(slo[k], lo, xq);
+                        shi[k] = rl__z_dpb(shi[k], hi, xq + 32);
                     }
                 }
                 _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) sumi[k] =
@@ -420,10 +429,10 @@ RL_TILE_AI void rl__tile16_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const v
             }
             _Pragma("GCC unroll 8") for (int k = 0; k < T; k++) {
                 const int8_t *xq = x[k]->qs + 128 * h + 32 * o + 4 * g0i;
-                __m512i s32 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], rl__z_bcast(xq));
-                s32 = _mm512_dpbusd_epi32(s32, w[1], rl__z_bcast(xq + 4));
-                s32 = _mm512_dpbusd_epi32(s32, w[2], rl__z_bcast(xq + 8));
-                s32 = _mm512_dpbusd_epi32(s32, w[3], rl__z_bcast(xq + 12));
+                __m512i s32 = rl__z_dpb(_mm512_setzero_si512(), w[0], xq);
+                s32 = rl__z_dpb(s32, w[1], xq + 4);
+                s32 = rl__z_dpb(s32, w[2], xq + 8);
+                s32 = rl__z_dpb(s32, w[3], xq + 12);
                 sumi[k] = _mm512_add_epi32(sumi[k], _mm512_mullo_epi32(s32, sc));
             }
         }
