@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/kernels-impl.h"
 
@@ -101,9 +102,10 @@ RL_VA_AI __m512 rl__va_hsum16(const __m512 *a) {
                         _mm512_fmadd_ps(qv, kv[kk], acc[4 * j + kk]);                              \
                 }                                                                                  \
             }                                                                                      \
-            const __m512 h = rl__va_hsum16(acc);                                                   \
+            _Alignas(64) float h[16]; /* row j's 4 scores at h + 4j */                             \
+            _mm512_store_ps(h, rl__va_hsum16(acc));                                                \
             _Pragma("GCC unroll 4") for (int j = 0; j < RB; j++)                                   \
-                _mm_storeu_ps(s + (size_t)j * ss + r, _mm512_extractf32x4_ps(h, j));               \
+                memcpy(s + (size_t)j * ss + r, h + 4 * j, 4 * sizeof(float));                      \
         }                                                                                          \
         for (; r < n; r++) {                                                                       \
             const T *b = (const T *)RL_VA_ROW(k, r, stride);                                       \
