@@ -48,7 +48,14 @@
  * counted once per prompt for ppN (only its last position computes logits)
  * and once per sequence for bdS.  Attention
  * (q.k, p.v) is not counted, so the fraction slightly understates the
- * arithmetic done at long contexts.
+ * arithmetic done at long contexts.  The matmul calls themselves are also
+ * timed (rl_matmul_stats: wall time and multiply-adds inside
+ * rl_matmul_multi_ex, on the calling thread, so the time covers the whole
+ * parallel dispatch): "inside the matmuls" gives their share of the step's
+ * wall time and their own multiply-adds per second as a fraction of the
+ * peak, the figure that says how near the tile kernels run to the
+ * arithmetic roofline, apart from the step's other work ("matmul_*" in
+ * --json).
  *
  * ppN runs its prompt as prompt tokens (rl_batch.prompt, as in the engine);
  * tgN and bdS as generated tokens.  q4_K/q6_K/q4_1 layer matrices are
@@ -230,8 +237,10 @@ typedef struct bench_res {
     int threads, n_tok;
     double ts[64];  /* tokens/s per repetition (wall clock) */
     double cts[64]; /* tokens/s per repetition by CPU time: n * threads / cpu s */
+    double mms[64]; /* multiply-adds/s inside the matmul calls, per repetition */
+    double mmf[64]; /* the matmul calls' share of the wall time, per repetition */
     int n;
-    double med, min, max, cmed;
+    double med, min, max, cmed, mm_med, mm_share;
 } bench_res;
 
 static rl_status run_pp(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, float *logits,
@@ -352,6 +361,7 @@ int rl_cmd_bench(int argc, char **argv) {
 
     rl_kernels_init(RL_KERNELS_AUTO);
     rl_matmul_set_fast_tiles(fast_tiles);
+    rl_matmul_stats_enable(true);
     g_avx2 = __builtin_cpu_supports("avx2");
     const char *path = rl_cli_model_path(model_arg);
     rl_err err = {0};
@@ -451,11 +461,13 @@ int rl_cmd_bench(int argc, char **argv) {
             fprintf(stderr, "  %s t=%d ...\n", R->test, th[ti]);
             for (int r = -1; r < reps; r++) {
                 if (do_bw && !is_pp && !is_bd && r >= 0) bws[n_bws++] = bw_pass(&J, tp);
+                rl_matmul_stats_take();
                 double t0 = rl_time_s(), c0 = rl_report_cpu_s();
                 rl_status st = is_pp   ? run_pp(&kv, m, toks, n, logits, tp, &err)
                                : is_bd ? run_bd(&bkv, m, toks, n_ctx, S, n, logits, tp, &err)
                                        : run_tg(&kv, m, toks, n, logits, tp, &err);
                 double dt = rl_time_s() - t0, dc = rl_report_cpu_s() - c0;
+                const rl_matmul_stats ms = rl_matmul_stats_take();
                 if (st) {
                     fprintf(stderr, "redline bench: %s\n", err.msg);
                     rl_threadpool_free(tp);
@@ -464,6 +476,8 @@ int rl_cmd_bench(int argc, char **argv) {
                 }
                 if (r >= 0) {
                     R->cts[R->n] = dc > 0 ? (double)R->n_tok * th[ti] / dc : 0;
+                    R->mms[R->n] = ms.seconds > 0 ? ms.madds / ms.seconds : 0;
+                    R->mmf[R->n] = dt > 0 ? ms.seconds / dt : 0;
                     R->ts[R->n++] = R->n_tok / dt;
                 }
             }
@@ -474,6 +488,10 @@ int rl_cmd_bench(int argc, char **argv) {
             R->max = tmp[R->n - 1];
             memcpy(tmp, R->cts, sizeof(double) * (size_t)R->n);
             R->cmed = rl_report_percentile(tmp, R->n, 0.5);
+            memcpy(tmp, R->mms, sizeof(double) * (size_t)R->n);
+            R->mm_med = rl_report_percentile(tmp, R->n, 0.5);
+            memcpy(tmp, R->mmf, sizeof(double) * (size_t)R->n);
+            R->mm_share = rl_report_percentile(tmp, R->n, 0.5);
         }
         if (do_bw) {
             while (n_bws < 5) bws[n_bws++] = bw_pass(&J, tp);
@@ -508,6 +526,9 @@ int rl_cmd_bench(int argc, char **argv) {
                 const double mt = test_macs_per_token(macs_tok, macs_head, R->test, R->n_tok);
                 json_object_set_new(o, "madds_per_token", json_real(mt));
                 json_object_set_new(o, "int8_peak_frac", rl_report_real(R->med * mt / pk));
+                json_object_set_new(o, "matmul_madds_per_s", rl_report_real(R->mm_med));
+                json_object_set_new(o, "matmul_time_share", rl_report_real(R->mm_share));
+                json_object_set_new(o, "matmul_int8_peak_frac", rl_report_real(R->mm_med / pk));
             }
             json_array_append_new(rs, o);
         }
@@ -593,9 +614,11 @@ int rl_cmd_bench(int argc, char **argv) {
                 double pk = peaks[thread_index(th, n_th, R->threads)][i8_kind];
                 const double mt = test_macs_per_token(macs_tok, macs_head, R->test, R->n_tok);
                 if (pk > 0)
-                    printf("  %s t=%d: %.2f t/s x %.3f G = %.1f G/s = %.1f%% of the int8 peak\n",
+                    printf("  %s t=%d: %.2f t/s x %.3f G = %.1f G/s = %.1f%% of the int8 peak; "
+                           "inside the matmuls (%.0f%% of the time): %.1f G/s = %.1f%%\n",
                            R->test, R->threads, R->med, mt / 1e9, R->med * mt / 1e9,
-                           100.0 * R->med * mt / pk);
+                           100.0 * R->med * mt / pk, 100.0 * R->mm_share, R->mm_med / 1e9,
+                           100.0 * R->mm_med / pk);
             }
         }
     }

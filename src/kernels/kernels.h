@@ -126,6 +126,19 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
 void rl_matmul_set_fast_tiles(bool on);
 bool rl_matmul_fast_tiles(void);
 
+/* Matmul accounting, for `redline bench`: while on (a process-wide switch,
+ * off by default), every top-level rl_matmul* call adds its wall time on
+ * the calling thread (activation quantization, dispatch and the leaves)
+ * and the multiply-adds it computes (n_rows x n_cols x n_tok per matrix).
+ * rl_matmul_stats_take returns the sums since the last take and resets
+ * them.  Off, a call pays one relaxed atomic load. */
+typedef struct rl_matmul_stats {
+    double seconds, madds;
+    int64_t calls;
+} rl_matmul_stats;
+void rl_matmul_stats_enable(bool on);
+rl_matmul_stats rl_matmul_stats_take(void);
+
 /* Row of embedding: dequantize row `row` of w into out[w->n_cols]. */
 void rl_get_row(const rl_mat *w, int64_t row, float *out);
 

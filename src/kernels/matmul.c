@@ -515,8 +515,8 @@ static int64_t rl__chunk_rows(const rl_mat *w, int64_t n_tok, int nth) {
     return chunk < 1 ? 1 : chunk;
 }
 
-void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
-                        int64_t n_tok, const bool *fast, void *scratch, rl_threadpool *tp) {
+static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
+                             int64_t n_tok, const bool *fast, void *scratch, rl_threadpool *tp) {
     RL_ASSERT(n_w >= 1 && n_w <= RL_MATMUL_MULTI_MAX);
     const rl__ktab *kt = rl__kernels();
     rl_type at = rl__act_type(ws[0]->type);
@@ -524,7 +524,8 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
         RL_ASSERT(rl__act_type(ws[i]->type) != RL_TYPE_COUNT && kt->vec_dot[ws[i]->type]);
         if (rl__act_type(ws[i]->type) != at || ws[i]->n_cols != ws[0]->n_cols) {
             /* different activation packing: one call per matrix */
-            for (int j = 0; j < n_w; j++) rl_matmul_ex(ws[j], x, ys[j], n_tok, fast, scratch, tp);
+            for (int j = 0; j < n_w; j++)
+                rl__matmul_multi(&ws[j], &ys[j], 1, x, n_tok, fast, scratch, tp);
             return;
         }
     }
@@ -602,6 +603,37 @@ void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, cons
         rl__mm_task(&c, 0, 1);
     else
         rl_threadpool_run(tp, rl__mm_task, &c);
+}
+
+static atomic_bool g_mm_stats_on;
+static _Atomic uint64_t g_mm_ns, g_mm_madds, g_mm_calls;
+
+void rl_matmul_stats_enable(bool on) {
+    atomic_store(&g_mm_stats_on, on);
+}
+
+rl_matmul_stats rl_matmul_stats_take(void) {
+    rl_matmul_stats s = {.seconds = (double)atomic_exchange(&g_mm_ns, 0) * 1e-9,
+                         .madds = (double)atomic_exchange(&g_mm_madds, 0),
+                         .calls = (int64_t)atomic_exchange(&g_mm_calls, 0)};
+    return s;
+}
+
+void rl_matmul_multi_ex(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,
+                        int64_t n_tok, const bool *fast, void *scratch, rl_threadpool *tp) {
+    if (!atomic_load_explicit(&g_mm_stats_on, memory_order_relaxed)) {
+        rl__matmul_multi(ws, ys, n_w, x, n_tok, fast, scratch, tp);
+        return;
+    }
+    const double t0 = rl_time_s();
+    rl__matmul_multi(ws, ys, n_w, x, n_tok, fast, scratch, tp);
+    const double dt = rl_time_s() - t0;
+    uint64_t madds = 0;
+    for (int i = 0; i < n_w && n_tok > 0; i++)
+        madds += (uint64_t)ws[i]->n_rows * (uint64_t)ws[i]->n_cols * (uint64_t)n_tok;
+    atomic_fetch_add(&g_mm_ns, (uint64_t)(dt * 1e9));
+    atomic_fetch_add(&g_mm_madds, madds);
+    atomic_fetch_add(&g_mm_calls, 1);
 }
 
 void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const float *x,

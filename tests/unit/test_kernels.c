@@ -758,6 +758,49 @@ static void test_matmul_multi(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
+/* Matmul accounting: a top-level call counts once with exactly the
+ * multiply-adds it computes (a mixed group that falls back to one call per
+ * matrix included), take resets, and nothing is counted while off. */
+static void test_matmul_stats(void **state) {
+    (void)state;
+    const int64_t cols = 256, n_tok = 5;
+    const rl_type ty[2] = {RL_TYPE_Q4_K, RL_TYPE_Q8_0};
+    const int64_t rows[2] = {40, 24};
+    test_mat tm[2];
+    const rl_mat *ws[2];
+    float *ys[2];
+    size_t ss = 0;
+    for (int i = 0; i < 2; i++) {
+        tm[i] = make_mat(ty[i], rows[i], cols);
+        ws[i] = &tm[i].m;
+        ys[i] = malloc(sizeof(float) * rows[i] * n_tok);
+        if (rl_matmul_scratch_size(ws[i], n_tok) > ss) ss = rl_matmul_scratch_size(ws[i], n_tok);
+    }
+    float *x = make_x(cols * n_tok, 0.8f);
+    void *scratch = malloc(ss);
+    rl_matmul_stats_take();
+    rl_matmul_stats_enable(true);
+    rl_matmul_multi(ws, ys, 2, x, n_tok, scratch, NULL);
+    rl_matmul(ws[0], x, ys[0], 2, scratch, NULL);
+    rl_matmul_stats s = rl_matmul_stats_take();
+    assert_int_equal(s.calls, 2);
+    assert_true(s.madds == (double)((rows[0] + rows[1]) * cols * n_tok + rows[0] * cols * 2));
+    assert_true(s.seconds >= 0);
+    s = rl_matmul_stats_take();
+    assert_int_equal(s.calls, 0);
+    assert_true(s.madds == 0);
+    rl_matmul_stats_enable(false);
+    rl_matmul(ws[1], x, ys[1], n_tok, scratch, NULL);
+    s = rl_matmul_stats_take();
+    assert_int_equal(s.calls, 0);
+    free(scratch);
+    free(x);
+    for (int i = 0; i < 2; i++) {
+        free(ys[i]);
+        free_mat(&tm[i]);
+    }
+}
+
 int main(void) {
     kt_seed(KT_SEED);
     const struct CMUnitTest tests[] = {
@@ -771,6 +814,7 @@ int main(void) {
         cmocka_unit_test(test_vnni_vs_avx2),
         cmocka_unit_test(test_vnni_exp_vs_avx2),
         cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
