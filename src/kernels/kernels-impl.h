@@ -261,6 +261,8 @@ typedef struct rl__ktab {
     rl__tile8 tile8[RL_TYPE_COUNT];            /* .dot may be NULL */
     rl__rtile rtile[RL_TYPE_COUNT];            /* .dot NULL: no resident layout */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
+    /* y[i] = rl_f32_to_fp16(x[i]) for i < n, the same bits (f16 KV pages) */
+    void (*to_f16)(rl_fp16 *y, const float *x, int64_t n);
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
     /* x[i] = exp(x[i] - m) for i < n (x[i] <= m); returns their sum (attention's
@@ -334,14 +336,15 @@ const rl__ktab *rl__kernels_vnni(void);
 
 /* Fillers, called once by dispatch.c. */
 void rl__ref_fill(rl__ktab *t);
-void rl__avx2_fill(rl__ktab *t);      /* overrides entries of a ref-filled table */
-void rl__vnni_fill(rl__ktab *t);      /* overrides entries of an AVX2-filled table */
-void rl__ref_fill_kvq(rl__ktab *t);   /* KV attention leaves (ref/ref_kvq.c) */
-void rl__ref_fill_tile(rl__ktab *t);  /* fast tiles' twins (ref/ref_tile.c) */
-void rl__avx2_fill_tile(rl__ktab *t); /* (x86/avx2_tile.c) */
-void rl__vnni_fill_tile(rl__ktab *t); /* (x86/vnni_tile.c) */
-void rl__vnni_fill_att(rl__ktab *t);  /* (x86/vnni_att.c) */
-void rl__avx2_fill_kvq(rl__ktab *t);  /* (x86/avx2_kvq.c) */
+void rl__avx2_fill(rl__ktab *t);       /* overrides entries of a ref-filled table */
+void rl__vnni_fill(rl__ktab *t);       /* overrides entries of an AVX2-filled table */
+void rl__ref_fill_kvq(rl__ktab *t);    /* KV attention leaves (ref/ref_kvq.c) */
+void rl__ref_fill_tile(rl__ktab *t);   /* fast tiles' twins (ref/ref_tile.c) */
+void rl__avx2_fill_tile(rl__ktab *t);  /* (x86/avx2_tile.c) */
+void rl__vnni_fill_tile(rl__ktab *t);  /* (x86/vnni_tile.c) */
+void rl__vnni_fill_att(rl__ktab *t);   /* (x86/vnni_att.c) */
+void rl__vnni_fill_quant(rl__ktab *t); /* (x86/vnni_quant.c) */
+void rl__avx2_fill_kvq(rl__ktab *t);   /* (x86/avx2_kvq.c) */
 
 /* Reference leaves exported for reuse (AVX2 tails, tests). */
 void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);

@@ -107,8 +107,7 @@ static void rl__kv_store_one(rl_type t, rl_kv_rot rot, const float *shift, const
         if (t == RL_TYPE_F32) {
             memcpy(dst, s, (size_t)kv->head_dim * sizeof(float));
         } else if (t == RL_TYPE_F16) {
-            rl_fp16 *d = (rl_fp16 *)dst;
-            for (int i = 0; i < kv->head_dim; i++) d[i] = rl_f32_to_fp16(s[i]);
+            rl__kernels()->to_f16((rl_fp16 *)dst, s, kv->head_dim);
         } else if (t == RL_TYPE_IQ4_NL) {
             rl__kernels()->quant_iq4_nl_kv(s, dst, kv->head_dim);
         } else {

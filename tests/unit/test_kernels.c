@@ -619,6 +619,62 @@ static void test_vnni_exp_vs_avx2(void **state) {
  * the AVX2 one, test_avx2_vs_ref); weights include q8_0 codes of -128 and
  * an odd number of 32-element blocks.  Then rl_matmul under the VNNI table
  * with 13 tokens (tiles 8 + 4 + 1) equals 13 one-token AVX2 matmuls. */
+/* Every table's activation quantizers and f16 conversion against the
+ * reference: the same bytes, on blocks of every magnitude (codes of a zero
+ * block, an fp16 scale that underflows to a subnormal or 0, one that
+ * overflows to Inf), and to_f16 against rl_f32_to_fp16 on a sweep of bit
+ * patterns (subnormals, the Inf threshold, NaNs with and without payload). */
+static void test_quant_tables(void **state) {
+    (void)state;
+    const rl__ktab *ref = rl__kernels_ref();
+    const rl__ktab *tabs[2] = {rl__kernels_avx2(), rl__kernels_vnni()};
+    const int64_t n = 8 * 256;
+    float *x = make_x(n, 1.0f);
+    const float mags[8] = {1.0f, 0.0f, 1e-30f, 3e-6f, 1e6f, 1e7f, 2e-3f, 65504.0f * 127.0f};
+    for (int b = 0; b < 8; b++) /* one 256-element block per magnitude */
+        for (int i = 0; i < 256; i++) x[256 * b + i] *= mags[b];
+    x[256 * 6 + 7] = 1.0f; /* a block whose amax is one outlier */
+    static uint8_t qa[3][8192], qb[8192];
+    ref->quant_q8_0(x, qa[0], n);
+    ref->quant_q8_1(x, qa[1], n);
+    ref->quant_q8_K(x, qa[2], n);
+    enum { NH = 70000 };
+    static float hx[NH];
+    static rl_fp16 hr[NH], ht[NH];
+    for (int i = 0; i < NH; i++) {
+        uint32_t u = (uint32_t)i * 61363u + (uint32_t)(i & 7) * 0x1000u; /* all exponents */
+        memcpy(&hx[i], &u, 4);
+    }
+    const float special[] = {
+        65519.0f,       65520.0f,       65504.0f, 6.1035156e-05f, 5.9604645e-08f,
+        2.9802322e-08f, 2.9802326e-08f, INFINITY, -INFINITY,      NAN,
+        -0.0f};
+    memcpy(hx, special, sizeof(special));
+    const uint32_t snan = 0x7f800001u, qnan = 0xffc12345u;
+    memcpy(&hx[20], &snan, 4);
+    memcpy(&hx[21], &qnan, 4);
+    for (int i = 0; i < NH; i++) hr[i] = rl_f32_to_fp16(hx[i]);
+    int checked = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        const rl__ktab *t = tabs[ti];
+        if (!t) continue;
+        checked++;
+        t->quant_q8_0(x, qb, n);
+        assert_memory_equal(qa[0], qb, rl_type_row_size(RL_TYPE_Q8_0, n));
+        t->quant_q8_1(x, qb, n);
+        assert_memory_equal(qa[1], qb, rl_type_row_size(RL_TYPE_Q8_1, n));
+        t->quant_q8_K(x, qb, n);
+        assert_memory_equal(qa[2], qb, rl_type_row_size(RL_TYPE_Q8_K, n));
+        for (int len = NH - 5; len <= NH; len += 5) { /* with and without a tail */
+            memset(ht, 0, sizeof(ht));
+            t->to_f16(ht, hx, len);
+            assert_memory_equal(hr, ht, sizeof(rl_fp16) * (size_t)len);
+        }
+    }
+    if (!checked) skip();
+    free(x);
+}
+
 static void test_vnni_vs_avx2(void **state) {
     (void)state;
     const rl__ktab *avx = rl__kernels_avx2(), *vn = rl__kernels_vnni();
@@ -815,6 +871,7 @@ int main(void) {
         cmocka_unit_test(test_vnni_exp_vs_avx2),
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_matmul_stats),
+        cmocka_unit_test(test_quant_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

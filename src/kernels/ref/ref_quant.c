@@ -28,6 +28,10 @@ static float rl__amax(const float *x, int n) {
     return a;
 }
 
+static void rl__to_f16_ref(rl_fp16 *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = rl_f32_to_fp16(x[i]);
+}
+
 void rl__quant_q8_0_ref(const float *x, void *vy, int64_t n) {
     rl_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / RL_QK8_0; i++) {
@@ -373,4 +377,5 @@ void rl__ref_fill_quant(rl__ktab *t) {
     t->quant_q8_0 = rl__quant_q8_0_ref;
     t->quant_q8_1 = rl__quant_q8_1_ref;
     t->quant_q8_K = rl__quant_q8_K_ref;
+    t->to_f16 = rl__to_f16_ref;
 }

@@ -24,6 +24,14 @@
 #ifndef RL_PF_DIST
 #define RL_PF_DIST 3072
 #endif
+/* rl_f32_to_fp16(f)'s bits by F16C: both round to nearest even, to
+ * subnormal halves and to Inf alike; a NaN goes through the scalar code,
+ * whose payload rule vcvtps2ph does not follow (it sets the quiet bit). */
+static inline rl_fp16 rl__to_f16c(float f) {
+    if (f != f) return rl_f32_to_fp16(f);
+    return (rl_fp16)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
 #define RL_PF1(p) _mm_prefetch((const char *)(p) + RL_PF_DIST, _MM_HINT_T1)
 #define RL_PF3(p)                                                                                  \
     do {                                                                                           \

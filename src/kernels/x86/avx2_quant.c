@@ -48,7 +48,7 @@ static void rl__quant_q8_0_avx2(const float *x, void *vy, int64_t n) {
     for (int64_t i = 0; i < n / 32; i++) {
         float d = rl__amax32(x + 32 * i) / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = rl_f32_to_fp16(d);
+        y[i].d = rl__to_f16c(d);
         _mm256_storeu_si256((__m256i *)y[i].qs, rl__q8_32(x + 32 * i, id));
     }
 }
@@ -62,8 +62,8 @@ static void rl__quant_q8_1_avx2(const float *x, void *vy, int64_t n) {
         _mm256_storeu_si256((__m256i *)y[i].qs, q);
         int sum = rl__hsum_epi32(
             _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
-        y[i].d = rl_f32_to_fp16(d);
-        y[i].s = rl_f32_to_fp16(d * (float)sum);
+        y[i].d = rl__to_f16c(d);
+        y[i].s = rl__to_f16c(d * (float)sum);
     }
 }
 
@@ -92,6 +92,21 @@ static void rl__quant_q8_K_avx2(const float *x, void *vy, int64_t n) {
             y[i].bsums[j / 16 + 1] = (int16_t)_mm_extract_epi32(lo, 1);
         }
     }
+}
+
+/* rl_f32_to_fp16 8 at a time (vcvtps2ph, round to nearest even); a group
+ * holding a NaN goes through the scalar code (rl__to_f16c). */
+static void rl__to_f16_avx2(rl_fp16 *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int j = 0; j < 8; j++) y[i + j] = rl_f32_to_fp16(x[i + j]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) y[i] = rl__to_f16c(x[i]);
 }
 
 /* ---------------- float weights ---------------- */
@@ -144,6 +159,7 @@ void rl__avx2_fill_quant(rl__ktab *t) {
     t->quant_q8_0 = rl__quant_q8_0_avx2;
     t->quant_q8_1 = rl__quant_q8_1_avx2;
     t->quant_q8_K = rl__quant_q8_K_avx2;
+    t->to_f16 = rl__to_f16_avx2;
     t->vec_dot[RL_TYPE_F32] = rl__dot_f32_avx2;
     t->vec_dot[RL_TYPE_F16] = rl__dot_f16w_avx2;
     t->vec_dot[RL_TYPE_BF16] = rl__dot_bf16w_avx2;

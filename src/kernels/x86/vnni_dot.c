@@ -224,4 +224,5 @@ void rl__vnni_fill(rl__ktab *t) {
     t->vec_dot2r[RL_TYPE_MXFP4] = rl__dot2r_mxfp4_vnni;
     rl__vnni_fill_tile(t);
     rl__vnni_fill_att(t);
+    rl__vnni_fill_quant(t);
 }
