@@ -614,11 +614,6 @@ static void test_vnni_exp_vs_avx2(void **state) {
     }
 }
 
-/* AVX512-VNNI leaves: vec_dot, vec_dot4 and vec_dot8 equal the AVX2
- * vec_dot bit for bit for every token (the bound vs the reference is then
- * the AVX2 one, test_avx2_vs_ref); weights include q8_0 codes of -128 and
- * an odd number of 32-element blocks.  Then rl_matmul under the VNNI table
- * with 13 tokens (tiles 8 + 4 + 1) equals 13 one-token AVX2 matmuls. */
 /* Every table's activation quantizers and f16 conversion against the
  * reference: the same bytes, on blocks of every magnitude (codes of a zero
  * block, an fp16 scale that underflows to a subnormal or 0, one that
@@ -675,6 +670,11 @@ static void test_quant_tables(void **state) {
     free(x);
 }
 
+/* AVX512-VNNI leaves: vec_dot, vec_dot4 and vec_dot8 equal the AVX2
+ * vec_dot bit for bit for every token (the bound vs the reference is then
+ * the AVX2 one, test_avx2_vs_ref); weights include q8_0 codes of -128 and
+ * an odd number of 32-element blocks.  Then rl_matmul under the VNNI table
+ * with 13 tokens (tiles 8 + 4 + 1) equals 13 one-token AVX2 matmuls. */
 static void test_vnni_vs_avx2(void **state) {
     (void)state;
     const rl__ktab *avx = rl__kernels_avx2(), *vn = rl__kernels_vnni();
