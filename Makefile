@@ -12,8 +12,9 @@
 #                                   src/dist/nompi.c refuses to run under mpirun
 # Sources are found by wildcard: a new .c file under src/<module>/ is built
 # with no Makefile change.  Files under src/kernels/x86/ get AVX2/FMA/F16C
-# flags, and src/kernels/x86/vnni*.c also AVX512F/BW/VL/VNNI (no other file
-# may: AVX2-only CPUs must never reach those instructions); everything else
+# flags, src/kernels/x86/vnni*.c also AVX512F/BW/VL/VNNI and amx*.c those
+# and AMX-TILE/INT8 (no other file may: AVX2-only CPUs must never reach
+# those instructions); everything else
 # is baseline x86-64 so the binary runs anywhere and picks kernels at
 # start-up (src/kernels/dispatch.c).
 CC      ?= cc
@@ -41,6 +42,7 @@ CFLAGS_COMMON = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 	-D_GNU_SOURCE -Iinclude -Isrc -MMD -MP -pthread $(OPT) $(SANFLAGS) $(EXTRA_CFLAGS)
 SIMDFLAGS = -mavx2 -mfma -mf16c
 VNNIFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+AMXFLAGS  = -mamx-tile -mamx-int8
 LIBS    = -lm -lpthread -lpcre2-8 -ljansson -lmicrohttpd -lnettle
 TESTLIBS = -lcmocka
 
@@ -81,7 +83,11 @@ GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 .PHONY: all test-bins examples check-header fuzz clean format format-check
 all: $(BUILD)/redline
 
-# (the more specific pattern wins for vnni*.c)
+# (the more specific pattern wins for vnni*.c and amx*.c)
+$(BUILD)/obj/src/kernels/x86/amx%.o: src/kernels/x86/amx%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(SIMDFLAGS) $(VNNIFLAGS) $(AMXFLAGS) -c $< -o $@
+
 $(BUILD)/obj/src/kernels/x86/vnni%.o: src/kernels/x86/vnni%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(SIMDFLAGS) $(VNNIFLAGS) -c $< -o $@

@@ -12,7 +12,7 @@
 
 static const rl_env_var g_vars[RL_ENV_COUNT] = {
     [RL_ENV_KERNELS] =
-        {"RL_KERNELS", "ref|avx2|avx512vnni",
+        {"RL_KERNELS", "ref|avx2|avx512vnni|amx",
          "caps the kernel table rl_kernels_init(AUTO) picks (unknown values: no cap)",
          "src/kernels/dispatch.c"},
     [RL_ENV_KVQ_ROT] = {"RL_KVQ_ROT", "none|hadamard",

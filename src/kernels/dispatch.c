@@ -1,13 +1,14 @@
 /* Kernel dispatch: builds the reference table, (on CPUs with
- * AVX2+FMA+F16C) the AVX2 table and (with AVX512F/BW/VL/VNNI as well) the
- * AVX512-VNNI table once, selects one as the active table, and implements
+ * AVX2+FMA+F16C) the AVX2 table, (with AVX512F/BW/VL/VNNI as well) the
+ * AVX512-VNNI table and (with AMX-INT8 granted by the OS as well) the AMX
+ * table once, selects one as the active table, and implements
  * the small public kernels that are one call into it (norms, activations,
  * rl_wht).  The drivers live in files of their own: rl_matmul (matmul.c),
  * rl_attention (attention.c), KV page stores (kvpage.c), RoPE (rope.c).
  *
  * Invariants: the public functions work without rl_kernels_init (the first
  * call selects RL_KERNELS_AUTO).  The environment variable
- * RL_KERNELS=ref|avx2|avx512vnni (base/env.h, read once per process) caps
+ * RL_KERNELS=ref|avx2|avx512vnni|amx (base/env.h, read once per process) caps
  * the choice under AUTO (debugging and measurement aid; an unknown value
  * is ignored).  Switching the
  * implementation while kernels run on other threads is not supported.
@@ -20,8 +21,8 @@
 #include "base/env.h"
 #include "kernels/kernels-impl.h"
 
-static rl__ktab g_ref, g_avx2, g_vnni;
-static bool g_has_avx2, g_has_vnni;
+static rl__ktab g_ref, g_avx2, g_vnni, g_amx;
+static bool g_has_avx2, g_has_vnni, g_has_amx;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static _Atomic(const rl__ktab *) g_active;
 
@@ -52,6 +53,19 @@ static bool cpu_has_avx512vnni(void) {
     return (lo & 0xE6u) == 0xE6u;
 }
 
+/* AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24, 25) with the OS
+ * saving tile configuration and data (XCR0 bits 17, 18), and the kernel
+ * granting this process tile data (rl__amx_enable).  Checked only on top
+ * of AVX512-VNNI. */
+static bool cpu_has_amx_int8(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if ((d & (3u << 24)) != (3u << 24)) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & (3u << 17)) == (3u << 17) && rl__amx_enable();
+}
+
 static void rl__kernels_build(void) {
     rl__ref_fill(&g_ref);
     g_has_avx2 = cpu_has_avx2_fma_f16c();
@@ -65,6 +79,12 @@ static void rl__kernels_build(void) {
         g_vnni = g_avx2;
         g_vnni.name = "avx512vnni";
         rl__vnni_fill(&g_vnni);
+        g_has_amx = cpu_has_amx_int8();
+    }
+    if (g_has_amx) {
+        g_amx = g_vnni;
+        g_amx.name = "amx";
+        rl__amx_fill(&g_amx);
     }
 }
 
@@ -72,12 +92,17 @@ rl_kernels_impl rl_kernels_init(rl_kernels_impl want) {
     pthread_once(&g_once, rl__kernels_build);
     if (want == RL_KERNELS_AUTO) {
         const char *env = rl_env(RL_ENV_KERNELS);
-        want = !env                       ? RL_KERNELS_AVX512VNNI
-               : strcmp(env, "ref") == 0  ? RL_KERNELS_REF
-               : strcmp(env, "avx2") == 0 ? RL_KERNELS_AVX2
-                                          : RL_KERNELS_AVX512VNNI;
+        want = !env                             ? RL_KERNELS_AMX
+               : strcmp(env, "ref") == 0        ? RL_KERNELS_REF
+               : strcmp(env, "avx2") == 0       ? RL_KERNELS_AVX2
+               : strcmp(env, "avx512vnni") == 0 ? RL_KERNELS_AVX512VNNI
+                                                : RL_KERNELS_AMX;
     }
-    if (want == RL_KERNELS_AVX512VNNI && g_has_vnni) {
+    if (want == RL_KERNELS_AMX && g_has_amx) {
+        atomic_store(&g_active, &g_amx);
+        return RL_KERNELS_AMX;
+    }
+    if (want >= RL_KERNELS_AVX512VNNI && g_has_vnni) {
         atomic_store(&g_active, &g_vnni);
         return RL_KERNELS_AVX512VNNI;
     }
@@ -111,6 +136,11 @@ const rl__ktab *rl__kernels_avx2(void) {
 const rl__ktab *rl__kernels_vnni(void) {
     pthread_once(&g_once, rl__kernels_build);
     return g_has_vnni ? &g_vnni : NULL;
+}
+
+const rl__ktab *rl__kernels_amx(void) {
+    pthread_once(&g_once, rl__kernels_build);
+    return g_has_amx ? &g_amx : NULL;
 }
 
 const char *rl_kernels_impl_name(void) {

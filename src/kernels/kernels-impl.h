@@ -225,6 +225,30 @@ typedef struct rl__rtile {
     bool make;
 } rl__rtile;
 
+/* ---- AMX leaves (x86/amx_tile.c; the "amx" table only) ----
+ * Resident pairs of groups (16 rows each, as rl__rtile.dot16 takes them)
+ * against n_tok tokens, a multiple of 16, of the activations in the
+ * leaf's form (x_prep): the same bits as the pair leaf
+ * (rl__rtile.dot16) on those tokens (test_kernels_tile.c).  NULL: none
+ * for the type. */
+typedef struct rl__amx {
+    /* n_pairs pairs (pair p: groups g0 + 2p gs and g0 + (2p + 1) gs, its
+     * results at s + 16 p); buf: the thread's work buffer */
+    void (*dot16)(int64_t n_cols, float *s, size_t s_stride, const void *g0, size_t gs, int n_pairs,
+                  const void *x, size_t x_stride, int64_t n_tok, void *buf, size_t buf_bytes);
+    /* The activations' form the leaf takes: block b of n_blocks q8_K
+     * blocks (one row) into RL_AMX_XQ_BYTES at dst + b * dst_stride (the
+     * driver runs it once per step and row, super-block b of every token
+     * together: x_stride = n_tok * RL_AMX_XQ_BYTES). */
+    void (*x_prep)(void *dst, size_t dst_stride, const void *src, int64_t n_blocks);
+} rl__amx;
+#define RL_AMX_XQ_BYTES 320
+/* Steps of at least this many tokens take the AMX leaves (their per-call
+ * conversion of the pair costs about what 16 tokens' tile work does). */
+#ifndef RL_AMX_MIN_TOK
+#define RL_AMX_MIN_TOK 32
+#endif
+
 /* rl__rtile.x_prep forms (ref/ref_tile.c), their fp16 scales widened to
  * float, so a leaf's float step per block and token reads a broadcast
  * operand instead of converting it: q8_0 rows with each code XORed with
@@ -260,6 +284,7 @@ typedef struct rl__ktab {
     rl__vec_dot2r_fn vec_dot2r[RL_TYPE_COUNT]; /* may be NULL */
     rl__tile8 tile8[RL_TYPE_COUNT];            /* .dot may be NULL */
     rl__rtile rtile[RL_TYPE_COUNT];            /* .dot NULL: no resident layout */
+    rl__amx amx[RL_TYPE_COUNT];                /* .dot16 NULL but in the "amx" table */
     rl__quant_fn quant_q8_0, quant_q8_1, quant_q8_K;
     /* y[i] = rl_f32_to_fp16(x[i]) for i < n, the same bits (f16 KV pages) */
     void (*to_f16)(rl_fp16 *y, const float *x, int64_t n);
@@ -333,6 +358,12 @@ const rl__ktab *rl__kernels_avx2(void);
  * NULL if the CPU lacks AVX512F/BW/VL/VNNI or the OS does not save ZMM
  * state). */
 const rl__ktab *rl__kernels_vnni(void);
+/* The AMX table (the AVX512-VNNI table with AMX leaves for many tokens;
+ * NULL if the CPU lacks AMX-TILE/AMX-INT8, the OS does not save tile
+ * state, or the kernel refuses the process its tile data). */
+const rl__ktab *rl__kernels_amx(void);
+/* Asks the kernel for tile data once per process (x86/amx_tile.c). */
+bool rl__amx_enable(void);
 
 /* Fillers, called once by dispatch.c. */
 void rl__ref_fill(rl__ktab *t);
@@ -344,6 +375,7 @@ void rl__avx2_fill_tile(rl__ktab *t);  /* (x86/avx2_tile.c) */
 void rl__vnni_fill_tile(rl__ktab *t);  /* (x86/vnni_tile.c) */
 void rl__vnni_fill_att(rl__ktab *t);   /* (x86/vnni_att.c) */
 void rl__vnni_fill_quant(rl__ktab *t); /* (x86/vnni_quant.c) */
+void rl__amx_fill(rl__ktab *t);        /* overrides entries of a VNNI-filled table */
 void rl__avx2_fill_kvq(rl__ktab *t);   /* (x86/avx2_kvq.c) */
 
 /* Reference leaves exported for reuse (AVX2 tails, tests). */

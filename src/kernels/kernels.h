@@ -30,11 +30,12 @@ typedef enum rl_kernels_impl {
     RL_KERNELS_REF = 1,
     RL_KERNELS_AVX2 = 2,
     RL_KERNELS_AVX512VNNI = 3, /* AVX2 table with AVX512-VNNI matmul leaves */
+    RL_KERNELS_AMX = 4,        /* AVX512-VNNI table with AMX leaves for many tokens */
 } rl_kernels_impl;
 /* Call once at start-up (idempotent).  Returns the implementation chosen;
  * asking for one the CPU lacks falls back to the next lower one
- * (AVX512VNNI -> AVX2 -> REF).  Under AUTO the environment variable
- * RL_KERNELS=ref|avx2|avx512vnni caps the choice. */
+ * (AMX -> AVX512VNNI -> AVX2 -> REF).  Under AUTO the environment variable
+ * RL_KERNELS=ref|avx2|avx512vnni|amx caps the choice. */
 rl_kernels_impl rl_kernels_init(rl_kernels_impl want);
 const char *rl_kernels_impl_name(void);
 

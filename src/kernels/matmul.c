@@ -217,6 +217,12 @@ size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
     size_t rs = rl__act_row_size(w), out, prep;
     if (n_tok < 0 || !rl_mul_size(rs, (size_t)n_tok + RL_MM_PAD_ROWS, &out)) return SIZE_MAX;
     const rl_type at = rl__act_type(w->type);
+    if (at == RL_TYPE_Q8_K) { /* the AMX leaves' form (rl__amx.x_prep), 64-byte aligned */
+        if (!rl_mul_size((size_t)w->n_cols / RL_QK_K * RL_AMX_XQ_BYTES, (size_t)n_tok, &prep) ||
+            out + prep + 64 < out)
+            return SIZE_MAX;
+        out += prep + 64;
+    }
     if (at == RL_TYPE_Q8_0 || at == RL_TYPE_Q8_1) {
         if (!rl_mul_size((size_t)w->n_cols / 32 * RL_X_PREP_MAX_BLOCK,
                          (size_t)n_tok + RL_MM_PAD_ROWS, &prep) ||
@@ -244,7 +250,10 @@ typedef struct rl__mm_ctx {
     int64_t n_cols, n_tok;
     const bool *fast; /* [n_tok] or NULL */
     uint8_t *xq;
-    uint8_t *xqp;   /* xq in the resident leaves' form (rl__rtile.x_prep), or xq */
+    uint8_t *xqp;  /* xq in the resident leaves' form (rl__rtile.x_prep), or xq */
+    uint8_t *xam;  /* xq in the AMX leaves' form (rl__amx.x_prep), or NULL */
+    size_t xam_sb; /* ... bytes of one super-block of every token */
+    void (*am_prep)(void *dst, size_t dst_stride, const void *src, int64_t n_blocks);
     size_t xq_row;  /* bytes of an xq row */
     size_t xqp_row; /* ... of an xqp row */
     const rl__ktab *kt;
@@ -275,8 +284,12 @@ static void rl__mm_padded_tile(const rl__mm_ctx *c, int i, int64_t r0, int64_t r
 
 static void rl__mm_quant_task(void *p, int ith, int nth) {
     rl__mm_ctx *c = p;
-    for (int64_t t = ith; t < c->n_tok; t += nth)
+    for (int64_t t = ith; t < c->n_tok; t += nth) {
         c->quant(c->x + t * c->n_cols, c->xq + (size_t)t * c->xq_row, c->n_cols);
+        if (c->am_prep)
+            c->am_prep(c->xam + (size_t)t * RL_AMX_XQ_BYTES, c->xam_sb,
+                       c->xq + (size_t)t * c->xq_row, c->n_cols / RL_QK_K);
+    }
 }
 
 /* The end of the run of tokens from t whose fast flag equals token t's. */
@@ -399,11 +412,20 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const uint8_t *xb = prep ? c->xqp : c->xq;
     const size_t xs = prep ? c->xqp_row : c->xq_row;
     int64_t r = r0;
+    /* the AMX leaf on the first multiple of 16 tokens (its bits are the
+     * pair leaf's), the pair leaves on the rest */
+    const rl__amx *am = &c->kt->amx[w->type];
+    const int64_t t_amx = am->dot16 && c->xam ? c->n_tok & ~(int64_t)15 : 0;
+    if (t_amx && pairs && r1 - r0 >= 16)
+        am->dot16(w->n_cols, c->y[i] + r0, (size_t)w->n_rows,
+                  (const uint8_t *)w->data + (size_t)r0 * w->row_size, gb, (int)((r1 - r0) / 16),
+                  c->xam, c->xam_sb, t_amx, g_tile_buf, sizeof g_tile_buf);
     /* pairs of groups on the pair leaves (the same bits as one at a time) */
     for (; pairs && r + 16 <= r1; r += 16) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
+        if (t_amx == c->n_tok) continue;
         if (packs) rl__mm_pair_pack(c->kt, w, g, g + gb, true);
-        for (int64_t t = 0; t < c->n_tok; t += RL_TILE16_T) {
+        for (int64_t t = t_amx; t < c->n_tok; t += RL_TILE16_T) {
             int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
             float *y = c->y[i] + t * w->n_rows + r;
             const void *xr = xb + (size_t)t * xs;
@@ -565,6 +587,19 @@ static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w,
         c.quant = at == RL_TYPE_Q8_0   ? kt->quant_q8_0
                   : at == RL_TYPE_Q8_1 ? kt->quant_q8_1
                                        : kt->quant_q8_K;
+        /* the AMX leaves' form of the rows, when a resident matrix takes
+         * them (after the quantized rows and their padding) */
+        for (int i = 0; i < n_w && n_tok >= RL_AMX_MIN_TOK; i++) {
+            const rl__amx *am = &kt->amx[ws[i]->type];
+            if (c.r8[i] && am->dot16 && kt->rtile[ws[i]->type].dot16) {
+                const uintptr_t end =
+                    (uintptr_t)(c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row);
+                c.xam = c.xq + (((end + 63) & ~(uintptr_t)63) - (uintptr_t)c.xq);
+                c.xam_sb = (size_t)n_tok * RL_AMX_XQ_BYTES;
+                c.am_prep = am->x_prep;
+                break;
+            }
+        }
         if (n_tok == 1 || nth == 1)
             rl__mm_quant_task(&c, 0, 1);
         else

@@ -99,8 +99,8 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static const char *const k_impl_names[] = {"auto", "ref", "avx2", "avx512vnni"};
-static bool g_impl_on[4] = {false, true, true, true};
+static const char *const k_impl_names[] = {"auto", "ref", "avx2", "avx512vnni", "amx"};
+static bool g_impl_on[5] = {false, true, true, true, true};
 static int g_nth_only;          /* 0 = 1 and 2 threads */
 static bool g_in_cache;         /* -c: no weight copies */
 static bool g_resident;         /* -r: also the resident layout */
@@ -122,18 +122,20 @@ static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
             tr->from_float(src, w + r * rs, sh.cols);
         }
         for (int c = 1; c < n_copies; c++) memcpy(w + c * wbytes, w, wbytes);
-        const int64_t max_tok = 64;
+        int64_t max_tok = 64;
+        for (int j = 0; j < g_n_ntok; j++)
+            if (g_ntok[j] > max_tok) max_tok = g_ntok[j];
         float *x = malloc(sizeof(float) * sh.cols * max_tok);
         float *y = malloc(sizeof(float) * sh.rows * max_tok);
         for (int64_t i = 0; i < sh.cols * max_tok; i++) x[i] = rnd();
         rl_mat m = {.type = t, .n_rows = sh.rows, .n_cols = sh.cols, .row_size = rs};
         void *scratch = malloc(rl_matmul_scratch_size(&m, max_tok) + 64);
-        static const int def_ntoks[] = {1, 8, max_tok};
+        static const int def_ntoks[] = {1, 8, 64};
         const int *ntoks = g_n_ntok ? g_ntok : def_ntoks;
         const int n_ntoks = g_n_ntok ? g_n_ntok : 3;
         for (int ni = 0; ni < n_ntoks; ni++) {
             const int ntk = ntoks[ni];
-            for (int impl = RL_KERNELS_REF; impl <= RL_KERNELS_AVX512VNNI; impl++) {
+            for (int impl = RL_KERNELS_REF; impl <= RL_KERNELS_AMX; impl++) {
                 if (!g_impl_on[impl] || (int)rl_kernels_init((rl_kernels_impl)impl) != impl)
                     continue;
                 if (impl == RL_KERNELS_REF && ntk > 1 && sh.rows * sh.cols > 4000000 && !all)
@@ -206,8 +208,8 @@ int main(int argc, char **argv) {
             g_resident = true;
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
             int v = atoi(argv[++i]);
-            if (v < 1 || v > 64 || g_n_ntok == 8) {
-                fprintf(stderr, "kbench: -n takes 1..64, at most 8 times\n");
+            if (v < 1 || v > 512 || g_n_ntok == 8) {
+                fprintf(stderr, "kbench: -n takes 1..512, at most 8 times\n");
                 return 2;
             }
             g_ntok[g_n_ntok++] = v;
@@ -218,10 +220,10 @@ int main(int argc, char **argv) {
             k_sel = true;
             const char *k = argv[++i];
             int hit = 0;
-            for (int j = 1; j < 4; j++)
+            for (int j = 1; j < 5; j++)
                 if (!strcmp(k, k_impl_names[j])) g_impl_on[hit = j] = true;
             if (!hit) {
-                fprintf(stderr, "kbench: unknown table '%s' (ref, avx2, avx512vnni)\n", k);
+                fprintf(stderr, "kbench: unknown table '%s' (ref, avx2, avx512vnni, amx)\n", k);
                 return 2;
             }
         } else if (nt < 32 && rl_type_from_name(argv[i], &types[nt]) &&

@@ -39,5 +39,6 @@ int n_impls(rl_kernels_impl out[2]) {
 int kt_impls(rl_kernels_impl out[KT_MAX_IMPLS]) {
     int n = n_impls(out);
     if (rl__kernels_vnni()) out[n++] = RL_KERNELS_AVX512VNNI;
+    if (rl__kernels_amx()) out[n++] = RL_KERNELS_AMX;
     return n;
 }

@@ -20,7 +20,7 @@ float rnd_gauss(void); /* approximately N(0, 1) (sum of 4 uniforms) */
  * AVX512-VNNI table shares the AVX2 attention leaves). */
 int n_impls(rl_kernels_impl out[2]);
 /* Every table this CPU can run: REF, AVX2, AVX512VNNI. */
-#define KT_MAX_IMPLS 3
+#define KT_MAX_IMPLS 4
 int kt_impls(rl_kernels_impl out[KT_MAX_IMPLS]);
 
 #endif

@@ -623,6 +623,137 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
     }
 }
 
+/* The AMX leaves (rl__amx, the "amx" table): every row of every pair is
+ * bit for bit the VNNI pair leaf's (rl__rtile.dot16) on the same resident
+ * groups, for 1 and several pairs, 16..544 tokens (the leaf's passes of
+ * RL_AMX_TOK tokens and its single 16-token block), one and several
+ * super-blocks, random rows and rows at the bounds of the split products
+ * (scales 63, codes 15, activations +-127).  Through rl_matmul, a resident
+ * matrix under the AMX table gives the VNNI table's bits at token counts
+ * that are and are not multiples of 16 (the tail tokens take the pair
+ * leaf).  Skipped where the CPU or the OS gives no AMX. */
+static void amx_leaf_check(const rl__ktab *am, const rl__ktab *vn, rl_type ty, int64_t cols,
+                           int n_pairs, int64_t n_tok, bool extreme) {
+    size_t rs;
+    const int64_t rows = 16 * (int64_t)n_pairs;
+    uint8_t *w = make_w(ty, rows, cols, &rs);
+    float *x = make_x(cols * n_tok);
+    if (extreme) {
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < cols / RL_QK_K; i++) {
+                rl_block_q4_K *b = (rl_block_q4_K *)(w + (size_t)r * rs) + i;
+                memset(b->scales, 0xff, sizeof b->scales);
+                memset(b->qs, (r + i) % 2 ? 0xff : 0xf0, sizeof b->qs);
+            }
+        for (int64_t k = 0; k < cols * n_tok; k++) x[k] = (k / cols) % 2 ? 3.0f : -3.0f;
+    }
+    const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
+    uint8_t *xq = malloc(xrow * (size_t)n_tok);
+    uint8_t *xa = aligned_alloc(64, (size_t)(cols / RL_QK_K) * (size_t)n_tok * RL_AMX_XQ_BYTES);
+    uint8_t *res = malloc(rs * (size_t)rows);
+    float *ya = malloc(sizeof(float) * (size_t)(rows * n_tok));
+    float *yv = malloc(sizeof(float) * (size_t)(rows * n_tok));
+    const size_t bb = 2 * 420 * 1024;
+    void *buf = aligned_alloc(64, bb);
+    assert_non_null(xq);
+    assert_non_null(xa);
+    assert_non_null(res);
+    assert_non_null(ya);
+    assert_non_null(yv);
+    assert_non_null(buf);
+    const rl__amx *ax = &am->amx[ty];
+    const size_t xs = (size_t)n_tok * RL_AMX_XQ_BYTES;
+    for (int64_t k = 0; k < n_tok; k++) {
+        act_quant(ty, x + k * cols, xq + k * xrow, cols);
+        ax->x_prep(xa + k * RL_AMX_XQ_BYTES, xs, xq + k * xrow, cols / RL_QK_K);
+    }
+    const size_t gb = 8 * rs;
+    for (int64_t g = 0; g < rows / 8; g++) vn->rtile[ty].repack(res + g * gb, w + g * gb, rs, cols);
+    memset(ya, 0xff, sizeof(float) * (size_t)(rows * n_tok));
+    ax->dot16(cols, ya, (size_t)rows, res, gb, n_pairs, xa, xs, n_tok, buf, bb);
+    for (int p = 0; p < n_pairs; p++)
+        for (int64_t t = 0; t < n_tok; t += RL_TILE16_T) {
+            const int nx = n_tok - t < RL_TILE16_T ? (int)(n_tok - t) : RL_TILE16_T;
+            vn->rtile[ty].dot16(cols, yv + t * rows + 16 * p, (size_t)rows, res + 2 * p * gb, gb,
+                                xq + t * xrow, xrow, nx);
+        }
+    for (int64_t i = 0; i < rows * n_tok; i++)
+        if (memcmp(&ya[i], &yv[i], sizeof(float)))
+            fail_msg("%s cols %d pairs %d n_tok %d%s: token %d row %d: amx %.9g, pair leaf %.9g",
+                     rl_type_name(ty), (int)cols, n_pairs, (int)n_tok, extreme ? " (bounds)" : "",
+                     (int)(i / rows), (int)(i % rows), ya[i], yv[i]);
+    free(buf);
+    free(yv);
+    free(ya);
+    free(res);
+    free(xa);
+    free(xq);
+    free(x);
+    free(w);
+}
+
+static void test_amx_leaves(void **state) {
+    (void)state;
+    const rl__ktab *am = rl__kernels_amx(), *vn = rl__kernels_vnni();
+    for (int ti = 0; ti < N_TILE_TYPES; ti++) {
+        assert_null(rl__kernels_ref()->amx[k_tile_types[ti]].dot16);
+        if (vn) assert_null(vn->amx[k_tile_types[ti]].dot16);
+    }
+    if (!am) {
+        print_message("no AMX on this CPU (or not granted by the OS): its leaves not run\n");
+        return;
+    }
+    int n_types = 0;
+    for (int ti = 0; ti < N_TILE_TYPES; ti++) {
+        const rl_type ty = k_tile_types[ti];
+        if (!am->amx[ty].dot16) continue;
+        n_types++;
+        assert_non_null(am->amx[ty].x_prep);
+        amx_leaf_check(am, vn, ty, 256, 1, 16, false);
+        amx_leaf_check(am, vn, ty, 2304, 3, 48, false);
+        amx_leaf_check(am, vn, ty, 1024, 5, 544, false);
+        if (ty == RL_TYPE_Q4_K) amx_leaf_check(am, vn, ty, 512, 2, 64, true);
+    }
+    assert_true(n_types >= 1);
+    /* the driver: a resident matrix, the AMX table against the VNNI table */
+    const int64_t rows = 96, cols = 1536, ntoks[3] = {37, 64, 16};
+    for (int ti = 0; ti < N_TILE_TYPES; ti++) {
+        const rl_type ty = k_tile_types[ti];
+        if (!am->amx[ty].dot16) continue;
+        size_t rs;
+        uint8_t *w = make_w(ty, rows, cols, &rs);
+        float *x = make_x(cols * 64);
+        rl_mat m = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = w};
+        uint8_t *res = malloc(rl_mat_resident_bytes(&m));
+        void *scratch = malloc(rl_matmul_scratch_size(&m, 64) + 64);
+        float *ya = malloc(sizeof(float) * rows * 64), *yv = malloc(sizeof(float) * rows * 64);
+        assert_non_null(res);
+        assert_non_null(scratch);
+        assert_non_null(ya);
+        assert_non_null(yv);
+        rl_mat_make_resident(&m, res);
+        for (int ni = 0; ni < 3; ni++) {
+            const int64_t n = ntoks[ni];
+            assert_int_equal(rl_kernels_init(RL_KERNELS_AMX), RL_KERNELS_AMX);
+            rl_matmul(&m, x, ya, n, scratch, NULL);
+            assert_int_equal(rl_kernels_init(RL_KERNELS_AVX512VNNI), RL_KERNELS_AVX512VNNI);
+            rl_matmul(&m, x, yv, n, scratch, NULL);
+            for (int64_t i = 0; i < rows * n; i++)
+                if (memcmp(&ya[i], &yv[i], sizeof(float)))
+                    fail_msg("rl_matmul %s n_tok %d: token %d row %d: amx %.9g, vnni %.9g",
+                             rl_type_name(ty), (int)n, (int)(i / rows), (int)(i % rows), ya[i],
+                             yv[i]);
+        }
+        rl_kernels_init(RL_KERNELS_AUTO);
+        free(yv);
+        free(ya);
+        free(scratch);
+        free(res);
+        free(x);
+        free(w);
+    }
+}
+
 int main(void) {
     kt_seed(0x243F6A8885A308D3ull);
     rl_kernels_init(RL_KERNELS_AUTO);
@@ -630,6 +761,7 @@ int main(void) {
         cmocka_unit_test(test_peak_counts),        cmocka_unit_test(test_tile8_leaves),
         cmocka_unit_test(test_matmul_fast_tokens), cmocka_unit_test(test_resident_tiles),
         cmocka_unit_test(test_pair_leaves),        cmocka_unit_test(test_tile_extremes),
+        cmocka_unit_test(test_amx_leaves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

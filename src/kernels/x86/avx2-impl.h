@@ -108,4 +108,44 @@ static inline __m256i rl__bits32(uint32_t x) {
 
 void rl__avx2_fill_quant(rl__ktab *t);
 
+/* (the resident q4_K tiles' scale decoding: tile-impl.h, amx_tile.c) */
+/* Bytes j0, j1 of each row's 4 (row r at 4r..4r+3 of v) widened to int16
+ * lanes 2r, 2r + 1. */
+static inline __attribute__((always_inline)) __m256i rl__r8_pick(__m256i v, int j0, int j1) {
+    const __m256i idx = _mm256_setr_epi8(
+        (char)j0, (char)j1, (char)(4 + j0), (char)(4 + j1), (char)(8 + j0), (char)(8 + j1),
+        (char)(12 + j0), (char)(12 + j1), -1, -1, -1, -1, -1, -1, -1, -1, (char)j0, (char)j1,
+        (char)(4 + j0), (char)(4 + j1), (char)(8 + j0), (char)(8 + j1), (char)(12 + j0),
+        (char)(12 + j1), -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i b =
+        _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, idx), _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
+}
+
+/* The 8 rows' packed 6-bit scales of one super-block decoded into the
+ * packed tile's int16 vectors (rl__q4k_x8's sc and mn): vector j of sc at
+ * scb + j * us, of mn at mnb + j * us. */
+static inline __attribute__((always_inline)) void
+rl__q4kr8_scales(const rl__q4k_r8 *p, uint8_t *scb, uint8_t *mnb, size_t us) {
+    const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
+    const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
+    const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
+    const __m256i C = _mm256_loadu_si256((const __m256i *)p->sc);
+    const __m256i slo = _mm256_and_si256(A, m63), mlo = _mm256_and_si256(B, m63);
+    const __m256i shi =
+        _mm256_or_si256(_mm256_and_si256(C, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(A, 6), m3), 4));
+    const __m256i mhi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(C, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(B, 6), m3), 4));
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        _mm256_storeu_si256((__m256i *)(scb + j * us), rl__r8_pick(slo, j, j));
+        _mm256_storeu_si256((__m256i *)(scb + (4 + j) * us), rl__r8_pick(shi, j, j));
+    }
+    _mm256_storeu_si256((__m256i *)mnb, rl__r8_pick(mlo, 0, 1));
+    _mm256_storeu_si256((__m256i *)(mnb + us), rl__r8_pick(mlo, 2, 3));
+    _mm256_storeu_si256((__m256i *)(mnb + 2 * us), rl__r8_pick(mhi, 0, 1));
+    _mm256_storeu_si256((__m256i *)(mnb + 3 * us), rl__r8_pick(mhi, 2, 3));
+}
+
 #endif

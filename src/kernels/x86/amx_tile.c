@@ -1,0 +1,292 @@
+/* AMX leaves for many tokens (kernels-impl.h, rl__amx): a pair of
+ * resident groups (16 weight rows) against a multiple of 16 tokens, the
+ * integer products summed by the tile unit (TDPBSUD: signed activation
+ * bytes times unsigned weight bytes, 16 tokens x 16 rows x 64 columns per
+ * instruction), the float work per super-block done in zmm registers as
+ * the VNNI pair leaf does it.  The results are the pair leaf's bits.
+ *
+ * q4_K: a tile instruction sums 64 columns, two sub-blocks of different
+ * scales, so the scale goes into the weight bytes.  Each super-block of
+ * the pair is converted (rl__amx_q4k_sb) into the unsigned products
+ * p = q * sc (q < 16, sc < 64: p < 1024) split as p = lo + 32 hi (lo < 32,
+ * hi < 30: bytes), in the tile unit's B layout (row kk of a 64-column step
+ * holds columns 4kk..4kk+3 of each of the 16 rows).  Per super-block and
+ * token the tile unit gives L = sum lo x and H = sum hi x (|L|, |H| <
+ * 2^21), and sumi = L + 32 H = sum_j sc_j sum_{k in j} q_k x_k exactly,
+ * the pair leaf's integer; the mins' sum and the two float steps are its
+ * own (rl__q4k_fstep16's operations).  The conversion costs about what
+ * 16 tokens' tile work does, so the driver uses these leaves from
+ * RL_AMX_MIN_TOK tokens.
+ *
+ * Tile state: the process asks the kernel for it once (rl__amx_enable,
+ * arch_prctl ARCH_REQ_XCOMP_PERM); each leaf call loads its tile
+ * configuration and releases the tiles before it returns, so no tile state
+ * outlives a call (threads and signals see none).  Compiled with the
+ * VNNI flags plus -mamx-tile -mamx-int8 (Makefile) and reached only
+ * through the "amx" table. */
+#include <stddef.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kernels/x86/avx2-impl.h"
+
+#define RL_ARCH_REQ_XCOMP_PERM 0x1023
+#define RL_XFEATURE_XTILEDATA  18
+
+bool rl__amx_enable(void) {
+    return syscall(SYS_arch_prctl, RL_ARCH_REQ_XCOMP_PERM, RL_XFEATURE_XTILEDATA) == 0;
+}
+
+/* Palette 1: tiles 0-3 the int32 sums (16 tokens x 16 rows), 4-5 two
+ * blocks of 16 tokens' activation bytes (64 columns each), 6-7 the lo and
+ * hi weight bytes of one 64-column step; every tile 16 rows of 64 bytes. */
+typedef struct rl__amx_cfg {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} rl__amx_cfg;
+_Static_assert(sizeof(rl__amx_cfg) == 64, "tile configuration");
+
+static void rl__amx_config(void) {
+    rl__amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.rows[i] = 16;
+        c.colsb[i] = 64;
+    }
+    _tile_loadconfig(&c);
+}
+
+/* One super-block of a q4_K pair converted for the tile unit. */
+typedef struct rl__amx_q4k {
+    uint8_t lo[4][16][64], hi[4][16][64]; /* [64-column step j][kk][4 n + c] */
+    float d[16], dmin[16];                /* rows 0..7 group A, 8..15 group B */
+    int16_t mn[4][32];                    /* rl__q4k_fstep16's min vectors */
+} rl__amx_q4k;
+
+/* 8 fp16 of A and 8 of B widened to 16 float lanes. */
+static inline __m512 rl__amx_cvtph2(const rl_fp16 *a, const rl_fp16 *b) {
+    const __m256i h =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                _mm_loadu_si128((const __m128i *)b), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+static inline __m512i rl__amx_load2(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* The bytes q (< 16) of the 16 rows times each row's scale (int16 lanes
+ * 2n, 2n + 1 = row n's: rl__q4kr8_scales's lane-doubled vectors), split
+ * into lo = p & 31 and hi = p >> 5 bytes. */
+static inline void rl__amx_split(__m512i q, __m512i sc, uint8_t *lo, uint8_t *hi) {
+    const __m512i m8 = _mm512_set1_epi16(0xFF), m5 = _mm512_set1_epi16(31);
+    const __m512i pe = _mm512_mullo_epi16(_mm512_and_si512(q, m8), sc);
+    const __m512i po = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), sc);
+    const __m512i l = _mm512_or_si512(_mm512_and_si512(pe, m5),
+                                      _mm512_slli_epi16(_mm512_and_si512(po, m5), 8));
+    const __m512i h = _mm512_or_si512(_mm512_srli_epi16(pe, 5),
+                                      _mm512_slli_epi16(_mm512_srli_epi16(po, 5), 8));
+    _mm512_store_si512((void *)lo, l);
+    _mm512_store_si512((void *)hi, h);
+}
+
+/* Super-block i of resident groups a, b (rl__q4k_r8) into o. */
+static void rl__amx_q4k_sb(rl__amx_q4k *o, const rl__q4k_r8 *a, const rl__q4k_r8 *b) {
+    _Alignas(32) int16_t scA[8][16], mnA[4][16], scB[8][16], mnB[4][16];
+    rl__q4kr8_scales(a, (uint8_t *)scA, (uint8_t *)mnA, 32);
+    rl__q4kr8_scales(b, (uint8_t *)scB, (uint8_t *)mnB, 32);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int j = 0; j < 4; j++) {
+        const __m512i sl = rl__amx_load2(scA[2 * j], scB[2 * j]);
+        const __m512i sh = rl__amx_load2(scA[2 * j + 1], scB[2 * j + 1]);
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m512i raw = rl__amx_load2(a->q[8 * j + g], b->q[8 * j + g]);
+            /* low nibbles: columns 64j + 4g + c (sub-block 2j), step row g;
+             * high: 64j + 32 + 4g + c (2j + 1), step row 8 + g */
+            rl__amx_split(_mm512_and_si512(raw, m4), sl, o->lo[j][g], o->hi[j][g]);
+            rl__amx_split(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), sh, o->lo[j][8 + g],
+                          o->hi[j][8 + g]);
+        }
+    }
+    _mm512_store_ps(o->d, rl__amx_cvtph2(a->d, b->d));
+    _mm512_store_ps(o->dmin, rl__amx_cvtph2(a->dmin, b->dmin));
+    for (int q = 0; q < 4; q++)
+        _mm512_store_si512((void *)o->mn[q], rl__amx_load2(mnA[q], mnB[q]));
+}
+
+/* The activation rows in the leaves' form (rl__amx.x_prep): per token and
+ * super-block the q8_K scale, the sums of its sub-block pairs as
+ * rl__q4k_fstep16 forms them, and the 256 codes on whole lines, so a tile
+ * row is one aligned 64-byte load; super-block i of every token together
+ * (the driver's layout: token t's at i * sb_stride + t * RL_AMX_XQ_BYTES),
+ * so the tile rows of a block of tokens are consecutive lines. */
+typedef struct rl__amx_xq {
+    float d;
+    int32_t pq[4]; /* (bsum32 2q, bsum32 2q + 1) as int16 pairs, q < 4 */
+    int32_t pad[11];
+    int8_t qs[256];
+} rl__amx_xq;
+_Static_assert(sizeof(rl__amx_xq) == RL_AMX_XQ_BYTES, "AMX activation block");
+
+static void rl__amx_x_q8_K(void *dst, size_t dst_stride, const void *src, int64_t n_blocks) {
+    const rl_block_q8_K *x = src;
+    for (int64_t b = 0; b < n_blocks; b++, x++) {
+        rl__amx_xq *o = (rl__amx_xq *)((uint8_t *)dst + (size_t)b * dst_stride);
+        _Alignas(32) int32_t pq[8];
+        const __m256i b32 =
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+        _mm256_store_si256((__m256i *)pq, _mm256_packs_epi32(b32, b32));
+        memset(o, 0, offsetof(rl__amx_xq, qs));
+        o->d = x->d;
+        o->pq[0] = pq[0];
+        o->pq[1] = pq[1];
+        o->pq[2] = pq[4];
+        o->pq[3] = pq[5];
+        memcpy(o->qs, x->qs, sizeof o->qs);
+    }
+}
+
+/* The float step of one token (rl__q4k_fstep16's operations) on its
+ * accumulator: acc + d dx sumi - dmin dx msum. */
+static inline void rl__amx_q4k_fstep(float *acc, __m512i sumi, const rl__amx_q4k *o,
+                                     const rl__amx_xq *x) {
+    const __m512i *mn = (const __m512i *)o->mn;
+    __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[0], _mm512_set1_epi32(x->pq[0]));
+    msum = _mm512_dpwssd_epi32(msum, mn[1], _mm512_set1_epi32(x->pq[1]));
+    msum = _mm512_dpwssd_epi32(msum, mn[2], _mm512_set1_epi32(x->pq[2]));
+    msum = _mm512_dpwssd_epi32(msum, mn[3], _mm512_set1_epi32(x->pq[3]));
+    const __m512 dx = _mm512_set1_ps(x->d);
+    __m512 a = _mm512_load_ps(acc);
+    a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps(o->d), dx), _mm512_cvtepi32_ps(sumi), a);
+    a = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_load_ps(o->dmin), dx), _mm512_cvtepi32_ps(msum), a);
+    _mm512_store_ps(acc, a);
+}
+
+/* The tile work of one super-block of one pair against nt (16 or 32)
+ * tokens (x: the first token's block, stride xs): lo and hi sums into c
+ * (c[2h] lo, c[2h + 1] hi of tokens 16h..16h + 15). */
+static inline void rl__amx_q4k_tiles(int32_t (*c)[16][16], const rl__amx_q4k *o,
+                                     const rl__amx_xq *x, int nt) {
+    const int two = nt == 32;
+    const size_t xs = sizeof(rl__amx_xq);
+    const int8_t *x0 = x->qs, *x1 = x0 + 16 * xs;
+    _tile_zero(0);
+    _tile_zero(1);
+    if (two) {
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (int j = 0; j < 4; j++) {
+        _tile_loadd(4, x0 + 64 * j, (long)xs);
+        _tile_loadd(6, o->lo[j], 64);
+        _tile_loadd(7, o->hi[j], 64);
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, x1 + 64 * j, (long)xs);
+            _tile_dpbsud(2, 5, 6);
+            _tile_dpbsud(3, 5, 7);
+        }
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    if (two) {
+        _tile_stored(2, c[2], 64);
+        _tile_stored(3, c[3], 64);
+    }
+}
+
+/* The float steps of one super-block for nt tokens from its tile sums. */
+static inline void rl__amx_q4k_floats(float (*acc)[16], const int32_t (*c)[16][16],
+                                      const rl__amx_q4k *o, const rl__amx_xq *x, int nt) {
+    for (int k = 0; k < nt; k++) {
+        const int h = k >> 4, r = k & 15;
+        const __m512i hi = _mm512_load_si512((const void *)c[2 * h + 1][r]);
+        const __m512i sumi =
+            _mm512_add_epi32(_mm512_load_si512((const void *)c[2 * h][r]), _mm512_slli_epi32(hi, 5));
+        rl__amx_q4k_fstep(acc[k], sumi, o, &x[k]);
+    }
+}
+
+/* Token t's block of super-block i (x: token 0's of super-block 0; xs:
+ * bytes from one super-block's blocks to the next's). */
+static inline const rl__amx_xq *rl__amx_xat(const rl__amx_xq *x, size_t xs, int64_t i,
+                                            int64_t t) {
+    return (const rl__amx_xq *)((const uint8_t *)x + (size_t)i * xs) + t;
+}
+
+/* Pairs per batch (their converted super-block stays in L1 while the
+ * tokens pass), and tokens per pass (the batch's accumulators). */
+#define RL_AMX_PAIRS 4
+#define RL_AMX_TOK   512
+
+/* s[t * ss + 16 p + r] = row r of pair p (groups g0 + 2p gs, g0 + (2p + 1)
+ * gs) . token t of vx (rl__amx_x_q8_K's layout, xs bytes from one
+ * super-block's blocks to the next's), for p < n_pairs, t <
+ * n_tok (a multiple of 16).  Per pass of up to RL_AMX_TOK tokens and batch
+ * of RL_AMX_PAIRS pairs, super-block by super-block: the batch's
+ * super-block converted once (L1), then every block of 32 tokens against
+ * each pair, so a token block's codes are read from L2 once per batch and
+ * the weights' lines from L1.  The accumulators of the batch live in the
+ * work buffer, contiguous per (pair, token block) (rows of s can be a
+ * multiple of 4 KiB apart and alias in L1), and go to s at the end.  The
+ * tile sums of one (token block, pair) are stored while the previous
+ * one's are read (a tile store's data reaches loads late).  Each (token,
+ * row) sees its super-blocks in order: the pair leaf's float steps. */
+static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                         int n_pairs, const void *vx, size_t xs, int64_t n_tok, void *buf,
+                         size_t buf_bytes) {
+    const int64_t nsb = n_cols / RL_QK_K;
+    rl__amx_q4k *cv = buf;                                  /* [RL_AMX_PAIRS] */
+    float(*acc)[RL_AMX_TOK][16] = (void *)(cv + RL_AMX_PAIRS); /* [RL_AMX_PAIRS] */
+    RL_ASSERT(sizeof(rl__amx_q4k) * RL_AMX_PAIRS + sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS <=
+              buf_bytes);
+    _Alignas(64) int32_t c[2][4][16][16];
+    rl__amx_config();
+    for (int64_t t0 = 0; t0 < n_tok; t0 += RL_AMX_TOK) {
+        const int64_t ntt = n_tok - t0 < RL_AMX_TOK ? n_tok - t0 : RL_AMX_TOK;
+        const rl__amx_xq *xt = (const rl__amx_xq *)vx + t0;
+        for (int p0 = 0; p0 < n_pairs; p0 += RL_AMX_PAIRS) {
+            const int np = n_pairs - p0 < RL_AMX_PAIRS ? n_pairs - p0 : RL_AMX_PAIRS;
+            memset(acc, 0, sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS);
+            for (int64_t i = 0; i < nsb; i++) {
+                for (int p = 0; p < np; p++) {
+                    const uint8_t *ga = (const uint8_t *)g0 + (size_t)(2 * (p0 + p)) * gs;
+                    rl__amx_q4k_sb(&cv[p], (const rl__q4k_r8 *)ga + i,
+                                   (const rl__q4k_r8 *)(ga + gs) + i);
+                }
+                /* the pending (token block, pair) whose sums are in c[u & 1] */
+                int u = 0, pp = 0, pnt = 0;
+                int64_t pt = 0;
+                for (int64_t t = 0; t < ntt; t += 32) {
+                    const int nt = t + 32 <= ntt ? 32 : 16;
+                    for (int p = 0; p < np; p++, u++) {
+                        rl__amx_q4k_tiles(c[u & 1], &cv[p], rl__amx_xat(xt, xs, i, t), nt);
+                        if (u > 0)
+                            rl__amx_q4k_floats(&acc[pp][pt],
+                                               (const int32_t(*)[16][16])c[(u - 1) & 1], &cv[pp],
+                                               rl__amx_xat(xt, xs, i, pt), pnt);
+                        pp = p, pt = t, pnt = nt;
+                    }
+                }
+                rl__amx_q4k_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1],
+                                   &cv[pp], rl__amx_xat(xt, xs, i, pt), pnt);
+            }
+            for (int p = 0; p < np; p++)
+                for (int64_t k = 0; k < ntt; k++)
+                    _mm512_storeu_ps(s + (size_t)(t0 + k) * ss + 16 * (p0 + p),
+                                     _mm512_load_ps(acc[p][k]));
+        }
+    }
+    _tile_release();
+}
+
+void rl__amx_fill(rl__ktab *t) {
+    t->amx[RL_TYPE_Q4_K].dot16 = rl__amx_q4_K;
+    t->amx[RL_TYPE_Q4_K].x_prep = rl__amx_x_q8_K;
+}
