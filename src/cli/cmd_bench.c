@@ -418,8 +418,10 @@ int rl_cmd_bench(int argc, char **argv) {
     double macs_head = 0;
     const double macs_tok = macs_per_token(m, &macs_head);
     /* the int8 peak the matmul leaves of the active table can reach */
-    const rl_peak_kind i8_kind =
-        strcmp(rl_kernels_impl_name(), "avx512vnni") == 0 ? RL_PEAK_I8_VNNI : RL_PEAK_I8_AVX2;
+    const char *kn = rl_kernels_impl_name();
+    const rl_peak_kind i8_kind = strcmp(kn, "amx") == 0          ? RL_PEAK_I8_AMX
+                                 : strcmp(kn, "avx512vnni") == 0 ? RL_PEAK_I8_VNNI
+                                                                 : RL_PEAK_I8_AVX2;
     if (!rl_peak_available(i8_kind)) do_peak = false;
     J.bytes = (size_t)bw_mib << 20;
     if (do_bw) {

@@ -429,6 +429,10 @@ static inline int rl__peak_operand(int which, int k, int j) {
 uint64_t rl__peak_i8_avx2(int64_t n_iter, uint32_t *check);
 uint64_t rl__peak_f32_fma(int64_t n_iter, uint32_t *check);
 uint64_t rl__peak_i8_vnni(int64_t n_iter, uint32_t *check);
+/* AMX: tiles 0-3 += A4 B6, A4 B7, A5 B6, A5 B7 (TDPBSUD), every row of
+ * A4, A5 the signed bytes rl__peak_operand(1, 0, j), every row of B6 (B7)
+ * the unsigned rl__peak_operand(0, 0 (1), j), j < 64 (x86/amx_tile.c). */
+uint64_t rl__peak_i8_amx(int64_t n_iter, uint32_t *check);
 uint32_t rl__peak_expect(int kind, int64_t n_iter);
 
 #endif

@@ -150,15 +150,18 @@ void rl_get_row(const rl_mat *w, int64_t row, float *out);
  *   RL_PEAK_I8_AVX2: vpmaddubsw + vpmaddwd + vpaddd (u8 x s8, the AVX2
  *                    matmul leaves' int8 multiply-add), 32 per step;
  *   RL_PEAK_I8_VNNI: vpdpbusd on zmm, 64 per step;
- *   RL_PEAK_F32_FMA: vfmadd on ymm fp32, 8 per step.
+ *   RL_PEAK_F32_FMA: vfmadd on ymm fp32, 8 per step;
+ *   RL_PEAK_I8_AMX:  TDPBSUD on four 16x16 int32 tiles (s8 x u8, 64
+ *                    columns), 65536 per step.
  * Counts are multiply-adds (one product added into an accumulator). */
 typedef enum rl_peak_kind {
     RL_PEAK_I8_AVX2 = 0,
     RL_PEAK_I8_VNNI = 1,
     RL_PEAK_F32_FMA = 2,
+    RL_PEAK_I8_AMX = 3,
     RL_PEAK_COUNT
 } rl_peak_kind;
-/* Short name ("int8-avx2", "int8-vnni", "fp32-fma"). */
+/* Short name ("int8-avx2", "int8-vnni", "fp32-fma", "int8-amx"). */
 const char *rl_peak_name(rl_peak_kind k);
 /* True if this CPU (and OS) runs kind k. */
 bool rl_peak_available(rl_peak_kind k);

@@ -31,6 +31,7 @@ static void test_peak_counts(void **state) {
             uint64_t n = rl_peak_run((rl_peak_kind)k, iters[i], &c);
             const uint64_t per = k == RL_PEAK_I8_AVX2   ? RL_PEAK_I8_ACC * 32
                                  : k == RL_PEAK_I8_VNNI ? RL_PEAK_VNNI_ACC * 64
+                                 : k == RL_PEAK_I8_AMX  ? 4 * 16 * 16 * 64
                                                         : RL_PEAK_F32_ACC * 8;
             assert_int_equal(n, per * (uint64_t)iters[i]);
             if (!rl_peak_check((rl_peak_kind)k, iters[i], c))

@@ -87,10 +87,10 @@ static inline void rl__amx_split(__m512i q, __m512i sc, uint8_t *lo, uint8_t *hi
     const __m512i m8 = _mm512_set1_epi16(0xFF), m5 = _mm512_set1_epi16(31);
     const __m512i pe = _mm512_mullo_epi16(_mm512_and_si512(q, m8), sc);
     const __m512i po = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), sc);
-    const __m512i l = _mm512_or_si512(_mm512_and_si512(pe, m5),
-                                      _mm512_slli_epi16(_mm512_and_si512(po, m5), 8));
-    const __m512i h = _mm512_or_si512(_mm512_srli_epi16(pe, 5),
-                                      _mm512_slli_epi16(_mm512_srli_epi16(po, 5), 8));
+    const __m512i l =
+        _mm512_or_si512(_mm512_and_si512(pe, m5), _mm512_slli_epi16(_mm512_and_si512(po, m5), 8));
+    const __m512i h =
+        _mm512_or_si512(_mm512_srli_epi16(pe, 5), _mm512_slli_epi16(_mm512_srli_epi16(po, 5), 8));
     _mm512_store_si512((void *)lo, l);
     _mm512_store_si512((void *)hi, h);
 }
@@ -115,8 +115,7 @@ static void rl__amx_q4k_sb(rl__amx_q4k *o, const rl__q4k_r8 *a, const rl__q4k_r8
     }
     _mm512_store_ps(o->d, rl__amx_cvtph2(a->d, b->d));
     _mm512_store_ps(o->dmin, rl__amx_cvtph2(a->dmin, b->dmin));
-    for (int q = 0; q < 4; q++)
-        _mm512_store_si512((void *)o->mn[q], rl__amx_load2(mnA[q], mnB[q]));
+    for (int q = 0; q < 4; q++) _mm512_store_si512((void *)o->mn[q], rl__amx_load2(mnA[q], mnB[q]));
 }
 
 /* The activation rows in the leaves' form (rl__amx.x_prep): per token and
@@ -207,16 +206,15 @@ static inline void rl__amx_q4k_floats(float (*acc)[16], const int32_t (*c)[16][1
     for (int k = 0; k < nt; k++) {
         const int h = k >> 4, r = k & 15;
         const __m512i hi = _mm512_load_si512((const void *)c[2 * h + 1][r]);
-        const __m512i sumi =
-            _mm512_add_epi32(_mm512_load_si512((const void *)c[2 * h][r]), _mm512_slli_epi32(hi, 5));
+        const __m512i sumi = _mm512_add_epi32(_mm512_load_si512((const void *)c[2 * h][r]),
+                                              _mm512_slli_epi32(hi, 5));
         rl__amx_q4k_fstep(acc[k], sumi, o, &x[k]);
     }
 }
 
 /* Token t's block of super-block i (x: token 0's of super-block 0; xs:
  * bytes from one super-block's blocks to the next's). */
-static inline const rl__amx_xq *rl__amx_xat(const rl__amx_xq *x, size_t xs, int64_t i,
-                                            int64_t t) {
+static inline const rl__amx_xq *rl__amx_xat(const rl__amx_xq *x, size_t xs, int64_t i, int64_t t) {
     return (const rl__amx_xq *)((const uint8_t *)x + (size_t)i * xs) + t;
 }
 
@@ -242,7 +240,7 @@ static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, si
                          int n_pairs, const void *vx, size_t xs, int64_t n_tok, void *buf,
                          size_t buf_bytes) {
     const int64_t nsb = n_cols / RL_QK_K;
-    rl__amx_q4k *cv = buf;                                  /* [RL_AMX_PAIRS] */
+    rl__amx_q4k *cv = buf;                                     /* [RL_AMX_PAIRS] */
     float(*acc)[RL_AMX_TOK][16] = (void *)(cv + RL_AMX_PAIRS); /* [RL_AMX_PAIRS] */
     RL_ASSERT(sizeof(rl__amx_q4k) * RL_AMX_PAIRS + sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS <=
               buf_bytes);
@@ -274,8 +272,8 @@ static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, si
                         pp = p, pt = t, pnt = nt;
                     }
                 }
-                rl__amx_q4k_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1],
-                                   &cv[pp], rl__amx_xat(xt, xs, i, pt), pnt);
+                rl__amx_q4k_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1], &cv[pp],
+                                   rl__amx_xat(xt, xs, i, pt), pnt);
             }
             for (int p = 0; p < np; p++)
                 for (int64_t k = 0; k < ntt; k++)
@@ -284,6 +282,46 @@ static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, si
         }
     }
     _tile_release();
+}
+
+uint64_t rl__peak_i8_amx(int64_t n_iter, uint32_t *check) {
+    _Alignas(64) int8_t a[16][64];
+    _Alignas(64) uint8_t b[2][16][64];
+    _Alignas(64) int32_t c[16][16];
+    for (int r = 0; r < 16; r++)
+        for (int j = 0; j < 64; j++) {
+            a[r][j] = (int8_t)rl__peak_operand(1, 0, j);
+            b[0][r][j] = (uint8_t)rl__peak_operand(0, 0, j);
+            b[1][r][j] = (uint8_t)rl__peak_operand(0, 1, j);
+        }
+    rl__amx_config();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a, 64);
+    _tile_loadd(6, b[0], 64);
+    _tile_loadd(7, b[1], 64);
+    for (int64_t it = 0; it < n_iter; it++) {
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
+    }
+    uint32_t s = 0;
+#define RL_PEAK_AMX_SUM(t)                                                                         \
+    _tile_stored(t, c, 64);                                                                        \
+    for (int m = 0; m < 16; m++)                                                                   \
+        for (int n = 0; n < 16; n++) s += (uint32_t)c[m][n]
+    RL_PEAK_AMX_SUM(0);
+    RL_PEAK_AMX_SUM(1);
+    RL_PEAK_AMX_SUM(2);
+    RL_PEAK_AMX_SUM(3);
+#undef RL_PEAK_AMX_SUM
+    _tile_release();
+    *check = s;
+    return n_iter > 0 ? (uint64_t)n_iter * 4 * 16 * 16 * 64 : 0;
 }
 
 void rl__amx_fill(rl__ktab *t) {
