@@ -629,7 +629,8 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
  * groups, for 1 and several pairs, 16..544 tokens (the leaf's passes of
  * RL_AMX_TOK tokens and its single 16-token block), one and several
  * super-blocks, random rows and rows at the bounds of the split products
- * (scales 63, codes 15, activations +-127).  Through rl_matmul, a resident
+ * (q4_K: scales 63, codes 15; q6_K: scales -128 and 127, codes 0 and 63;
+ * activations +-127).  Through rl_matmul, a resident
  * matrix under the AMX table gives the VNNI table's bits at token counts
  * that are and are not multiples of 16 (the tail tokens take the pair
  * leaf).  Skipped where the CPU or the OS gives no AMX. */
@@ -639,13 +640,22 @@ static void amx_leaf_check(const rl__ktab *am, const rl__ktab *vn, rl_type ty, i
     const int64_t rows = 16 * (int64_t)n_pairs;
     uint8_t *w = make_w(ty, rows, cols, &rs);
     float *x = make_x(cols * n_tok);
-    if (extreme) {
+    if (extreme && ty == RL_TYPE_Q4_K) /* scales 63, codes 15 */
         for (int64_t r = 0; r < rows; r++)
             for (int64_t i = 0; i < cols / RL_QK_K; i++) {
                 rl_block_q4_K *b = (rl_block_q4_K *)(w + (size_t)r * rs) + i;
                 memset(b->scales, 0xff, sizeof b->scales);
                 memset(b->qs, (r + i) % 2 ? 0xff : 0xf0, sizeof b->qs);
             }
+    if (extreme && ty == RL_TYPE_Q6_K) /* scales -128 / 127, codes 0 / 63 */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < cols / RL_QK_K; i++) {
+                rl_block_q6_K *b = (rl_block_q6_K *)(w + (size_t)r * rs) + i;
+                memset(b->scales, r % 3 ? 0x80 : 0x7f, sizeof b->scales);
+                memset(b->ql, (r + i) % 2 ? 0xff : 0x00, sizeof b->ql);
+                memset(b->qh, (r + i) % 2 ? 0xff : 0x00, sizeof b->qh);
+            }
+    if (extreme) {
         for (int64_t k = 0; k < cols * n_tok; k++) x[k] = (k / cols) % 2 ? 3.0f : -3.0f;
     }
     const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
@@ -713,7 +723,7 @@ static void test_amx_leaves(void **state) {
         amx_leaf_check(am, vn, ty, 256, 1, 16, false);
         amx_leaf_check(am, vn, ty, 2304, 3, 48, false);
         amx_leaf_check(am, vn, ty, 1024, 5, 544, false);
-        if (ty == RL_TYPE_Q4_K) amx_leaf_check(am, vn, ty, 512, 2, 64, true);
+        amx_leaf_check(am, vn, ty, 512, 2, 64, true);
     }
     assert_true(n_types >= 1);
     /* the driver: a resident matrix, the AMX table against the VNNI table */

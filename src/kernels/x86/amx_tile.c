@@ -60,12 +60,17 @@ static void rl__amx_config(void) {
     _tile_loadconfig(&c);
 }
 
-/* One super-block of a q4_K pair converted for the tile unit. */
-typedef struct rl__amx_q4k {
+/* One super-block of a pair converted for the tile unit (q4_K: lo, hi
+ * unsigned, p = lo + 32 hi; q6_K: lo unsigned, hi signed, p = lo + 64 hi;
+ * dmin and mn q4_K's only). */
+typedef struct rl__amx_sb {
     uint8_t lo[4][16][64], hi[4][16][64]; /* [64-column step j][kk][4 n + c] */
     float d[16], dmin[16];                /* rows 0..7 group A, 8..15 group B */
     int16_t mn[4][32];                    /* rl__q4k_fstep16's min vectors */
-} rl__amx_q4k;
+} rl__amx_sb;
+#define RL_AMX_Q4K 0
+#define RL_AMX_Q6K 1
+#define RL_AMX_AI  static inline __attribute__((always_inline))
 
 /* 8 fp16 of A and 8 of B widened to 16 float lanes. */
 static inline __m512 rl__amx_cvtph2(const rl_fp16 *a, const rl_fp16 *b) {
@@ -80,23 +85,81 @@ static inline __m512i rl__amx_load2(const void *a, const void *b) {
                               _mm256_loadu_si256((const __m256i *)b), 1);
 }
 
-/* The bytes q (< 16) of the 16 rows times each row's scale (int16 lanes
- * 2n, 2n + 1 = row n's: rl__q4kr8_scales's lane-doubled vectors), split
- * into lo = p & 31 and hi = p >> 5 bytes. */
+/* The bytes q (< 16) of the 16 rows times each row's scale (sc: int16
+ * lanes 2n, 2n + 1 = row n's, < 64: rl__q4kr8_scales's lane-doubled
+ * vectors), split into lo = p & 31 and hi = p >> 5 bytes: the products of
+ * the even and the odd bytes by vpmaddubsw against (sc, 0) and (0, sc),
+ * each < 1024, and the halves merged by bit selects. */
 static inline void rl__amx_split(__m512i q, __m512i sc, uint8_t *lo, uint8_t *hi) {
-    const __m512i m8 = _mm512_set1_epi16(0xFF), m5 = _mm512_set1_epi16(31);
-    const __m512i pe = _mm512_mullo_epi16(_mm512_and_si512(q, m8), sc);
-    const __m512i po = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), sc);
-    const __m512i l =
-        _mm512_or_si512(_mm512_and_si512(pe, m5), _mm512_slli_epi16(_mm512_and_si512(po, m5), 8));
-    const __m512i h =
-        _mm512_or_si512(_mm512_srli_epi16(pe, 5), _mm512_slli_epi16(_mm512_srli_epi16(po, 5), 8));
+    const __m512i pe = _mm512_maddubs_epi16(q, sc);
+    const __m512i po = _mm512_maddubs_epi16(q, _mm512_slli_epi16(sc, 8));
+    /* lo: bits 0-4 of pe, bits 8-12 (po << 8); the rest 0 in both picks */
+    const __m512i l = _mm512_ternarylogic_epi32(pe, _mm512_slli_epi16(po, 8),
+                                                _mm512_set1_epi16((short)0xE01F), 0xE4);
+    /* hi: pe >> 5 in the low byte, po >> 5 in the high byte */
+    const __m512i h = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pe, 5), _mm512_slli_epi16(po, 3),
+                                                _mm512_set1_epi16(0x00FF), 0xE4);
     _mm512_store_si512((void *)lo, l);
     _mm512_store_si512((void *)hi, h);
 }
 
+/* q6_K: the codes q (< 64) of the 16 rows times each row's signed scale
+ * (sc: int16 lanes 2n, 2n + 1; sc32 = 32 sc), p = sc (q - 32), split into
+ * lo = p & 63 (unsigned) and hi = p >> 6 (signed, -64..64) bytes: the
+ * products by vpmaddubsw as in rl__amx_split (|q sc| <= 8064), then
+ * bit selects. */
+static inline void rl__amx_split6(__m512i q, __m512i sc, __m512i sc32, uint8_t *lo, uint8_t *hi) {
+    const __m512i m8 = _mm512_set1_epi16(0xFF);
+    const __m512i pe = _mm512_sub_epi16(_mm512_maddubs_epi16(q, _mm512_and_si512(sc, m8)), sc32);
+    const __m512i po = _mm512_sub_epi16(_mm512_maddubs_epi16(q, _mm512_slli_epi16(sc, 8)), sc32);
+    const __m512i pol = _mm512_slli_epi16(_mm512_and_si512(po, _mm512_set1_epi16(63)), 8);
+    const __m512i l = _mm512_ternarylogic_epi32(pe, pol, _mm512_set1_epi16(63), 0xE4);
+    const __m512i h =
+        _mm512_ternarylogic_epi32(_mm512_srli_epi16(pe, 6), _mm512_slli_epi16(po, 2), m8, 0xE4);
+    _mm512_store_si512((void *)lo, l);
+    _mm512_store_si512((void *)hi, h);
+}
+
+/* The codes of quadrant o of one group of a pair (rl__q6k_r8: l0 =
+ * ql[h][g], l1 = ql[h][8 + g], hb = qh[h][g] of both groups). */
+RL_AMX_AI __m512i rl__amx_q6codes(__m512i l0, __m512i l1, __m512i hb, const int o) {
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    const __m512i l = o & 1 ? l1 : l0;
+    const __m512i nib = _mm512_and_si512(o < 2 ? l : _mm512_srli_epi16(l, 4), m4);
+    const __m512i hi = o == 0   ? _mm512_slli_epi16(hb, 4)
+                       : o == 1 ? _mm512_slli_epi16(hb, 2)
+                       : o == 2 ? hb
+                                : _mm512_srli_epi16(hb, 2);
+    return _mm512_or_si512(nib, _mm512_and_si512(hi, m30));
+}
+
+/* Super-block of resident q6_K groups a, b (rl__q6k_r8) into o: element
+ * 128h + 32o + 4g + c is step 2h + o / 2, row 8 (o & 1) + g, in
+ * sub-block 8h + 2o + g / 4. */
+static void rl__amx_q6k_sb(rl__amx_sb *o, const rl__q6k_r8 *a, const rl__q6k_r8 *b) {
+    __m512i sc[16], sc32[16];
+    for (int k = 0; k < 16; k++) {
+        const __m128i va = _mm_loadl_epi64((const __m128i *)a->sc[k]),
+                      vb = _mm_loadl_epi64((const __m128i *)b->sc[k]);
+        sc[k] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, va))),
+            _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(vb, vb)), 1);
+        sc32[k] = _mm512_slli_epi16(sc[k], 5);
+    }
+    for (int h = 0; h < 2; h++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m512i l0 = rl__amx_load2(a->ql[h][g], b->ql[h][g]);
+            const __m512i l1 = rl__amx_load2(a->ql[h][8 + g], b->ql[h][8 + g]);
+            const __m512i hb = rl__amx_load2(a->qh[h][g], b->qh[h][g]);
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)
+                rl__amx_split6(rl__amx_q6codes(l0, l1, hb, q), sc[8 * h + 2 * q + g / 4],
+                               sc32[8 * h + 2 * q + g / 4], o->lo[2 * h + q / 2][8 * (q & 1) + g],
+                               o->hi[2 * h + q / 2][8 * (q & 1) + g]);
+        }
+    _mm512_store_ps(o->d, rl__amx_cvtph2(a->d, b->d));
+}
+
 /* Super-block i of resident groups a, b (rl__q4k_r8) into o. */
-static void rl__amx_q4k_sb(rl__amx_q4k *o, const rl__q4k_r8 *a, const rl__q4k_r8 *b) {
+static void rl__amx_q4k_sb(rl__amx_sb *o, const rl__q4k_r8 *a, const rl__q4k_r8 *b) {
     _Alignas(32) int16_t scA[8][16], mnA[4][16], scB[8][16], mnB[4][16];
     rl__q4kr8_scales(a, (uint8_t *)scA, (uint8_t *)mnA, 32);
     rl__q4kr8_scales(b, (uint8_t *)scB, (uint8_t *)mnB, 32);
@@ -150,10 +213,17 @@ static void rl__amx_x_q8_K(void *dst, size_t dst_stride, const void *src, int64_
     }
 }
 
-/* The float step of one token (rl__q4k_fstep16's operations) on its
- * accumulator: acc + d dx sumi - dmin dx msum. */
-static inline void rl__amx_q4k_fstep(float *acc, __m512i sumi, const rl__amx_q4k *o,
-                                     const rl__amx_xq *x) {
+/* The float step of one token on its accumulator: q4_K's
+ * (rl__q4k_fstep16's operations) acc + d dx sumi - dmin dx msum; q6_K's
+ * (rl__q6k_fstep16's) acc + d dx sumi, its sumi with the -32 in it. */
+RL_AMX_AI void rl__amx_fstep(float *acc, __m512i sumi, const rl__amx_sb *o, const rl__amx_xq *x,
+                             const int ty) {
+    if (ty == RL_AMX_Q6K) {
+        const __m512 dx = _mm512_set1_ps(x->d);
+        _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps(o->d), dx),
+                                             _mm512_cvtepi32_ps(sumi), _mm512_load_ps(acc)));
+        return;
+    }
     const __m512i *mn = (const __m512i *)o->mn;
     __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[0], _mm512_set1_epi32(x->pq[0]));
     msum = _mm512_dpwssd_epi32(msum, mn[1], _mm512_set1_epi32(x->pq[1]));
@@ -169,8 +239,8 @@ static inline void rl__amx_q4k_fstep(float *acc, __m512i sumi, const rl__amx_q4k
 /* The tile work of one super-block of one pair against nt (16 or 32)
  * tokens (x: the first token's block, stride xs): lo and hi sums into c
  * (c[2h] lo, c[2h + 1] hi of tokens 16h..16h + 15). */
-static inline void rl__amx_q4k_tiles(int32_t (*c)[16][16], const rl__amx_q4k *o,
-                                     const rl__amx_xq *x, int nt) {
+RL_AMX_AI void rl__amx_tiles(int32_t (*c)[16][16], const rl__amx_sb *o, const rl__amx_xq *x, int nt,
+                             const int ty) {
     const int two = nt == 32;
     const size_t xs = sizeof(rl__amx_xq);
     const int8_t *x0 = x->qs, *x1 = x0 + 16 * xs;
@@ -185,11 +255,17 @@ static inline void rl__amx_q4k_tiles(int32_t (*c)[16][16], const rl__amx_q4k *o,
         _tile_loadd(6, o->lo[j], 64);
         _tile_loadd(7, o->hi[j], 64);
         _tile_dpbsud(0, 4, 6);
-        _tile_dpbsud(1, 4, 7);
+        if (ty == RL_AMX_Q6K)
+            _tile_dpbssd(1, 4, 7);
+        else
+            _tile_dpbsud(1, 4, 7);
         if (two) {
             _tile_loadd(5, x1 + 64 * j, (long)xs);
             _tile_dpbsud(2, 5, 6);
-            _tile_dpbsud(3, 5, 7);
+            if (ty == RL_AMX_Q6K)
+                _tile_dpbssd(3, 5, 7);
+            else
+                _tile_dpbsud(3, 5, 7);
         }
     }
     _tile_stored(0, c[0], 64);
@@ -201,14 +277,14 @@ static inline void rl__amx_q4k_tiles(int32_t (*c)[16][16], const rl__amx_q4k *o,
 }
 
 /* The float steps of one super-block for nt tokens from its tile sums. */
-static inline void rl__amx_q4k_floats(float (*acc)[16], const int32_t (*c)[16][16],
-                                      const rl__amx_q4k *o, const rl__amx_xq *x, int nt) {
+RL_AMX_AI void rl__amx_floats(float (*acc)[16], const int32_t (*c)[16][16], const rl__amx_sb *o,
+                              const rl__amx_xq *x, int nt, const int ty) {
     for (int k = 0; k < nt; k++) {
         const int h = k >> 4, r = k & 15;
         const __m512i hi = _mm512_load_si512((const void *)c[2 * h + 1][r]);
         const __m512i sumi = _mm512_add_epi32(_mm512_load_si512((const void *)c[2 * h][r]),
-                                              _mm512_slli_epi32(hi, 5));
-        rl__amx_q4k_fstep(acc[k], sumi, o, &x[k]);
+                                              _mm512_slli_epi32(hi, ty == RL_AMX_Q6K ? 6 : 5));
+        rl__amx_fstep(acc[k], sumi, o, &x[k], ty);
     }
 }
 
@@ -236,13 +312,13 @@ static inline const rl__amx_xq *rl__amx_xat(const rl__amx_xq *x, size_t xs, int6
  * tile sums of one (token block, pair) are stored while the previous
  * one's are read (a tile store's data reaches loads late).  Each (token,
  * row) sees its super-blocks in order: the pair leaf's float steps. */
-static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
-                         int n_pairs, const void *vx, size_t xs, int64_t n_tok, void *buf,
-                         size_t buf_bytes) {
+RL_AMX_AI void rl__amx_run(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                           int n_pairs, const void *vx, size_t xs, int64_t n_tok, void *buf,
+                           size_t buf_bytes, const int ty) {
     const int64_t nsb = n_cols / RL_QK_K;
-    rl__amx_q4k *cv = buf;                                     /* [RL_AMX_PAIRS] */
+    rl__amx_sb *cv = buf;                                      /* [RL_AMX_PAIRS] */
     float(*acc)[RL_AMX_TOK][16] = (void *)(cv + RL_AMX_PAIRS); /* [RL_AMX_PAIRS] */
-    RL_ASSERT(sizeof(rl__amx_q4k) * RL_AMX_PAIRS + sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS <=
+    RL_ASSERT(sizeof(rl__amx_sb) * RL_AMX_PAIRS + sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS <=
               buf_bytes);
     _Alignas(64) int32_t c[2][4][16][16];
     rl__amx_config();
@@ -255,8 +331,12 @@ static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, si
             for (int64_t i = 0; i < nsb; i++) {
                 for (int p = 0; p < np; p++) {
                     const uint8_t *ga = (const uint8_t *)g0 + (size_t)(2 * (p0 + p)) * gs;
-                    rl__amx_q4k_sb(&cv[p], (const rl__q4k_r8 *)ga + i,
-                                   (const rl__q4k_r8 *)(ga + gs) + i);
+                    if (ty == RL_AMX_Q6K)
+                        rl__amx_q6k_sb(&cv[p], (const rl__q6k_r8 *)ga + i,
+                                       (const rl__q6k_r8 *)(ga + gs) + i);
+                    else
+                        rl__amx_q4k_sb(&cv[p], (const rl__q4k_r8 *)ga + i,
+                                       (const rl__q4k_r8 *)(ga + gs) + i);
                 }
                 /* the pending (token block, pair) whose sums are in c[u & 1] */
                 int u = 0, pp = 0, pnt = 0;
@@ -264,16 +344,15 @@ static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, si
                 for (int64_t t = 0; t < ntt; t += 32) {
                     const int nt = t + 32 <= ntt ? 32 : 16;
                     for (int p = 0; p < np; p++, u++) {
-                        rl__amx_q4k_tiles(c[u & 1], &cv[p], rl__amx_xat(xt, xs, i, t), nt);
+                        rl__amx_tiles(c[u & 1], &cv[p], rl__amx_xat(xt, xs, i, t), nt, ty);
                         if (u > 0)
-                            rl__amx_q4k_floats(&acc[pp][pt],
-                                               (const int32_t(*)[16][16])c[(u - 1) & 1], &cv[pp],
-                                               rl__amx_xat(xt, xs, i, pt), pnt);
+                            rl__amx_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1],
+                                           &cv[pp], rl__amx_xat(xt, xs, i, pt), pnt, ty);
                         pp = p, pt = t, pnt = nt;
                     }
                 }
-                rl__amx_q4k_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1], &cv[pp],
-                                   rl__amx_xat(xt, xs, i, pt), pnt);
+                rl__amx_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1], &cv[pp],
+                               rl__amx_xat(xt, xs, i, pt), pnt, ty);
             }
             for (int p = 0; p < np; p++)
                 for (int64_t k = 0; k < ntt; k++)
@@ -282,6 +361,17 @@ static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, si
         }
     }
     _tile_release();
+}
+
+static void rl__amx_q4_K(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                         int n_pairs, const void *vx, size_t xs, int64_t n_tok, void *buf,
+                         size_t buf_bytes) {
+    rl__amx_run(n_cols, s, ss, g0, gs, n_pairs, vx, xs, n_tok, buf, buf_bytes, RL_AMX_Q4K);
+}
+static void rl__amx_q6_K(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                         int n_pairs, const void *vx, size_t xs, int64_t n_tok, void *buf,
+                         size_t buf_bytes) {
+    rl__amx_run(n_cols, s, ss, g0, gs, n_pairs, vx, xs, n_tok, buf, buf_bytes, RL_AMX_Q6K);
 }
 
 uint64_t rl__peak_i8_amx(int64_t n_iter, uint32_t *check) {
@@ -327,4 +417,6 @@ uint64_t rl__peak_i8_amx(int64_t n_iter, uint32_t *check) {
 void rl__amx_fill(rl__ktab *t) {
     t->amx[RL_TYPE_Q4_K].dot16 = rl__amx_q4_K;
     t->amx[RL_TYPE_Q4_K].x_prep = rl__amx_x_q8_K;
+    t->amx[RL_TYPE_Q6_K].dot16 = rl__amx_q6_K;
+    t->amx[RL_TYPE_Q6_K].x_prep = rl__amx_x_q8_K;
 }
