@@ -321,12 +321,16 @@ RL_AMX_AI void rl__amx_run(int64_t n_cols, float *s, size_t ss, const void *g0, 
     RL_ASSERT(sizeof(rl__amx_sb) * RL_AMX_PAIRS + sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS <=
               buf_bytes);
     _Alignas(64) int32_t c[2][4][16][16];
+    /* pairs per batch: fewer where one or two token blocks follow each
+     * conversion (4096x4096, 32 tokens, one thread: 1.2x faster with 2;
+     * 512 tokens: 1.15x faster with 4) */
+    const int pb = n_tok <= 64 ? 2 : RL_AMX_PAIRS;
     rl__amx_config();
     for (int64_t t0 = 0; t0 < n_tok; t0 += RL_AMX_TOK) {
         const int64_t ntt = n_tok - t0 < RL_AMX_TOK ? n_tok - t0 : RL_AMX_TOK;
         const rl__amx_xq *xt = (const rl__amx_xq *)vx + t0;
-        for (int p0 = 0; p0 < n_pairs; p0 += RL_AMX_PAIRS) {
-            const int np = n_pairs - p0 < RL_AMX_PAIRS ? n_pairs - p0 : RL_AMX_PAIRS;
+        for (int p0 = 0; p0 < n_pairs; p0 += pb) {
+            const int np = n_pairs - p0 < pb ? n_pairs - p0 : pb;
             memset(acc, 0, sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS);
             for (int64_t i = 0; i < nsb; i++) {
                 for (int p = 0; p < np; p++) {
