@@ -217,7 +217,9 @@ size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
     size_t rs = rl__act_row_size(w), out, prep;
     if (n_tok < 0 || !rl_mul_size(rs, (size_t)n_tok + RL_MM_PAD_ROWS, &out)) return SIZE_MAX;
     const rl_type at = rl__act_type(w->type);
-    if (at == RL_TYPE_Q8_K) { /* the AMX leaves' form (rl__amx.x_prep), 64-byte aligned */
+    /* the AMX leaves' form (rl__amx.x_prep), 64-byte aligned, where the
+     * CPU has the AMX table */
+    if (at == RL_TYPE_Q8_K && rl__kernels_amx()) {
         if (!rl_mul_size((size_t)w->n_cols / RL_QK_K * RL_AMX_XQ_BYTES, (size_t)n_tok, &prep) ||
             out + prep + 64 < out)
             return SIZE_MAX;

@@ -14,9 +14,15 @@
  * token the tile unit gives L = sum lo x and H = sum hi x (|L|, |H| <
  * 2^21), and sumi = L + 32 H = sum_j sc_j sum_{k in j} q_k x_k exactly,
  * the pair leaf's integer; the mins' sum and the two float steps are its
- * own (rl__q4k_fstep16's operations).  The conversion costs about what
- * 16 tokens' tile work does, so the driver uses these leaves from
- * RL_AMX_MIN_TOK tokens.
+ * own (rl__q4k_fstep16's operations).
+ *
+ * q6_K: p = sc (q - 32) (|p| <= 4096) split as p = lo + 64 hi, lo
+ * unsigned (< 64), hi signed (-64..64, through TDPBSSD); sumi = L + 64 H
+ * is the pair leaf's integer with the -32 in it, and its one float step
+ * follows (rl__q6k_fstep16's operations).
+ *
+ * The conversion costs about what 32 tokens' tile work does, so the
+ * driver uses these leaves from RL_AMX_MIN_TOK tokens.
  *
  * Tile state: the process asks the kernel for it once (rl__amx_enable,
  * arch_prctl ARCH_REQ_XCOMP_PERM); each leaf call loads its tile
@@ -72,19 +78,6 @@ typedef struct rl__amx_sb {
 #define RL_AMX_Q6K 1
 #define RL_AMX_AI  static inline __attribute__((always_inline))
 
-/* 8 fp16 of A and 8 of B widened to 16 float lanes. */
-static inline __m512 rl__amx_cvtph2(const rl_fp16 *a, const rl_fp16 *b) {
-    const __m256i h =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                                _mm_loadu_si128((const __m128i *)b), 1);
-    return _mm512_cvtph_ps(h);
-}
-
-static inline __m512i rl__amx_load2(const void *a, const void *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                              _mm256_loadu_si256((const __m256i *)b), 1);
-}
-
 /* The bytes q (< 16) of the 16 rows times each row's scale (sc: int16
  * lanes 2n, 2n + 1 = row n's, < 64: rl__q4kr8_scales's lane-doubled
  * vectors), split into lo = p & 31 and hi = p >> 5 bytes: the products of
@@ -139,23 +132,19 @@ RL_AMX_AI __m512i rl__amx_q6codes(__m512i l0, __m512i l1, __m512i hb, const int 
 static void rl__amx_q6k_sb(rl__amx_sb *o, const rl__q6k_r8 *a, const rl__q6k_r8 *b) {
     __m512i sc[16], sc32[16];
     for (int k = 0; k < 16; k++) {
-        const __m128i va = _mm_loadl_epi64((const __m128i *)a->sc[k]),
-                      vb = _mm_loadl_epi64((const __m128i *)b->sc[k]);
-        sc[k] = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, va))),
-            _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(vb, vb)), 1);
+        sc[k] = RL_Z2(rl__r8_i8x2(a->sc[k], a->sc[k]), rl__r8_i8x2(b->sc[k], b->sc[k]));
         sc32[k] = _mm512_slli_epi16(sc[k], 5);
     }
     for (int h = 0; h < 2; h++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-            const __m512i l0 = rl__amx_load2(a->ql[h][g], b->ql[h][g]);
-            const __m512i l1 = rl__amx_load2(a->ql[h][8 + g], b->ql[h][8 + g]);
-            const __m512i hb = rl__amx_load2(a->qh[h][g], b->qh[h][g]);
+            const __m512i l0 = rl__z_load2(a->ql[h][g], b->ql[h][g]);
+            const __m512i l1 = rl__z_load2(a->ql[h][8 + g], b->ql[h][8 + g]);
+            const __m512i hb = rl__z_load2(a->qh[h][g], b->qh[h][g]);
             _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)
                 rl__amx_split6(rl__amx_q6codes(l0, l1, hb, q), sc[8 * h + 2 * q + g / 4],
                                sc32[8 * h + 2 * q + g / 4], o->lo[2 * h + q / 2][8 * (q & 1) + g],
                                o->hi[2 * h + q / 2][8 * (q & 1) + g]);
         }
-    _mm512_store_ps(o->d, rl__amx_cvtph2(a->d, b->d));
+    _mm512_store_ps(o->d, rl__z_cvtph2(a->d, b->d));
 }
 
 /* Super-block i of resident groups a, b (rl__q4k_r8) into o. */
@@ -165,10 +154,10 @@ static void rl__amx_q4k_sb(rl__amx_sb *o, const rl__q4k_r8 *a, const rl__q4k_r8 
     rl__q4kr8_scales(b, (uint8_t *)scB, (uint8_t *)mnB, 32);
     const __m512i m4 = _mm512_set1_epi8(15);
     for (int j = 0; j < 4; j++) {
-        const __m512i sl = rl__amx_load2(scA[2 * j], scB[2 * j]);
-        const __m512i sh = rl__amx_load2(scA[2 * j + 1], scB[2 * j + 1]);
+        const __m512i sl = rl__z_load2(scA[2 * j], scB[2 * j]);
+        const __m512i sh = rl__z_load2(scA[2 * j + 1], scB[2 * j + 1]);
         _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-            const __m512i raw = rl__amx_load2(a->q[8 * j + g], b->q[8 * j + g]);
+            const __m512i raw = rl__z_load2(a->q[8 * j + g], b->q[8 * j + g]);
             /* low nibbles: columns 64j + 4g + c (sub-block 2j), step row g;
              * high: 64j + 32 + 4g + c (2j + 1), step row 8 + g */
             rl__amx_split(_mm512_and_si512(raw, m4), sl, o->lo[j][g], o->hi[j][g]);
@@ -176,9 +165,9 @@ static void rl__amx_q4k_sb(rl__amx_sb *o, const rl__q4k_r8 *a, const rl__q4k_r8 
                           o->hi[j][8 + g]);
         }
     }
-    _mm512_store_ps(o->d, rl__amx_cvtph2(a->d, b->d));
-    _mm512_store_ps(o->dmin, rl__amx_cvtph2(a->dmin, b->dmin));
-    for (int q = 0; q < 4; q++) _mm512_store_si512((void *)o->mn[q], rl__amx_load2(mnA[q], mnB[q]));
+    _mm512_store_ps(o->d, rl__z_cvtph2(a->d, b->d));
+    _mm512_store_ps(o->dmin, rl__z_cvtph2(a->dmin, b->dmin));
+    for (int q = 0; q < 4; q++) _mm512_store_si512((void *)o->mn[q], rl__z_load2(mnA[q], mnB[q]));
 }
 
 /* The activation rows in the leaves' form (rl__amx.x_prep): per token and

@@ -148,4 +148,32 @@ rl__q4kr8_scales(const rl__q4k_r8 *p, uint8_t *scb, uint8_t *mnb, size_t us) {
     _mm256_storeu_si256((__m256i *)(mnb + 3 * us), rl__r8_pick(mhi, 2, 3));
 }
 
+/* Bytes a[i], b[i] (i < 8) interleaved and widened to int16 (lanes 2i,
+ * 2i + 1; a == b: each byte lane-doubled): the resident q6_K tiles'
+ * scales (tile-impl.h, amx_tile.c). */
+static inline __attribute__((always_inline)) __m256i rl__r8_i8x2(const int8_t *a, const int8_t *b) {
+    const __m128i va = _mm_loadl_epi64((const __m128i *)a),
+                  vb = _mm_loadl_epi64((const __m128i *)b);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb));
+}
+
+#ifdef __AVX512F__
+/* Pairs of resident groups in one zmm register (vnni_tile.c, amx_tile.c):
+ * group A's 32 bytes below group B's. */
+#define RL_Z2(a, b) _mm512_inserti64x4(_mm512_castsi256_si512(a), (b), 1)
+
+static inline __attribute__((always_inline)) __m512i rl__z_load2(const void *a, const void *b) {
+    return RL_Z2(_mm256_loadu_si256((const __m256i *)a), _mm256_loadu_si256((const __m256i *)b));
+}
+
+/* 8 fp16 of A and 8 of B widened to 16 float lanes. */
+static inline __attribute__((always_inline)) __m512 rl__z_cvtph2(const rl_fp16 *a,
+                                                                 const rl_fp16 *b) {
+    const __m256i h =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                _mm_loadu_si128((const __m128i *)b), 1);
+    return _mm512_cvtph_ps(h);
+}
+#endif
+
 #endif

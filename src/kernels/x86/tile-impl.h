@@ -341,12 +341,7 @@ RL_TILE8_INST(q4_Kr8)
  * groups g and g + 1 of a quadrant are summed in int16 (2 * 2 * 63 * 127
  * fits: one sub-block is groups 0..3 or 4..7), then rl__tile8_q6_K_T's
  * steps.  The scales are widened from int8 per super-block onto the stack
- * for the tokens. */
-RL_TILE_AI __m256i rl__r8_i8x2(const int8_t *a, const int8_t *b) {
-    const __m128i va = _mm_loadl_epi64((const __m128i *)a),
-                  vb = _mm_loadl_epi64((const __m128i *)b);
-    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb));
-}
+ * for the tokens (rl__r8_i8x2, avx2-impl.h). */
 
 /* The codes of quadrant o (a constant) of one group: l0 = ql[h][g], l1 =
  * ql[h][8 + g], hb = qh[h][g]. */

@@ -21,20 +21,6 @@
  * are the 8-row leaf's, so every lane is that leaf's bits.  vpdpbusd on
  * zmm does twice the multiply-adds per instruction of the 8-row leaves,
  * and the weights' unpacking is shared by up to RL_TILE16_T tokens. */
-#define RL_Z2(a, b) _mm512_inserti64x4(_mm512_castsi256_si512(a), (b), 1)
-
-RL_TILE_AI __m512i rl__z_load2(const void *a, const void *b) {
-    return RL_Z2(_mm256_loadu_si256((const __m256i *)a), _mm256_loadu_si256((const __m256i *)b));
-}
-
-/* 8 fp16 of A and 8 of B widened to 16 float lanes. */
-RL_TILE_AI __m512 rl__z_cvtph2(const rl_fp16 *a, const rl_fp16 *b) {
-    const __m256i h =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                                _mm_loadu_si128((const __m128i *)b), 1);
-    return _mm512_cvtph_ps(h);
-}
-
 /* q4_K's scales: the products of 16 elements (4 groups of 4) sum to at
  * most 16 * 15 * 127 = 30480, which fits int16, so a half sub-block's
  * scale multiply-add is one vpdpwssd against (scale, 0) int16 pairs (the
