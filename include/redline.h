@@ -47,7 +47,8 @@ typedef struct rl_grammar rl_grammar; /* a compiled output constraint (rl_gen_gr
 typedef struct rl_engine_params {
     const char *model_path;
     int32_t n_threads;        /* 0 = one per core */
-    size_t kv_mem_bytes;      /* KV budget; 0 = n_ctx * max(4, max_seqs/4) tokens' worth */
+    size_t kv_mem_bytes;      /* KV budget; 0 = n_ctx * max(4, max_seqs/4) tokens'
+                                 worth, raised toward n_ctx * max_seqs up to 512 MiB */
     int32_t block_size;       /* tokens per KV block (16) */
     int32_t max_batch_tokens; /* token budget per step (256) */
     int32_t max_seqs;         /* concurrently running sequences (32) */

@@ -24,6 +24,10 @@
 #include "engine/engine-impl.h"
 #include "model/kcal.h"
 
+/* The default KV budget holds every sequence's full context where that
+ * costs at most this much (engine: rl_engine_new). */
+#define RL_KV_DEFAULT_FULL_BYTES ((size_t)512 << 20)
+
 /* ---- parameters ---- */
 void rl_engine_params_default(rl_engine_params *p) {
     memset(p, 0, sizeof *p);
@@ -199,9 +203,21 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
                        .v_type = vt,
                        .mem_bytes = p->kv_mem_bytes};
     if (!kc.mem_bytes) {
-        int32_t seqs = p->max_seqs / 4 > 4 ? p->max_seqs / 4 : 4;
-        size_t blocks = (size_t)seqs * (size_t)((n_ctx + p->block_size - 1) / p->block_size) + 1;
-        kc.mem_bytes = blocks * rl_kv_block_bytes(&kc);
+        /* a quarter of the sequences at full context (at least 4): paging
+         * lets the rest share what short requests leave; but where every
+         * sequence's full context costs little, all of it, so that -np
+         * short contexts (say 32 x 256) run at once without preemption */
+        const size_t bb = rl_kv_block_bytes(&kc);
+        const size_t per_ctx = (size_t)((n_ctx + p->block_size - 1) / p->block_size);
+        const int32_t q = p->max_seqs / 4 > 4 ? p->max_seqs / 4 : 4;
+        const int32_t all = p->max_seqs > q ? p->max_seqs : q;
+        size_t blocks = (size_t)q * per_ctx;
+        const size_t full = (size_t)all * per_ctx;
+        if (full > blocks) {
+            const size_t cap = RL_KV_DEFAULT_FULL_BYTES / bb;
+            blocks = full < cap ? full : blocks > cap ? blocks : cap;
+        }
+        kc.mem_bytes = (blocks + 1) * bb;
     }
     if ((s = rl_kv_pool_new(&kc, &e->pool, err))) goto fail;
     if (e->hooked && e->hooks.on_pool && (s = e->hooks.on_pool(e->hooks.ud, e->pool, err)))

@@ -201,6 +201,23 @@ static void test_prefix_hits_same_output(void **state) {
     rl_engine_free(e2);
 }
 
+/* Without --kv-mem, a budget of every sequence at full context where it
+ * costs little (here: 32 x 512 tokens of a small model, far under 512 MiB),
+ * so -np short contexts never preempt each other; at least 4 contexts. */
+static void test_default_kv_budget(void **state) {
+    (void)state;
+    const int32_t per_ctx = 512 / 16; /* make_engine: n_ctx 512, 16-token blocks */
+    rl_engine *e = make_engine(256, 32, 0, false);
+    rl_engine_stats st = rl_engine_get_stats(e);
+    assert_int_equal(st.block_size, 16);
+    assert_int_equal(st.kv_blocks_total, 32 * per_ctx);
+    assert_true(st.kv_bytes_per_token * 32 * 512 < ((size_t)512 << 20));
+    rl_engine_free(e);
+    e = make_engine(256, 2, 0, false);
+    assert_int_equal(rl_engine_get_stats(e).kv_blocks_total, 4 * per_ctx);
+    rl_engine_free(e);
+}
+
 static void test_oversubscription_preempts(void **state) {
     (void)state;
     /* 16 requests of ~10 prompt + 24 generated tokens = 3 blocks each at
@@ -625,6 +642,7 @@ int main(void) {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_prefix_hits_same_output),
+        cmocka_unit_test(test_default_kv_budget),
         cmocka_unit_test(test_oversubscription_preempts),
         cmocka_unit_test(test_seeded_sampling_independent_of_companions),
         cmocka_unit_test(test_cancel_returns_blocks),

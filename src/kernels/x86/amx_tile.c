@@ -320,7 +320,7 @@ RL_AMX_AI void rl__amx_run(int64_t n_cols, float *s, size_t ss, const void *g0, 
         const rl__amx_xq *xt = (const rl__amx_xq *)vx + t0;
         for (int p0 = 0; p0 < n_pairs; p0 += pb) {
             const int np = n_pairs - p0 < pb ? n_pairs - p0 : pb;
-            memset(acc, 0, sizeof(float) * 16 * RL_AMX_TOK * RL_AMX_PAIRS);
+            for (int p = 0; p < np; p++) memset(acc[p], 0, sizeof(float) * 16 * (size_t)ntt);
             for (int64_t i = 0; i < nsb; i++) {
                 for (int p = 0; p < np; p++) {
                     const uint8_t *ga = (const uint8_t *)g0 + (size_t)(2 * (p0 + p)) * gs;
