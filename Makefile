@@ -12,7 +12,7 @@
 #                                   src/dist/nompi.c refuses to run under mpirun
 # Sources are found by wildcard: a new .c file under src/<module>/ is built
 # with no Makefile change.  Files under src/kernels/x86/ get AVX2/FMA/F16C
-# flags, src/kernels/x86/vnni*.c also AVX512F/BW/VL/VNNI and amx*.c those
+# flags, src/kernels/x86/vnni*.c also AVX512F/BW/VL/VNNI and amx*.c those, AVX512-VBMI
 # and AMX-TILE/INT8 (no other file may: AVX2-only CPUs must never reach
 # those instructions); everything else
 # is baseline x86-64 so the binary runs anywhere and picks kernels at
@@ -42,7 +42,7 @@ CFLAGS_COMMON = -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 	-D_GNU_SOURCE -Iinclude -Isrc -MMD -MP -pthread $(OPT) $(SANFLAGS) $(EXTRA_CFLAGS)
 SIMDFLAGS = -mavx2 -mfma -mf16c
 VNNIFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vnni
-AMXFLAGS  = -mamx-tile -mamx-int8
+AMXFLAGS  = -mavx512vbmi -mamx-tile -mamx-int8
 LIBS    = -lm -lpthread -lpcre2-8 -ljansson -lmicrohttpd -lnettle
 TESTLIBS = -lcmocka
 

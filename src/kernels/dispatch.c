@@ -53,14 +53,15 @@ static bool cpu_has_avx512vnni(void) {
     return (lo & 0xE6u) == 0xE6u;
 }
 
-/* AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24, 25) with the OS
+/* AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24, 25; the leaves also
+ * use AVX512-VBMI's vpermt2b, ECX bit 1, which every AMX CPU has) with the OS
  * saving tile configuration and data (XCR0 bits 17, 18), and the kernel
  * granting this process tile data (rl__amx_enable).  Checked only on top
  * of AVX512-VNNI. */
 static bool cpu_has_amx_int8(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if ((d & (3u << 24)) != (3u << 24)) return false;
+    if ((d & (3u << 24)) != (3u << 24) || !(c & (1u << 1))) return false; /* + AVX512-VBMI */
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (lo & (3u << 17)) == (3u << 17) && rl__amx_enable();
