@@ -21,8 +21,9 @@
  * is the pair leaf's integer with the -32 in it, and its one float step
  * follows (rl__q6k_fstep16's operations).
  *
- * The conversion costs about what 32 tokens' tile work does, so the
- * driver uses these leaves from RL_AMX_MIN_TOK tokens.
+ * The conversion of a super-block runs between the tile steps of the one
+ * before (rl__amx_run), and the driver uses these leaves from
+ * RL_AMX_MIN_TOK tokens.
  *
  * Tile state: the process asks the kernel for it once (rl__amx_enable,
  * arch_prctl ARCH_REQ_XCOMP_PERM); each leaf call loads its tile
