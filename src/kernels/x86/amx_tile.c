@@ -196,12 +196,27 @@ typedef struct rl__amx_next {
     int64_t ni;
 } rl__amx_next;
 
+/* The conversion is where the weights come from DRAM: each quarter
+ * prefetches its counterpart RL_AMX_PF_SB super-blocks on
+ * (Qwen2.5-Coder-1.5B, 2 threads: 16, 32, 64 sequences decoding 1.10x,
+ * 1.06-1.09x, 1.05x; pp512 1.00x; 1, 2 and 4 ahead the same). */
+#ifndef RL_AMX_PF_SB
+#define RL_AMX_PF_SB 2
+#endif
 /* The next quarters up to k1 (at most nx->ke). */
 RL_AMX_AI void rl__amx_next_upto(rl__amx_next *nx, int k1, const int ty) {
-    for (; nx->k < k1 && nx->k < nx->ke; nx->k++)
-        rl__amx_convert(&nx->nb[nx->k >> 2],
-                        nx->gp + (size_t)(2 * (nx->nq + (nx->k >> 2))) * nx->gs, nx->gs, nx->ni,
-                        nx->k & 3, ty);
+    const size_t sb = ty == RL_AMX_Q6K ? sizeof(rl__q6k_r8) : sizeof(rl__q4k_r8);
+    for (; nx->k < k1 && nx->k < nx->ke; nx->k++) {
+        const uint8_t *ga = nx->gp + (size_t)(2 * (nx->nq + (nx->k >> 2))) * nx->gs;
+        /* the same quarter RL_AMX_PF_SB super-blocks on, both groups */
+        const uint8_t *pf =
+            ga + (size_t)(nx->ni + RL_AMX_PF_SB) * sb + (size_t)(nx->k & 3) * sb / 4;
+        for (size_t o = 0; o < sb / 4 + 63; o += 64) {
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)pf + nx->gs + o, _MM_HINT_T0);
+        }
+        rl__amx_convert(&nx->nb[nx->k >> 2], ga, nx->gs, nx->ni, nx->k & 3, ty);
+    }
 }
 
 /* The activation rows in the leaves' form (rl__amx.x_prep): per token and
