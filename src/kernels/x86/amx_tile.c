@@ -7,10 +7,11 @@
  *
  * q4_K: a tile instruction sums 64 columns, two sub-blocks of different
  * scales, so the scale goes into the weight bytes.  Each super-block of
- * the pair is converted (rl__amx_q4k_sb) into the unsigned products
- * p = q * sc (q < 16, sc < 64: p < 1024) split as p = lo + 256 hi (the
- * 16-bit product's bytes, hi < 4), in the tile unit's B layout (row kk of a 64-column step
- * holds columns 4kk..4kk+3 of each of the 16 rows).  Per super-block and
+ * the pair is converted (rl__amx_q4k_part, a quarter at a time) into the
+ * unsigned products p = q * sc (q < 16, sc < 64: p < 1024) split as p =
+ * lo + 256 hi (the 16-bit product's bytes, hi < 4), in the tile unit's B
+ * layout (row kk of a 64-column step holds columns 4kk..4kk+3 of each of
+ * the 16 rows).  Per super-block and
  * token the tile unit gives L = sum lo x and H = sum hi x (|L|, |H| <
  * 2^23), and sumi = L + 256 H = sum_j sc_j sum_{k in j} q_k x_k exactly,
  * the pair leaf's integer; the mins' sum and the two float steps are its
@@ -306,8 +307,9 @@ RL_AMX_AI void rl__amx_tiles(int32_t (*c)[16][16], const rl__amx_sb *o, const rl
             else
                 _tile_dpbsud(3, 5, 7);
         }
-        /* a quarter of this unit's share of the next conversion while the
-         * tile unit works */
+        /* a quarter of this unit's share of the next conversion (quarters
+         * up to k1, all of it after the last step) while the tile unit
+         * works */
         rl__amx_next_upto(nx, k0 + ((j + 1) * (k1 - k0) + 3) / 4, ty);
     }
     _tile_stored(0, c[0], 64);
@@ -356,9 +358,10 @@ static inline const rl__amx_xq *rl__amx_xat(const rl__amx_xq *x, size_t xs, int6
  * 32 and 64 sequences decoding, 2 threads, 1.07-1.12x over converting a
  * whole super-block before its tiles).  The accumulators of the batch live
  * in the work buffer, contiguous per (pair, token block) (rows of s can be
- * a multiple of 4 KiB apart and alias in L1), and go to s at the end.  The tile sums of one (token
- * block, pair) are stored while the previous one's are read (a tile store's data reaches loads
- * late).  Each (token, row) sees its super-blocks in order: the pair leaf's float steps. */
+ * a multiple of 4 KiB apart and alias in L1), and go to s at the end.  The
+ * tile sums of one (token block, pair) are stored while the previous
+ * one's are read (a tile store's data reaches loads late).  Each (token,
+ * row) sees its super-blocks in order: the pair leaf's float steps. */
 RL_AMX_AI void rl__amx_run(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
                            int n_pairs, const void *vx, size_t xs, int64_t n_tok, void *buf,
                            size_t buf_bytes, const int ty) {
@@ -411,7 +414,6 @@ RL_AMX_AI void rl__amx_run(int64_t n_cols, float *s, size_t ss, const void *g0, 
                             rl__amx_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1],
                                            &cb[pp], rl__amx_xat(xt, xs, i, pt), pnt, ty);
                         pp = p, pt = t, pnt = nt;
-                        rl__amx_next_upto(&nx, ((u + 1) * nk + nu - 1) / nu, ty);
                     }
                 }
                 rl__amx_floats(&acc[pp][pt], (const int32_t(*)[16][16])c[(u - 1) & 1], &cb[pp],
