@@ -223,6 +223,10 @@ typedef struct rl__rtile {
      * leaves for the layout are fast); the leaves exist in every table
      * that has .dot, so a resident matrix runs whichever table is active. */
     bool make;
+    /* A head of this type is made resident under this table although it
+     * has no pair leaves (dot16): its 8-row leaf is not slower at one
+     * token than the per-row dots (rl_mat_resident_head). */
+    bool head;
 } rl__rtile;
 
 /* ---- AMX leaves (x86/amx_tile.c; the "amx" table only) ----
@@ -253,7 +257,8 @@ typedef struct rl__amx {
 /* rl__rtile.x_prep forms (ref/ref_tile.c), their fp16 scales widened to
  * float, so a leaf's float step per block and token reads a broadcast
  * operand instead of converting it: q8_0 rows with each code XORed with
- * 0x80 (x + 128 as unsigned bytes, rl__q80o); q8_1 rows (rl__q81f). */
+ * 0x80 (x + 128 as unsigned bytes, rl__q80o); q8_1 rows (rl__q81f); q8_0
+ * rows as the nibbles of x + 128 (rl__q80n). */
 typedef struct rl__q80o {
     float d; /* rl_block_q8_0's d, exactly */
     uint8_t qs[32];
@@ -264,10 +269,19 @@ typedef struct rl__q81f {
     int8_t qs[32];
 } rl__q81f;
 _Static_assert(sizeof(rl__q81f) == 40, "q8_1 with float scales");
+/* q8_0 rows for the AVX2 table's leaves (vpmaddubsw saturates a pair sum
+ * of unsigned x + 128 and signed weight bytes): x + 128 = 16 hi + lo, both
+ * nibbles unsigned bytes, so each pair sum stays within 2 * 15 * 128. */
+typedef struct rl__q80n {
+    float d; /* rl_block_q8_0's d, exactly */
+    uint8_t lo[32], hi[32];
+} rl__q80n;
+_Static_assert(sizeof(rl__q80n) == 68, "q8_0 as nibbles with a float scale");
 void rl__x_offset_q8_0(void *dst, const void *src, int64_t n_blocks);
 void rl__x_q8_1f(void *dst, const void *src, int64_t n_blocks);
+void rl__x_nibbles_q8_0(void *dst, const void *src, int64_t n_blocks);
 /* The largest x_block of any form (scratch sizing). */
-#define RL_X_PREP_MAX_BLOCK sizeof(rl__q81f)
+#define RL_X_PREP_MAX_BLOCK sizeof(rl__q80n)
 
 /* The pair sum of the q8_K bsums of sub-block b (32 elements). */
 static inline int16_t rl__q8k_bsum32(const rl_block_q8_K *x, int b) {

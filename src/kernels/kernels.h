@@ -72,9 +72,11 @@ typedef struct rl_mat {
  * and dropped). */
 size_t rl_mat_resident_bytes(const rl_mat *w);
 void rl_mat_make_resident(rl_mat *w, void *dst);
-/* True if the active table has pair leaves (16 rows a zmm: the AVX512-VNNI
- * table) for w's resident layout. */
-bool rl_mat_resident_pairs(const rl_mat *w);
+/* True if an output head like w is worth making resident under the active
+ * table: it has pair leaves (16 rows a zmm: the AVX512-VNNI table) for w's
+ * resident layout, or 8-row leaves that decode one token as fast as the
+ * per-row dots (q8_0 on the AVX2 table). */
+bool rl_mat_resident_head(const rl_mat *w);
 
 /* True if rl_matmul supports this weight type. */
 bool rl_matmul_supports(rl_type t);

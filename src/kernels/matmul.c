@@ -114,8 +114,9 @@ size_t rl_mat_resident_bytes(const rl_mat *w) {
     return (size_t)(w->n_rows / 8) * rl__r8_group_bytes(rt, w);
 }
 
-bool rl_mat_resident_pairs(const rl_mat *w) {
-    return rl__kernels()->rtile[w->type].dot16 != NULL;
+bool rl_mat_resident_head(const rl_mat *w) {
+    const rl__rtile *rt = &rl__kernels()->rtile[w->type];
+    return rt->dot16 != NULL || rt->head;
 }
 
 void rl_mat_make_resident(rl_mat *w, void *dst) {

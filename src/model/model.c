@@ -559,10 +559,11 @@ static rl_status make_resident(rl_model *m, rl_err *err) {
         if (m->hp.moe.n_ff_exp % 8 != 0 || m->hp.n_embd % 8 != 0) n -= 3;
         for (size_t j = 0; j < n && !st; j++) st = make_one_resident(m, ms[j], err);
     }
-    /* the head only with the pair leaves: on the 8-row leaves a resident
-     * head decoded one token 6% slower (Qwen2.5-1.5B, AVX2 table); with
-     * them 32 sequences decode 10% faster at the same batch-1 speed */
-    if (st || !m->output.data || !rl_mat_resident_pairs(&m->output)) return st;
+    /* the head only with the pair leaves or an 8-row leaf as fast at one
+     * token (rl_mat_resident_head): on the AVX2 table's q6_K 8-row leaf a
+     * resident head decoded one token 6% slower (Qwen2.5-1.5B); with pair
+     * leaves 32 sequences decode 10% faster at the same batch-1 speed */
+    if (st || !m->output.data || !rl_mat_resident_head(&m->output)) return st;
     const bool tied = m->output.data == m->tok_embd.data;
     if ((st = make_one_resident(m, &m->output, err))) return st;
     if (tied) m->tok_embd = m->output;

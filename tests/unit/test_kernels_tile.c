@@ -503,6 +503,67 @@ static void test_tile_extremes(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
+/* q8_0's resident leaves at the ends of their integer range: rows of all
+ * +127 and of all -127 codes, and rows of -128 (a file may hold it; the
+ * quantizer never writes it), against tokens of all +127 and all -127
+ * codes (x + 128 = 255 and 1: the AVX2 leaf's nibbles at their largest and
+ * smallest).  Through rl_matmul on every table whose q8_0 matrices are
+ * resident, at 1, 4 and 37 tokens, each (row, token) is the twin's bits. */
+static void test_q8_0_resident_extremes(void **state) {
+    (void)state;
+    rl_kernels_impl impls[KT_MAX_IMPLS];
+    int ni = kt_impls(impls);
+    const int64_t rows = 24, cols = 512, ntoks[3] = {1, 4, 37};
+    const size_t rs = rl_type_row_size(RL_TYPE_Q8_0, cols);
+    const size_t xrow = rl_type_row_size(RL_TYPE_Q8_0, cols);
+    int n_run = 0;
+    for (int ii = 0; ii < ni; ii++) {
+        rl_kernels_init(impls[ii]);
+        uint8_t *wd = malloc(rs * (size_t)rows), *xq = malloc(xrow * 37);
+        float *x = malloc(sizeof(float) * (size_t)cols * 37),
+              *y = malloc(sizeof(float) * (size_t)(rows * 37));
+        assert_true(wd && xq && x && y);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < cols / 32; i++) {
+                rl_block_q8_0 *b = (rl_block_q8_0 *)(wd + (size_t)r * rs) + i;
+                b->d = rl_f32_to_fp16(0.01f * (float)(1 + r % 5));
+                memset(b->qs, r % 3 == 0 ? 127 : r % 3 == 1 ? -127 : -128, sizeof b->qs);
+            }
+        for (int64_t t = 0; t < 37; t++)
+            for (int64_t c = 0; c < cols; c++) x[t * cols + c] = t % 2 ? -1.0f : 1.0f;
+        for (int64_t t = 0; t < 37; t++)
+            act_quant(RL_TYPE_Q8_0, x + t * cols, xq + (size_t)t * xrow, cols);
+        rl_mat w = {
+            .type = RL_TYPE_Q8_0, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
+        const size_t rb = rl_mat_resident_bytes(&w);
+        uint8_t *res = rb ? malloc(rb) : NULL;
+        if (rb) {
+            rl_mat_make_resident(&w, res);
+            n_run++;
+        }
+        for (int ti = 0; ti < 3 && rb; ti++) {
+            const int64_t n_tok = ntoks[ti];
+            run_mm(&w, x, y, n_tok, NULL, NULL);
+            for (int64_t t = 0; t < n_tok; t++)
+                for (int64_t r = 0; r < rows; r++) {
+                    const float e = twin_q8_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
+                    if (memcmp(&e, &y[t * rows + r], sizeof e))
+                        fail_msg("%s n_tok %d row %d tok %d: %.9g, twin %.9g",
+                                 rl_kernels_impl_name(), (int)n_tok, (int)r, (int)t,
+                                 y[t * rows + r], e);
+                }
+        }
+        free(res);
+        free(wd);
+        free(xq);
+        free(x);
+        free(y);
+    }
+    /* the AVX2 table makes q8_0 resident wherever it exists */
+    if (ni > 1) assert_true(n_run >= 1);
+    rl_kernels_init(RL_KERNELS_AUTO);
+}
+
 /* The pair leaves (rl__tile16_fn, rl__tile16p_fn: the AVX2 table's dot16
  * of the packed tiles, the AVX512-VNNI table's of the packed and the
  * resident tiles) give every lane bit for bit the 8-row leaf of the same
@@ -772,7 +833,7 @@ int main(void) {
         cmocka_unit_test(test_peak_counts),        cmocka_unit_test(test_tile8_leaves),
         cmocka_unit_test(test_matmul_fast_tokens), cmocka_unit_test(test_resident_tiles),
         cmocka_unit_test(test_pair_leaves),        cmocka_unit_test(test_tile_extremes),
-        cmocka_unit_test(test_amx_leaves),
+        cmocka_unit_test(test_amx_leaves),         cmocka_unit_test(test_q8_0_resident_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

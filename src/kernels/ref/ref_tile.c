@@ -519,6 +519,19 @@ void rl__x_q8_1f(void *dst, const void *src, int64_t n_blocks) {
     }
 }
 
+void rl__x_nibbles_q8_0(void *dst, const void *src, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const rl_block_q8_0 *x = (const rl_block_q8_0 *)src + b;
+        rl__q80n *o = (rl__q80n *)dst + b;
+        o->d = rl_fp16_to_f32(x->d);
+        for (int j = 0; j < 32; j++) {
+            const unsigned u = (uint8_t)x->qs[j] ^ 0x80u; /* x + 128 */
+            o->lo[j] = (uint8_t)(u & 15);
+            o->hi[j] = (uint8_t)(u >> 4);
+        }
+    }
+}
+
 /* The twin: x's codes come offset by 128 (rl__x_offset_q8_0). */
 static void rl__rtile_q8_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
                                const void *vx, size_t xs, int n_x) {

@@ -411,6 +411,57 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
 RL_YPAIR_INST(q4_K)
 RL_YPAIR_INST(q6_K)
 
+/* q8_0 resident tile (kernels-impl.h, rl__q80_r8) on the activations as
+ * nibbles (rl__q80n: x + 128 = 16 hi + lo): per group of 4 codes one
+ * vpmaddubsw of lo and one of hi against the 8 rows' signed bytes, each
+ * pair sum within 2 * 15 * 128, the 8 groups of a block added in int16
+ * (8 * 3840 = 30720); then sumi = 16 H + L - 128 sw = sum w x exactly,
+ * and the twin's acc = fma(d dx, sumi, acc).  Per 32 multiply-adds of a
+ * row and token: 2 vpmaddubsw + 2 vpaddw, against the per-row leaf's
+ * sign, vpmaddubsw, vpmaddwd and float step per 32. */
+RL_TILE_AI void rl__tile8_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q80_r8 *p = group;
+    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        RL_PF3(p); /* 288 bytes a block: 4.5 lines */
+        RL_PF3((const char *)p + 192);
+        const rl__q80n *x[RL_TILE8_T];
+        __m256i sl[RL_TILE8_T], sh[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl__q80n *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sl[k] = sh[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[g]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xl, xh;
+                memcpy(&xl, x[k]->lo + 4 * g, 4);
+                memcpy(&xh, x[k]->hi + 4 * g, 4);
+                sl[k] = rl__ti_mac16(sl[k], _mm256_set1_epi32(xl), wq);
+                sh[k] = rl__ti_mac16(sh[k], _mm256_set1_epi32(xh), wq);
+            }
+        }
+        /* -128 sw: the offset's share, exactly */
+        const __m256i ncorr = _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)p->sw)), 7));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            const __m256i s32 = _mm256_add_epi32(
+                _mm256_add_epi32(_mm256_madd_epi16(sh[k], sixteen), _mm256_madd_epi16(sl[k], ones)),
+                ncorr);
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(s32), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+RL_TILE8_INST(q8_0r8)
+
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
@@ -431,4 +482,9 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q6_K].to_tile = rl__to_tile_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_avx2;
     t->rtile[RL_TYPE_Q6_K].to_pair = rl__to_pair_q6_K_avx2;
+    t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_avx2;
+    t->rtile[RL_TYPE_Q8_0].x_prep = rl__x_nibbles_q8_0;
+    t->rtile[RL_TYPE_Q8_0].x_block = sizeof(rl__q80n);
+    t->rtile[RL_TYPE_Q8_0].make = true;
+    t->rtile[RL_TYPE_Q8_0].head = true;
 }
