@@ -140,6 +140,19 @@ typedef struct rl__q41_r8 {
     uint8_t q[4][32];
 } rl__q41_r8;
 _Static_assert(sizeof(rl__q41_r8) == 8 * sizeof(rl_block_q4_1), "q4_1 resident block");
+/* q5_0, 8 rows, one 32-element block (the 8 rows' blocks, 176 bytes):
+ * q[v][4r + c] is byte 4v + c of row r's qs as in rl__q41_r8 (low nibble
+ * element 4v + c, high nibble element 16 + 4v + c: element 4G + c of
+ * group G = v or v + 4), and bit G of hb[4r + c] is the fifth bit of
+ * element 4G + c (bit 4G + c of row r's qh).  The codes are 0..31 (the
+ * value is d (code - 16)); per block and row sumi = sum code x - 16 sum x
+ * exactly, then acc = fma(d dx, sumi, acc). */
+typedef struct rl__q50_r8 {
+    rl_fp16 d[8];
+    uint8_t hb[32];
+    uint8_t q[4][32];
+} rl__q50_r8;
+_Static_assert(sizeof(rl__q50_r8) == 8 * sizeof(rl_block_q5_0), "q5_0 resident block");
 /* q4_K, 8 rows, one super-block (the 8 rows' blocks, 1152 bytes): the
  * scales kept packed (row r's scales[0..3] at sa[4r..], [4..7] at sb,
  * [8..11] at sc; decoded per super-block in registers), and q[8j + g][4r +
@@ -258,7 +271,8 @@ typedef struct rl__amx {
  * float, so a leaf's float step per block and token reads a broadcast
  * operand instead of converting it: q8_0 rows with each code XORed with
  * 0x80 (x + 128 as unsigned bytes, rl__q80o); q8_1 rows (rl__q81f); q8_0
- * rows as the nibbles of x + 128 (rl__q80n). */
+ * rows as the nibbles of x + 128 (rl__q80n); q8_0 rows with their code
+ * sums (rl__q80s). */
 typedef struct rl__q80o {
     float d; /* rl_block_q8_0's d, exactly */
     uint8_t qs[32];
@@ -277,7 +291,15 @@ typedef struct rl__q80n {
     uint8_t lo[32], hi[32];
 } rl__q80n;
 _Static_assert(sizeof(rl__q80n) == 68, "q8_0 as nibbles with a float scale");
+/* q8_0 rows with 16 times the block's code sum (the q5_0 leaves' offset). */
+typedef struct rl__q80s {
+    float d;     /* rl_block_q8_0's d, exactly */
+    int32_t s16; /* 16 sum qs */
+    int8_t qs[32];
+} rl__q80s;
+_Static_assert(sizeof(rl__q80s) == 40, "q8_0 with a float scale and its code sum");
 void rl__x_offset_q8_0(void *dst, const void *src, int64_t n_blocks);
+void rl__x_sum_q8_0(void *dst, const void *src, int64_t n_blocks);
 void rl__x_q8_1f(void *dst, const void *src, int64_t n_blocks);
 void rl__x_nibbles_q8_0(void *dst, const void *src, int64_t n_blocks);
 /* The largest x_block of any form (scratch sizing). */

@@ -212,8 +212,10 @@ static bool rl__mm_packs(const rl__ktab *kt, const rl_mat *w, int64_t n_fast) {
            rl__mm_tile_bytes(kt, w) <= RL_TILE8_BUF;
 }
 
-/* (then the activations in a resident leaf's own form, rl__rtile.x_prep:
- * at most RL_X_PREP_MAX_BLOCK bytes a 32-element block) */
+/* (then the activations in the resident leaves' own forms, rl__rtile.x_prep:
+ * at most RL_X_PREP_MAX_BLOCK bytes a 32-element block, and at most
+ * RL_MM_FORMS forms in one call: a q5_0 and a q8_0 matrix fused take two) */
+#define RL_MM_FORMS 2
 size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
     size_t rs = rl__act_row_size(w), out, prep;
     if (n_tok < 0 || !rl_mul_size(rs, (size_t)n_tok + RL_MM_PAD_ROWS, &out)) return SIZE_MAX;
@@ -227,11 +229,13 @@ size_t rl_matmul_scratch_size(const rl_mat *w, int64_t n_tok) {
         out += prep + 64;
     }
     if (at == RL_TYPE_Q8_0 || at == RL_TYPE_Q8_1) {
+        /* up to RL_MM_FORMS forms, each starting 64-byte aligned (float
+         * fields) */
         if (!rl_mul_size((size_t)w->n_cols / 32 * RL_X_PREP_MAX_BLOCK,
                          (size_t)n_tok + RL_MM_PAD_ROWS, &prep) ||
-            out + prep + 64 < out)
+            prep > (SIZE_MAX - out) / RL_MM_FORMS - 64)
             return SIZE_MAX;
-        out += prep + 64; /* (the form starts 64-byte aligned: float fields) */
+        out += RL_MM_FORMS * (prep + 64);
     }
     return out;
 }
@@ -253,12 +257,13 @@ typedef struct rl__mm_ctx {
     int64_t n_cols, n_tok;
     const bool *fast; /* [n_tok] or NULL */
     uint8_t *xq;
-    uint8_t *xqp;  /* xq in the resident leaves' form (rl__rtile.x_prep), or xq */
-    uint8_t *xam;  /* xq in the AMX leaves' form (rl__amx.x_prep), or NULL */
-    size_t xam_sb; /* ... bytes of one super-block of every token */
+    uint8_t *xqp[RL_MM_FORMS]; /* xq in the resident leaves' forms (rl__rtile.x_prep) */
+    size_t xqp_row[RL_MM_FORMS];
+    int xform[RL_MATMUL_MULTI_MAX]; /* matrix i's form, or -1: xq as quantized */
+    uint8_t *xam;                   /* xq in the AMX leaves' form (rl__amx.x_prep), or NULL */
+    size_t xam_sb;                  /* ... bytes of one super-block of every token */
     void (*am_prep)(void *dst, size_t dst_stride, const void *src, int64_t n_blocks);
-    size_t xq_row;  /* bytes of an xq row */
-    size_t xqp_row; /* ... of an xqp row */
+    size_t xq_row; /* bytes of an xq row */
     const rl__ktab *kt;
     rl__quant_fn quant;
     bool padded; /* xq rows n_tok .. n_tok+RL_MM_PAD_ROWS-1 repeat row n_tok-1 */
@@ -412,8 +417,9 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const rl__tile16p_fn pdot16 = prep && packs ? rt->pdot16 : c->kt->tile8[w->type].dot16;
     const bool pairs = packs ? pdot16 != NULL : rt->dot16 != NULL;
     const size_t gb = 8 * w->row_size;
-    const uint8_t *xb = prep ? c->xqp : c->xq;
-    const size_t xs = prep ? c->xqp_row : c->xq_row;
+    RL_ASSERT(!prep || c->xform[i] >= 0);
+    const uint8_t *xb = prep ? c->xqp[c->xform[i]] : c->xq;
+    const size_t xs = prep ? c->xqp_row[c->xform[i]] : c->xq_row;
     int64_t r = r0;
     /* the AMX leaf on the first multiple of 16 tokens (its bits are the
      * pair leaf's), the pair leaves on the rest */
@@ -615,25 +621,32 @@ static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w,
                        c.xq_row);
             c.padded = true;
         }
-        /* one activation type, so at most one form (its type's leaves;
-         * a matrix converted to the packed tile takes xq as it is) */
-        c.xqp = c.xq;
-        c.xqp_row = c.xq_row;
+        /* each resident matrix's form (its type's leaves; a matrix
+         * converted to the packed tile takes xq as it is), one per x_prep
+         * (matrices of one activation type share it where their forms are
+         * the same), after the quantized rows and their padding */
+        void (*fns[RL_MM_FORMS])(void *dst, const void *src, int64_t n_blocks) = {0};
+        int nf = 0;
+        const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
+        const int64_t nb = c.n_cols / 32;
+        uintptr_t end = (uintptr_t)(c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row);
         for (int i = 0; i < n_w; i++) {
             const rl__rtile *rt = &kt->rtile[ws[i]->type];
-            if (c.r8[i] && rt->x_prep && (rt->pdot16 || !rl__mm_r8_packs(&c, ws[i]))) {
-                const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
-                const int64_t nb = c.n_cols / 32;
-                RL_ASSERT(rt->x_block <= RL_X_PREP_MAX_BLOCK);
-                const uintptr_t end =
-                    (uintptr_t)(c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row);
-                c.xqp = c.xq + (((end + 63) & ~(uintptr_t)63) - (uintptr_t)c.xq);
-                c.xqp_row = (size_t)nb * rt->x_block;
+            c.xform[i] = -1;
+            if (!(c.r8[i] && rt->x_prep && (rt->pdot16 || !rl__mm_r8_packs(&c, ws[i])))) continue;
+            int f = 0;
+            while (f < nf && fns[f] != rt->x_prep) f++;
+            if (f == nf) {
+                RL_ASSERT(nf < RL_MM_FORMS && rt->x_block <= RL_X_PREP_MAX_BLOCK);
+                fns[nf++] = rt->x_prep;
+                c.xqp[f] = c.xq + (((end + 63) & ~(uintptr_t)63) - (uintptr_t)c.xq);
+                c.xqp_row[f] = (size_t)nb * rt->x_block;
+                end = (uintptr_t)(c.xqp[f] + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xqp_row[f]);
                 /* rows of whole blocks back to back in both: one call */
                 RL_ASSERT(c.xq_row == (size_t)nb * rl_type_row_size(at, 32));
-                rt->x_prep(c.xqp, c.xq, n_rows_x * nb);
-                break;
+                rt->x_prep(c.xqp[f], c.xq, n_rows_x * nb);
             }
+            c.xform[i] = f;
         }
     }
     atomic_init(&c.next, 0);

@@ -476,6 +476,70 @@ static void rl__rtile_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+/* q5_0 resident tile (kernels-impl.h, rl__q50_r8): the qs transposed as
+ * q4_1's, the fifth bits regrouped by element group. */
+static void rl__repack_q5_0_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q50_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q5_0 *b = (const rl_block_q5_0 *)((const uint8_t *)w + r * row_size) + i;
+            const uint32_t qh = (uint32_t)b->qh[0] | (uint32_t)b->qh[1] << 8 |
+                                (uint32_t)b->qh[2] << 16 | (uint32_t)b->qh[3] << 24;
+            o->d[r] = b->d;
+            for (int j = 0; j < 16; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
+            for (int c = 0; c < 4; c++) {
+                unsigned h = 0;
+                for (int g = 0; g < 8; g++) h |= ((qh >> (4 * g + c)) & 1u) << g;
+                o->hb[4 * r + c] = (uint8_t)h;
+            }
+        }
+}
+
+static void rl__unpack_block_q5_0_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__q50_r8 *p = (const rl__q50_r8 *)group + i;
+    rl_block_q5_0 *b = dst;
+    uint32_t qh = 0;
+    for (int g = 0; g < 8; g++)
+        for (int c = 0; c < 4; c++) qh |= (uint32_t)((p->hb[4 * r + c] >> g) & 1) << (4 * g + c);
+    b->d = p->d[r];
+    for (int k = 0; k < 4; k++) b->qh[k] = (uint8_t)(qh >> (8 * k));
+    for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+}
+
+void rl__x_sum_q8_0(void *dst, const void *src, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const rl_block_q8_0 *x = (const rl_block_q8_0 *)src + b;
+        rl__q80s *o = (rl__q80s *)dst + b;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) sum += x->qs[j];
+        o->d = rl_fp16_to_f32(x->d);
+        o->s16 = 16 * sum;
+        memcpy(o->qs, x->qs, sizeof o->qs);
+    }
+}
+
+/* The twin: per block sumi = sum (code - 16) x, acc = fma(d dx, sumi, acc). */
+static void rl__rtile_q5_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q50_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++)
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                for (int e = 0; e < 32; e++) {
+                    const int g = e / 4, c = e % 4;
+                    const int b = p->q[g % 4][4 * r + c];
+                    const int code = (g < 4 ? b & 15 : b >> 4) | ((p->hb[4 * r + c] >> g) & 1) << 4;
+                    sumi += (code - 16) * x[i].qs[e];
+                }
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 /* q8_0 resident tile (kernels-impl.h, rl__q80_r8): 4-byte groups of the
  * 8 rows' codes transposed, each row's code sum beside its scale. */
 static void rl__repack_q8_0_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
@@ -585,6 +649,12 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .to_tile = rl__to_tile_q6_K_r8,
                                          .dot = rl__rtile_q6_K_ref,
                                          .make = true};
+    /* q5_0 likewise (.make: the SIMD tables' 8-row leaves) */
+    t->rtile[RL_TYPE_Q5_0] = (rl__rtile){.repack = rl__repack_q5_0_r8,
+                                         .unpack_block = rl__unpack_block_q5_0_r8,
+                                         .dot = rl__rtile_q5_0_ref,
+                                         .x_prep = rl__x_sum_q8_0,
+                                         .x_block = sizeof(rl__q80s)};
     /* q8_0: resident only where a table's leaves for it beat its per-token
      * ones (.make: the AVX512-VNNI table's pair leaves) */
     t->rtile[RL_TYPE_Q8_0] = (rl__rtile){.repack = rl__repack_q8_0_r8,

@@ -302,6 +302,60 @@ RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q4_1r8)
 
+/* q5_0 resident tile (kernels-impl.h, rl__q50_r8) on the activations with
+ * their code sums (rl__q80s): group G's codes are its nibbles (q4_1's
+ * planes) or'ed with bit G of hb moved to bit 4 (an epi16 shift moves no
+ * other byte's bit there), 0..31; groups 0-3 and 4-7 sum apart (AVX2: 4 x
+ * 2 x 31 x 128 fits int16), then sumi = the two sums - 16 sum x, and the
+ * twin's fma. */
+RL_TILE_AI __m256i rl__q50r8_codes(const __m256i *raw, __m256i hb, const int G) {
+    const __m256i m4 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
+    const __m256i nib = _mm256_and_si256(G < 4 ? raw[G] : _mm256_srli_epi16(raw[G - 4], 4), m4);
+    const __m256i h = G < 4 ? _mm256_slli_epi16(hb, 4 - G) : _mm256_srli_epi16(hb, G - 4);
+    return _mm256_or_si256(nib, _mm256_and_si256(h, m16));
+}
+RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q50_r8 *p = group;
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        RL_PF3(p); /* 176 bytes a block */
+        const rl__q80s *x[RL_TILE8_T];
+        __m256i sa[RL_TILE8_T], sb[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sa[k] = sb[k] = _mm256_setzero_si256();
+        }
+        __m256i raw[4];
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) raw[v] =
+            _mm256_loadu_si256((const __m256i *)p->q[v]);
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)p->hb);
+        _Pragma("GCC unroll 8") for (int G = 0; G < 8; G++) {
+            const __m256i w = rl__q50r8_codes(raw, hb, G);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xv;
+                memcpy(&xv, x[k]->qs + 4 * G, 4);
+                if (G < 4)
+                    sa[k] = RL_TI_MACC(sa[k], w, _mm256_set1_epi32(xv));
+                else
+                    sb[k] = RL_TI_MACC(sb[k], w, _mm256_set1_epi32(xv));
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            const __m256i sumi = _mm256_sub_epi32(
+                _mm256_add_epi32(RL_TI_SUM(sa[k]), RL_TI_SUM(sb[k])), _mm256_set1_epi32(x[k]->s16));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(sumi), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q5_0r8)
+
 /* q4_K resident tile (kernels-impl.h, rl__q4k_r8): per super-block the 8
  * rows' packed 6-bit scales are decoded in registers into the packed
  * tile's int16 vectors (rl__q4k_x8's sc and mn, lane 2r / 2r + 1), kept on
