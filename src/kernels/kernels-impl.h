@@ -153,6 +153,14 @@ typedef struct rl__q50_r8 {
     uint8_t q[4][32];
 } rl__q50_r8;
 _Static_assert(sizeof(rl__q50_r8) == 8 * sizeof(rl_block_q5_0), "q5_0 resident block");
+/* q4_0, 8 rows, one 32-element block (144 bytes): rl__q50_r8 without the
+ * fifth bits, codes 0..15 (the value d (code - 8)); sumi = sum code x - 8
+ * sum x, the same form of the activations (rl__q80s) and float step. */
+typedef struct rl__q40_r8 {
+    rl_fp16 d[8];
+    uint8_t q[4][32];
+} rl__q40_r8;
+_Static_assert(sizeof(rl__q40_r8) == 8 * sizeof(rl_block_q4_0), "q4_0 resident block");
 /* q4_K, 8 rows, one super-block (the 8 rows' blocks, 1152 bytes): the
  * scales kept packed (row r's scales[0..3] at sa[4r..], [4..7] at sb,
  * [8..11] at sc; decoded per super-block in registers), and q[8j + g][4r +
@@ -291,7 +299,8 @@ typedef struct rl__q80n {
     uint8_t lo[32], hi[32];
 } rl__q80n;
 _Static_assert(sizeof(rl__q80n) == 68, "q8_0 as nibbles with a float scale");
-/* q8_0 rows with 16 times the block's code sum (the q5_0 leaves' offset). */
+/* q8_0 rows with 16 times the block's code sum (the q5_0 leaves' offset;
+ * half of it q4_0's). */
 typedef struct rl__q80s {
     float d;     /* rl_block_q8_0's d, exactly */
     int32_t s16; /* 16 sum qs */

@@ -93,6 +93,22 @@ static float twin_q5_0(const void *wrow, const void *xrow, int64_t cols) {
     return acc;
 }
 
+/* q4_0's resident tile's twin (rl__q40_r8): per block the exact sum of
+ * (code - 8) x, then acc = fma(d dx, sumi, acc). */
+static float twin_q4_0(const void *wrow, const void *xrow, int64_t cols) {
+    const rl_block_q4_0 *w = wrow;
+    const rl_block_q8_0 *x = xrow;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi +=
+                ((w[i].qs[j] & 15) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[16 + j];
+        acc = fmaf(rl_fp16_to_f32(w[i].d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
+    }
+    return acc;
+}
+
 /* Packed bytes of cols columns of 8 rows. */
 static size_t packed_size(const rl__tile8 *tl, int64_t cols) {
     return tl->block_size * (size_t)cols / RL_QK_K;
@@ -341,10 +357,11 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
-    const rl_type tys[5] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q8_0, RL_TYPE_Q5_0};
-    for (int ii = 0; ii < ni * 15; ii++) {
-        rl_kernels_init(impls[ii / 15]);
-        const rl_type ty = tys[(ii % 15) / 3];
+    const rl_type tys[6] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K,
+                            RL_TYPE_Q8_0, RL_TYPE_Q5_0, RL_TYPE_Q4_0};
+    for (int ii = 0; ii < ni * 18; ii++) {
+        rl_kernels_init(impls[ii / 18]);
+        const rl_type ty = tys[(ii % 18) / 3];
         const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K;
         const int64_t rows = 40, cols = k_quant ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
         size_t rs;
@@ -364,7 +381,7 @@ static void test_resident_tiles(void **state) {
         const size_t rbytes =
             ty == RL_TYPE_Q8_0 ? (size_t)rows * (size_t)(cols / 32) * 36 : (size_t)rows * rs;
         if (!rt->make) {
-            assert_true(ty == RL_TYPE_Q8_0 || ty == RL_TYPE_Q5_0);
+            assert_true(ty == RL_TYPE_Q8_0 || ty == RL_TYPE_Q5_0 || ty == RL_TYPE_Q4_0);
             assert_int_equal(rl_mat_resident_bytes(&w), 0);
             free(wd);
             continue;
@@ -379,7 +396,7 @@ static void test_resident_tiles(void **state) {
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
         /* many-token steps convert each group to the packed tile: the
          * packer's bytes on the original rows (q8_0 has no packed tile) */
-        assert_true(rt->to_tile || ty == RL_TYPE_Q8_0 || ty == RL_TYPE_Q5_0);
+        assert_true(rt->to_tile || ty == RL_TYPE_Q8_0 || ty == RL_TYPE_Q5_0 || ty == RL_TYPE_Q4_0);
         const size_t tb = (size_t)cols * ref->tile8[ty].block_size / RL_QK_K;
         uint8_t *t0 = malloc(tb + 1), *t1 = malloc(tb + 1);
         for (int64_t r = 0; rt->to_tile && r < rows; r += 8) {
@@ -437,6 +454,8 @@ static void test_resident_tiles(void **state) {
                         e = twin_q8_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
                     else if (ty == RL_TYPE_Q5_0)
                         e = twin_q5_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
+                    else if (ty == RL_TYPE_Q4_0)
+                        e = twin_q4_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
                     else
                         ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs,
                                                xq + (size_t)t * xrow, xrow, 1);
@@ -588,53 +607,54 @@ static void test_q8_0_resident_extremes(void **state) {
 /* One rl_matmul_multi call over resident matrices whose leaves take the
  * activations in different forms (q5_0's code sums, q8_0's offset or
  * nibbles, both q8_0 activations: a q5_0 wq fused with a q8_0 wv, as in
- * Qwen2.5-Coder-0.5B) and a row-major one: each output is bit for bit the
- * matrix's own rl_matmul, at 1, 5 and 40 tokens, on every table. */
+ * Qwen2.5-Coder-0.5B), a q4_0 one sharing q5_0's form, and a row-major
+ * q4_0 one: each output is bit for bit the matrix's own rl_matmul, at 1, 5
+ * and 40 tokens, on every table. */
 static void test_matmul_multi_forms(void **state) {
     (void)state;
     rl_kernels_impl impls[KT_MAX_IMPLS];
     int ni = kt_impls(impls);
     const int64_t cols = 256, rows = 24, ntoks[3] = {1, 5, 40};
-    const rl_type tys[3] = {RL_TYPE_Q5_0, RL_TYPE_Q8_0, RL_TYPE_Q4_0};
+    const rl_type tys[4] = {RL_TYPE_Q5_0, RL_TYPE_Q8_0, RL_TYPE_Q4_0, RL_TYPE_Q4_0};
     for (int ii = 0; ii < ni; ii++) {
         rl_kernels_init(impls[ii]);
-        rl_mat w[3];
-        uint8_t *wd[3], *res[3] = {0};
-        for (int j = 0; j < 3; j++) {
+        rl_mat w[4];
+        uint8_t *wd[4], *res[4] = {0};
+        for (int j = 0; j < 4; j++) {
             size_t rs;
             wd[j] = make_w(tys[j], rows, cols, &rs);
             w[j] = (rl_mat){
                 .type = tys[j], .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd[j]};
             const size_t rb = rl_mat_resident_bytes(&w[j]);
-            if (rb && j < 2) {
+            if (rb && j < 3) {
                 res[j] = malloc(rb);
                 assert_non_null(res[j]);
                 rl_mat_make_resident(&w[j], res[j]);
             }
         }
-        const rl_mat *ws[3] = {&w[0], &w[1], &w[2]};
+        const rl_mat *ws[4] = {&w[0], &w[1], &w[2], &w[3]};
         size_t scr = 0;
-        for (int j = 0; j < 3; j++) {
+        for (int j = 0; j < 4; j++) {
             const size_t sj = rl_matmul_scratch_size(&w[j], 40);
             scr = sj > scr ? sj : scr;
         }
         uint8_t *sc = malloc(scr);
         float *x = make_x(cols * 40);
-        float *y1 = malloc(sizeof(float) * 3 * rows * 40),
-              *y2 = malloc(sizeof(float) * 3 * rows * 40);
+        float *y1 = malloc(sizeof(float) * 4 * rows * 40),
+              *y2 = malloc(sizeof(float) * 4 * rows * 40);
         assert_true(sc && y1 && y2);
         for (int ti = 0; ti < 3; ti++) {
             const int64_t n_tok = ntoks[ti];
-            float *ys[3] = {y1, y1 + rows * 40, y1 + 2 * rows * 40};
-            rl_matmul_multi(ws, ys, 3, x, n_tok, sc, NULL);
-            for (int j = 0; j < 3; j++) {
+            float *ys[4] = {y1, y1 + rows * 40, y1 + 2 * rows * 40, y1 + 3 * rows * 40};
+            rl_matmul_multi(ws, ys, 4, x, n_tok, sc, NULL);
+            for (int j = 0; j < 4; j++) {
                 rl_matmul(&w[j], x, y2, n_tok, sc, NULL);
                 if (memcmp(ys[j], y2, sizeof(float) * (size_t)(rows * n_tok)))
                     fail_msg("%s %s n_tok %d: fused result differs from its own matmul",
                              rl_kernels_impl_name(), rl_type_name(tys[j]), (int)n_tok);
             }
         }
-        for (int j = 0; j < 3; j++) {
+        for (int j = 0; j < 4; j++) {
             free(res[j]);
             free(wd[j]);
         }

@@ -506,6 +506,44 @@ static void rl__unpack_block_q5_0_r8(void *dst, const void *group, int r, int64_
     for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
 }
 
+/* q4_0 resident tile (kernels-impl.h, rl__q40_r8). */
+static void rl__repack_q4_0_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q40_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q4_0 *b = (const rl_block_q4_0 *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = b->d;
+            for (int j = 0; j < 16; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
+        }
+}
+
+static void rl__unpack_block_q4_0_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__q40_r8 *p = (const rl__q40_r8 *)group + i;
+    rl_block_q4_0 *b = dst;
+    b->d = p->d[r];
+    for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+}
+
+/* The twin: per block sumi = sum (code - 8) x, acc = fma(d dx, sumi, acc). */
+static void rl__rtile_q4_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q40_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++)
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                for (int j = 0; j < 16; j++) {
+                    const int b = p->q[j / 4][4 * r + j % 4];
+                    sumi += ((b & 15) - 8) * x[i].qs[j] + ((b >> 4) - 8) * x[i].qs[16 + j];
+                }
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 void rl__x_sum_q8_0(void *dst, const void *src, int64_t n_blocks) {
     for (int64_t b = 0; b < n_blocks; b++) {
         const rl_block_q8_0 *x = (const rl_block_q8_0 *)src + b;
@@ -649,7 +687,12 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .to_tile = rl__to_tile_q6_K_r8,
                                          .dot = rl__rtile_q6_K_ref,
                                          .make = true};
-    /* q5_0 likewise (.make: the SIMD tables' 8-row leaves) */
+    /* q5_0 and q4_0 likewise (.make: the SIMD tables' 8-row leaves) */
+    t->rtile[RL_TYPE_Q4_0] = (rl__rtile){.repack = rl__repack_q4_0_r8,
+                                         .unpack_block = rl__unpack_block_q4_0_r8,
+                                         .dot = rl__rtile_q4_0_ref,
+                                         .x_prep = rl__x_sum_q8_0,
+                                         .x_block = sizeof(rl__q80s)};
     t->rtile[RL_TYPE_Q5_0] = (rl__rtile){.repack = rl__repack_q5_0_r8,
                                          .unpack_block = rl__unpack_block_q5_0_r8,
                                          .dot = rl__rtile_q5_0_ref,

@@ -356,6 +356,49 @@ RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q5_0r8)
 
+/* q4_0 resident tile (kernels-impl.h, rl__q40_r8): q4_1's nibble planes
+ * (8 groups fit int16 on AVX2: 8 x 2 x 15 x 128), sumi = sum code x - 8
+ * sum x (half the form's 16 sum x), the twin's fma. */
+RL_TILE_AI void rl__tile8_q4_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q40_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        RL_PF3(p); /* 144 bytes a block */
+        const rl__q80s *x[RL_TILE8_T];
+        __m256i s16[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[v]);
+            const __m256i lo = _mm256_and_si256(raw, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xl, xh;
+                memcpy(&xl, x[k]->qs + 4 * v, 4);
+                memcpy(&xh, x[k]->qs + 16 + 4 * v, 4);
+                s16[k] = RL_TI_MACC(s16[k], lo, _mm256_set1_epi32(xl));
+                s16[k] = RL_TI_MACC(s16[k], hi, _mm256_set1_epi32(xh));
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            const __m256i sumi =
+                _mm256_sub_epi32(RL_TI_SUM(s16[k]), _mm256_set1_epi32(x[k]->s16 >> 1));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(sumi), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(q4_0r8)
+
 /* q4_K resident tile (kernels-impl.h, rl__q4k_r8): per super-block the 8
  * rows' packed 6-bit scales are decoded in registers into the packed
  * tile's int16 vectors (rl__q4k_x8's sc and mn, lane 2r / 2r + 1), kept on
