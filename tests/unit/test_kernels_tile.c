@@ -109,6 +109,22 @@ static float twin_q4_0(const void *wrow, const void *xrow, int64_t cols) {
     return acc;
 }
 
+/* iq4_nl's resident tile's twin (q4_0's layout): per block the exact sum
+ * of codebook value x, then acc = fma(d dx, sumi, acc). */
+static float twin_iq4_nl(const void *wrow, const void *xrow, int64_t cols) {
+    const rl_block_iq4_nl *w = wrow;
+    const rl_block_q8_0 *x = xrow;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += rl_iq4nl_values[w[i].qs[j] & 15] * x[i].qs[j] +
+                    rl_iq4nl_values[w[i].qs[j] >> 4] * x[i].qs[16 + j];
+        acc = fmaf(rl_fp16_to_f32(w[i].d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
+    }
+    return acc;
+}
+
 /* Packed bytes of cols columns of 8 rows. */
 static size_t packed_size(const rl__tile8 *tl, int64_t cols) {
     return tl->block_size * (size_t)cols / RL_QK_K;
@@ -357,11 +373,11 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
-    const rl_type tys[6] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K,
-                            RL_TYPE_Q8_0, RL_TYPE_Q5_0, RL_TYPE_Q4_0};
-    for (int ii = 0; ii < ni * 18; ii++) {
-        rl_kernels_init(impls[ii / 18]);
-        const rl_type ty = tys[(ii % 18) / 3];
+    const rl_type tys[7] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K,  RL_TYPE_Q8_0,
+                            RL_TYPE_Q5_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL};
+    for (int ii = 0; ii < ni * 21; ii++) {
+        rl_kernels_init(impls[ii / 21]);
+        const rl_type ty = tys[(ii % 21) / 3];
         const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K;
         const int64_t rows = 40, cols = k_quant ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
         size_t rs;
@@ -381,7 +397,7 @@ static void test_resident_tiles(void **state) {
         const size_t rbytes =
             ty == RL_TYPE_Q8_0 ? (size_t)rows * (size_t)(cols / 32) * 36 : (size_t)rows * rs;
         if (!rt->make) {
-            assert_true(ty == RL_TYPE_Q8_0 || ty == RL_TYPE_Q5_0 || ty == RL_TYPE_Q4_0);
+            assert_true(!ref->tile8[ty].pack); /* the types without a packed tile */
             assert_int_equal(rl_mat_resident_bytes(&w), 0);
             free(wd);
             continue;
@@ -395,8 +411,9 @@ static void test_resident_tiles(void **state) {
         assert_int_equal(w.row_size, rbytes / (size_t)rows);
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
         /* many-token steps convert each group to the packed tile: the
-         * packer's bytes on the original rows (q8_0 has no packed tile) */
-        assert_true(rt->to_tile || ty == RL_TYPE_Q8_0 || ty == RL_TYPE_Q5_0 || ty == RL_TYPE_Q4_0);
+         * packer's bytes on the original rows (q8_0, q5_0, q4_0 and iq4_nl
+         * have no packed tile) */
+        assert_true(rt->to_tile || !ref->tile8[ty].pack);
         const size_t tb = (size_t)cols * ref->tile8[ty].block_size / RL_QK_K;
         uint8_t *t0 = malloc(tb + 1), *t1 = malloc(tb + 1);
         for (int64_t r = 0; rt->to_tile && r < rows; r += 8) {
@@ -456,6 +473,8 @@ static void test_resident_tiles(void **state) {
                         e = twin_q5_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
                     else if (ty == RL_TYPE_Q4_0)
                         e = twin_q4_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
+                    else if (ty == RL_TYPE_IQ4_NL)
+                        e = twin_iq4_nl(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
                     else
                         ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs,
                                                xq + (size_t)t * xrow, xrow, 1);

@@ -544,6 +544,29 @@ static void rl__rtile_q4_0_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+/* iq4_nl resident tile: q4_0's layout (rl__q40_r8), the nibbles indexing
+ * the codebook.  The twin: per block sumi = sum value x exactly, acc =
+ * fma(d dx, sumi, acc). */
+static void rl__rtile_iq4_nl_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                                 const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q40_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++)
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                for (int j = 0; j < 16; j++) {
+                    const int b = p->q[j / 4][4 * r + j % 4];
+                    sumi += rl_iq4nl_values[b & 15] * x[i].qs[j] +
+                            rl_iq4nl_values[b >> 4] * x[i].qs[16 + j];
+                }
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 void rl__x_sum_q8_0(void *dst, const void *src, int64_t n_blocks) {
     for (int64_t b = 0; b < n_blocks; b++) {
         const rl_block_q8_0 *x = (const rl_block_q8_0 *)src + b;
@@ -687,7 +710,13 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .to_tile = rl__to_tile_q6_K_r8,
                                          .dot = rl__rtile_q6_K_ref,
                                          .make = true};
-    /* q5_0 and q4_0 likewise (.make: the SIMD tables' 8-row leaves) */
+    /* q5_0, q4_0 and iq4_nl likewise (.make: the SIMD tables' 8-row
+     * leaves; iq4_nl blocks are q4_0's bytes) */
+    t->rtile[RL_TYPE_IQ4_NL] = (rl__rtile){.repack = rl__repack_q4_0_r8,
+                                           .unpack_block = rl__unpack_block_q4_0_r8,
+                                           .dot = rl__rtile_iq4_nl_ref,
+                                           .x_prep = rl__x_sum_q8_0,
+                                           .x_block = sizeof(rl__q80s)};
     t->rtile[RL_TYPE_Q4_0] = (rl__rtile){.repack = rl__repack_q4_0_r8,
                                          .unpack_block = rl__unpack_block_q4_0_r8,
                                          .dot = rl__rtile_q4_0_ref,

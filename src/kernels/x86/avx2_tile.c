@@ -483,11 +483,14 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_avx2;
     t->rtile[RL_TYPE_Q6_K].to_pair = rl__to_pair_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_0].dot = rl__tile8_q4_0r8_avx2;
+    t->rtile[RL_TYPE_IQ4_NL].dot = rl__tile8_iq4_nlr8_avx2;
     t->rtile[RL_TYPE_Q5_0].dot = rl__tile8_q5_0r8_avx2;
     t->rtile[RL_TYPE_Q5_0].make = true;
     t->rtile[RL_TYPE_Q5_0].head = true;
     t->rtile[RL_TYPE_Q4_0].make = true;
     t->rtile[RL_TYPE_Q4_0].head = true;
+    t->rtile[RL_TYPE_IQ4_NL].make = true;
+    t->rtile[RL_TYPE_IQ4_NL].head = true;
     t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_avx2;
     t->rtile[RL_TYPE_Q8_0].x_prep = rl__x_nibbles_q8_0;
     t->rtile[RL_TYPE_Q8_0].x_block = sizeof(rl__q80n);

@@ -399,6 +399,77 @@ RL_TILE_AI void rl__tile8_q4_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q4_0r8)
 
+/* iq4_nl resident tile (q4_0's layout, rl__q40_r8): each nibble plane
+ * looked up (vpshufb) in the codebook offset by 128, u = value + 128 (1..241,
+ * unsigned), so sumi = sum u x - 128 sum x (8 times the form's 16 sum x).
+ * vpdpbusd takes u whole; AVX2's vpmaddubsw would saturate 241 x 128 pairs,
+ * so there u = 16 H + L, both looked up (0..15), 8 groups of each summed in
+ * int16 (8 x 2 x 15 x 128), and sumi = 16 SH + SL - 128 sum x.  The twin's
+ * fma. */
+RL_TILE_AI void rl__tile8_iq4_nlr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                     const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q40_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i u = _mm256_xor_si256(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rl__iq4nl_values)),
+        _mm256_set1_epi8((char)0x80));
+#if RL_TILE_VNNI
+    const __m256i tl = u;
+#else
+    const __m256i tl = _mm256_and_si256(u, m4), th = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
+#endif
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        RL_PF3(p); /* 144 bytes a block */
+        const rl__q80s *x[RL_TILE8_T];
+        __m256i sl[RL_TILE8_T];
+#if !RL_TILE_VNNI
+        __m256i sh[RL_TILE8_T];
+#endif
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sl[k] = _mm256_setzero_si256();
+#if !RL_TILE_VNNI
+            sh[k] = _mm256_setzero_si256();
+#endif
+        }
+        _Pragma("GCC unroll 8") for (int G = 0; G < 8; G++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[G % 4]);
+            const __m256i nib = _mm256_and_si256(G < 4 ? raw : _mm256_srli_epi16(raw, 4), m4);
+            const __m256i wl = _mm256_shuffle_epi8(tl, nib);
+#if !RL_TILE_VNNI
+            const __m256i wh = _mm256_shuffle_epi8(th, nib);
+#endif
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xv;
+                memcpy(&xv, x[k]->qs + 4 * G, 4);
+                const __m256i xb = _mm256_set1_epi32(xv);
+                sl[k] = RL_TI_MACC(sl[k], wl, xb);
+#if !RL_TILE_VNNI
+                sh[k] = RL_TI_MACC(sh[k], wh, xb);
+#endif
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+#if RL_TILE_VNNI
+            const __m256i su = sl[k];
+#else
+            const __m256i su = _mm256_add_epi32(_mm256_madd_epi16(sh[k], _mm256_set1_epi16(16)),
+                                                _mm256_madd_epi16(sl[k], _mm256_set1_epi16(1)));
+#endif
+            const __m256i sumi = _mm256_sub_epi32(su, _mm256_set1_epi32(8 * x[k]->s16));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
+                                     _mm256_cvtepi32_ps(sumi), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+
+RL_TILE8_INST(iq4_nlr8)
+
 /* q4_K resident tile (kernels-impl.h, rl__q4k_r8): per super-block the 8
  * rows' packed 6-bit scales are decoded in registers into the packed
  * tile's int16 vectors (rl__q4k_x8's sc and mn, lane 2r / 2r + 1), kept on

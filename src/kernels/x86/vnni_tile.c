@@ -591,6 +591,7 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_vnni;
     t->rtile[RL_TYPE_Q6_K].to_pair = rl__to_pair_q6_K_vnni;
     t->rtile[RL_TYPE_Q4_0].dot = rl__tile8_q4_0r8_vnni;
+    t->rtile[RL_TYPE_IQ4_NL].dot = rl__tile8_iq4_nlr8_vnni;
     t->rtile[RL_TYPE_Q5_0].dot = rl__tile8_q5_0r8_vnni;
     t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_vnni;
     t->rtile[RL_TYPE_Q8_0].dot16 = rl__tile16_q8_0r8_vnni;
