@@ -352,6 +352,47 @@ static void test_matmul_fast_tokens(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
+static float twin_of(rl_type ty, const void *wrow, const void *xrow, int64_t cols) {
+    return ty == RL_TYPE_Q8_0   ? twin_q8_0(wrow, xrow, cols)
+           : ty == RL_TYPE_Q5_0 ? twin_q5_0(wrow, xrow, cols)
+           : ty == RL_TYPE_Q4_0 ? twin_q4_0(wrow, xrow, cols)
+                                : twin_iq4_nl(wrow, xrow, cols);
+}
+
+/* A resident leaf (rl__rtile.dot) called directly on repacked groups of w
+ * and 3 tokens in its x_prep form: every (row, token) the twin's bits. */
+static void resident_leaf_vs_twin(const rl__rtile *rt, rl_type ty, const uint8_t *wd, size_t rs,
+                                  int64_t rows, int64_t cols) {
+    const size_t bb = rt->block_bytes ? rt->block_bytes : 8 * rl_type_get(ty)->type_size;
+    const size_t gb = (size_t)(cols / 32) * bb, xrow = rl_type_row_size(RL_TYPE_Q8_0, cols);
+    const size_t xprow = (size_t)(cols / 32) * rt->x_block;
+    uint8_t *g = malloc(gb), *xq = malloc(3 * xrow), *xp = malloc(3 * xprow);
+    float *x = make_x(cols * 3);
+    assert_true(g && xq && xp && rt->x_prep);
+    for (int t = 0; t < 3; t++) {
+        act_quant(ty, x + t * cols, xq + (size_t)t * xrow, cols);
+        rt->x_prep(xp + (size_t)t * xprow, xq + (size_t)t * xrow, cols / 32);
+    }
+    for (int64_t r0 = 0; r0 + 8 <= rows; r0 += 8) {
+        float y[3][8];
+        rt->repack(g, wd + (size_t)r0 * rs, rs, cols);
+        rt->dot(cols, &y[0][0], 8, g, xp, xprow, 3);
+        for (int t = 0; t < 3; t++)
+            for (int r = 0; r < 8; r++) {
+                const float e =
+                    twin_of(ty, wd + (size_t)(r0 + r) * rs, xq + (size_t)t * xrow, cols);
+                if (memcmp(&e, &y[t][r], sizeof e))
+                    fail_msg("%s %s resident leaf row %d tok %d: %.9g, twin %.9g",
+                             rl_kernels_impl_name(), rl_type_name(ty), (int)(r0 + r), t, y[t][r],
+                             e);
+            }
+    }
+    free(g);
+    free(xq);
+    free(xp);
+    free(x);
+}
+
 /* Resident tiles (rl_mat_make_resident): the repacked matrix takes the
  * file's bytes, each row reads back as it was (rl_get_row), and rl_matmul
  * on it gives every (row, token) bit for bit the scalar twin's tile
@@ -399,6 +440,10 @@ static void test_resident_tiles(void **state) {
         if (!rt->make) {
             assert_true(!ref->tile8[ty].pack); /* the types without a packed tile */
             assert_int_equal(rl_mat_resident_bytes(&w), 0);
+            /* the table's resident leaf still exists (a matrix made under
+             * another table runs it): on the repacked groups and x_prep's
+             * form, the twin's bits */
+            resident_leaf_vs_twin(rt, ty, wd, rs, rows, cols);
             free(wd);
             continue;
         }

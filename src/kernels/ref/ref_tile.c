@@ -255,6 +255,15 @@ static void rl__tile_row_q4_1_ref(int64_t n_cols, float *s, size_t ss, const voi
     }
 }
 
+/* Row r's 16 nibble bytes into / out of the 4-byte groups of the 8 rows
+ * (q[j / 4][4 r + j % 4] = qs[j]: the q4_1, q5_0 and q4_0 layouts). */
+static void rl__r8_put_qs(uint8_t (*q)[32], int r, const uint8_t *qs) {
+    for (int j = 0; j < 16; j++) q[j / 4][4 * r + j % 4] = qs[j];
+}
+static void rl__r8_get_qs(uint8_t *qs, const uint8_t (*q)[32], int r) {
+    for (int j = 0; j < 16; j++) qs[j] = q[j / 4][4 * r + j % 4];
+}
+
 /* q4_1 resident tile (kernels-impl.h, rl__q41_r8): 4-byte groups of the 8
  * rows' qs transposed, the scales kept in fp16. */
 static void rl__repack_q4_1_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
@@ -264,7 +273,7 @@ static void rl__repack_q4_1_r8(void *dst, const void *w, size_t row_size, int64_
             const rl_block_q4_1 *b = (const rl_block_q4_1 *)((const uint8_t *)w + r * row_size) + i;
             o->d[r] = b->d;
             o->m[r] = b->m;
-            for (int j = 0; j < 16; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
+            rl__r8_put_qs(o->q, r, b->qs);
         }
 }
 
@@ -273,7 +282,7 @@ static void rl__unpack_block_q4_1_r8(void *dst, const void *group, int r, int64_
     rl_block_q4_1 *b = dst;
     b->d = p->d[r];
     b->m = p->m[r];
-    for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+    rl__r8_get_qs(b->qs, p->q, r);
 }
 
 /* Nibble planes: code group v (low nibbles) and v + 4 (high). */
@@ -486,7 +495,7 @@ static void rl__repack_q5_0_r8(void *dst, const void *w, size_t row_size, int64_
             const uint32_t qh = (uint32_t)b->qh[0] | (uint32_t)b->qh[1] << 8 |
                                 (uint32_t)b->qh[2] << 16 | (uint32_t)b->qh[3] << 24;
             o->d[r] = b->d;
-            for (int j = 0; j < 16; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
+            rl__r8_put_qs(o->q, r, b->qs);
             for (int c = 0; c < 4; c++) {
                 unsigned h = 0;
                 for (int g = 0; g < 8; g++) h |= ((qh >> (4 * g + c)) & 1u) << g;
@@ -503,7 +512,7 @@ static void rl__unpack_block_q5_0_r8(void *dst, const void *group, int r, int64_
         for (int c = 0; c < 4; c++) qh |= (uint32_t)((p->hb[4 * r + c] >> g) & 1) << (4 * g + c);
     b->d = p->d[r];
     for (int k = 0; k < 4; k++) b->qh[k] = (uint8_t)(qh >> (8 * k));
-    for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+    rl__r8_get_qs(b->qs, p->q, r);
 }
 
 /* q4_0 resident tile (kernels-impl.h, rl__q40_r8). */
@@ -513,7 +522,7 @@ static void rl__repack_q4_0_r8(void *dst, const void *w, size_t row_size, int64_
         for (int r = 0; r < 8; r++) {
             const rl_block_q4_0 *b = (const rl_block_q4_0 *)((const uint8_t *)w + r * row_size) + i;
             o->d[r] = b->d;
-            for (int j = 0; j < 16; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
+            rl__r8_put_qs(o->q, r, b->qs);
         }
 }
 
@@ -521,50 +530,55 @@ static void rl__unpack_block_q4_0_r8(void *dst, const void *group, int r, int64_
     const rl__q40_r8 *p = (const rl__q40_r8 *)group + i;
     rl_block_q4_0 *b = dst;
     b->d = p->d[r];
-    for (int j = 0; j < 16; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+    rl__r8_get_qs(b->qs, p->q, r);
 }
 
-/* The twin: per block sumi = sum (code - 8) x, acc = fma(d dx, sumi, acc). */
+/* The twins of the resident tiles on the code-sum form (rl__q80s): per
+ * block and row sumi = sum value x exactly (q4_0: code - 8, q5_0: code -
+ * 16 with the fifth bit from hb, iq4_nl: the codebook's value), then acc =
+ * fma(d dx, sumi, acc).  q5_0's groups are rl__q50_r8's, the others
+ * rl__q40_r8's (the same nibble planes). */
+static int rl__r8_value(rl_type ty, const void *blk, int r, int e) {
+    const int g = e / 4, c = e % 4;
+    if (ty == RL_TYPE_Q5_0) {
+        const rl__q50_r8 *p = blk;
+        const int b = p->q[g % 4][4 * r + c];
+        return ((g < 4 ? b & 15 : b >> 4) | ((p->hb[4 * r + c] >> g) & 1) << 4) - 16;
+    }
+    const rl__q40_r8 *p = blk;
+    const int b = p->q[g % 4][4 * r + c], nib = g < 4 ? b & 15 : b >> 4;
+    return ty == RL_TYPE_IQ4_NL ? rl_iq4nl_values[nib] : nib - 8;
+}
+static void rl__rtile_q80s_ref(rl_type ty, int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    const size_t bb = ty == RL_TYPE_Q5_0 ? sizeof(rl__q50_r8) : sizeof(rl__q40_r8);
+    for (int k = 0; k < n_x; k++) {
+        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        for (int64_t i = 0; i < n_cols / 32; i++) {
+            const void *blk = (const uint8_t *)group + (size_t)i * bb;
+            const rl_fp16 *d = blk; /* d[8] leads both layouts */
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                /* element e = 4 G + c of group G */
+                for (int e = 0; e < 32; e++) sumi += rl__r8_value(ty, blk, r, e) * x[i].qs[e];
+                acc[r] = fmaf(rl_fp16_to_f32(d[r]) * x[i].d, (float)sumi, acc[r]);
+            }
+        }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
 static void rl__rtile_q4_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
                                const void *vx, size_t xs, int n_x) {
-    for (int k = 0; k < n_x; k++) {
-        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc[8] = {0};
-        const rl__q40_r8 *p = group;
-        for (int64_t i = 0; i < n_cols / 32; i++, p++)
-            for (int r = 0; r < 8; r++) {
-                int32_t sumi = 0;
-                for (int j = 0; j < 16; j++) {
-                    const int b = p->q[j / 4][4 * r + j % 4];
-                    sumi += ((b & 15) - 8) * x[i].qs[j] + ((b >> 4) - 8) * x[i].qs[16 + j];
-                }
-                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
-            }
-        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
-    }
+    rl__rtile_q80s_ref(RL_TYPE_Q4_0, n_cols, s, ss, group, vx, xs, n_x);
 }
-
-/* iq4_nl resident tile: q4_0's layout (rl__q40_r8), the nibbles indexing
- * the codebook.  The twin: per block sumi = sum value x exactly, acc =
- * fma(d dx, sumi, acc). */
+static void rl__rtile_q5_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    rl__rtile_q80s_ref(RL_TYPE_Q5_0, n_cols, s, ss, group, vx, xs, n_x);
+}
 static void rl__rtile_iq4_nl_ref(int64_t n_cols, float *s, size_t ss, const void *group,
                                  const void *vx, size_t xs, int n_x) {
-    for (int k = 0; k < n_x; k++) {
-        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc[8] = {0};
-        const rl__q40_r8 *p = group;
-        for (int64_t i = 0; i < n_cols / 32; i++, p++)
-            for (int r = 0; r < 8; r++) {
-                int32_t sumi = 0;
-                for (int j = 0; j < 16; j++) {
-                    const int b = p->q[j / 4][4 * r + j % 4];
-                    sumi += rl_iq4nl_values[b & 15] * x[i].qs[j] +
-                            rl_iq4nl_values[b >> 4] * x[i].qs[16 + j];
-                }
-                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
-            }
-        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
-    }
+    rl__rtile_q80s_ref(RL_TYPE_IQ4_NL, n_cols, s, ss, group, vx, xs, n_x);
 }
 
 void rl__x_sum_q8_0(void *dst, const void *src, int64_t n_blocks) {
@@ -576,28 +590,6 @@ void rl__x_sum_q8_0(void *dst, const void *src, int64_t n_blocks) {
         o->d = rl_fp16_to_f32(x->d);
         o->s16 = 16 * sum;
         memcpy(o->qs, x->qs, sizeof o->qs);
-    }
-}
-
-/* The twin: per block sumi = sum (code - 16) x, acc = fma(d dx, sumi, acc). */
-static void rl__rtile_q5_0_ref(int64_t n_cols, float *s, size_t ss, const void *group,
-                               const void *vx, size_t xs, int n_x) {
-    for (int k = 0; k < n_x; k++) {
-        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc[8] = {0};
-        const rl__q50_r8 *p = group;
-        for (int64_t i = 0; i < n_cols / 32; i++, p++)
-            for (int r = 0; r < 8; r++) {
-                int32_t sumi = 0;
-                for (int e = 0; e < 32; e++) {
-                    const int g = e / 4, c = e % 4;
-                    const int b = p->q[g % 4][4 * r + c];
-                    const int code = (g < 4 ? b & 15 : b >> 4) | ((p->hb[4 * r + c] >> g) & 1) << 4;
-                    sumi += (code - 16) * x[i].qs[e];
-                }
-                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
-            }
-        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
     }
 }
 
@@ -669,7 +661,7 @@ static void rl__rtile_q8_0_ref(int64_t n_cols, float *s, size_t ss, const void *
             for (int r = 0; r < 8; r++) {
                 int32_t sumi = 0;
                 for (int j = 0; j < 32; j++)
-                    sumi += p->q[j / 4][4 * r + j % 4] * ((x[i].qs[j] ^ 0x80) - 128);
+                    sumi += p->q[j / 4][4 * r + j % 4] * ((int)x[i].qs[j] - 128);
                 acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * dx, (float)sumi, acc[r]);
             }
         }

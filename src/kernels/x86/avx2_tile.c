@@ -453,8 +453,7 @@ RL_TILE_AI void rl__tile8_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
             const __m256i s32 = _mm256_add_epi32(
                 _mm256_add_epi32(_mm256_madd_epi16(sh[k], sixteen), _mm256_madd_epi16(sl[k], ones)),
                 ncorr);
-            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
-                                     _mm256_cvtepi32_ps(s32), acc[k]);
+            acc[k] = rl__q80_fstep(acc[k], d, x[k]->d, s32);
         }
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)

@@ -308,6 +308,11 @@ RL_TILE8_INST(q4_1r8)
  * other byte's bit there), 0..31; groups 0-3 and 4-7 sum apart (AVX2: 4 x
  * 2 x 31 x 128 fits int16), then sumi = the two sums - 16 sum x, and the
  * twin's fma. */
+/* The q8_0-activation leaves' float step (q5_0, q4_0, iq4_nl, and the
+ * AVX2 q8_0 leaf): acc = fma(d dx, sumi, acc), the twins' order. */
+RL_TILE_AI __m256 rl__q80_fstep(__m256 acc, __m256 d, float dx, __m256i sumi) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(sumi), acc);
+}
 RL_TILE_AI __m256i rl__q50r8_codes(const __m256i *raw, __m256i hb, const int G) {
     const __m256i m4 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
     const __m256i nib = _mm256_and_si256(G < 4 ? raw[G] : _mm256_srli_epi16(raw[G - 4], 4), m4);
@@ -346,8 +351,7 @@ RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
             const __m256i sumi = _mm256_sub_epi32(
                 _mm256_add_epi32(RL_TI_SUM(sa[k]), RL_TI_SUM(sb[k])), _mm256_set1_epi32(x[k]->s16));
-            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
-                                     _mm256_cvtepi32_ps(sumi), acc[k]);
+            acc[k] = rl__q80_fstep(acc[k], d, x[k]->d, sumi);
         }
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
@@ -356,58 +360,16 @@ RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q5_0r8)
 
-/* q4_0 resident tile (kernels-impl.h, rl__q40_r8): q4_1's nibble planes
- * (8 groups fit int16 on AVX2: 8 x 2 x 15 x 128), sumi = sum code x - 8
- * sum x (half the form's 16 sum x), the twin's fma. */
-RL_TILE_AI void rl__tile8_q4_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
-                                   const void *vx, size_t xs, const int T) {
-    __m256 acc[RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
-    const rl__q40_r8 *p = group;
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
-        RL_PF3(p); /* 144 bytes a block */
-        const rl__q80s *x[RL_TILE8_T];
-        __m256i s16[RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            s16[k] = _mm256_setzero_si256();
-        }
-        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[v]);
-            const __m256i lo = _mm256_and_si256(raw, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                int32_t xl, xh;
-                memcpy(&xl, x[k]->qs + 4 * v, 4);
-                memcpy(&xh, x[k]->qs + 16 + 4 * v, 4);
-                s16[k] = RL_TI_MACC(s16[k], lo, _mm256_set1_epi32(xl));
-                s16[k] = RL_TI_MACC(s16[k], hi, _mm256_set1_epi32(xh));
-            }
-        }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const __m256i sumi =
-                _mm256_sub_epi32(RL_TI_SUM(s16[k]), _mm256_set1_epi32(x[k]->s16 >> 1));
-            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
-                                     _mm256_cvtepi32_ps(sumi), acc[k]);
-        }
-    }
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
-        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
-}
-
-RL_TILE8_INST(q4_0r8)
-
-/* iq4_nl resident tile (q4_0's layout, rl__q40_r8): each nibble plane
- * looked up (vpshufb) in the codebook offset by 128, u = value + 128 (1..241,
- * unsigned), so sumi = sum u x - 128 sum x (8 times the form's 16 sum x).
- * vpdpbusd takes u whole; AVX2's vpmaddubsw would saturate 241 x 128 pairs,
- * so there u = 16 H + L, both looked up (0..15), 8 groups of each summed in
- * int16 (8 x 2 x 15 x 128), and sumi = 16 SH + SL - 128 sum x.  The twin's
- * fma. */
-RL_TILE_AI void rl__tile8_iq4_nlr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
-                                     const void *vx, size_t xs, const int T) {
+/* q4_0 and iq4_nl resident tiles (kernels-impl.h, rl__q40_r8: q4_1's
+ * nibble planes).  q4_0 (NL 0): the codes 0..15 themselves (8 groups fit
+ * int16 on AVX2: 8 x 2 x 15 x 128), sumi = sum code x - 8 sum x (half the
+ * form's 16 sum x).  iq4_nl (NL 1): each nibble looked up (vpshufb) in the
+ * codebook offset by 128, u = value + 128 (1..241, unsigned), sumi = sum u
+ * x - 128 sum x; vpdpbusd takes u whole, but AVX2's vpmaddubsw would
+ * saturate 241 x 128 pairs, so there u = 16 H + L, both looked up (0..15),
+ * and sumi = 16 SH + SL - 128 sum x.  Then the twins' fma. */
+RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                const void *vx, size_t xs, const int T, const int NL) {
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q40_r8 *p = group;
@@ -415,59 +377,54 @@ RL_TILE_AI void rl__tile8_iq4_nlr8_T(int64_t n_cols, float *s, size_t ss, const 
     const __m256i u = _mm256_xor_si256(
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rl__iq4nl_values)),
         _mm256_set1_epi8((char)0x80));
-#if RL_TILE_VNNI
-    const __m256i tl = u;
-#else
-    const __m256i tl = _mm256_and_si256(u, m4), th = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
-#endif
+    /* the codebook's tables: u whole (VNNI) or its low and high nibbles */
+    const __m256i tl = RL_TILE_VNNI ? u : _mm256_and_si256(u, m4);
+    const __m256i th = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
+    const int two = NL && !RL_TILE_VNNI; /* AVX2 iq4_nl: two sums */
     for (int64_t i = 0; i < n_cols / 32; i++, p++) {
         RL_PF3(p); /* 144 bytes a block */
         const rl__q80s *x[RL_TILE8_T];
-        __m256i sl[RL_TILE8_T];
-#if !RL_TILE_VNNI
-        __m256i sh[RL_TILE8_T];
-#endif
+        __m256i sl[RL_TILE8_T], sh[RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
             x[k] = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sl[k] = _mm256_setzero_si256();
-#if !RL_TILE_VNNI
-            sh[k] = _mm256_setzero_si256();
-#endif
+            sl[k] = sh[k] = _mm256_setzero_si256();
         }
         _Pragma("GCC unroll 8") for (int G = 0; G < 8; G++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[G % 4]);
             const __m256i nib = _mm256_and_si256(G < 4 ? raw : _mm256_srli_epi16(raw, 4), m4);
-            const __m256i wl = _mm256_shuffle_epi8(tl, nib);
-#if !RL_TILE_VNNI
-            const __m256i wh = _mm256_shuffle_epi8(th, nib);
-#endif
+            const __m256i wl = NL ? _mm256_shuffle_epi8(tl, nib) : nib;
+            const __m256i wh = two ? _mm256_shuffle_epi8(th, nib) : nib;
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
                 int32_t xv;
                 memcpy(&xv, x[k]->qs + 4 * G, 4);
                 const __m256i xb = _mm256_set1_epi32(xv);
                 sl[k] = RL_TI_MACC(sl[k], wl, xb);
-#if !RL_TILE_VNNI
-                sh[k] = RL_TI_MACC(sh[k], wh, xb);
-#endif
+                if (two) sh[k] = RL_TI_MACC(sh[k], wh, xb);
             }
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-#if RL_TILE_VNNI
-            const __m256i su = sl[k];
-#else
-            const __m256i su = _mm256_add_epi32(_mm256_madd_epi16(sh[k], _mm256_set1_epi16(16)),
-                                                _mm256_madd_epi16(sl[k], _mm256_set1_epi16(1)));
-#endif
-            const __m256i sumi = _mm256_sub_epi32(su, _mm256_set1_epi32(8 * x[k]->s16));
-            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)),
-                                     _mm256_cvtepi32_ps(sumi), acc[k]);
+            const __m256i su =
+                two ? _mm256_add_epi32(_mm256_madd_epi16(sh[k], _mm256_set1_epi16(16)),
+                                       _mm256_madd_epi16(sl[k], _mm256_set1_epi16(1)))
+                    : RL_TI_SUM(sl[k]);
+            const __m256i sumi =
+                _mm256_sub_epi32(su, _mm256_set1_epi32(NL ? 8 * x[k]->s16 : x[k]->s16 >> 1));
+            acc[k] = rl__q80_fstep(acc[k], d, x[k]->d, sumi);
         }
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
-
+RL_TILE_AI void rl__tile8_q4_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tile8_nib_T(n_cols, s, ss, group, vx, xs, T, 0);
+}
+RL_TILE_AI void rl__tile8_iq4_nlr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                     const void *vx, size_t xs, const int T) {
+    rl__tile8_nib_T(n_cols, s, ss, group, vx, xs, T, 1);
+}
+RL_TILE8_INST(q4_0r8)
 RL_TILE8_INST(iq4_nlr8)
 
 /* q4_K resident tile (kernels-impl.h, rl__q4k_r8): per super-block the 8
