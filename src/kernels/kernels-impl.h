@@ -153,6 +153,14 @@ typedef struct rl__q50_r8 {
     uint8_t q[4][32];
 } rl__q50_r8;
 _Static_assert(sizeof(rl__q50_r8) == 8 * sizeof(rl_block_q5_0), "q5_0 resident block");
+/* q5_1, 8 rows, one 32-element block (192 bytes): rl__q50_r8 with each
+ * row's m; codes 0..31 (the value d code + m), the float steps q4_1's. */
+typedef struct rl__q51_r8 {
+    rl_fp16 d[8], m[8];
+    uint8_t hb[32];
+    uint8_t q[4][32];
+} rl__q51_r8;
+_Static_assert(sizeof(rl__q51_r8) == 8 * sizeof(rl_block_q5_1), "q5_1 resident block");
 /* q4_0, 8 rows, one 32-element block (144 bytes): rl__q50_r8 without the
  * fifth bits, codes 0..15 (the value d (code - 8)); sumi = sum code x - 8
  * sum x, the same form of the activations (rl__q80s) and float step. */
@@ -307,6 +315,11 @@ typedef struct rl__q80s {
     int8_t qs[32];
 } rl__q80s;
 _Static_assert(sizeof(rl__q80s) == 40, "q8_0 with a float scale and its code sum");
+/* (the q5 leaves read either form: the same size, d and the codes at the
+ * same offsets) */
+_Static_assert(sizeof(rl__q80s) == sizeof(rl__q81f) &&
+                   offsetof(rl__q80s, qs) == offsetof(rl__q81f, qs),
+               "the q5 leaves' two activation forms");
 void rl__x_offset_q8_0(void *dst, const void *src, int64_t n_blocks);
 void rl__x_sum_q8_0(void *dst, const void *src, int64_t n_blocks);
 void rl__x_q8_1f(void *dst, const void *src, int64_t n_blocks);

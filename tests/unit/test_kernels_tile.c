@@ -74,53 +74,52 @@ static float twin_q8_0(const void *wrow, const void *xrow, int64_t cols) {
     return acc;
 }
 
-/* q5_0's resident tile's twin (kernels-impl.h, rl__q50_r8): per block the
- * exact sum of (code - 16) x, then acc = fma(d dx, sumi, acc). */
-static float twin_q5_0(const void *wrow, const void *xrow, int64_t cols) {
-    const rl_block_q5_0 *w = wrow;
+/* The twin of the resident tiles of q8_0 activations with code sums
+ * (q5_0: rl__q50_r8, q4_0: rl__q40_r8, iq4_nl: q4_0's layout), from the
+ * original rows: per block the exact sum of value x (q5_0: code + 16 fifth
+ * bit - 16, q4_0: code - 8, iq4_nl: the codebook's value), then acc =
+ * fma(d dx, sumi, acc). */
+static float twin_nib(rl_type ty, const void *wrow, const void *xrow, int64_t cols) {
+    const size_t bs = rl_type_row_size(ty, 32);
     const rl_block_q8_0 *x = xrow;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++) {
+        const uint8_t *b = (const uint8_t *)wrow + (size_t)i * bs;
+        const uint8_t *qs = b + bs - 16; /* the nibbles end every block */
+        uint32_t qh = 0;
+        if (ty == RL_TYPE_Q5_0)
+            memcpy(&qh, ((const rl_block_q5_0 *)b)->qh, 4); /* (little-endian) */
+        int32_t sumi = 0;
+        for (int e = 0; e < 32; e++) {
+            const int nib = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
+            const int v = ty == RL_TYPE_Q5_0   ? nib + (int)((qh >> e) & 1) * 16 - 16
+                          : ty == RL_TYPE_Q4_0 ? nib - 8
+                                               : rl_iq4nl_values[nib];
+            sumi += v * x[i].qs[e];
+        }
+        rl_fp16 d;
+        memcpy(&d, b, sizeof d);
+        acc = fmaf(rl_fp16_to_f32(d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
+    }
+    return acc;
+}
+
+/* q5_1's resident tile's twin (rl__q51_r8): per block the exact sum of
+ * code x, then q4_1's acc = fma(d dx, sumi, acc), fma(m, sx, acc). */
+static float twin_q5_1(const void *wrow, const void *xrow, int64_t cols) {
+    const rl_block_q5_1 *w = wrow;
+    const rl_block_q8_1 *x = xrow;
     float acc = 0.0f;
     for (int64_t i = 0; i < cols / 32; i++) {
         const uint32_t qh = (uint32_t)w[i].qh[0] | (uint32_t)w[i].qh[1] << 8 |
                             (uint32_t)w[i].qh[2] << 16 | (uint32_t)w[i].qh[3] << 24;
         int32_t sumi = 0;
         for (int j = 0; j < 16; j++) {
-            sumi += ((w[i].qs[j] & 15) + (int)((qh >> j) & 1) * 16 - 16) * x[i].qs[j];
-            sumi += ((w[i].qs[j] >> 4) + (int)((qh >> (16 + j)) & 1) * 16 - 16) * x[i].qs[16 + j];
+            sumi += ((w[i].qs[j] & 15) + (int)((qh >> j) & 1) * 16) * x[i].qs[j];
+            sumi += ((w[i].qs[j] >> 4) + (int)((qh >> (16 + j)) & 1) * 16) * x[i].qs[16 + j];
         }
         acc = fmaf(rl_fp16_to_f32(w[i].d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
-    }
-    return acc;
-}
-
-/* q4_0's resident tile's twin (rl__q40_r8): per block the exact sum of
- * (code - 8) x, then acc = fma(d dx, sumi, acc). */
-static float twin_q4_0(const void *wrow, const void *xrow, int64_t cols) {
-    const rl_block_q4_0 *w = wrow;
-    const rl_block_q8_0 *x = xrow;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < cols / 32; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi +=
-                ((w[i].qs[j] & 15) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[16 + j];
-        acc = fmaf(rl_fp16_to_f32(w[i].d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
-    }
-    return acc;
-}
-
-/* iq4_nl's resident tile's twin (q4_0's layout): per block the exact sum
- * of codebook value x, then acc = fma(d dx, sumi, acc). */
-static float twin_iq4_nl(const void *wrow, const void *xrow, int64_t cols) {
-    const rl_block_iq4_nl *w = wrow;
-    const rl_block_q8_0 *x = xrow;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < cols / 32; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += rl_iq4nl_values[w[i].qs[j] & 15] * x[i].qs[j] +
-                    rl_iq4nl_values[w[i].qs[j] >> 4] * x[i].qs[16 + j];
-        acc = fmaf(rl_fp16_to_f32(w[i].d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
+        acc = fmaf(rl_fp16_to_f32(w[i].m), rl_fp16_to_f32(x[i].s), acc);
     }
     return acc;
 }
@@ -354,9 +353,8 @@ static void test_matmul_fast_tokens(void **state) {
 
 static float twin_of(rl_type ty, const void *wrow, const void *xrow, int64_t cols) {
     return ty == RL_TYPE_Q8_0   ? twin_q8_0(wrow, xrow, cols)
-           : ty == RL_TYPE_Q5_0 ? twin_q5_0(wrow, xrow, cols)
-           : ty == RL_TYPE_Q4_0 ? twin_q4_0(wrow, xrow, cols)
-                                : twin_iq4_nl(wrow, xrow, cols);
+           : ty == RL_TYPE_Q5_1 ? twin_q5_1(wrow, xrow, cols)
+                                : twin_nib(ty, wrow, xrow, cols);
 }
 
 /* A resident leaf (rl__rtile.dot) called directly on repacked groups of w
@@ -364,7 +362,7 @@ static float twin_of(rl_type ty, const void *wrow, const void *xrow, int64_t col
 static void resident_leaf_vs_twin(const rl__rtile *rt, rl_type ty, const uint8_t *wd, size_t rs,
                                   int64_t rows, int64_t cols) {
     const size_t bb = rt->block_bytes ? rt->block_bytes : 8 * rl_type_get(ty)->type_size;
-    const size_t gb = (size_t)(cols / 32) * bb, xrow = rl_type_row_size(RL_TYPE_Q8_0, cols);
+    const size_t gb = (size_t)(cols / 32) * bb, xrow = rl_type_row_size(rl__act_type(ty), cols);
     const size_t xprow = (size_t)(cols / 32) * rt->x_block;
     uint8_t *g = malloc(gb), *xq = malloc(3 * xrow), *xp = malloc(3 * xprow);
     float *x = make_x(cols * 3);
@@ -414,11 +412,11 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
-    const rl_type tys[7] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K,  RL_TYPE_Q8_0,
-                            RL_TYPE_Q5_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL};
-    for (int ii = 0; ii < ni * 21; ii++) {
-        rl_kernels_init(impls[ii / 21]);
-        const rl_type ty = tys[(ii % 21) / 3];
+    const rl_type tys[8] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K,   RL_TYPE_Q8_0,
+                            RL_TYPE_Q5_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q5_1};
+    for (int ii = 0; ii < ni * 24; ii++) {
+        rl_kernels_init(impls[ii / 24]);
+        const rl_type ty = tys[(ii % 24) / 3];
         const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K;
         const int64_t rows = 40, cols = k_quant ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
         size_t rs;
@@ -514,12 +512,10 @@ static void test_resident_tiles(void **state) {
                     float e;
                     if (ty == RL_TYPE_Q8_0)
                         e = twin_q8_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
-                    else if (ty == RL_TYPE_Q5_0)
-                        e = twin_q5_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
-                    else if (ty == RL_TYPE_Q4_0)
-                        e = twin_q4_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
-                    else if (ty == RL_TYPE_IQ4_NL)
-                        e = twin_iq4_nl(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
+                    else if (ty == RL_TYPE_Q5_0 || ty == RL_TYPE_Q4_0 || ty == RL_TYPE_IQ4_NL)
+                        e = twin_nib(ty, wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
+                    else if (ty == RL_TYPE_Q5_1)
+                        e = twin_q5_1(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
                     else
                         ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs,
                                                xq + (size_t)t * xrow, xrow, 1);

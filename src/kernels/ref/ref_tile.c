@@ -487,32 +487,86 @@ static void rl__rtile_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *
 
 /* q5_0 resident tile (kernels-impl.h, rl__q50_r8): the qs transposed as
  * q4_1's, the fifth bits regrouped by element group. */
+/* Row r's fifth bits (qh) into / out of hb (bit g of hb[4 r + c]: element
+ * 4 g + c's), the q5_0 and q5_1 layouts. */
+static void rl__r8_put_hb(uint8_t *hb, int r, const uint8_t *qhb) {
+    const uint32_t qh =
+        (uint32_t)qhb[0] | (uint32_t)qhb[1] << 8 | (uint32_t)qhb[2] << 16 | (uint32_t)qhb[3] << 24;
+    for (int c = 0; c < 4; c++) {
+        unsigned h = 0;
+        for (int g = 0; g < 8; g++) h |= ((qh >> (4 * g + c)) & 1u) << g;
+        hb[4 * r + c] = (uint8_t)h;
+    }
+}
+static void rl__r8_get_hb(uint8_t *qhb, const uint8_t *hb, int r) {
+    uint32_t qh = 0;
+    for (int g = 0; g < 8; g++)
+        for (int c = 0; c < 4; c++) qh |= (uint32_t)((hb[4 * r + c] >> g) & 1) << (4 * g + c);
+    for (int k = 0; k < 4; k++) qhb[k] = (uint8_t)(qh >> (8 * k));
+}
+
 static void rl__repack_q5_0_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
     rl__q50_r8 *o = dst;
     for (int64_t i = 0; i < n_cols / 32; i++, o++)
         for (int r = 0; r < 8; r++) {
             const rl_block_q5_0 *b = (const rl_block_q5_0 *)((const uint8_t *)w + r * row_size) + i;
-            const uint32_t qh = (uint32_t)b->qh[0] | (uint32_t)b->qh[1] << 8 |
-                                (uint32_t)b->qh[2] << 16 | (uint32_t)b->qh[3] << 24;
             o->d[r] = b->d;
             rl__r8_put_qs(o->q, r, b->qs);
-            for (int c = 0; c < 4; c++) {
-                unsigned h = 0;
-                for (int g = 0; g < 8; g++) h |= ((qh >> (4 * g + c)) & 1u) << g;
-                o->hb[4 * r + c] = (uint8_t)h;
-            }
+            rl__r8_put_hb(o->hb, r, b->qh);
         }
 }
 
 static void rl__unpack_block_q5_0_r8(void *dst, const void *group, int r, int64_t i) {
     const rl__q50_r8 *p = (const rl__q50_r8 *)group + i;
     rl_block_q5_0 *b = dst;
-    uint32_t qh = 0;
-    for (int g = 0; g < 8; g++)
-        for (int c = 0; c < 4; c++) qh |= (uint32_t)((p->hb[4 * r + c] >> g) & 1) << (4 * g + c);
     b->d = p->d[r];
-    for (int k = 0; k < 4; k++) b->qh[k] = (uint8_t)(qh >> (8 * k));
+    rl__r8_get_hb(b->qh, p->hb, r);
     rl__r8_get_qs(b->qs, p->q, r);
+}
+
+/* q5_1 resident tile (kernels-impl.h, rl__q51_r8). */
+static void rl__repack_q5_1_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q51_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q5_1 *b = (const rl_block_q5_1 *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = b->d;
+            o->m[r] = b->m;
+            rl__r8_put_qs(o->q, r, b->qs);
+            rl__r8_put_hb(o->hb, r, b->qh);
+        }
+}
+
+static void rl__unpack_block_q5_1_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__q51_r8 *p = (const rl__q51_r8 *)group + i;
+    rl_block_q5_1 *b = dst;
+    b->d = p->d[r];
+    b->m = p->m[r];
+    rl__r8_get_hb(b->qh, p->hb, r);
+    rl__r8_get_qs(b->qs, p->q, r);
+}
+
+/* The twin: per block sumi = sum code x, then q4_1's acc = fma(d dx, sumi,
+ * acc), fma(m, sx, acc). */
+static void rl__rtile_q5_1_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl__q81f *x = (const rl__q81f *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__q51_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++)
+            for (int r = 0; r < 8; r++) {
+                int32_t sumi = 0;
+                for (int e = 0; e < 32; e++) {
+                    const int g = e / 4, c = e % 4, b = p->q[g % 4][4 * r + c];
+                    sumi += ((g < 4 ? b & 15 : b >> 4) | ((p->hb[4 * r + c] >> g) & 1) << 4) *
+                            x[i].qs[e];
+                }
+                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
+                acc[r] = fmaf(rl_fp16_to_f32(p->m[r]), x[i].s, acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
 }
 
 /* q4_0 resident tile (kernels-impl.h, rl__q40_r8). */
@@ -702,6 +756,11 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .to_tile = rl__to_tile_q6_K_r8,
                                          .dot = rl__rtile_q6_K_ref,
                                          .make = true};
+    t->rtile[RL_TYPE_Q5_1] = (rl__rtile){.repack = rl__repack_q5_1_r8,
+                                         .unpack_block = rl__unpack_block_q5_1_r8,
+                                         .dot = rl__rtile_q5_1_ref,
+                                         .x_prep = rl__x_q8_1f,
+                                         .x_block = sizeof(rl__q81f)};
     /* q5_0, q4_0 and iq4_nl likewise (.make: the SIMD tables' 8-row
      * leaves; iq4_nl blocks are q4_0's bytes) */
     t->rtile[RL_TYPE_IQ4_NL] = (rl__rtile){.repack = rl__repack_q4_0_r8,

@@ -484,8 +484,11 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_0].dot = rl__tile8_q4_0r8_avx2;
     t->rtile[RL_TYPE_IQ4_NL].dot = rl__tile8_iq4_nlr8_avx2;
     t->rtile[RL_TYPE_Q5_0].dot = rl__tile8_q5_0r8_avx2;
+    t->rtile[RL_TYPE_Q5_1].dot = rl__tile8_q5_1r8_avx2;
     t->rtile[RL_TYPE_Q5_0].make = true;
     t->rtile[RL_TYPE_Q5_0].head = true;
+    t->rtile[RL_TYPE_Q5_1].make = true;
+    t->rtile[RL_TYPE_Q5_1].head = true;
     t->rtile[RL_TYPE_Q4_0].make = true;
     t->rtile[RL_TYPE_Q4_0].head = true;
     t->rtile[RL_TYPE_IQ4_NL].make = true;

@@ -319,14 +319,20 @@ RL_TILE_AI __m256i rl__q50r8_codes(const __m256i *raw, __m256i hb, const int G) 
     const __m256i h = G < 4 ? _mm256_slli_epi16(hb, 4 - G) : _mm256_srli_epi16(hb, G - 4);
     return _mm256_or_si256(nib, _mm256_and_si256(h, m16));
 }
-RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
-                                   const void *vx, size_t xs, const int T) {
+/* q5_1 (ONE 1, rl__q51_r8, on the q8_1 rows with float scales, rl__q81f):
+ * the same codes and sums, no offset, then q4_1's two fused multiply-adds
+ * (rl__q41_fstep1's operations on the int32 sum). */
+RL_TILE_AI void rl__tile8_q5r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                 const void *vx, size_t xs, const int T, const int ONE) {
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
-    const rl__q50_r8 *p = group;
-    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
-        RL_PF3(p); /* 176 bytes a block */
-        const rl__q80s *x[RL_TILE8_T];
+    const size_t bb = ONE ? sizeof(rl__q51_r8) : sizeof(rl__q50_r8);
+    const size_t ohb = ONE ? offsetof(rl__q51_r8, hb) : offsetof(rl__q50_r8, hb);
+    const size_t oq = ONE ? offsetof(rl__q51_r8, q) : offsetof(rl__q50_r8, q);
+    for (int64_t i = 0; i < n_cols / 32; i++) {
+        const uint8_t *p = (const uint8_t *)group + (size_t)i * bb;
+        RL_PF3(p);                     /* 176 or 192 bytes a block */
+        const rl__q80s *x[RL_TILE8_T]; /* (or rl__q81f: d and qs the same) */
         __m256i sa[RL_TILE8_T], sb[RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
             x[k] = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs) + i;
@@ -334,8 +340,8 @@ RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
         }
         __m256i raw[4];
         _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) raw[v] =
-            _mm256_loadu_si256((const __m256i *)p->q[v]);
-        const __m256i hb = _mm256_loadu_si256((const __m256i *)p->hb);
+            _mm256_loadu_si256((const __m256i *)(p + oq + 32 * v));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(p + ohb));
         _Pragma("GCC unroll 8") for (int G = 0; G < 8; G++) {
             const __m256i w = rl__q50r8_codes(raw, hb, G);
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
@@ -347,18 +353,34 @@ RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
                     sb[k] = RL_TI_MACC(sb[k], w, _mm256_set1_epi32(xv));
             }
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const __m256i sumi = _mm256_sub_epi32(
-                _mm256_add_epi32(RL_TI_SUM(sa[k]), RL_TI_SUM(sb[k])), _mm256_set1_epi32(x[k]->s16));
-            acc[k] = rl__q80_fstep(acc[k], d, x[k]->d, sumi);
+            const __m256i su = _mm256_add_epi32(RL_TI_SUM(sa[k]), RL_TI_SUM(sb[k]));
+            if (ONE) {
+                const rl__q81f *xf = (const rl__q81f *)x[k];
+                const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+                acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xf->d)),
+                                         _mm256_cvtepi32_ps(su), acc[k]);
+                acc[k] = _mm256_fmadd_ps(m, _mm256_set1_ps(xf->s), acc[k]);
+            } else {
+                acc[k] = rl__q80_fstep(acc[k], d, x[k]->d,
+                                       _mm256_sub_epi32(su, _mm256_set1_epi32(x[k]->s16)));
+            }
         }
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
-
+RL_TILE_AI void rl__tile8_q5_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tile8_q5r8_T(n_cols, s, ss, group, vx, xs, T, 0);
+}
+RL_TILE_AI void rl__tile8_q5_1r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tile8_q5r8_T(n_cols, s, ss, group, vx, xs, T, 1);
+}
 RL_TILE8_INST(q5_0r8)
+RL_TILE8_INST(q5_1r8)
 
 /* q4_0 and iq4_nl resident tiles (kernels-impl.h, rl__q40_r8: q4_1's
  * nibble planes).  q4_0 (NL 0): the codes 0..15 themselves (8 groups fit

@@ -593,6 +593,7 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_0].dot = rl__tile8_q4_0r8_vnni;
     t->rtile[RL_TYPE_IQ4_NL].dot = rl__tile8_iq4_nlr8_vnni;
     t->rtile[RL_TYPE_Q5_0].dot = rl__tile8_q5_0r8_vnni;
+    t->rtile[RL_TYPE_Q5_1].dot = rl__tile8_q5_1r8_vnni;
     t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_vnni;
     t->rtile[RL_TYPE_Q8_0].dot16 = rl__tile16_q8_0r8_vnni;
     t->rtile[RL_TYPE_Q8_0].x_prep = rl__x_offset_q8_0; /* not the AVX2 table's nibbles */
