@@ -571,6 +571,7 @@ static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w,
         c.w[i] = ws[i];
         c.y[i] = ys[i];
         c.r8[i] = ws[i]->layout == RL_MAT_R8;
+        c.xform[i] = -1; /* (set below where a form is written) */
         RL_ASSERT(!c.r8[i] || kt->rtile[ws[i]->type].dot);
         c.tiled[i] = !c.r8[i] && n_fast > 0 && rl__mm_tiled(kt, ws[i]);
         c.packs[i] = !c.r8[i] && rl__mm_packs(kt, ws[i], n_fast);
@@ -632,7 +633,6 @@ static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w,
         uintptr_t end = (uintptr_t)(c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row);
         for (int i = 0; i < n_w; i++) {
             const rl__rtile *rt = &kt->rtile[ws[i]->type];
-            c.xform[i] = -1;
             if (!(c.r8[i] && rt->x_prep && (rt->pdot16 || !rl__mm_r8_packs(&c, ws[i])))) continue;
             int f = 0;
             while (f < nf && fns[f] != rt->x_prep) f++;

@@ -424,7 +424,6 @@ RL_TILE_AI void rl__tile8_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const rl__q80_r8 *p = group;
-    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
     for (int64_t i = 0; i < n_cols / 32; i++, p++) {
         RL_PF3(p); /* 288 bytes a block: 4.5 lines */
         RL_PF3((const char *)p + 192);
@@ -450,9 +449,7 @@ RL_TILE_AI void rl__tile8_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
             _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)p->sw)), 7));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const __m256i s32 = _mm256_add_epi32(
-                _mm256_add_epi32(_mm256_madd_epi16(sh[k], sixteen), _mm256_madd_epi16(sl[k], ones)),
-                ncorr);
+            const __m256i s32 = _mm256_add_epi32(rl__hl16_sum(sh[k], sl[k]), ncorr);
             acc[k] = rl__q80_fstep(acc[k], d, x[k]->d, s32);
         }
     }

@@ -205,10 +205,13 @@ RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
 RL_TILE8_INST(q6_K)
 /* q4_1's float step per block (the packed and the resident tile): the
  * int16 sums to int32 lanes, then the twin's two fused multiply-adds. */
-RL_TILE_AI __m256 rl__q41_fstep1(__m256 acc, __m256i s16, __m256 d, __m256 m, float dx, float sx) {
-    const __m256 sumi = _mm256_cvtepi32_ps(RL_TI_SUM(s16));
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), sumi, acc);
+RL_TILE_AI __m256 rl__q41_fstep32(__m256 acc, __m256i sumi, __m256 d, __m256 m, float dx,
+                                  float sx) {
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(sumi), acc);
     return _mm256_fmadd_ps(m, _mm256_set1_ps(sx), acc);
+}
+RL_TILE_AI __m256 rl__q41_fstep1(__m256 acc, __m256i s16, __m256 d, __m256 m, float dx, float sx) {
+    return rl__q41_fstep32(acc, RL_TI_SUM(s16), d, m, dx, sx);
 }
 RL_TILE_AI void rl__q41_fstep(__m256 *acc, const __m256i *s16, __m256 d, __m256 m,
                               const rl_block_q8_1 *const *x, const int T) {
@@ -313,6 +316,13 @@ RL_TILE8_INST(q4_1r8)
 RL_TILE_AI __m256 rl__q80_fstep(__m256 acc, __m256 d, float dx, __m256i sumi) {
     return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(sumi), acc);
 }
+/* 16 SH + SL as int32 lanes: the AVX2 leaves' sums of the high and low
+ * nibbles of unsigned bytes too wide for one vpmaddubsw (q8_0's x + 128,
+ * iq4_nl's codebook + 128). */
+RL_TILE_AI __m256i rl__hl16_sum(__m256i sh, __m256i sl) {
+    return _mm256_add_epi32(_mm256_madd_epi16(sh, _mm256_set1_epi16(16)),
+                            _mm256_madd_epi16(sl, _mm256_set1_epi16(1)));
+}
 RL_TILE_AI __m256i rl__q50r8_codes(const __m256i *raw, __m256i hb, const int G) {
     const __m256i m4 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
     const __m256i nib = _mm256_and_si256(G < 4 ? raw[G] : _mm256_srli_epi16(raw[G - 4], 4), m4);
@@ -329,6 +339,7 @@ RL_TILE_AI void rl__tile8_q5r8_T(int64_t n_cols, float *s, size_t ss, const void
     const size_t bb = ONE ? sizeof(rl__q51_r8) : sizeof(rl__q50_r8);
     const size_t ohb = ONE ? offsetof(rl__q51_r8, hb) : offsetof(rl__q50_r8, hb);
     const size_t oq = ONE ? offsetof(rl__q51_r8, q) : offsetof(rl__q50_r8, q);
+    _Static_assert(offsetof(rl__q50_r8, d) == 0 && offsetof(rl__q51_r8, d) == 0, "d leads");
     for (int64_t i = 0; i < n_cols / 32; i++) {
         const uint8_t *p = (const uint8_t *)group + (size_t)i * bb;
         RL_PF3(p);                     /* 176 or 192 bytes a block */
@@ -354,14 +365,14 @@ RL_TILE_AI void rl__tile8_q5r8_T(int64_t n_cols, float *s, size_t ss, const void
             }
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        const __m256 m =
+            ONE ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + offsetof(rl__q51_r8, m))))
+                : _mm256_setzero_ps();
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
             const __m256i su = _mm256_add_epi32(RL_TI_SUM(sa[k]), RL_TI_SUM(sb[k]));
             if (ONE) {
                 const rl__q81f *xf = (const rl__q81f *)x[k];
-                const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
-                acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xf->d)),
-                                         _mm256_cvtepi32_ps(su), acc[k]);
-                acc[k] = _mm256_fmadd_ps(m, _mm256_set1_ps(xf->s), acc[k]);
+                acc[k] = rl__q41_fstep32(acc[k], su, d, m, xf->d, xf->s);
             } else {
                 acc[k] = rl__q80_fstep(acc[k], d, x[k]->d,
                                        _mm256_sub_epi32(su, _mm256_set1_epi32(x[k]->s16)));
@@ -426,10 +437,7 @@ RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void 
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const __m256i su =
-                two ? _mm256_add_epi32(_mm256_madd_epi16(sh[k], _mm256_set1_epi16(16)),
-                                       _mm256_madd_epi16(sl[k], _mm256_set1_epi16(1)))
-                    : RL_TI_SUM(sl[k]);
+            const __m256i su = two ? rl__hl16_sum(sh[k], sl[k]) : RL_TI_SUM(sl[k]);
             const __m256i sumi =
                 _mm256_sub_epi32(su, _mm256_set1_epi32(NL ? 8 * x[k]->s16 : x[k]->s16 >> 1));
             acc[k] = rl__q80_fstep(acc[k], d, x[k]->d, sumi);
