@@ -495,4 +495,7 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q8_0].x_block = sizeof(rl__q80n);
     t->rtile[RL_TYPE_Q8_0].make = true;
     t->rtile[RL_TYPE_Q8_0].head = true;
+    /* a q6_K head (Q4_K_M files): one token as fast as the per-row dots,
+     * 32 sequences 1.2x (Qwen2.5-1.5B, Zen 3) */
+    t->rtile[RL_TYPE_Q6_K].head = true;
 }
