@@ -560,11 +560,9 @@ static rl_status make_resident(rl_model *m, rl_err *err) {
         for (size_t j = 0; j < n && !st; j++) st = make_one_resident(m, ms[j], err);
     }
     /* the head only with the pair leaves or an 8-row leaf as fast at one
-     * token (rl_mat_resident_head): the AVX2 table's q6_K 8-row leaf once
-     * decoded one token 6% slower than the per-row dots as a head; with
-     * its loads shared across quadrants and its sums a chain it decodes
-     * at their speed, and 32 sequences decode 1.2x faster (Qwen2.5-1.5B,
-     * Zen 3) */
+     * token as the per-row dots (rl_mat_resident_head): a resident head
+     * is batch-invariant on the tiles, so many decoded tokens take them
+     * (AVX2 q6_K head: 32 sequences 1.2x, Qwen2.5-1.5B on Zen 3) */
     if (st || !m->output.data || !rl_mat_resident_head(&m->output)) return st;
     const bool tied = m->output.data == m->tok_embd.data;
     if ((st = make_one_resident(m, &m->output, err))) return st;
