@@ -69,6 +69,11 @@ typedef struct rl__q6k_x8 {
 } rl__q6k_x8;
 _Static_assert(sizeof(rl__q6k_x8) == 2848, "q6_K x8 block");
 void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* q3_K on the q6_K tile: a q3_K block is a q6_K block with codes (q3 + 32,
+ * 28..35) and its scales (-32..31) as int8, so q3_K rows pack into
+ * rl__q6k_x8 and run the q6_K leaves (packed and pair); per super-block
+ * sumi - 32 corr is the exact sum_b sc_b sum (q3 x). */
+void rl__pack_q3_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* q4_1, 8 rows, one 32-element block (w = d * q + m, q 0..15), against q8_1
  * (x = dx * qx, sx = dx * sum qx): per block and row
  *   acc = fma(d * dx, (float)sum(q * qx), acc); acc = fma(m, sx, acc). */
@@ -441,6 +446,10 @@ void rl__avx2_fill_kvq(rl__ktab *t);   /* (x86/avx2_kvq.c) */
 void rl__quant_q8_0_ref(const float *x, void *y, int64_t n);
 void rl__quant_q8_1_ref(const float *x, void *y, int64_t n);
 void rl__quant_q8_K_ref(const float *x, void *y, int64_t n);
+/* q3_K's scale j (0..15, the 6-bit code - 32) and element e (0..255: the
+ * two low bits, less 4 where the hmask bit is clear: -4..3) of a block. */
+int rl__q3_K_scale(const uint8_t *scales, int j);
+int rl__q3_K_code(const rl_block_q3_K *b, int e);
 /* iq4_nl codebook (tensor.h's), and the KV-page quantizer for iq4_nl
  * (the traits' scale search; ref/ref_kvq.c).  iq4_nl blocks have
  * rl_block_q4_0's layout. */

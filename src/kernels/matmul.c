@@ -25,7 +25,7 @@
  * chunks only change which thread computes a row).
  *
  * Fast tokens (rl_matmul_ex's fast[], kernels.h): on a weight type with
- * tiles (q4_K, q5_K, q6_K, q4_1) the marked tokens take the tiles' reduction on every
+ * tiles (q3_K, q4_K, q5_K, q6_K, q4_1) the marked tokens take the tiles' reduction on every
  * row.  With RL_MATMUL_FAST_MIN_TOK or more of them a chunk's rows go 8 at
  * a time: packed into the thread's buffer (g_tile_buf), then every marked
  * token runs against them, RL_TILE8_T tokens per call (the chunk size is

@@ -47,8 +47,9 @@ static void test_peak_counts(void **state) {
 }
 
 /* The weight types with fast tiles. */
-static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1, RL_TYPE_Q5_K};
-#define N_TILE_TYPES 4
+static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1, RL_TYPE_Q5_K,
+                                       RL_TYPE_Q3_K};
+#define N_TILE_TYPES 5
 
 /* Quantizes n activations into ty's activation type (q8_K or q8_1). */
 static void act_quant(rl_type ty, const float *x, void *xq, int64_t n) {

@@ -242,10 +242,15 @@ static void rl__dot_q2_K_ref(int64_t n, float *s, const void *vw, const void *vx
     *s = sum;
 }
 
-static int rl__q3_K_scale(const uint8_t *sc, int j) {
+int rl__q3_K_scale(const uint8_t *sc, int j) {
     int lo = j < 8 ? (sc[j] & 0xF) : (sc[j - 8] >> 4);
     int hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
     return (lo | hi << 4) - 32;
+}
+
+int rl__q3_K_code(const rl_block_q3_K *b, int e) {
+    int q = (b->qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+    return (b->hmask[e % 32] >> (e / 32)) & 1 ? q : q - 4;
 }
 
 static void rl__dot_q3_K_ref(int64_t n, float *s, const void *vw, const void *vx) {
@@ -256,11 +261,7 @@ static void rl__dot_q3_K_ref(int64_t n, float *s, const void *vw, const void *vx
         int sumi = 0;
         for (int g = 0; g < 16; g++) {
             int sg = 0;
-            for (int e = g * 16; e < g * 16 + 16; e++) {
-                int q = (w[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-                if (!((w[i].hmask[e % 32] >> (e / 32)) & 1)) q -= 4;
-                sg += q * x[i].qs[e];
-            }
+            for (int e = g * 16; e < g * 16 + 16; e++) sg += rl__q3_K_code(&w[i], e) * x[i].qs[e];
             sumi += rl__q3_K_scale(w[i].scales, g) * sg;
         }
         sum += x[i].d * F16(w[i].d) * (float)sumi;

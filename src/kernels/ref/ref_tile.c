@@ -120,6 +120,21 @@ void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
     }
 }
 
+void rl__pack_q3_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q6k_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        for (int r = 0; r < 8; r++) {
+            const rl_block_q3_K *b = (const rl_block_q3_K *)((const uint8_t *)w + r * row_size) + i;
+            int8_t sc[16];
+            for (int j = 0; j < 16; j++) sc[j] = (int8_t)rl__q3_K_scale(b->scales, j);
+            o->d[r] = rl_fp16_to_f32(b->d);
+            q6k_x8_scales(o, r, sc);
+            for (int e = 0; e < RL_QK_K; e++)
+                o->q[e / 4][4 * r + e % 4] = (uint8_t)(rl__q3_K_code(b, e) + 32);
+        }
+    }
+}
+
 static void rl__tile8_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
                                const void *vx, size_t xs, int n_x) {
     for (int k = 0; k < n_x; k++) {
@@ -183,24 +198,40 @@ static void rl__tile_row_q5_K_ref(int64_t n_cols, float *s, size_t ss, const voi
     rl__tile_row_k4_ref(n_cols, s, ss, vw, vx, xs, n_x, true);
 }
 
-static void rl__tile_row_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
-                                  const void *vx, size_t xs, int n_x) {
-    const rl_block_q6_K *w = vw;
+/* q6_K's dot_row, or q3_K's (three: the q6_K tile's operations on the
+ * codes q3 + 32 and the scales as int8, rl__pack_q3_K_x8). */
+static void rl__tile_row_k6_ref(int64_t n_cols, float *s, size_t ss, const void *vw, const void *vx,
+                                size_t xs, int n_x, bool three) {
+    const size_t bs = three ? sizeof(rl_block_q3_K) : sizeof(rl_block_q6_K);
     for (int k = 0; k < n_x; k++) {
         const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
         float acc = 0.0f;
         for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
+            const void *blk = (const uint8_t *)vw + (size_t)i * bs;
+            const rl_block_q3_K *b3 = blk;
+            const rl_block_q6_K *b6 = blk;
             int32_t sumi = 0, corr = 0;
             for (int b = 0; b < 16; b++) {
+                const int sc = three ? rl__q3_K_scale(b3->scales, b) : b6->scales[b];
                 int32_t t = 0;
-                for (int e = 16 * b; e < 16 * b + 16; e++) t += q6k_code(&w[i], e) * x[i].qs[e];
-                sumi += w[i].scales[b] * t;
-                corr += w[i].scales[b] * x[i].bsums[b];
+                for (int e = 16 * b; e < 16 * b + 16; e++)
+                    t += (three ? rl__q3_K_code(b3, e) + 32 : q6k_code(b6, e)) * x[i].qs[e];
+                sumi += sc * t;
+                corr += sc * x[i].bsums[b];
             }
-            acc = fmaf(rl_fp16_to_f32(w[i].d) * x[i].d, (float)(sumi - 32 * corr), acc);
+            const rl_fp16 d = three ? b3->d : b6->d;
+            acc = fmaf(rl_fp16_to_f32(d) * x[i].d, (float)(sumi - 32 * corr), acc);
         }
         s[(size_t)k * ss] = acc;
     }
+}
+static void rl__tile_row_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                  const void *vx, size_t xs, int n_x) {
+    rl__tile_row_k6_ref(n_cols, s, ss, vw, vx, xs, n_x, false);
+}
+static void rl__tile_row_q3_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                  const void *vx, size_t xs, int n_x) {
+    rl__tile_row_k6_ref(n_cols, s, ss, vw, vx, xs, n_x, true);
 }
 
 /* q4_1 (32-element blocks; element e of a block: low nibble of qs[e] for
@@ -736,6 +767,10 @@ void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q6_K] = (rl__tile8){.pack = rl__pack_q6_K_x8,
                                          .dot = rl__tile8_q6_K_ref,
                                          .dot_row = rl__tile_row_q6_K_ref,
+                                         .block_size = sizeof(rl__q6k_x8)};
+    t->tile8[RL_TYPE_Q3_K] = (rl__tile8){.pack = rl__pack_q3_K_x8,
+                                         .dot = rl__tile8_q6_K_ref,
+                                         .dot_row = rl__tile_row_q3_K_ref,
                                          .block_size = sizeof(rl__q6k_x8)};
     t->tile8[RL_TYPE_Q4_1] = (rl__tile8){.pack = rl__pack_q4_1_x8,
                                          .dot = rl__tile8_q4_1_ref,

@@ -146,13 +146,8 @@ RL_AI void rl__dotTQ_q6_K(int64_t n, float *s, size_t ss, const void *vw, const 
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) {
-            const rl_block_q8_K *xk = &XB(rl_block_q8_K, k, i);
-            if (TQ)
-                acs[k] = fmaf(dw * xk->d, (float)rl__hsum_epi32(sumi[k]), acs[k]);
-            else
-                acc[k] = rl__kfuse(acc[k], xk, sumi[k], dw);
-        }
+        RL_UNROLL for (int k = 0; k < T; k++)
+            rl__kend(&acc[k], &acs[k], &XB(rl_block_q8_K, k, i), sumi[k], dw, TQ);
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
 }
@@ -199,12 +194,14 @@ RL_INST(iq4_xs)
         else                                                                                       \
             rl__dotTQ_##TY(n, s, ss, w, x, xs, 1, 1);                                              \
     }
+RL_INST_ROW(q3_K)
 RL_INST_ROW(q4_K)
 RL_INST_ROW(q5_K)
 RL_INST_ROW(q6_K)
 
 void rl__avx2_fill_dot4(rl__ktab *t);
 void rl__avx2_fill_dot4(rl__ktab *t) {
+    t->tile8[RL_TYPE_Q3_K].dot_row = rl__tile_row_q3_K_avx2;
     t->tile8[RL_TYPE_Q4_K].dot_row = rl__tile_row_q4_K_avx2;
     t->tile8[RL_TYPE_Q5_K].dot_row = rl__tile_row_q5_K_avx2;
     t->tile8[RL_TYPE_Q6_K].dot_row = rl__tile_row_q6_K_avx2;

@@ -142,6 +142,46 @@ static void rl__pack_q6_K_x8_avx2(void *dst, const void *w, size_t row_size, int
     }
 }
 
+/* rl__pack_q3_K_x8 with the codes unpacked as avx2_dot4.c's q3_K leaf does
+ * (chunk 4h + j = elements 128h + 32j ..: the two low bits of qs, the
+ * hmask bit at bit 2, + 28 = q3 + 32) and transposed as q6_K's. */
+static void rl__pack_q3_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q6k_x8 *o = dst;
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4), c28 = _mm256_set1_epi8(28);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        const rl_block_q3_K *b[8];
+        for (int r = 0; r < 8; r++) {
+            b[r] = (const rl_block_q3_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl__f16c(b[r]->d);
+            for (int j = 0; j < 16; j++)
+                o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)rl__q3_K_scale(b[r]->scales, j);
+            for (int p = 0; p < 8; p++) {
+                o->scp[p][2 * r] = o->sc[2 * p][2 * r];
+                o->scp[p][2 * r + 1] = o->sc[2 * p + 1][2 * r];
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4][8];
+            for (int r = 0; r < 8; r++) {
+                const __m256i qb = _mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * h));
+                const __m256i hm = _mm256_loadu_si256((const __m256i *)b[r]->hmask);
+                for (int j = 0; j < 4; j++) {
+                    const __m256i hi = _mm256_and_si256(
+                        _mm256_slli_epi16(_mm256_srli_epi16(hm, 4 * h + j), 2), m4);
+                    q[j][r] = _mm256_add_epi8(
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 2 * j), m3), hi),
+                        c28);
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                rl__tr8x8(q[j]);
+                for (int g = 0; g < 8; g++)
+                    _mm256_storeu_si256((__m256i *)o->q[8 * (4 * h + j) + g], q[j][g]);
+            }
+        }
+    }
+}
+
 /* rl__pack_q4_1_x8 (ref/ref_tile.c) by vector shuffles, as q4_K's: each
  * block's nibbles unpacked to 32 bytes per row, the 8 x 8 groups of 4
  * bytes transposed.  The same bytes (tested). */
@@ -470,6 +510,9 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q5_K].pack = rl__pack_q5_K_x8_avx2; /* no AVX2 pair leaf: */
     t->tile8[RL_TYPE_Q5_K].dot = rl__tile8_q5_K_avx2;    /* 8 groups overflow int16 */
     t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_avx2;
+    t->tile8[RL_TYPE_Q3_K].pack = rl__pack_q3_K_x8_avx2; /* the q6_K tile (rl__pack_q3_K_x8) */
+    t->tile8[RL_TYPE_Q3_K].dot = rl__tile8_q6_K_avx2;
+    t->tile8[RL_TYPE_Q3_K].dot16 = rl__tile16p_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
     t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_avx2;

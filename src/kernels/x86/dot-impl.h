@@ -279,6 +279,18 @@ RL_AI void rl__kend_min(__m256 *acc, float *acs, const rl_block_q8_K *xk, __m256
     }
 }
 
+/* The end of a q3_K / q6_K super-block for one token: rl__kfuse into the
+ * vec-dot's lanes, or (TQ) the fast tiles' reduction (rl__tile8.dot_row):
+ * the integer sums reduced to one int, fused into the scalar accumulator
+ * as the tile does. */
+RL_AI void rl__kend(__m256 *acc, float *acs, const rl_block_q8_K *xk, __m256i sumi, float dw,
+                    const int TQ) {
+    if (TQ)
+        *acs = fmaf(dw * xk->d, (float)rl__hsum_epi32(sumi), *acs);
+    else
+        *acc = rl__kfuse(*acc, xk, sumi, dw);
+}
+
 /* q2_K: w = d*sc*q - dmin*m per 16 elements (q 0..3, sc and m 0..15):
  * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_g * bsum_g. */
 RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
@@ -332,13 +344,20 @@ RL_AI __m256i rl__q3k_scales(const uint8_t *q) {
 
 /* q3_K: w = d*sc*(u - 4) per 16 elements, u = 2 low bits | hmask bit << 2
  * (0..7; the stored bit set means no -4), sc = 6-bit scale - 32:
- * sum_e w_e*y_e = d * (sum(sc*u*y) - 4 * sum_g sc_g * bsum_g). */
-RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                         const int T) {
+ * sum_e w_e*y_e = d * (sum(sc*u*y) - 4 * sum_g sc_g * bsum_g).  TQ (a
+ * constant): the fast tiles' reduction instead (rl__tile8.dot_row: q3_K
+ * runs the q6_K tile, rl__pack_q3_K_x8), the same exact integer per
+ * super-block fused into a scalar accumulator. */
+RL_AI void rl__dotTQ_q3_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T, const int TQ) {
     const rl_block_q3_K *w = vw;
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     __m256 acc[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    float acs[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acs[k] = 0.0f;
+    }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         RL_PF3(&w[i]);
         const __m256i sc16 = rl__q3k_scales(w[i].scales);
@@ -367,10 +386,14 @@ RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
-            rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
+        RL_UNROLL for (int k = 0; k < T; k++)
+            rl__kend(&acc[k], &acs[k], &XB(rl_block_q8_K, k, i), sumi[k], dw, TQ);
     }
-    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
+}
+RL_AI void rl__dotT_q3_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    rl__dotTQ_q3_K(n, s, ss, vw, vx, xs, T, 0);
 }
 
 /* q5_K: w = d*sc*q - dmin*m per 32 elements (q 0..31: the nibble of

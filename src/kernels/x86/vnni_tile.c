@@ -576,6 +576,8 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_1].dot16 = rl__tile16p_q4_1_vnni;
     t->tile8[RL_TYPE_Q4_K].dot16 = rl__tile16p_q4_K_vnni;
     t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_vnni;
+    t->tile8[RL_TYPE_Q3_K].dot = rl__tile8_q6_K_vnni; /* (q3_K packs into q6_K's tile) */
+    t->tile8[RL_TYPE_Q3_K].dot16 = rl__tile16p_q6_K_vnni;
     t->tile8[RL_TYPE_Q5_K].dot = rl__tile8_q5_K_vnni;
     t->tile8[RL_TYPE_Q5_K].dot16 = rl__tile16p_q5_K_vnni;
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_vnni;
