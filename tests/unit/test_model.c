@@ -529,6 +529,47 @@ static void test_prompt_role_invariance(void **state) {
     rl_free(buf);
 }
 
+/* q3_K weights (a Q3_K_M-like file: q3_K layers, q6_K ffn_down), which have
+ * packed tiles but no resident layout: a 70-token prompt (packed, 64 or
+ * more fast tokens) and the same prompt in chunks of 7 (the reduction on
+ * the rows in place, dot_row) give the same bits; unmarked, the same
+ * tokens take the per-token dots, within rounding and not the same bits. */
+static void test_prompt_tiles_q3_K(void **state) {
+    (void)state;
+    spec s = base_spec("llama");
+    s.n_embd = 512; /* two super-blocks a row: the ref vec_dot rounds apart */
+    s.n_ff = 512;
+    s.wtype = RL_TYPE_Q3_K;
+    rl_model *m = NULL;
+    void *buf = NULL;
+    rl_err err = {0};
+    enum { N = 70, C = 7, V = 64 };
+    rl_model_opts o = {.max_batch = N};
+    if (load(&s, &o, &m, &buf, &err)) fail_msg("%s", err.msg);
+    int32_t toks[N];
+    for (int i = 0; i < N; i++) toks[i] = (i * 5 + 1) % V;
+    static float one[N * V], chunked[N * V], plain[N * V];
+    rl_seqkv kv;
+    assert_int_equal(rl_seqkv_init(&kv, m, 3 * N, 3, 16, RL_TYPE_F32, &err), RL_OK);
+    kv.prompt = true;
+    assert_int_equal(rl_seqkv_eval(&kv, m, 0, toks, N, 0, true, one, NULL, &err), RL_OK);
+    for (int i = 0; i < N; i += C)
+        assert_int_equal(
+            rl_seqkv_eval(&kv, m, 1, toks + i, C, i, true, chunked + i * V, NULL, &err), RL_OK);
+    assert_memory_equal(one, chunked, sizeof one);
+    kv.prompt = false;
+    assert_int_equal(rl_seqkv_eval(&kv, m, 2, toks, N, 0, true, plain, NULL, &err), RL_OK);
+    float scale = 0;
+    for (int i = 0; i < N * V; i++) scale = fmaxf(scale, fabsf(plain[i]));
+    const float d = max_diff(one, plain, N * V);
+    assert_true(d > 0.0f);
+    if (!(d < 1e-2f * scale))
+        fail_msg("q3_K prompt vs per-token path: max diff %g, max logit %g", d, scale);
+    rl_seqkv_free(&kv);
+    rl_model_free(m);
+    rl_free(buf);
+}
+
 static void test_forward_errors(void **state) {
     (void)state;
     spec s = base_spec("llama");
@@ -598,8 +639,8 @@ int main(void) {
         cmocka_unit_test(test_load_ok),           cmocka_unit_test(test_bad_hparams),
         cmocka_unit_test(test_bad_tensors),       cmocka_unit_test(test_alloc_failure),
         cmocka_unit_test(test_invariance),        cmocka_unit_test(test_prompt_role_invariance),
-        cmocka_unit_test(test_forward_errors),    cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_rope_scaling_load),
+        cmocka_unit_test(test_prompt_tiles_q3_K), cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_file_errors),       cmocka_unit_test(test_rope_scaling_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
