@@ -562,7 +562,7 @@ static rl_status make_resident(rl_model *m, rl_err *err) {
     /* the head only with the pair leaves or an 8-row leaf as fast at one
      * token as the per-row dots (rl_mat_resident_head): a resident head
      * is batch-invariant on the tiles, so many decoded tokens take them
-     * (AVX2 q6_K head: 32 sequences 1.2x, Qwen2.5-1.5B on Zen 3) */
+     * (AVX2 q6_K or q4_K head: 32 sequences 1.2x, Qwen2.5-1.5B on Zen 3) */
     if (st || !m->output.data || !rl_mat_resident_head(&m->output)) return st;
     const bool tied = m->output.data == m->tok_embd.data;
     if ((st = make_one_resident(m, &m->output, err))) return st;

@@ -521,9 +521,10 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q6_K].to_tile = rl__to_tile_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_avx2;
     t->rtile[RL_TYPE_Q6_K].to_pair = rl__to_pair_q6_K_avx2;
-    /* a q6_K head (Q4_K_M files): one token as fast as the per-row dots,
-     * 32 sequences 1.2x (Qwen2.5-1.5B, Zen 3) */
+    /* a q6_K head (Q4_K_M files) or a q4_K one (Q4_K_S): one token as fast
+     * as the per-row dots, 32 sequences 1.2x (Qwen2.5-1.5B, Zen 3) */
     t->rtile[RL_TYPE_Q6_K].head = true;
+    t->rtile[RL_TYPE_Q4_K].head = true;
     t->rtile[RL_TYPE_Q4_0].dot = rl__tile8_q4_0r8_avx2;
     t->rtile[RL_TYPE_IQ4_NL].dot = rl__tile8_iq4_nlr8_avx2;
     t->rtile[RL_TYPE_Q5_0].dot = rl__tile8_q5_0r8_avx2;
