@@ -441,6 +441,23 @@ static void test_invariance(void **state) {
     for (int a = 0; a < 7; a++) check_invariance(archs[a]);
 }
 
+/* Sequences 0, 1, 2 of kv: the n-token prompt toks in one forward (one),
+ * in chunks of c (chunked; the same bits is asserted), and unmarked as
+ * prompt tokens (plain), logits of vocabulary v for every token. */
+static void prompt_three_ways(rl_seqkv *kv, rl_model *m, const int32_t *toks, int n, int c, int v,
+                              float *one, float *chunked, float *plain) {
+    rl_err err = {0};
+    kv->prompt = true;
+    assert_int_equal(rl_seqkv_eval(kv, m, 0, toks, n, 0, true, one, NULL, &err), RL_OK);
+    for (int i = 0; i < n; i += c)
+        assert_int_equal(
+            rl_seqkv_eval(kv, m, 1, toks + i, c, i, true, chunked + (size_t)i * v, NULL, &err),
+            RL_OK);
+    assert_memory_equal(one, chunked, sizeof(float) * (size_t)n * v);
+    kv->prompt = false;
+    assert_int_equal(rl_seqkv_eval(kv, m, 2, toks, n, 0, true, plain, NULL, &err), RL_OK);
+}
+
 /* Prompt tokens (rl_batch.prompt) on q4_K/q6_K weights take the tiles'
  * reduction: a prompt's logits are the same bits in one forward of 70
  * tokens and in chunks of 7; a generated token's are the same alone and
@@ -466,14 +483,7 @@ static void test_prompt_role_invariance(void **state) {
     static float one[N * V], chunked[N * V], plain[N * V], gen1[V], mixed[B * V];
     rl_seqkv kv;
     assert_int_equal(rl_seqkv_init(&kv, m, 2 * B, 3, 16, RL_TYPE_F32, &err), RL_OK);
-    kv.prompt = true;
-    assert_int_equal(rl_seqkv_eval(&kv, m, 0, toks, N, 0, true, one, NULL, &err), RL_OK);
-    for (int i = 0; i < N; i += C)
-        assert_int_equal(
-            rl_seqkv_eval(&kv, m, 1, toks + i, C, i, true, chunked + i * V, NULL, &err), RL_OK);
-    assert_memory_equal(one, chunked, sizeof one);
-    kv.prompt = false;
-    assert_int_equal(rl_seqkv_eval(&kv, m, 2, toks, N, 0, true, plain, NULL, &err), RL_OK);
+    prompt_three_ways(&kv, m, toks, N, C, V, one, chunked, plain);
     assert_memory_equal(one, plain, sizeof one);
     {
         rl_matmul_set_fast_tiles(false);
@@ -551,14 +561,7 @@ static void test_prompt_tiles_q3_K(void **state) {
     static float one[N * V], chunked[N * V], plain[N * V];
     rl_seqkv kv;
     assert_int_equal(rl_seqkv_init(&kv, m, 3 * N, 3, 16, RL_TYPE_F32, &err), RL_OK);
-    kv.prompt = true;
-    assert_int_equal(rl_seqkv_eval(&kv, m, 0, toks, N, 0, true, one, NULL, &err), RL_OK);
-    for (int i = 0; i < N; i += C)
-        assert_int_equal(
-            rl_seqkv_eval(&kv, m, 1, toks + i, C, i, true, chunked + i * V, NULL, &err), RL_OK);
-    assert_memory_equal(one, chunked, sizeof one);
-    kv.prompt = false;
-    assert_int_equal(rl_seqkv_eval(&kv, m, 2, toks, N, 0, true, plain, NULL, &err), RL_OK);
+    prompt_three_ways(&kv, m, toks, N, C, V, one, chunked, plain);
     float scale = 0;
     for (int i = 0; i < N * V; i++) scale = fmaxf(scale, fabsf(plain[i]));
     const float d = max_diff(one, plain, N * V);
