@@ -69,6 +69,8 @@ typedef struct rl__q6k_x8 {
 } rl__q6k_x8;
 _Static_assert(sizeof(rl__q6k_x8) == 2848, "q6_K x8 block");
 void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* Row r's 16 sub-block scales into a packed block (sc and scp). */
+void rl__q6k_x8_scales(rl__q6k_x8 *o, int r, const int8_t scales[16]);
 /* q3_K on the q6_K tile: a q3_K block is a q6_K block with codes (q3 + 32,
  * 28..35) and its scales (-32..31) as int8, so q3_K rows pack into
  * rl__q6k_x8 and run the q6_K leaves (packed and pair); per super-block

@@ -46,7 +46,7 @@ static void q4k_x8_scales(rl__q4k_x8 *o, int r, const uint8_t scales[12]) {
         o->mn[p][2 * r + 1] = (int16_t)mn[2 * p + 1];
     }
 }
-static void q6k_x8_scales(rl__q6k_x8 *o, int r, const int8_t scales[16]) {
+void rl__q6k_x8_scales(rl__q6k_x8 *o, int r, const int8_t scales[16]) {
     for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = scales[j];
     for (int p = 0; p < 8; p++) {
         o->scp[p][2 * r] = scales[2 * p];
@@ -114,7 +114,7 @@ void rl__pack_q6_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
         for (int r = 0; r < 8; r++) {
             const rl_block_q6_K *b = (const rl_block_q6_K *)((const uint8_t *)w + r * row_size) + i;
             o->d[r] = rl_fp16_to_f32(b->d);
-            q6k_x8_scales(o, r, b->scales);
+            rl__q6k_x8_scales(o, r, b->scales);
             for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q6k_code(b, e);
         }
     }
@@ -128,7 +128,7 @@ void rl__pack_q3_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
             int8_t sc[16];
             for (int j = 0; j < 16; j++) sc[j] = (int8_t)rl__q3_K_scale(b->scales, j);
             o->d[r] = rl_fp16_to_f32(b->d);
-            q6k_x8_scales(o, r, sc);
+            rl__q6k_x8_scales(o, r, sc);
             for (int e = 0; e < RL_QK_K; e++)
                 o->q[e / 4][4 * r + e % 4] = (uint8_t)(rl__q3_K_code(b, e) + 32);
         }
@@ -481,7 +481,7 @@ static void rl__to_tile_q6_K_r8(void *dst, const void *group, int64_t n_cols) {
             o->d[r] = rl_fp16_to_f32(p->d[r]);
             int8_t scales[16];
             for (int j = 0; j < 16; j++) scales[j] = p->sc[j][r];
-            q6k_x8_scales(o, r, scales);
+            rl__q6k_x8_scales(o, r, scales);
         }
         for (int h = 0; h < 2; h++)
             for (int q = 0; q < 4; q++)

@@ -111,11 +111,7 @@ static void rl__pack_q6_K_x8_avx2(void *dst, const void *w, size_t row_size, int
         for (int r = 0; r < 8; r++) {
             b[r] = (const rl_block_q6_K *)((const uint8_t *)w + r * row_size) + i;
             o->d[r] = rl__f16c(b[r]->d);
-            for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = b[r]->scales[j];
-            for (int p = 0; p < 8; p++) {
-                o->scp[p][2 * r] = b[r]->scales[2 * p];
-                o->scp[p][2 * r + 1] = b[r]->scales[2 * p + 1];
-            }
+            rl__q6k_x8_scales(o, r, b[r]->scales);
         }
         for (int h = 0; h < 2; h++) {
             __m256i q[4][8];
@@ -152,13 +148,10 @@ static void rl__pack_q3_K_x8_avx2(void *dst, const void *w, size_t row_size, int
         const rl_block_q3_K *b[8];
         for (int r = 0; r < 8; r++) {
             b[r] = (const rl_block_q3_K *)((const uint8_t *)w + r * row_size) + i;
+            int8_t sc[16];
+            for (int j = 0; j < 16; j++) sc[j] = (int8_t)rl__q3_K_scale(b[r]->scales, j);
             o->d[r] = rl__f16c(b[r]->d);
-            for (int j = 0; j < 16; j++)
-                o->sc[j][2 * r] = o->sc[j][2 * r + 1] = (int16_t)rl__q3_K_scale(b[r]->scales, j);
-            for (int p = 0; p < 8; p++) {
-                o->scp[p][2 * r] = o->sc[2 * p][2 * r];
-                o->scp[p][2 * r + 1] = o->sc[2 * p + 1][2 * r];
-            }
+            rl__q6k_x8_scales(o, r, sc);
         }
         for (int h = 0; h < 2; h++) {
             __m256i q[4][8];
