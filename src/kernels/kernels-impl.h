@@ -255,6 +255,10 @@ typedef struct rl__rtile {
      * packed leaf saves (q4_1 on the AVX512-VNNI table, whose 32-element
      * blocks' float steps dominate either leaf). */
     int pack_min;
+    /* Steps of fewer tokens run the 8-row leaf (dot) where dot16 exists:
+     * a pair streams two groups at once, which one token does not repay
+     * (q4_1 on the AVX2 table); 0: dot16 at any token count. */
+    int pair_min;
     /* Matrices of this type are made resident under this table (its
      * leaves for the layout are fast); the leaves exist in every table
      * that has .dot, so a resident matrix runs whichever table is active. */

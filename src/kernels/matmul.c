@@ -407,6 +407,12 @@ static bool rl__mm_r8_packs(const rl__mm_ctx *c, const rl_mat *w) {
            (size_t)w->n_cols * tl->block_size / RL_QK_K <= RL_TILE8_BUF;
 }
 
+/* The resident pair leaf (rl__rtile.dot16) runs an unpacked step. */
+static bool rl__mm_r8_pairs(const rl__ktab *kt, const rl_mat *w, int64_t n_tok) {
+    const rl__rtile *rt = &kt->rtile[w->type];
+    return rt->dot16 != NULL && n_tok >= rt->pair_min;
+}
+
 static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const rl_mat *w = c->w[i];
     const rl__rtile *rt = &c->kt->rtile[w->type];
@@ -415,7 +421,7 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
      * leaf on the form (rt->pdot16) */
     const bool prep = rt->x_prep && (!packs || rt->pdot16);
     const rl__tile16p_fn pdot16 = prep && packs ? rt->pdot16 : c->kt->tile8[w->type].dot16;
-    const bool pairs = packs ? pdot16 != NULL : rt->dot16 != NULL;
+    const bool pairs = packs ? pdot16 != NULL : rl__mm_r8_pairs(c->kt, w, c->n_tok);
     const size_t gb = 8 * w->row_size;
     RL_ASSERT(!prep || c->xform[i] >= 0);
     const uint8_t *xb = prep ? c->xqp[c->xform[i]] : c->xq;
@@ -579,7 +585,7 @@ static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w,
         if (c.packs[i] || c.r8[i]) chunk = (chunk + 7) & ~(int64_t)7;
         /* pair leaves: whole pairs of groups per chunk */
         if ((c.packs[i] && kt->tile8[ws[i]->type].dot16) ||
-            (c.r8[i] && kt->rtile[ws[i]->type].dot16))
+            (c.r8[i] && rl__mm_r8_pairs(kt, ws[i], n_tok)))
             chunk = (chunk + 15) & ~(int64_t)15;
         c.chunk[i] = chunk;
         n_chunks += ws[i]->n_rows > 0 ? (ws[i]->n_rows + chunk - 1) / chunk : 0;

@@ -456,8 +456,9 @@ static void test_resident_tiles(void **state) {
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
         /* many-token steps convert each group to the packed tile: the
          * packer's bytes on the original rows (q8_0, q5_0, q4_0 and iq4_nl
-         * have no packed tile) */
-        assert_true(rt->to_tile || !ref->tile8[ty].pack);
+         * have no packed tile; the AVX2 table runs resident q4_1 on its
+         * pair leaf at any length) */
+        assert_true(rt->to_tile || !ref->tile8[ty].pack || rt->dot16);
         const size_t tb = (size_t)cols * ref->tile8[ty].block_size / RL_QK_K;
         uint8_t *t0 = malloc(tb + 1), *t1 = malloc(tb + 1);
         for (int64_t r = 0; rt->to_tile && r < rows; r += 8) {
@@ -728,12 +729,12 @@ static void test_matmul_multi_forms(void **state) {
 }
 
 /* The pair leaves (rl__tile16_fn, rl__tile16p_fn: the AVX2 table's dot16
- * of the packed tiles, the AVX512-VNNI table's of the packed and the
- * resident tiles) give every lane bit for bit the 8-row leaf of the same
- * table on its group, at every token count 1..RL_TILE16_T (the packed pair
- * interleaved per block, the resident groups at any distance).  The
- * scalar table leaves dot16 NULL, as the AVX2 table does for resident
- * groups. */
+ * of the packed tiles and of resident q4_1, the AVX512-VNNI table's of the
+ * packed and the resident tiles) give every lane bit for bit the 8-row leaf
+ * of the same table on its group, at every token count 1..RL_TILE16_T (the
+ * packed pair interleaved per block, the resident groups at any distance).
+ * The scalar table leaves dot16 NULL, as the AVX2 table does for the other
+ * resident groups. */
 static void pair_leaves_check(const rl__ktab *kt, bool resident);
 static void test_pair_leaves(void **state) {
     (void)state;
@@ -741,7 +742,8 @@ static void test_pair_leaves(void **state) {
     for (int ti = 0; ti < N_TILE_TYPES; ti++) {
         assert_null(ref->tile8[k_tile_types[ti]].dot16);
         assert_null(ref->rtile[k_tile_types[ti]].dot16);
-        if (avx) assert_null(avx->rtile[k_tile_types[ti]].dot16);
+        if (avx && k_tile_types[ti] != RL_TYPE_Q4_1)
+            assert_null(avx->rtile[k_tile_types[ti]].dot16);
     }
     if (avx)
         pair_leaves_check(avx, false);
@@ -758,12 +760,12 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
     for (int ci = 0; ci < 2 * N_TILE_TYPES; ci++) {
         const rl_type ty = k_tile_types[ci / 2];
         const int64_t cols = colss[ci % 2], n_x = RL_TILE16_T;
-        if (!resident && (ty == RL_TYPE_Q4_1 || ty == RL_TYPE_Q5_K)) {
-            /* the AVX2 table has no q4_1 pair (measured no faster), nor a
-             * q5_K one (its 8 groups would overflow int16) */
-            assert_null(kt->tile8[ty].dot16);
-            continue;
-        }
+        /* the AVX2 table has no packed q4_1 pair (measured no faster), nor
+         * a q5_K one (its 8 groups would overflow int16); its resident q4_1
+         * groups have one */
+        const bool has_packed = resident || (ty != RL_TYPE_Q4_1 && ty != RL_TYPE_Q5_K);
+        if (!has_packed) assert_null(kt->tile8[ty].dot16);
+        if (!has_packed && ty != RL_TYPE_Q4_1) continue;
         size_t rs;
         uint8_t *w = make_w(ty, 16, cols, &rs);
         float *x = make_x(cols * n_x);
@@ -772,8 +774,9 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
         const rl__tile8 *tl = &kt->tile8[ty];
         const rl__rtile *rt = &kt->rtile[ty];
-        const bool has_res = resident && rt->repack; /* q5_K: packed tiles only */
-        assert_non_null(tl->dot16);
+        /* q5_K: packed tiles only */
+        const bool has_res = (resident || ty == RL_TYPE_Q4_1) && rt->repack;
+        if (has_packed) assert_non_null(tl->dot16);
         if (has_res) assert_non_null(rt->dot16);
         /* packed: each group packed, and the pair interleaved 32 bytes at
          * a time per block of columns (kernels-impl.h); resident: the
@@ -782,12 +785,14 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         const size_t pb = packed_size(tl, cols), gb = 8 * rs;
         const size_t blk = tl->block_size * (size_t)rl_type_get(ty)->blck_size / RL_QK_K;
         uint8_t *packed = malloc(2 * pb), *pair = malloc(2 * pb), *res = malloc(4 * gb);
-        tl->pack(packed, w, rs, cols);
-        tl->pack(packed + pb, w + gb, rs, cols);
-        for (size_t u = 0; u < pb / 32; u++) {
-            const size_t b = u / (blk / 32), o = u % (blk / 32);
-            memcpy(pair + 2 * blk * b + 64 * o, packed + 32 * u, 32);
-            memcpy(pair + 2 * blk * b + 64 * o + 32, packed + pb + 32 * u, 32);
+        if (has_packed) {
+            tl->pack(packed, w, rs, cols);
+            tl->pack(packed + pb, w + gb, rs, cols);
+            for (size_t u = 0; u < pb / 32; u++) {
+                const size_t b = u / (blk / 32), o = u % (blk / 32);
+                memcpy(pair + 2 * blk * b + 64 * o, packed + 32 * u, 32);
+                memcpy(pair + 2 * blk * b + 64 * o + 32, packed + pb + 32 * u, 32);
+            }
         }
         if (has_res) {
             rt->repack(res, w, rs, cols);
@@ -804,7 +809,7 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                 memcpy(xp + k * xprow, xq + k * xrow, xrow);
         for (int nx = 1; nx <= n_x; nx++) {
             float s16[RL_TILE16_T][16], s8[RL_TILE16_T][16];
-            for (int kind = 0; kind < (has_res ? 2 : 1); kind++) {
+            for (int kind = has_packed ? 0 : 1; kind < (has_res ? 2 : 1); kind++) {
                 memset(s16, 0xff, sizeof s16);
                 memset(s8, 0x7f, sizeof s8);
                 if (kind == 0)

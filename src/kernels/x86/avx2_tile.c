@@ -211,24 +211,10 @@ static void rl__tile_row_q4_1_avx2(int64_t n_cols, float *s, size_t ss, const vo
 }
 
 /* Resident groups into the packed tiles (rl__rtile.to_tile; the ref
- * twins' bytes, tested): nibble planes split by mask and shift, the
- * scales widened as the resident leaves do. */
-static void rl__to_tile_q4_1_avx2(void *dst, const void *group, int64_t n_cols) {
-    const rl__q41_r8 *p = group;
-    rl__q41_x8 *o = dst;
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t i = 0; i < n_cols / 32; i++, p++, o++) {
-        _mm256_storeu_ps(o->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d)));
-        _mm256_storeu_ps(o->m, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m)));
-        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-            const __m256i b = _mm256_loadu_si256((const __m256i *)p->q[v]);
-            _mm256_storeu_si256((__m256i *)o->q[v], _mm256_and_si256(b, m4));
-            _mm256_storeu_si256((__m256i *)o->q[v + 4],
-                                _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
-        }
-    }
-}
-
+ * twins' bytes, tested).  Resident q4_1 groups are not converted on this
+ * table: its resident pair leaf beats the packed 8-row leaf at every
+ * prompt length (SmolLM2-135M, Zen 3: pp128 1.10x, pp512 1.11x, pp2048
+ * 1.08x over converting from 64 tokens). */
 /* The q4_K and q6_K conversions write each 32-byte unit u of a packed
  * block at b + u * us: us 32 gives the packed tile, us 64 one group of a
  * packed pair (the other group at b + 32), so a pair is converted in place
@@ -444,6 +430,77 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
 RL_YPAIR_INST(q4_K)
 RL_YPAIR_INST(q6_K)
 
+/* Resident q4_1 pairs (rl__rtile.dot16: two rl__q41_r8 groups, B at g0 +
+ * gs): 16 rows as two ymm registers, each token's broadcast of 4
+ * activation bytes feeding both, so a weight vector costs 2 loads and 2T
+ * broadcasts for 4T vpmaddubsw where the 8-row leaf pays 1 + 2T for 2T;
+ * no conversion to a packed layout.  Each half is rl__tile8_q4_1r8_T's
+ * integer sums and float step, so its lanes are that leaf's bits. */
+#ifndef RL_AVX2_Q41P_T
+#define RL_AVX2_Q41P_T 4
+#endif
+#ifndef RL_AVX2_Q41P_MIN
+#define RL_AVX2_Q41P_MIN 8
+#endif
+RL_TILE_AI void rl__ypair_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[2][RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    const rl__q41_r8 *a = g0, *b = (const rl__q41_r8 *)((const uint8_t *)g0 + gs);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / 32; i++, a++, b++) {
+        RL_PF3(a);
+        RL_PF3(b);
+        const rl_block_q8_1 *x[RL_TILE8_T];
+        __m256i s16[2][RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[0][k] = s16[1][k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const __m256i ra = _mm256_loadu_si256((const __m256i *)a->q[v]);
+            const __m256i rb = _mm256_loadu_si256((const __m256i *)b->q[v]);
+            const __m256i w[2][2] = {
+                {_mm256_and_si256(ra, m4), _mm256_and_si256(_mm256_srli_epi16(ra, 4), m4)},
+                {_mm256_and_si256(rb, m4), _mm256_and_si256(_mm256_srli_epi16(rb, 4), m4)}};
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                const __m256i xl = rl__ybcast(x[k]->qs + 4 * v);
+                const __m256i xh = rl__ybcast(x[k]->qs + 16 + 4 * v);
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                    s16[h][k] = rl__ti_mac16(s16[h][k], w[h][0], xl);
+                    s16[h][k] = rl__ti_mac16(s16[h][k], w[h][1], xh);
+                }
+            }
+        }
+        const __m256 d[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)a->d)),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d))};
+        const __m256 m[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)a->m)),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->m))};
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            const float dx = rl__f16c(x[k]->d), sx = rl__f16c(x[k]->s);
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) acc[h][k] =
+                rl__q41_fstep1(acc[h][k], s16[h][k], d[h], m[h], dx, sx);
+        }
+    }
+    rl__ypair_store(s, ss, acc, T);
+}
+static void rl__tile16_q4_1r8_avx2(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
+                                   const void *vx, size_t xs, int n_x) {
+    for (int t = 0; t < n_x; t += RL_AVX2_Q41P_T) {
+        const int n = n_x - t < RL_AVX2_Q41P_T ? n_x - t : RL_AVX2_Q41P_T;
+        float *st = s + (size_t)t * ss;
+        const void *xt = (const uint8_t *)vx + (size_t)t * xs;
+        if (n == 4)
+            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 4);
+        else if (n == 3)
+            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 3);
+        else if (n == 2)
+            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 2);
+        else
+            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 1);
+    }
+}
+
 /* q8_0 resident tile (kernels-impl.h, rl__q80_r8) on the activations as
  * nibbles (rl__q80n: x + 128 = 16 hi + lo): per group of 4 codes one
  * vpmaddubsw of lo and one of hi against the 8 rows' signed bytes, each
@@ -507,9 +564,11 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q3_K].dot = rl__tile8_q6_K_avx2;
     t->tile8[RL_TYPE_Q3_K].dot16 = rl__tile16p_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
+    t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_avx2;
+    t->rtile[RL_TYPE_Q4_1].pair_min = RL_AVX2_Q41P_MIN;
+    t->rtile[RL_TYPE_Q4_1].to_tile = NULL; /* the pair leaf at every length (above) */
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
     t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_avx2;
-    t->rtile[RL_TYPE_Q4_1].to_tile = rl__to_tile_q4_1_avx2;
     t->rtile[RL_TYPE_Q4_K].to_tile = rl__to_tile_q4_K_avx2;
     t->rtile[RL_TYPE_Q6_K].to_tile = rl__to_tile_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_avx2;
