@@ -745,6 +745,9 @@ static void test_pair_leaves(void **state) {
         if (avx && k_tile_types[ti] != RL_TYPE_Q4_1)
             assert_null(avx->rtile[k_tile_types[ti]].dot16);
     }
+    /* q8_0 takes two vpmaddubsw per product on AVX2 either way: a pair
+     * measured slower (SmolLM2-135M's head, 32 sequences, 0.96x) */
+    if (avx) assert_null(avx->rtile[RL_TYPE_Q8_0].dot16);
     if (avx)
         pair_leaves_check(avx, false);
     else
@@ -757,34 +760,42 @@ static void test_pair_leaves(void **state) {
 
 static void pair_leaves_check(const rl__ktab *kt, bool resident) {
     const int64_t colss[2] = {256, 2304};
-    for (int ci = 0; ci < 2 * N_TILE_TYPES; ci++) {
-        const rl_type ty = k_tile_types[ci / 2];
+    /* the tile types, then the types that are only resident (their pairs
+     * checked where the table has them) */
+    const rl_type res_only[5] = {RL_TYPE_Q8_0, RL_TYPE_Q5_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL,
+                                 RL_TYPE_Q5_1};
+    for (int ci = 0; ci < 2 * (N_TILE_TYPES + 5); ci++) {
+        const bool extra = ci / 2 >= N_TILE_TYPES;
+        const rl_type ty = extra ? res_only[ci / 2 - N_TILE_TYPES] : k_tile_types[ci / 2];
         const int64_t cols = colss[ci % 2], n_x = RL_TILE16_T;
+        const rl__tile8 *tl = &kt->tile8[ty];
+        const rl__rtile *rt = &kt->rtile[ty];
         /* the AVX2 table has no packed q4_1 pair (measured no faster), nor
          * a q5_K one (its 8 groups would overflow int16); its resident q4_1
-         * groups have one */
-        const bool has_packed = resident || (ty != RL_TYPE_Q4_1 && ty != RL_TYPE_Q5_K);
-        if (!has_packed) assert_null(kt->tile8[ty].dot16);
-        if (!has_packed && ty != RL_TYPE_Q4_1) continue;
+         * groups have one; q5_K has packed tiles only */
+        const bool has_packed = !extra && (resident || (ty != RL_TYPE_Q4_1 && ty != RL_TYPE_Q5_K));
+        if (!extra && !has_packed) assert_null(tl->dot16);
+        const bool has_res =
+            rt->repack && (extra ? rt->dot16 != NULL : resident || ty == RL_TYPE_Q4_1);
+        if (!has_packed && !has_res) continue;
         size_t rs;
         uint8_t *w = make_w(ty, 16, cols, &rs);
         float *x = make_x(cols * n_x);
         const size_t xrow = rl_type_row_size(rl__act_type(ty), cols);
         uint8_t *xq = malloc(xrow * (size_t)n_x);
         for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
-        const rl__tile8 *tl = &kt->tile8[ty];
-        const rl__rtile *rt = &kt->rtile[ty];
-        /* q5_K: packed tiles only */
-        const bool has_res = (resident || ty == RL_TYPE_Q4_1) && rt->repack;
         if (has_packed) assert_non_null(tl->dot16);
         if (has_res) assert_non_null(rt->dot16);
         /* packed: each group packed, and the pair interleaved 32 bytes at
          * a time per block of columns (kernels-impl.h); resident: the
          * repacked rows (8 rows a group, adjacent, as in a matrix), B at a
          * distance of 3 groups */
-        const size_t pb = packed_size(tl, cols), gb = 8 * rs;
+        const size_t pb = has_packed ? packed_size(tl, cols) : 32, gb = 8 * rs;
         const size_t blk = tl->block_size * (size_t)rl_type_get(ty)->blck_size / RL_QK_K;
-        uint8_t *packed = malloc(2 * pb), *pair = malloc(2 * pb), *res = malloc(4 * gb);
+        /* a resident group's bytes (q8_0's blocks hold their code sums) */
+        const size_t rgb =
+            rt->block_bytes ? (size_t)(cols / rl_type_get(ty)->blck_size) * rt->block_bytes : gb;
+        uint8_t *packed = malloc(2 * pb), *pair = malloc(2 * pb), *res = malloc(4 * rgb);
         if (has_packed) {
             tl->pack(packed, w, rs, cols);
             tl->pack(packed + pb, w + gb, rs, cols);
@@ -796,7 +807,7 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         }
         if (has_res) {
             rt->repack(res, w, rs, cols);
-            rt->repack(res + 3 * gb, w + gb, rs, cols);
+            rt->repack(res + 3 * rgb, w + gb, rs, cols);
         }
         /* the resident leaves' activations in their own form (x_prep) */
         const size_t xprow = rt->x_prep ? (size_t)(cols / 32) * rt->x_block : xrow;
@@ -815,7 +826,7 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                 if (kind == 0)
                     tl->dot16(cols, &s16[0][0], 16, pair, xq, xrow, nx);
                 else
-                    rt->dot16(cols, &s16[0][0], 16, res, 3 * gb, xp, xprow, nx);
+                    rt->dot16(cols, &s16[0][0], 16, res, 3 * rgb, xp, xprow, nx);
                 for (int t0 = 0; t0 < nx; t0 += RL_TILE8_T) {
                     int n4 = nx - t0 < RL_TILE8_T ? nx - t0 : RL_TILE8_T;
                     for (int gi = 0; gi < 2; gi++) {
@@ -823,7 +834,7 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                             tl->dot(cols, &s8[t0][8 * gi], 16, packed + pb * gi,
                                     xq + (size_t)t0 * xrow, xrow, n4);
                         else
-                            rt->dot(cols, &s8[t0][8 * gi], 16, res + 3 * gb * gi,
+                            rt->dot(cols, &s8[t0][8 * gi], 16, res + 3 * rgb * gi,
                                     xp + (size_t)t0 * xprow, xprow, n4);
                     }
                 }

@@ -304,7 +304,8 @@ static void rl__to_pair_q6_K_avx2(void *dst, const void *ga, const void *gb, int
  * sums in registers; at T = 4 GCC spills the int16 sums in the inner loop,
  * and even with the int32 sums forced to memory T = 4 measured 0.87x of
  * T = 2 end to end (Qwen2.5-1.5B pp512 and bd32, Zen 3; q6_K 0.93x).  No
- * q4_1 pair: SmolLM2 pp512 measured the same with and without. */
+ * packed q4_1 pair: SmolLM2 pp512 measured the same with and without;
+ * resident q4_1 groups have their own pair leaf, with no conversion. */
 #ifndef RL_AVX2_PAIR_T
 #define RL_AVX2_PAIR_T 2
 #endif
