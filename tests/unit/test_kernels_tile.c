@@ -729,7 +729,7 @@ static void test_matmul_multi_forms(void **state) {
 }
 
 /* The pair leaves (rl__tile16_fn, rl__tile16p_fn: the AVX2 table's dot16
- * of the packed tiles and of resident q4_1, the AVX512-VNNI table's of the
+ * of the packed tiles and of resident q4_1 and q4_0, the AVX512-VNNI table's of the
  * packed and the resident tiles) give every lane bit for bit the 8-row leaf
  * of the same table on its group, at every token count 1..RL_TILE16_T (the
  * packed pair interleaved per block, the resident groups at any distance).
@@ -772,7 +772,7 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         const rl__rtile *rt = &kt->rtile[ty];
         /* the AVX2 table has no packed q4_1 pair (measured no faster), nor
          * a q5_K one (its 8 groups would overflow int16); its resident q4_1
-         * groups have one; q5_K has packed tiles only */
+         * and q4_0 groups have one; q5_K has packed tiles only */
         const bool has_packed = !extra && (resident || (ty != RL_TYPE_Q4_1 && ty != RL_TYPE_Q5_K));
         if (!extra && !has_packed) assert_null(tl->dot16);
         const bool has_res =

@@ -431,76 +431,52 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
 RL_YPAIR_INST(q4_K)
 RL_YPAIR_INST(q6_K)
 
-/* Resident q4_1 pairs (rl__rtile.dot16: two rl__q41_r8 groups, B at g0 +
- * gs): 16 rows as two ymm registers, each token's broadcast of 4
- * activation bytes feeding both, so a weight vector costs 2 loads and 2T
- * broadcasts for 4T vpmaddubsw where the 8-row leaf pays 1 + 2T for 2T;
- * no conversion to a packed layout.  Each half is rl__tile8_q4_1r8_T's
- * integer sums and float step, so its lanes are that leaf's bits. */
-#ifndef RL_AVX2_Q41P_T
-#define RL_AVX2_Q41P_T 4
+/* Resident pairs (rl__rtile.dot16): the one-group resident leaves of
+ * tile-impl.h on two groups (B at g0 + gs) at once, 16 rows as two ymm
+ * registers, each token's broadcast feeding both, so a weight vector costs
+ * 2 loads and T broadcasts for 2T vpmaddubsw where the 8-row leaf pays 1 +
+ * T for T; no conversion to a packed layout.  Each group's lanes are the
+ * 8-row leaf's bits.  q4_1 and q4_0 only, 4 tokens a pass (a token's one
+ * int16 sum per group in registers): q5_0 and q5_1 (two sums a token and
+ * group, groups 0-3 and 4-7) fit only 2 tokens a pass, which decodes their
+ * codes for half as many tokens as the 8-row leaf does (SmolLM2-135M
+ * requantized, 32 sequences, Zen 3: q5_1 0.75-0.82x); iq4_nl (two sums)
+ * and q8_0 (two vpmaddubsw a product) likewise stay 8-row leaves. */
+#ifndef RL_AVX2_RPAIR_T
+#define RL_AVX2_RPAIR_T 4
 #endif
-#ifndef RL_AVX2_Q41P_MIN
-#define RL_AVX2_Q41P_MIN 8
+#ifndef RL_AVX2_RPAIR_MIN
+#define RL_AVX2_RPAIR_MIN 8
 #endif
-RL_TILE_AI void rl__ypair_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
-                                   const void *vx, size_t xs, const int T) {
-    __m256 acc[2][RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
-    const rl__q41_r8 *a = g0, *b = (const rl__q41_r8 *)((const uint8_t *)g0 + gs);
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t i = 0; i < n_cols / 32; i++, a++, b++) {
-        RL_PF3(a);
-        RL_PF3(b);
-        const rl_block_q8_1 *x[RL_TILE8_T];
-        __m256i s16[2][RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_1 *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            s16[0][k] = s16[1][k] = _mm256_setzero_si256();
-        }
-        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-            const __m256i ra = _mm256_loadu_si256((const __m256i *)a->q[v]);
-            const __m256i rb = _mm256_loadu_si256((const __m256i *)b->q[v]);
-            const __m256i w[2][2] = {
-                {_mm256_and_si256(ra, m4), _mm256_and_si256(_mm256_srli_epi16(ra, 4), m4)},
-                {_mm256_and_si256(rb, m4), _mm256_and_si256(_mm256_srli_epi16(rb, 4), m4)}};
-            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                const __m256i xl = rl__ybcast(x[k]->qs + 4 * v);
-                const __m256i xh = rl__ybcast(x[k]->qs + 16 + 4 * v);
-                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                    s16[h][k] = rl__ti_mac16(s16[h][k], w[h][0], xl);
-                    s16[h][k] = rl__ti_mac16(s16[h][k], w[h][1], xh);
-                }
-            }
-        }
-        const __m256 d[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)a->d)),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d))};
-        const __m256 m[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)a->m)),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->m))};
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const float dx = rl__f16c(x[k]->d), sx = rl__f16c(x[k]->s);
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) acc[h][k] =
-                rl__q41_fstep1(acc[h][k], s16[h][k], d[h], m[h], dx, sx);
-        }
+#define RL_YRPAIR_T(TY, CALL)                                                                      \
+    RL_TILE_AI void rl__ypair_##TY##_T(int64_t n_cols, float *s, size_t ss, const void *g0,        \
+                                       size_t gs, const void *vx, size_t xs, const int T) {        \
+        CALL;                                                                                      \
     }
-    rl__ypair_store(s, ss, acc, T);
-}
-static void rl__tile16_q4_1r8_avx2(int64_t n_cols, float *s, size_t ss, const void *g0, size_t gs,
-                                   const void *vx, size_t xs, int n_x) {
-    for (int t = 0; t < n_x; t += RL_AVX2_Q41P_T) {
-        const int n = n_x - t < RL_AVX2_Q41P_T ? n_x - t : RL_AVX2_Q41P_T;
-        float *st = s + (size_t)t * ss;
-        const void *xt = (const uint8_t *)vx + (size_t)t * xs;
-        if (n == 4)
-            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 4);
-        else if (n == 3)
-            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 3);
-        else if (n == 2)
-            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 2);
-        else
-            rl__ypair_q4_1r8_T(n_cols, st, ss, g0, gs, xt, xs, 1);
+RL_YRPAIR_T(q4_1r8, rl__tileg_q4_1r8_T(n_cols, s, ss, g0, gs, vx, xs, T, 2))
+RL_YRPAIR_T(q4_0r8, rl__tile8_nib_T(n_cols, s, ss, g0, gs, vx, xs, T, 0, 2))
+
+/* rl__tile16_fn of resident type TY: n_x (1..RL_TILE16_T) tokens, P at a
+ * time (the last pass takes the rest). */
+#define RL_YRPAIR_INST(TY, P)                                                                      \
+    static void rl__tile16_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *g0,        \
+                                       size_t gs, const void *vx, size_t xs, int n_x) {            \
+        for (int t = 0; t < n_x; t += (P)) {                                                       \
+            const int n = n_x - t < (P) ? n_x - t : (P);                                           \
+            float *st = s + (size_t)t * ss;                                                        \
+            const void *xt = (const uint8_t *)vx + (size_t)t * xs;                                 \
+            if (n >= 4)                                                                            \
+                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 4);                             \
+            else if (n == 3)                                                                       \
+                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 3);                             \
+            else if (n == 2)                                                                       \
+                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 2);                             \
+            else                                                                                   \
+                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 1);                             \
+        }                                                                                          \
     }
-}
+RL_YRPAIR_INST(q4_1r8, RL_AVX2_RPAIR_T)
+RL_YRPAIR_INST(q4_0r8, RL_AVX2_RPAIR_T)
 
 /* q8_0 resident tile (kernels-impl.h, rl__q80_r8) on the activations as
  * nibbles (rl__q80n: x + 128 = 16 hi + lo): per group of 4 codes one
@@ -566,7 +542,9 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q3_K].dot16 = rl__tile16p_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_avx2;
-    t->rtile[RL_TYPE_Q4_1].pair_min = RL_AVX2_Q41P_MIN;
+    t->rtile[RL_TYPE_Q4_1].pair_min = RL_AVX2_RPAIR_MIN;
+    t->rtile[RL_TYPE_Q4_0].dot16 = rl__tile16_q4_0r8_avx2;
+    t->rtile[RL_TYPE_Q4_0].pair_min = RL_AVX2_RPAIR_MIN;
     t->rtile[RL_TYPE_Q4_1].to_tile = NULL; /* the pair leaf at every length (above) */
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
     t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_avx2;

@@ -263,44 +263,68 @@ RL_TILE_AI void rl__tile8_q4_1_T(int64_t n_cols, float *s, size_t ss, const void
 }
 
 RL_TILE8_INST(q4_1)
+/* acc[h][k] of GN groups (rows 8h..8h + 7) and T tokens into s. */
+RL_TILE_AI void rl__tileg_store(float *s, size_t ss, __m256 acc[2][RL_TILE8_T], const int T,
+                                const int GN) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++)
+            _mm256_storeu_ps(s + (size_t)k * ss + 8 * h, acc[h][k]);
+}
 /* q4_1 resident tile (kernels-impl.h, rl__q41_r8): each of the 4 weight
  * vectors gives groups v (low nibbles) and v + 4 (high nibbles), then the
  * packed tile's int16 sums, vpmaddwd and float steps: bit for bit
  * rl__tile8_q4_1_T on the same rows.  Batch 1 reads the group's bytes in
- * one stream, prefetched RL_PF_DIST ahead into L2 as the 1-token leaves do. */
-RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
-                                   const void *vx, size_t xs, const int T) {
-    __m256 acc[RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
-    const rl__q41_r8 *p = group;
+ * one stream, prefetched RL_PF_DIST ahead into L2 as the 1-token leaves do.
+ * The resident 32-element leaves here run GN (1 or 2) groups at once, the
+ * second at group + gs (rows 8..15 of s): one broadcast of a token's bytes
+ * feeds both, and each group's lanes are the one-group leaf's bits (the
+ * AVX2 table's resident pairs, rl__rtile.dot16). */
+RL_TILE_AI void rl__tileg_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   size_t gs, const void *vx, size_t xs, const int T,
+                                   const int GN) {
+    __m256 acc[2][RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    const rl__q41_r8 *p[2] = {group, (const rl__q41_r8 *)((const uint8_t *)group + gs)};
     const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
-        RL_PF3(p); /* 160 bytes a block: the 1-token leaves' distance (avx2-impl.h) */
+    for (int64_t i = 0; i < n_cols / 32; i++, p[0]++, p[1]++) {
+        _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++)
+            RL_PF3(p[h]); /* 160 bytes a block: the 1-token leaves' distance (avx2-impl.h) */
         const rl__q41r_x *x[RL_TILE8_T];
-        __m256i s16[RL_TILE8_T];
+        __m256i s16[2][RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
             x[k] = (const rl__q41r_x *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            s16[k] = _mm256_setzero_si256();
+            s16[0][k] = s16[1][k] = _mm256_setzero_si256();
         }
         _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[v]);
-            const __m256i lo = _mm256_and_si256(raw, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            __m256i lo[2], hi[2];
+            _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)p[h]->q[v]);
+                lo[h] = _mm256_and_si256(raw, m4);
+                hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            }
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
                 int32_t xl, xh;
                 memcpy(&xl, x[k]->qs + 4 * v, 4);
                 memcpy(&xh, x[k]->qs + 16 + 4 * v, 4);
-                s16[k] = RL_TI_MACC(s16[k], lo, _mm256_set1_epi32(xl));
-                s16[k] = RL_TI_MACC(s16[k], hi, _mm256_set1_epi32(xh));
+                const __m256i bl = _mm256_set1_epi32(xl), bh = _mm256_set1_epi32(xh);
+                _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
+                    s16[h][k] = RL_TI_MACC(s16[h][k], lo[h], bl);
+                    s16[h][k] = RL_TI_MACC(s16[h][k], hi[h], bh);
+                }
             }
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
-        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m));
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
-            rl__q41_fstep1(acc[k], s16[k], d, m, RL_Q41R_D(x[k]), RL_Q41R_S(x[k]));
+        _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p[h]->d));
+            const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p[h]->m));
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[h][k] =
+                rl__q41_fstep1(acc[h][k], s16[h][k], d, m, RL_Q41R_D(x[k]), RL_Q41R_S(x[k]));
+        }
     }
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
-        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+    rl__tileg_store(s, ss, acc, T, GN);
+}
+RL_TILE_AI void rl__tile8_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tileg_q4_1r8_T(n_cols, s, ss, group, 0, vx, xs, T, 1);
 }
 
 RL_TILE8_INST(q4_1r8)
@@ -401,11 +425,12 @@ RL_TILE8_INST(q5_1r8)
  * x - 128 sum x; vpdpbusd takes u whole, but AVX2's vpmaddubsw would
  * saturate 241 x 128 pairs, so there u = 16 H + L, both looked up (0..15),
  * and sumi = 16 SH + SL - 128 sum x.  Then the twins' fma. */
-RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void *group,
-                                const void *vx, size_t xs, const int T, const int NL) {
-    __m256 acc[RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
-    const rl__q40_r8 *p = group;
+RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void *group, size_t gs,
+                                const void *vx, size_t xs, const int T, const int NL,
+                                const int GN) {
+    __m256 acc[2][RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    const rl__q40_r8 *p[2] = {group, (const rl__q40_r8 *)((const uint8_t *)group + gs)};
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i u = _mm256_xor_si256(
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rl__iq4nl_values)),
@@ -414,45 +439,51 @@ RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void 
     const __m256i tl = RL_TILE_VNNI ? u : _mm256_and_si256(u, m4);
     const __m256i th = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
     const int two = NL && !RL_TILE_VNNI; /* AVX2 iq4_nl: two sums */
-    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
-        RL_PF3(p); /* 144 bytes a block */
+    for (int64_t i = 0; i < n_cols / 32; i++, p[0]++, p[1]++) {
+        _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) RL_PF3(p[h]); /* 144 bytes a block */
         const rl__q80s *x[RL_TILE8_T];
-        __m256i sl[RL_TILE8_T], sh[RL_TILE8_T];
+        __m256i sl[2][RL_TILE8_T], sh[2][RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
             x[k] = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sl[k] = sh[k] = _mm256_setzero_si256();
+            sl[0][k] = sh[0][k] = sl[1][k] = sh[1][k] = _mm256_setzero_si256();
         }
         _Pragma("GCC unroll 8") for (int G = 0; G < 8; G++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[G % 4]);
-            const __m256i nib = _mm256_and_si256(G < 4 ? raw : _mm256_srli_epi16(raw, 4), m4);
-            const __m256i wl = NL ? _mm256_shuffle_epi8(tl, nib) : nib;
-            const __m256i wh = two ? _mm256_shuffle_epi8(th, nib) : nib;
+            __m256i wl[2], wh[2];
+            _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)p[h]->q[G % 4]);
+                const __m256i nib = _mm256_and_si256(G < 4 ? raw : _mm256_srli_epi16(raw, 4), m4);
+                wl[h] = NL ? _mm256_shuffle_epi8(tl, nib) : nib;
+                wh[h] = two ? _mm256_shuffle_epi8(th, nib) : nib;
+            }
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
                 int32_t xv;
                 memcpy(&xv, x[k]->qs + 4 * G, 4);
                 const __m256i xb = _mm256_set1_epi32(xv);
-                sl[k] = RL_TI_MACC(sl[k], wl, xb);
-                if (two) sh[k] = RL_TI_MACC(sh[k], wh, xb);
+                _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
+                    sl[h][k] = RL_TI_MACC(sl[h][k], wl[h], xb);
+                    if (two) sh[h][k] = RL_TI_MACC(sh[h][k], wh[h], xb);
+                }
             }
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            const __m256i su = two ? rl__hl16_sum(sh[k], sl[k]) : RL_TI_SUM(sl[k]);
-            const __m256i sumi =
-                _mm256_sub_epi32(su, _mm256_set1_epi32(NL ? 8 * x[k]->s16 : x[k]->s16 >> 1));
-            acc[k] = rl__q80_fstep(acc[k], d, x[k]->d, sumi);
+        _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p[h]->d));
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                const __m256i su = two ? rl__hl16_sum(sh[h][k], sl[h][k]) : RL_TI_SUM(sl[h][k]);
+                const __m256i sumi =
+                    _mm256_sub_epi32(su, _mm256_set1_epi32(NL ? 8 * x[k]->s16 : x[k]->s16 >> 1));
+                acc[h][k] = rl__q80_fstep(acc[h][k], d, x[k]->d, sumi);
+            }
         }
     }
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
-        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+    rl__tileg_store(s, ss, acc, T, GN);
 }
 RL_TILE_AI void rl__tile8_q4_0r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
                                    const void *vx, size_t xs, const int T) {
-    rl__tile8_nib_T(n_cols, s, ss, group, vx, xs, T, 0);
+    rl__tile8_nib_T(n_cols, s, ss, group, 0, vx, xs, T, 0, 1);
 }
 RL_TILE_AI void rl__tile8_iq4_nlr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
                                      const void *vx, size_t xs, const int T) {
-    rl__tile8_nib_T(n_cols, s, ss, group, vx, xs, T, 1);
+    rl__tile8_nib_T(n_cols, s, ss, group, 0, vx, xs, T, 1, 1);
 }
 RL_TILE8_INST(q4_0r8)
 RL_TILE8_INST(iq4_nlr8)
