@@ -13,6 +13,7 @@
  * fewer instructions than the vpmaddubsw + vpmaddwd + vpaddd chain of the
  * row-at-a-time leaves.  The float work per super-block (lane = row) is
  * ref/ref_tile.c's twin's, so the two agree bit for bit. */
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -211,10 +212,24 @@ static void rl__tile_row_q4_1_avx2(int64_t n_cols, float *s, size_t ss, const vo
 }
 
 /* Resident groups into the packed tiles (rl__rtile.to_tile; the ref
- * twins' bytes, tested).  Resident q4_1 groups are not converted on this
- * table: its resident pair leaf beats the packed 8-row leaf at every
- * prompt length (SmolLM2-135M, Zen 3: pp128 1.10x, pp512 1.11x, pp2048
- * 1.08x over converting from 64 tokens). */
+ * twins' bytes, tested): nibble planes split by mask and shift, the
+ * scales widened as the resident leaves do. */
+static void rl__to_tile_q4_1_avx2(void *dst, const void *group, int64_t n_cols) {
+    const rl__q41_r8 *p = group;
+    rl__q41_x8 *o = dst;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n_cols / 32; i++, p++, o++) {
+        _mm256_storeu_ps(o->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d)));
+        _mm256_storeu_ps(o->m, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->m)));
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)p->q[v]);
+            _mm256_storeu_si256((__m256i *)o->q[v], _mm256_and_si256(b, m4));
+            _mm256_storeu_si256((__m256i *)o->q[v + 4],
+                                _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
+        }
+    }
+}
+
 /* The q4_K and q6_K conversions write each 32-byte unit u of a packed
  * block at b + u * us: us 32 gives the packed tile, us 64 one group of a
  * packed pair (the other group at b + 32), so a pair is converted in place
@@ -545,9 +560,14 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_1].pair_min = RL_AVX2_RPAIR_MIN;
     t->rtile[RL_TYPE_Q4_0].dot16 = rl__tile16_q4_0r8_avx2;
     t->rtile[RL_TYPE_Q4_0].pair_min = RL_AVX2_RPAIR_MIN;
-    t->rtile[RL_TYPE_Q4_1].to_tile = NULL; /* the pair leaf at every length (above) */
+    /* resident q4_1 never converts to the packed tile on this table (its
+     * to_tile is the AVX512-VNNI table's, from 128 tokens): the pair leaf
+     * runs prompts of every length (SmolLM2-135M, Zen 3, pp512 at one
+     * thread 1.06-1.14x against converting from 64 tokens) */
+    t->rtile[RL_TYPE_Q4_1].pack_min = INT_MAX;
     t->rtile[RL_TYPE_Q4_K].dot = rl__tile8_q4_Kr8_avx2;
     t->rtile[RL_TYPE_Q6_K].dot = rl__tile8_q6_Kr8_avx2;
+    t->rtile[RL_TYPE_Q4_1].to_tile = rl__to_tile_q4_1_avx2;
     t->rtile[RL_TYPE_Q4_K].to_tile = rl__to_tile_q4_K_avx2;
     t->rtile[RL_TYPE_Q6_K].to_tile = rl__to_tile_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_K].to_pair = rl__to_pair_q4_K_avx2;

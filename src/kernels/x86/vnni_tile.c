@@ -581,6 +581,12 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q5_K].dot = rl__tile8_q5_K_vnni;
     t->tile8[RL_TYPE_Q5_K].dot16 = rl__tile16p_q5_K_vnni;
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_vnni;
+    /* (the AVX2 table's settings this one inherits: its pairs from 8
+     * tokens, its resident q4_0 pair and its q4_1 pack_min; this table's
+     * pairs run from one token, and it has no q4_0 pair) */
+    t->rtile[RL_TYPE_Q4_1].pair_min = 0;
+    t->rtile[RL_TYPE_Q4_0].dot16 = NULL;
+    t->rtile[RL_TYPE_Q4_0].pair_min = 0;
     /* SmolLM2-135M, 2 threads, Xeon, without the conversion against with
      * it: 32 sequences 1.09-1.10x, 64 1.05x, prompts of 128 0.99x, 256
      * 0.96x, 512 0.94-0.98x */
