@@ -335,13 +335,6 @@ RL_TILE_AI __m256i rl__ybcast(const int8_t *q) {
     return _mm256_set1_epi32(v);
 }
 
-RL_TILE_AI void rl__ypair_store(float *s, size_t ss, __m256 acc[2][RL_TILE8_T], const int T) {
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-        _mm256_storeu_ps(s + (size_t)k * ss, acc[0][k]);
-        _mm256_storeu_ps(s + (size_t)k * ss + 8, acc[1][k]);
-    }
-}
-
 /* Block i of the T tokens' q8_K rows, and the pair's int32 sums zeroed. */
 RL_TILE_AI void rl__ypair_block(const rl_block_q8_K **x, __m256i sumi[2][RL_TILE8_T],
                                 const void *vx, size_t xs, int64_t i, const int T) {
@@ -385,7 +378,7 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
                           _mm256_loadu_ps((const float *)RL_YF(p, rl__q4k_x8, dmin, h)), x, T);
         }
     }
-    rl__ypair_store(s, ss, acc, T);
+    rl__tileg_store(s, ss, acc, T, 2);
 }
 
 RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
@@ -421,27 +414,32 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
                           _mm256_loadu_ps((const float *)RL_YF(p, rl__q6k_x8, d, h)), x, T);
         }
     }
-    rl__ypair_store(s, ss, acc, T);
+    rl__tileg_store(s, ss, acc, T, 2);
 }
 
+/* The passes of a pair leaf over n_x tokens, P at a time (the last pass
+ * takes the rest): LEAF(n_cols, st, ss, <the groups' pointers>, xt, xs, T)
+ * with T a constant. */
+#define RL_YPASSES(LEAF, P, ...)                                                                   \
+    for (int t = 0; t < n_x; t += (P)) {                                                           \
+        const int n = n_x - t < (P) ? n_x - t : (P);                                               \
+        float *st = s + (size_t)t * ss;                                                            \
+        const void *xt = (const uint8_t *)vx + (size_t)t * xs;                                     \
+        if (n == (P))                                                                              \
+            LEAF(n_cols, st, ss, __VA_ARGS__, xt, xs, (P));                                        \
+        else if (n == 3)                                                                           \
+            LEAF(n_cols, st, ss, __VA_ARGS__, xt, xs, 3);                                          \
+        else if (n == 2)                                                                           \
+            LEAF(n_cols, st, ss, __VA_ARGS__, xt, xs, 2);                                          \
+        else                                                                                       \
+            LEAF(n_cols, st, ss, __VA_ARGS__, xt, xs, 1);                                          \
+    }
 /* rl__tile16p_fn of type TY: n_x (1..RL_TILE16_T) tokens, RL_AVX2_PAIR_T
- * at a time (the last call takes the rest). */
+ * at a time. */
 #define RL_YPAIR_INST(TY)                                                                          \
     static void rl__tile16p_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,       \
                                         const void *vx, size_t xs, int n_x) {                      \
-        for (int t = 0; t < n_x; t += RL_AVX2_PAIR_T) {                                            \
-            const int n = n_x - t < RL_AVX2_PAIR_T ? n_x - t : RL_AVX2_PAIR_T;                     \
-            float *st = s + (size_t)t * ss;                                                        \
-            const void *xt = (const uint8_t *)vx + (size_t)t * xs;                                 \
-            if (n == RL_AVX2_PAIR_T)                                                               \
-                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, RL_AVX2_PAIR_T);                    \
-            else if (n == 3)                                                                       \
-                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 3);                                 \
-            else if (n == 2)                                                                       \
-                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 2);                                 \
-            else                                                                                   \
-                rl__ypair_##TY##_T(n_cols, st, ss, pp, xt, xs, 1);                                 \
-        }                                                                                          \
+        RL_YPASSES(rl__ypair_##TY##_T, RL_AVX2_PAIR_T, pp)                                         \
     }
 RL_YPAIR_INST(q4_K)
 RL_YPAIR_INST(q6_K)
@@ -472,23 +470,11 @@ RL_YRPAIR_T(q4_1r8, rl__tileg_q4_1r8_T(n_cols, s, ss, g0, gs, vx, xs, T, 2))
 RL_YRPAIR_T(q4_0r8, rl__tile8_nib_T(n_cols, s, ss, g0, gs, vx, xs, T, 0, 2))
 
 /* rl__tile16_fn of resident type TY: n_x (1..RL_TILE16_T) tokens, P at a
- * time (the last pass takes the rest). */
+ * time. */
 #define RL_YRPAIR_INST(TY, P)                                                                      \
     static void rl__tile16_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *g0,        \
                                        size_t gs, const void *vx, size_t xs, int n_x) {            \
-        for (int t = 0; t < n_x; t += (P)) {                                                       \
-            const int n = n_x - t < (P) ? n_x - t : (P);                                           \
-            float *st = s + (size_t)t * ss;                                                        \
-            const void *xt = (const uint8_t *)vx + (size_t)t * xs;                                 \
-            if (n >= 4)                                                                            \
-                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 4);                             \
-            else if (n == 3)                                                                       \
-                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 3);                             \
-            else if (n == 2)                                                                       \
-                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 2);                             \
-            else                                                                                   \
-                rl__ypair_##TY##_T(n_cols, st, ss, g0, gs, xt, xs, 1);                             \
-        }                                                                                          \
+        RL_YPASSES(rl__ypair_##TY##_T, P, g0, gs)                                                  \
     }
 RL_YRPAIR_INST(q4_1r8, RL_AVX2_RPAIR_T)
 RL_YRPAIR_INST(q4_0r8, RL_AVX2_RPAIR_T)
