@@ -12,14 +12,15 @@
  * Weights rotate through enough copies (>= 256 MiB in all) that decode
  * reads come from DRAM, not the 48 MiB L3, as they would in a real model.
  *
- * usage: kbench [-q] [-a] [-c] [-r] [-k TABLE]... [-t 1|2] [-n N] [type ...]
+ * usage: kbench [-q] [-a] [-c] [-r] [-k TABLE]... [-t 1|2] [-n N] [-s RxC]... [type ...]
  *        (-q: skip the 1 GiB bandwidth test; -a: also time ref at 4096x4096
  *        prefill, which is slow; -c: one weight copy, so the small shapes
  *        run from L2/L3 (kernel speed, not DRAM speed); -k: only these
  *        tables, repeatable: ref, avx2, avx512vnni; -t: only this thread
  *        count; -n: only this token count, repeatable: 1..64; -r: each type
  *        with resident tiles also in its resident layout, rl_mat_make_resident,
- *        the "r8" rows, run right after the row-major ones)
+ *        the "r8" rows, run right after the row-major ones; -s ROWSxCOLS:
+ *        only these shapes, repeatable)
  * default types: f32 f16 q4_0 q4_1 q5_0 q8_0 q4_K q6_K
  */
 #include <pthread.h>
@@ -89,10 +90,6 @@ static void bench_bandwidth(void) {
     free(buf);
 }
 
-typedef struct shape {
-    int64_t rows, cols;
-} shape;
-
 static double cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -105,11 +102,18 @@ static int g_nth_only;          /* 0 = 1 and 2 threads */
 static bool g_in_cache;         /* -c: no weight copies */
 static bool g_resident;         /* -r: also the resident layout */
 static int g_ntok[8], g_n_ntok; /* -n: token counts (default 1, 8, 64) */
+typedef struct shape {
+    int64_t rows, cols;
+} shape;
+static shape g_shapes[8]; /* -s: shapes (default 1536x576, 576x1536, 4096x4096) */
+static int g_n_shapes;
 
 static void bench_type(rl_type t, bool all, rl_threadpool *tp2) {
-    static const shape shapes[] = {{1536, 576}, {576, 1536}, {4096, 4096}};
+    static const shape def_shapes[] = {{1536, 576}, {576, 1536}, {4096, 4096}};
+    const shape *shapes = g_n_shapes ? g_shapes : def_shapes;
+    const int n_shapes = g_n_shapes ? g_n_shapes : 3;
     const rl_type_traits *tr = rl_type_get(t);
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    for (int si = 0; si < n_shapes; si++) {
         shape sh = shapes[si];
         if (sh.cols % tr->blck_size) continue;
         size_t rs = rl_type_row_size(t, sh.cols), wbytes = rs * sh.rows;
@@ -213,6 +217,14 @@ int main(int argc, char **argv) {
                 return 2;
             }
             g_ntok[g_n_ntok++] = v;
+        } else if (!strcmp(argv[i], "-s") && i + 1 < argc) {
+            long long r = 0, c = 0;
+            if (sscanf(argv[++i], "%lldx%lld", &r, &c) != 2 || r < 1 || c < 1 || r > 1 << 20 ||
+                c > 1 << 20 || g_n_shapes == 8) {
+                fprintf(stderr, "kbench: -s takes ROWSxCOLS (1..1048576 each), at most 8 times\n");
+                return 2;
+            }
+            g_shapes[g_n_shapes++] = (shape){r, c};
         } else if (!strcmp(argv[i], "-t") && i + 1 < argc)
             g_nth_only = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
