@@ -367,7 +367,7 @@ static void rl__mm_tile_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1,
         for (int64_t t = t0; t < t1; t += RL_TILE16_T) {
             int nx = t1 - t < RL_TILE16_T ? (int)(t1 - t) : RL_TILE16_T;
             tl->dot16(w->n_cols, c->y[i] + t * w->n_rows + r0, (size_t)w->n_rows, g_tile_buf,
-                      c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
+                      c->xq + (size_t)t * c->xq_row, c->xq_row, nx, NULL);
         }
         return;
     }
@@ -407,6 +407,14 @@ static bool rl__mm_r8_packs(const rl__mm_ctx *c, const rl_mat *w) {
            (size_t)w->n_cols * tl->block_size / RL_QK_K <= RL_TILE8_BUF;
 }
 
+/* The packed pair leaf a resident matrix's groups are converted for
+ * (rl__mm_r8_packs), or NULL: they are not, or not in pairs. */
+static rl__tile16p_fn rl__mm_r8_pdot16(const rl__mm_ctx *c, const rl_mat *w) {
+    const rl__rtile *rt = &c->kt->rtile[w->type];
+    if (!rl__mm_r8_packs(c, w)) return NULL;
+    return rt->x_prep && rt->pdot16 ? rt->pdot16 : c->kt->tile8[w->type].dot16;
+}
+
 /* The resident pair leaf (rl__rtile.dot16) runs an unpacked step. */
 static bool rl__mm_r8_pairs(const rl__ktab *kt, const rl_mat *w, int64_t n_tok) {
     const rl__rtile *rt = &kt->rtile[w->type];
@@ -420,7 +428,7 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     /* the packed tiles take the activations as quantized, but for a pair
      * leaf on the form (rt->pdot16) */
     const bool prep = rt->x_prep && (!packs || rt->pdot16);
-    const rl__tile16p_fn pdot16 = prep && packs ? rt->pdot16 : c->kt->tile8[w->type].dot16;
+    const rl__tile16p_fn pdot16 = rl__mm_r8_pdot16(c, w);
     const bool pairs = packs ? pdot16 != NULL : rl__mm_r8_pairs(c->kt, w, c->n_tok);
     const size_t gb = 8 * w->row_size;
     RL_ASSERT(!prep || c->xform[i] >= 0);
@@ -440,12 +448,14 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
         if (t_amx == c->n_tok) continue;
         if (packs) rl__mm_pair_pack(c->kt, w, g, g + gb, true);
+        /* the leaf prefetches the chunk's next pair as it computes */
+        rl__pf pf = {g + 2 * gb, r + 32 <= r1 ? g + 4 * gb : g};
         for (int64_t t = t_amx; t < c->n_tok; t += RL_TILE16_T) {
             int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
             float *y = c->y[i] + t * w->n_rows + r;
             const void *xr = xb + (size_t)t * xs;
             if (packs)
-                pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, xs, nx);
+                pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, xs, nx, &pf);
             else
                 rt->dot16(w->n_cols, y, (size_t)w->n_rows, g, gb, xr, xs, nx);
         }
@@ -538,7 +548,16 @@ static void rl__mm_task(void *p, int ith, int nth) {
 #define RL_MM_PREFILL_L2 (512 * 1024)
 #endif
 #define RL_MM_DECODE_BYTES (64 * 1024)
-static int64_t rl__chunk_rows(const rl_mat *w, int64_t n_tok, int nth) {
+/* Resident groups converted to packed pairs (converts) finish each pair,
+ * every token through it, before the next, so the cap above is not what
+ * keeps them cached; a chunk's first pair is the one its leaf could not
+ * prefetch (rl__pf), so such chunks take at least RL_MM_PAIR_CHUNK rows
+ * (Qwen2.5-1.5B's ffn_down: 16 pairs where the cap gave 6.5, the half
+ * group left to the 8-row leaf). */
+#ifndef RL_MM_PAIR_CHUNK
+#define RL_MM_PAIR_CHUNK 256
+#endif
+static int64_t rl__chunk_rows(const rl_mat *w, int64_t n_tok, int nth, bool converts) {
     int64_t chunk, max_rows;
     if (n_tok < 16) {
         chunk = w->n_rows / ((int64_t)nth * 8);
@@ -546,6 +565,7 @@ static int64_t rl__chunk_rows(const rl_mat *w, int64_t n_tok, int nth) {
         if (max_rows > 64) max_rows = 64;
     } else {
         max_rows = (int64_t)(RL_MM_PREFILL_L2 / w->row_size);
+        if (converts && max_rows < RL_MM_PAIR_CHUNK) max_rows = RL_MM_PAIR_CHUNK;
         chunk = nth == 1 ? max_rows : w->n_rows / ((int64_t)nth * RL_MM_PREFILL_CPT);
     }
     if (chunk > max_rows) chunk = max_rows;
@@ -581,10 +601,11 @@ static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w,
         RL_ASSERT(!c.r8[i] || kt->rtile[ws[i]->type].dot);
         c.tiled[i] = !c.r8[i] && n_fast > 0 && rl__mm_tiled(kt, ws[i]);
         c.packs[i] = !c.r8[i] && rl__mm_packs(kt, ws[i], n_fast);
-        int64_t chunk = rl__chunk_rows(ws[i], n_tok, nth);
+        const bool converts = c.r8[i] && rl__mm_r8_pdot16(&c, ws[i]);
+        int64_t chunk = rl__chunk_rows(ws[i], n_tok, nth, converts);
         if (c.packs[i] || c.r8[i]) chunk = (chunk + 7) & ~(int64_t)7;
         /* pair leaves: whole pairs of groups per chunk */
-        if ((c.packs[i] && kt->tile8[ws[i]->type].dot16) ||
+        if ((c.packs[i] && kt->tile8[ws[i]->type].dot16) || converts ||
             (c.r8[i] && rl__mm_r8_pairs(kt, ws[i], n_tok)))
             chunk = (chunk + 15) & ~(int64_t)15;
         c.chunk[i] = chunk;

@@ -822,9 +822,20 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
             for (int kind = has_packed ? 0 : 1; kind < (has_res ? 2 : 1); kind++) {
                 memset(s16, 0xff, sizeof s16);
                 memset(s8, 0x7f, sizeof s8);
-                if (kind == 0)
-                    tl->dot16(cols, &s16[0][0], 16, pair, xq, xrow, nx);
-                else
+                if (kind == 0) {
+                    /* with the next pair to prefetch (w: any readable
+                     * bytes) and without: the same bits */
+                    float s16n[RL_TILE16_T][16];
+                    memset(s16n, 0xff, sizeof s16n);
+                    rl__pf pf = {w, w + 2 * gb};
+                    tl->dot16(cols, &s16[0][0], 16, pair, xq, xrow, nx, &pf);
+                    tl->dot16(cols, &s16n[0][0], 16, pair, xq, xrow, nx, NULL);
+                    assert_memory_equal(s16, s16n, sizeof s16);
+                    /* it moves toward the end, never back (AVX2: 4 lines
+                     * a block of columns) */
+                    assert_true(pf.next >= w && pf.next <= w + 2 * gb + 4096);
+                    if (kt == rl__kernels_avx2()) assert_true(pf.next > w);
+                } else
                     rt->dot16(cols, &s16[0][0], 16, res, 3 * rgb, xp, xprow, nx);
                 for (int t0 = 0; t0 < nx; t0 += RL_TILE8_T) {
                     int n4 = nx - t0 < RL_TILE8_T ? nx - t0 : RL_TILE8_T;

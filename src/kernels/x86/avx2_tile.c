@@ -344,7 +344,23 @@ RL_TILE_AI void rl__ypair_block(const rl_block_q8_K **x, __m256i sumi[2][RL_TILE
     }
 }
 
-RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+/* The next pair's bytes (rl__pf), RL_AVX2_PF_LINES cache lines a block of
+ * columns: a pass over 32 tokens (16 passes of 2) has prefetched all of it
+ * by about the tenth pass (16 rows of q4_K: 36 lines a block; q6_K: 53).
+ * Qwen2.5-Coder-1.5B, 32 sequences, Zen 3: the conversions to pairs went
+ * from 13.0% of the step to 7.4%; into L1 (T0) as the conversion reads it
+ * next; 2 lines a block measured a little slower than 4. */
+#ifndef RL_AVX2_PF_LINES
+#define RL_AVX2_PF_LINES 4
+#endif
+RL_TILE_AI void rl__ypf_step(rl__pf *pf) {
+    if (!pf || pf->next >= pf->end) return;
+    _Pragma("GCC unroll 8") for (int l = 0; l < RL_AVX2_PF_LINES; l++)
+        _mm_prefetch((const char *)pf->next + 64 * l, _MM_HINT_T0);
+    pf->next += 64 * RL_AVX2_PF_LINES;
+}
+
+RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp, rl__pf *pf,
                                  const void *vx, size_t xs, const int T) {
     __m256 acc[2][RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
@@ -353,6 +369,7 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[2][RL_TILE8_T];
         rl__ypair_block(x, sumi, vx, xs, i, T);
+        rl__ypf_step(pf);
         for (int b = 0; b < 8; b++) {
             __m256i s16[2][RL_TILE8_T];
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[0][k] = s16[1][k] =
@@ -381,7 +398,7 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
     rl__tileg_store(s, ss, acc, T, 2);
 }
 
-RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp,
+RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp, rl__pf *pf,
                                  const void *vx, size_t xs, const int T) {
     __m256 acc[2][RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
@@ -390,6 +407,7 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[2][RL_TILE8_T];
         rl__ypair_block(x, sumi, vx, xs, i, T);
+        rl__ypf_step(pf);
         for (int b = 0; b < 16; b++) {
             const __m256i scv[2] = {RL_YL(p, rl__q6k_x8, sc[b], 0), RL_YL(p, rl__q6k_x8, sc[b], 1)};
             _Pragma("GCC unroll 2") for (int hh = 0; hh < 2; hh++) {
@@ -438,8 +456,8 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
  * at a time. */
 #define RL_YPAIR_INST(TY)                                                                          \
     static void rl__tile16p_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,       \
-                                        const void *vx, size_t xs, int n_x) {                      \
-        RL_YPASSES(rl__ypair_##TY##_T, RL_AVX2_PAIR_T, pp)                                         \
+                                        const void *vx, size_t xs, int n_x, rl__pf *pf) {          \
+        RL_YPASSES(rl__ypair_##TY##_T, RL_AVX2_PAIR_T, pp, pf)                                     \
     }
 RL_YPAIR_INST(q4_K)
 RL_YPAIR_INST(q6_K)

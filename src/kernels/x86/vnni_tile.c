@@ -132,10 +132,13 @@ RL_TILE_AI __m512 rl__q41_fstep16(__m512 acc, __m512i sum, __m512 d, __m512 m, f
  * 64-byte load: group A's 32 bytes, then B's. */
 #define RL_ZF(p, TY, F) _mm512_loadu_si512((const uint8_t *)(p) + 2 * __builtin_offsetof(TY, F))
 
-/* The packed pair leaf of type TY at T = n_x (1..RL_TILE16_T). */
+/* The packed pair leaf of type TY at T = n_x (1..RL_TILE16_T).  It does
+ * not prefetch the next pair (rl__pf): measured on Zen 3's AVX2 table
+ * only, not yet on an AVX-512 machine. */
 #define RL_TILE16P_INST(TY)                                                                        \
     static void rl__tile16p_##TY##_vnni(int64_t n_cols, float *s, size_t ss, const void *pp,       \
-                                        const void *vx, size_t xs, int n_x) {                      \
+                                        const void *vx, size_t xs, int n_x, rl__pf *pf) {          \
+        (void)pf;                                                                                  \
         switch (n_x) {                                                                             \
         case 8:                                                                                    \
             rl__tile16p_##TY##_T(n_cols, s, ss, pp, vx, xs, 8);                                    \
