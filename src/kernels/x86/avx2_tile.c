@@ -345,8 +345,9 @@ RL_TILE_AI void rl__ypair_block(const rl_block_q8_K **x, __m256i sumi[2][RL_TILE
 }
 
 /* The next pair's bytes (rl__pf), RL_AVX2_PF_LINES cache lines a block of
- * columns: a pass over 32 tokens (16 passes of 2) has prefetched all of it
- * by about the tenth pass (16 rows of q4_K: 36 lines a block; q6_K: 53).
+ * columns and pass: over 32 tokens (16 passes of 2) all of it is fetched
+ * by the 9th pass (16 rows of q4_K: 36 lines a block) or the 14th (q6_K:
+ * 53).
  * Qwen2.5-Coder-1.5B, 32 sequences, Zen 3: the conversions to pairs went
  * from 13.0% of the step to 7.4%; into L1 (T0) as the conversion reads it
  * next; 2 lines a block measured a little slower than 4. */
