@@ -94,6 +94,14 @@ void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
 #define RL_TILE8_T 4
 /* Tokens per call of a pair leaf (1..RL_TILE16_T). */
 #define RL_TILE16_T 8
+/* The bytes a thread converts next (the following pair's resident groups,
+ * rl__rtile.to_pair), for a packed pair leaf to prefetch a few cache lines
+ * of per block of columns while it computes (the leaf advances next toward
+ * end): the conversion then reads cache, not DRAM, and costs its stores
+ * rather than a stall on every line.  A leaf may ignore it; NULL: none. */
+typedef struct rl__pf {
+    const uint8_t *next, *end;
+} rl__pf;
 /* A pair leaf (rl__tile8.dot16: the AVX2 and AVX512-VNNI tables;
  * rl__rtile.dot16: AVX512-VNNI only; NULL elsewhere): the 8-row dot of two
  * groups of the same layout at once, their 16 rows in the 16 int32/float
@@ -110,14 +118,6 @@ typedef void (*rl__tile16_fn)(int64_t n_cols, float *s, size_t s_stride, const v
  * field of the packed types is a whole number of 32-byte units): bytes
  * 64u .. 64u + 31 are group A's unit u, 64u + 32 .. 64u + 63 group B's,
  * so each field of the pair is one 64-byte load (rl__tile8_merge16). */
-/* The bytes a thread converts next (the following pair's resident groups,
- * rl__rtile.to_pair), for a packed pair leaf to prefetch a few cache lines
- * of per block of columns while it computes (the leaf advances next toward
- * end): the conversion then reads cache, not DRAM, and costs its stores
- * rather than a stall on every line.  A leaf may ignore it; NULL: none. */
-typedef struct rl__pf {
-    const uint8_t *next, *end;
-} rl__pf;
 typedef void (*rl__tile16p_fn)(int64_t n_cols, float *s, size_t s_stride, const void *pair,
                                const void *x, size_t x_stride, int n_x, rl__pf *pf);
 typedef struct rl__tile8 {
