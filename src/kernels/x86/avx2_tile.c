@@ -315,16 +315,24 @@ static void rl__to_pair_q6_K_avx2(void *dst, const void *ga, const void *gb, int
  * and T broadcasts for 2T vpmaddubsw where the 8-row leaf pays 1 + T for
  * T: the load ports, not the multipliers, bound that leaf on Zen 3.  Each
  * half is the 8-row leaf's integer sums and float step, so its lanes are
- * that leaf's bits (test_pair_leaves).  T = 2 keeps the 4 int16 and 4 int32
- * sums in registers; at T = 4 GCC spills the int16 sums in the inner loop,
- * and even with the int32 sums forced to memory T = 4 measured 0.87x of
- * T = 2 end to end (Qwen2.5-1.5B pp512 and bd32, Zen 3; q6_K 0.93x).  No
- * packed q4_1 pair: SmolLM2 pp512 measured the same with and without;
- * resident q4_1 groups have their own pair leaf, with no conversion. */
+ * that leaf's bits (test_pair_leaves).  q4_K takes T = 2: its 4 int16 and 4
+ * int32 sums stay in registers; at T = 4 GCC spills the int16 sums in the
+ * inner loop (0.87x of T = 2 end to end, Qwen2.5-1.5B pp512 and bd32, Zen
+ * 3), and T = 3 measured 1.01-1.03x in the kernel benchmark.  q6_K takes
+ * T = 4 (RL_AVX2_PAIR_T_Q6K): its int16 sums live two vpmaddubsw each, so
+ * only the int32 sums are held across its inner step, and 4 tokens share
+ * each weight load (32 tokens, Zen 3, kbench -s: 1.08x at 1536 x 8960,
+ * 1.10-1.14x at 1536 columns; T = 3 1.05x).  No packed q4_1 pair: SmolLM2
+ * pp512 measured the same with and without; resident q4_1 groups have
+ * their own pair leaf, with no conversion. */
 #ifndef RL_AVX2_PAIR_T
 #define RL_AVX2_PAIR_T 2
 #endif
+#ifndef RL_AVX2_PAIR_T_Q6K
+#define RL_AVX2_PAIR_T_Q6K 4
+#endif
 _Static_assert(RL_AVX2_PAIR_T >= 1 && RL_AVX2_PAIR_T <= RL_TILE8_T, "pair leaf tokens");
+_Static_assert(RL_AVX2_PAIR_T_Q6K >= 1 && RL_AVX2_PAIR_T_Q6K <= RL_TILE8_T, "pair leaf tokens");
 /* field F of packed type TY, half h (0: group A, 1: B) of a packed pair */
 #define RL_YF(p, TY, F, h) ((const uint8_t *)(p) + 2 * __builtin_offsetof(TY, F) + 32 * (h))
 #define RL_YL(p, TY, F, h) _mm256_loadu_si256((const __m256i *)RL_YF(p, TY, F, h))
@@ -455,13 +463,13 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
     }
 /* rl__tile16p_fn of type TY: n_x (1..RL_TILE16_T) tokens, RL_AVX2_PAIR_T
  * at a time. */
-#define RL_YPAIR_INST(TY)                                                                          \
+#define RL_YPAIR_INST(TY, P)                                                                       \
     static void rl__tile16p_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,       \
                                         const void *vx, size_t xs, int n_x, rl__pf *pf) {          \
-        RL_YPASSES(rl__ypair_##TY##_T, RL_AVX2_PAIR_T, pp, pf)                                     \
+        RL_YPASSES(rl__ypair_##TY##_T, P, pp, pf)                                                  \
     }
-RL_YPAIR_INST(q4_K)
-RL_YPAIR_INST(q6_K)
+RL_YPAIR_INST(q4_K, RL_AVX2_PAIR_T)
+RL_YPAIR_INST(q6_K, RL_AVX2_PAIR_T_Q6K)
 
 /* Resident pairs (rl__rtile.dot16): the one-group resident leaves of
  * tile-impl.h on two groups (B at g0 + gs) at once, 16 rows as two ymm
