@@ -133,6 +133,11 @@ typedef struct rl__tile8 {
     void (*dot_row)(int64_t n_cols, float *s, size_t s_stride, const void *w, const void *x,
                     size_t x_stride, int n_x);
     rl__tile16p_fn dot16; /* a packed pair (may be NULL) */
+    /* dot16 resuming from sums already in s: each lane's chain of fused
+     * multiply-adds continues from s[k * s_stride + r], so a pair's
+     * columns run in blocks (each converted just before its tokens) give
+     * the bits of one call on all of them; NULL: none. */
+    rl__tile16p_fn dot16a;
     size_t
         block_size; /* packed bytes per 256 columns (a multiple of it for the 32-element types) */
 } rl__tile8;

@@ -421,6 +421,36 @@ static bool rl__mm_r8_pairs(const rl__ktab *kt, const rl_mat *w, int64_t n_tok) 
     return rt->dot16 != NULL && n_tok >= rt->pair_min;
 }
 
+/* Resident pairs converted a block of columns at a time where the table's
+ * pair leaf resumes from its sums (rl__tile8.dot16a): each block, about
+ * RL_MM_PAIR_BLOCK bytes converted, is converted just before every token
+ * runs on it, so the conversion writes L1 and the tokens' passes read it
+ * there, where a whole row's pair (Qwen2.5-1.5B ffn_down, 8960 columns:
+ * 175 KiB of q4_K) is written to L2 and streamed back by every pass. */
+#ifndef RL_MM_PAIR_BLOCK
+#define RL_MM_PAIR_BLOCK 16384
+#endif
+static void rl__mm_pair_blocks(const rl__mm_ctx *c, int i, int64_t r, const uint8_t *g, size_t gb,
+                               const uint8_t *xb, size_t xs, rl__pf *pf) {
+    const rl_mat *w = c->w[i];
+    const rl__tile8 *tl = &c->kt->tile8[w->type];
+    const int64_t nb = w->n_cols / RL_QK_K;
+    const int64_t bb = RL_MM_PAIR_BLOCK / (2 * (int64_t)tl->block_size);
+    const int64_t cb = bb > 0 ? bb : 1;                        /* super-blocks a block */
+    const size_t gsb = gb / (size_t)nb, xsb = xs / (size_t)nb; /* bytes a super-block */
+    for (int64_t b0 = 0; b0 < nb; b0 += cb) {
+        const int64_t n = nb - b0 < cb ? nb - b0 : cb;
+        const uint8_t *ga = g + (size_t)b0 * gsb;
+        c->kt->rtile[w->type].to_pair(g_tile_buf, ga, ga + gb, n * RL_QK_K);
+        const rl__tile16p_fn leaf = b0 ? tl->dot16a : tl->dot16;
+        for (int64_t t = 0; t < c->n_tok; t += RL_TILE16_T) {
+            int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
+            leaf(n * RL_QK_K, c->y[i] + t * w->n_rows + r, (size_t)w->n_rows, g_tile_buf,
+                 xb + (size_t)t * xs + (size_t)b0 * xsb, xs, nx, pf);
+        }
+    }
+}
+
 static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     const rl_mat *w = c->w[i];
     const rl__rtile *rt = &c->kt->rtile[w->type];
@@ -444,12 +474,18 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
                   (const uint8_t *)w->data + (size_t)r0 * w->row_size, gb, (int)((r1 - r0) / 16),
                   c->xam, c->xam_sb, t_amx, g_tile_buf, sizeof g_tile_buf);
     /* pairs of groups on the pair leaves (the same bits as one at a time) */
+    const bool blocks = packs && !prep && !t_amx && rt->to_pair && c->kt->tile8[w->type].dot16a &&
+                        pdot16 == c->kt->tile8[w->type].dot16;
     for (; pairs && r + 16 <= r1; r += 16) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
         if (t_amx == c->n_tok) continue;
-        if (packs) rl__mm_pair_pack(c->kt, w, g, g + gb, true);
         /* the leaf prefetches the chunk's next pair as it computes */
         rl__pf pf = {g + 2 * gb, r + 32 <= r1 ? g + 4 * gb : g};
+        if (blocks) {
+            rl__mm_pair_blocks(c, i, r, g, gb, xb, xs, &pf);
+            continue;
+        }
+        if (packs) rl__mm_pair_pack(c->kt, w, g, g + gb, true);
         for (int64_t t = t_amx; t < c->n_tok; t += RL_TILE16_T) {
             int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
             float *y = c->y[i] + t * w->n_rows + r;

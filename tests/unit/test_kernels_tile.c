@@ -784,6 +784,9 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         uint8_t *xq = malloc(xrow * (size_t)n_x);
         for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
         if (has_packed) assert_non_null(tl->dot16);
+        /* the AVX2 table's q4_K and q6_K pairs run in blocks of columns */
+        if (kt == rl__kernels_avx2() && (ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K))
+            assert_non_null(tl->dot16a);
         if (has_res) assert_non_null(rt->dot16);
         /* packed: each group packed, and the pair interleaved 32 bytes at
          * a time per block of columns (kernels-impl.h); resident: the
@@ -835,6 +838,17 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                      * a block of columns) */
                     assert_true(pf.next >= w && pf.next <= w + 2 * gb + 4096);
                     if (kt == rl__kernels_avx2()) assert_true(pf.next > w);
+                    /* resuming from the sums in s (dot16a): the columns in
+                     * two calls, the first super-block then the rest, give
+                     * one call's bits */
+                    if (tl->dot16a && cols > RL_QK_K) {
+                        const size_t xb = xrow / (size_t)(cols / RL_QK_K);
+                        memset(s16n, 0xff, sizeof s16n);
+                        tl->dot16(RL_QK_K, &s16n[0][0], 16, pair, xq, xrow, nx, NULL);
+                        tl->dot16a(cols - RL_QK_K, &s16n[0][0], 16, pair + 2 * tl->block_size,
+                                   xq + xb, xrow, nx, NULL);
+                        assert_memory_equal(s16, s16n, sizeof s16);
+                    }
                 } else
                     rt->dot16(cols, &s16[0][0], 16, res, 3 * rgb, xp, xprow, nx);
                 for (int t0 = 0; t0 < nx; t0 += RL_TILE8_T) {

@@ -362,6 +362,15 @@ RL_TILE_AI void rl__ypair_block(const rl_block_q8_K **x, __m256i sumi[2][RL_TILE
 #ifndef RL_AVX2_PF_LINES
 #define RL_AVX2_PF_LINES 4
 #endif
+/* A pair's float sums: zero, or (acc_in: rl__tile8.dot16a) those in s. */
+RL_TILE_AI void rl__ypair_acc(__m256 acc[2][RL_TILE8_T], const float *s, size_t ss, bool acc_in,
+                              const int T) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        acc[0][k] = acc_in ? _mm256_loadu_ps(s + (size_t)k * ss) : _mm256_setzero_ps();
+        acc[1][k] = acc_in ? _mm256_loadu_ps(s + (size_t)k * ss + 8) : _mm256_setzero_ps();
+    }
+}
+
 RL_TILE_AI void rl__ypf_step(rl__pf *pf) {
     if (!pf || pf->next >= pf->end) return;
     _Pragma("GCC unroll 8") for (int l = 0; l < RL_AVX2_PF_LINES; l++)
@@ -370,9 +379,9 @@ RL_TILE_AI void rl__ypf_step(rl__pf *pf) {
 }
 
 RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp, rl__pf *pf,
-                                 const void *vx, size_t xs, const int T) {
+                                 bool acc_in, const void *vx, size_t xs, const int T) {
     __m256 acc[2][RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    rl__ypair_acc(acc, s, ss, acc_in, T);
     const uint8_t *p = pp;
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q4k_x8)) {
         const rl_block_q8_K *x[RL_TILE8_T];
@@ -408,9 +417,9 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
 }
 
 RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp, rl__pf *pf,
-                                 const void *vx, size_t xs, const int T) {
+                                 bool acc_in, const void *vx, size_t xs, const int T) {
     __m256 acc[2][RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+    rl__ypair_acc(acc, s, ss, acc_in, T);
     const uint8_t *p = pp;
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p += 2 * sizeof(rl__q6k_x8)) {
         const rl_block_q8_K *x[RL_TILE8_T];
@@ -466,7 +475,11 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
 #define RL_YPAIR_INST(TY, P)                                                                       \
     static void rl__tile16p_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,       \
                                         const void *vx, size_t xs, int n_x, rl__pf *pf) {          \
-        RL_YPASSES(rl__ypair_##TY##_T, P, pp, pf)                                                  \
+        RL_YPASSES(rl__ypair_##TY##_T, P, pp, pf, false)                                           \
+    }                                                                                              \
+    static void rl__tile16pa_##TY##_avx2(int64_t n_cols, float *s, size_t ss, const void *pp,      \
+                                         const void *vx, size_t xs, int n_x, rl__pf *pf) {         \
+        RL_YPASSES(rl__ypair_##TY##_T, P, pp, pf, true)                                            \
     }
 RL_YPAIR_INST(q4_K, RL_AVX2_PAIR_T)
 RL_YPAIR_INST(q6_K, RL_AVX2_PAIR_T_Q6K)
@@ -562,12 +575,15 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K].pack = rl__pack_q4_K_x8_avx2;
     t->tile8[RL_TYPE_Q4_K].dot = rl__tile8_q4_K_avx2;
     t->tile8[RL_TYPE_Q4_K].dot16 = rl__tile16p_q4_K_avx2;
+    t->tile8[RL_TYPE_Q4_K].dot16a = rl__tile16pa_q4_K_avx2;
     t->tile8[RL_TYPE_Q5_K].pack = rl__pack_q5_K_x8_avx2; /* no AVX2 pair leaf: */
     t->tile8[RL_TYPE_Q5_K].dot = rl__tile8_q5_K_avx2;    /* 8 groups overflow int16 */
     t->tile8[RL_TYPE_Q6_K].dot16 = rl__tile16p_q6_K_avx2;
+    t->tile8[RL_TYPE_Q6_K].dot16a = rl__tile16pa_q6_K_avx2;
     t->tile8[RL_TYPE_Q3_K].pack = rl__pack_q3_K_x8_avx2; /* the q6_K tile (rl__pack_q3_K_x8) */
     t->tile8[RL_TYPE_Q3_K].dot = rl__tile8_q6_K_avx2;
     t->tile8[RL_TYPE_Q3_K].dot16 = rl__tile16p_q6_K_avx2;
+    t->tile8[RL_TYPE_Q3_K].dot16a = rl__tile16pa_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_1].pair_min = RL_AVX2_RPAIR_MIN;
