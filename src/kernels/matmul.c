@@ -426,9 +426,15 @@ static bool rl__mm_r8_pairs(const rl__ktab *kt, const rl_mat *w, int64_t n_tok) 
  * RL_MM_PAIR_BLOCK bytes converted, is converted just before every token
  * runs on it, so the conversion writes L1 and the tokens' passes read it
  * there, where a whole row's pair (Qwen2.5-1.5B ffn_down, 8960 columns:
- * 175 KiB of q4_K) is written to L2 and streamed back by every pass. */
+ * 175 KiB of q4_K) is written to L2 and streamed back by every pass.
+ * Steps of up to RL_MM_PAIR_BLOCK_TOK tokens (batched decode): Qwen2.5-1.5B
+ * pp512 at 2 threads read 0.95x in blocks in one run and 1.02x in another
+ * (Zen 3), so prompts keep converting whole rows. */
 #ifndef RL_MM_PAIR_BLOCK
 #define RL_MM_PAIR_BLOCK 16384
+#endif
+#ifndef RL_MM_PAIR_BLOCK_TOK
+#define RL_MM_PAIR_BLOCK_TOK 64
 #endif
 static void rl__mm_pair_blocks(const rl__mm_ctx *c, int i, int64_t r, const uint8_t *g, size_t gb,
                                const uint8_t *xb, size_t xs, rl__pf *pf) {
@@ -474,7 +480,8 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
                   (const uint8_t *)w->data + (size_t)r0 * w->row_size, gb, (int)((r1 - r0) / 16),
                   c->xam, c->xam_sb, t_amx, g_tile_buf, sizeof g_tile_buf);
     /* pairs of groups on the pair leaves (the same bits as one at a time) */
-    const bool blocks = packs && !prep && !t_amx && rt->to_pair && c->kt->tile8[w->type].dot16a &&
+    const bool blocks = packs && !prep && !t_amx && c->n_tok <= RL_MM_PAIR_BLOCK_TOK &&
+                        rt->to_pair && c->kt->tile8[w->type].dot16a &&
                         pdot16 == c->kt->tile8[w->type].dot16;
     for (; pairs && r + 16 <= r1; r += 16) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
