@@ -784,9 +784,12 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         uint8_t *xq = malloc(xrow * (size_t)n_x);
         for (int64_t k = 0; k < n_x; k++) act_quant(ty, x + k * cols, xq + k * xrow, cols);
         if (has_packed) assert_non_null(tl->dot16);
-        /* the AVX2 table's q4_K and q6_K pairs run in blocks of columns */
+        /* the AVX2 table's q4_K and q6_K pairs run in blocks of columns;
+         * the AVX512-VNNI table's pair leaves do not resume from s (the
+         * AVX2 leaves it starts from must not run on its pairs) */
         if (kt == rl__kernels_avx2() && (ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K))
             assert_non_null(tl->dot16a);
+        if (kt != rl__kernels_avx2()) assert_null(tl->dot16a);
         if (has_res) assert_non_null(rt->dot16);
         /* packed: each group packed, and the pair interleaved 32 bytes at
          * a time per block of columns (kernels-impl.h); resident: the

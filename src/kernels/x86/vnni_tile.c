@@ -585,8 +585,11 @@ void rl__vnni_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q5_K].dot16 = rl__tile16p_q5_K_vnni;
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_vnni;
     /* (the AVX2 table's settings this one inherits: its pairs from 8
-     * tokens, its resident q4_0 pair and its q4_1 pack_min; this table's
-     * pairs run from one token, and it has no q4_0 pair) */
+     * tokens, its resident q4_0 pair, its q4_1 pack_min and its pair
+     * leaves that resume from s; this table's pairs run from one token,
+     * it has no q4_0 pair, and its pair leaves start from zero, so its
+     * pairs convert whole rows) */
+    for (int ty = 0; ty < RL_TYPE_COUNT; ty++) t->tile8[ty].dot16a = NULL;
     t->rtile[RL_TYPE_Q4_1].pair_min = 0;
     t->rtile[RL_TYPE_Q4_0].dot16 = NULL;
     t->rtile[RL_TYPE_Q4_0].pair_min = 0;
