@@ -480,9 +480,9 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
                   (const uint8_t *)w->data + (size_t)r0 * w->row_size, gb, (int)((r1 - r0) / 16),
                   c->xam, c->xam_sb, t_amx, g_tile_buf, sizeof g_tile_buf);
     /* pairs of groups on the pair leaves (the same bits as one at a time) */
+    /* (converted and not on a form: pdot16 is tile8's dot16) */
     const bool blocks = packs && !prep && !t_amx && c->n_tok <= RL_MM_PAIR_BLOCK_TOK &&
-                        rt->to_pair && c->kt->tile8[w->type].dot16a &&
-                        pdot16 == c->kt->tile8[w->type].dot16;
+                        rt->to_pair && c->kt->tile8[w->type].dot16a;
     for (; pairs && r + 16 <= r1; r += 16) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
         if (t_amx == c->n_tok) continue;
