@@ -65,7 +65,19 @@ class Cluster(ProcessHandle):
     a list of {"pid", "url"}; stop() sends SIGTERM and returns the status."""
     stop_timeout = 90
 
-    def __init__(self, router="smg", policy=None, n=2, serve_args=(), extra=(), timeout=120):
+    def __init__(self, router="smg", policy=None, n=2, serve_args=(), extra=(), timeout=120, tries=3):
+        # The ports are picked free here but bound later by the router, so
+        # another process (a replica on port 0, a client's ephemeral port)
+        # can take one first: then start again on fresh ports.
+        for left in range(tries - 1, -1, -1):
+            try:
+                self._start(router, policy, n, serve_args, extra, timeout)
+                return
+            except RuntimeError as e:
+                if left == 0 or "Address already in use" not in str(e):
+                    raise
+
+    def _start(self, router, policy, n, serve_args, extra, timeout):
         self.port = free_port()
         cmd = [CLUSTER, "-n", str(n), "--router", router, "--port", str(self.port), "--replica-port", "0",
                "--router-metrics-port", str(free_port()), *extra]
@@ -75,7 +87,8 @@ class Cluster(ProcessHandle):
             cmd += ["--", *serve_args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.replicas, self.url, self.lines, self.err = [], None, [], []
-        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
+        err_done = threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True)
+        err_done.start()
         ready = threading.Event()
 
         def read():
@@ -97,6 +110,7 @@ class Cluster(ProcessHandle):
         while not ready.wait(0.1):
             if self.proc.poll() is not None or time.time() > t_end:
                 self.stop()
+                err_done.join(5)
                 raise RuntimeError("cluster did not start:\n" + "".join(self.err) + "\n".join(self.lines))
 
 
