@@ -315,10 +315,11 @@ static void rl__to_pair_q6_K_avx2(void *dst, const void *ga, const void *gb, int
  * and T broadcasts for 2T vpmaddubsw where the 8-row leaf pays 1 + T for
  * T: the load ports, not the multipliers, bound that leaf on Zen 3.  Each
  * half is the 8-row leaf's integer sums and float step, so its lanes are
- * that leaf's bits (test_pair_leaves).  q4_K takes T = 2: its 4 int16 and 4
- * int32 sums stay in registers; at T = 4 GCC spills the int16 sums in the
- * inner loop (0.87x of T = 2 end to end, Qwen2.5-1.5B pp512 and bd32, Zen
- * 3), and T = 3 measured 1.01-1.03x in the kernel benchmark.  q6_K takes
+ * that leaf's bits (test_pair_leaves).  q4_K takes T = 4 through a
+ * written-out sub-block (rl__ypair_q4_K_sub4: in C, GCC spills the int16
+ * sums at T = 4, 0.87x of T = 2 end to end); against T = 2, with the
+ * bsums' broadcast in vector code (rl__q4k_fstep), 32 tokens, Zen 3,
+ * kbench -s: 1.06-1.10x; a last pass of fewer tokens runs in C.  q6_K takes
  * T = 4 (RL_AVX2_PAIR_T_Q6K): its int16 sums live two vpmaddubsw each, so
  * only the int32 sums are held across its inner step, and 4 tokens share
  * each weight load (32 tokens, Zen 3, kbench -s: 1.08x at 1536 x 8960,
@@ -326,7 +327,7 @@ static void rl__to_pair_q6_K_avx2(void *dst, const void *ga, const void *gb, int
  * pp512 measured the same with and without; resident q4_1 groups have
  * their own pair leaf, with no conversion. */
 #ifndef RL_AVX2_PAIR_T
-#define RL_AVX2_PAIR_T 2
+#define RL_AVX2_PAIR_T 4
 #endif
 #ifndef RL_AVX2_PAIR_T_Q6K
 #define RL_AVX2_PAIR_T_Q6K 4
@@ -378,6 +379,91 @@ RL_TILE_AI void rl__ypf_step(rl__pf *pf) {
     pf->next += 64 * RL_AVX2_PF_LINES;
 }
 
+/* One q4_K sub-block of a pair against 4 tokens, written out: at 4 tokens
+ * GCC spills one of the 8 int16 sums and copies the others between
+ * registers at every step (0.78x of 2 tokens with the int32 sums in
+ * memory), so here every ymm register is named: the int16 sums in ymm0-7
+ * (rows 0-7 then 8-15, tokens 0-3), the group's two weight vectors in
+ * ymm8-9, the 4 tokens' broadcasts in ymm10-13, products in ymm14-15.
+ * Each int16 sum is the C leaf's chain in its order (the first group's
+ * product, then the 7 others added), and sumi[h][k] (memory, the register
+ * file being full) gains vpmaddwd(sum, half h's scales) as in the C leaf,
+ * so the bits are the same (test_pair_leaves, test_resident_tiles). */
+#define RL_YQ4_LD(W, X)                                                                            \
+    "vmovdqu " #W "(%[w]), %%ymm8\n\t"                                                             \
+    "vmovdqu " #W "+32(%[w]), %%ymm9\n\t"                                                          \
+    "vpbroadcastd " #X "(%[x0]), %%ymm10\n\t"                                                      \
+    "vpbroadcastd " #X "(%[x1]), %%ymm11\n\t"                                                      \
+    "vpbroadcastd " #X "(%[x2]), %%ymm12\n\t"                                                      \
+    "vpbroadcastd " #X "(%[x3]), %%ymm13\n\t"
+/* sum S = the product of weights H and broadcast X (first group) */
+#define RL_YQ4_P0(X, H, S) "vpmaddubsw %%ymm" #X ", %%ymm" #H ", %%ymm" #S "\n\t"
+/* sum S += that product, through ymm P */
+#define RL_YQ4_P(X, H, S, P)                                                                       \
+    "vpmaddubsw %%ymm" #X ", %%ymm" #H ", %%ymm" #P "\n\t"                                         \
+    "vpaddw %%ymm" #P ", %%ymm" #S ", %%ymm" #S "\n\t"
+/* group g: weights at byte 64 g of the sub-block, activations at 4 g */
+#define RL_YQ4_G0                                                                                  \
+    RL_YQ4_LD(0, 0)                                                                                \
+    RL_YQ4_P0(10, 8, 0)                                                                            \
+    RL_YQ4_P0(10, 9, 4)                                                                            \
+    RL_YQ4_P0(11, 8, 1)                                                                            \
+    RL_YQ4_P0(11, 9, 5)                                                                            \
+    RL_YQ4_P0(12, 8, 2)                                                                            \
+    RL_YQ4_P0(12, 9, 6)                                                                            \
+    RL_YQ4_P0(13, 8, 3)                                                                            \
+    RL_YQ4_P0(13, 9, 7)
+#define RL_YQ4_G(W, X)                                                                             \
+    RL_YQ4_LD(W, X)                                                                                \
+    RL_YQ4_P(10, 8, 0, 14)                                                                         \
+    RL_YQ4_P(10, 9, 4, 15)                                                                         \
+    RL_YQ4_P(11, 8, 1, 14)                                                                         \
+    RL_YQ4_P(11, 9, 5, 15)                                                                         \
+    RL_YQ4_P(12, 8, 2, 14)                                                                         \
+    RL_YQ4_P(12, 9, 6, 15)                                                                         \
+    RL_YQ4_P(13, 8, 3, 14)                                                                         \
+    RL_YQ4_P(13, 9, 7, 15)
+/* the scales of both halves */
+#define RL_YQ4_LDSC                                                                                \
+    "vmovdqu (%[sc]), %%ymm8\n\t"                                                                  \
+    "vmovdqu 32(%[sc]), %%ymm9\n\t"
+/* sumi[h][k] (byte O of sumi) += vpmaddwd(sum S, scales SC) */
+#define RL_YQ4_SC(S, SC, O)                                                                        \
+    "vpmaddwd %%ymm" #SC ", %%ymm" #S ", %%ymm" #S "\n\t"                                          \
+    "vpaddd " #O "(%[si]), %%ymm" #S ", %%ymm" #S "\n\t"                                           \
+    "vmovdqu %%ymm" #S ", " #O "(%[si])\n\t"
+#define RL_YQ4_SUB4                                                                                \
+    RL_YQ4_G0                                                                                      \
+    RL_YQ4_G(64, 4)                                                                                \
+    RL_YQ4_G(128, 8)                                                                               \
+    RL_YQ4_G(192, 12)                                                                              \
+    RL_YQ4_G(256, 16)                                                                              \
+    RL_YQ4_G(320, 20)                                                                              \
+    RL_YQ4_G(384, 24)                                                                              \
+    RL_YQ4_G(448, 28)                                                                              \
+    RL_YQ4_LDSC                                                                                    \
+    RL_YQ4_SC(0, 8, 0)                                                                             \
+    RL_YQ4_SC(1, 8, 32)                                                                            \
+    RL_YQ4_SC(2, 8, 64)                                                                            \
+    RL_YQ4_SC(3, 8, 96)                                                                            \
+    RL_YQ4_SC(4, 9, 128)                                                                           \
+    RL_YQ4_SC(5, 9, 160)                                                                           \
+    RL_YQ4_SC(6, 9, 192)                                                                           \
+    RL_YQ4_SC(7, 9, 224)
+/* w: the sub-block's 8 groups (rl__q4k_x8 q[8 b], pair-interleaved), sc:
+ * its scales (sc[b], both halves), xk: token k's 32 activations */
+RL_TILE_AI void rl__ypair_q4_K_sub4(const uint8_t *w, const uint8_t *sc, const int8_t *x0,
+                                    const int8_t *x1, const int8_t *x2, const int8_t *x3,
+                                    __m256i sumi[2][RL_TILE8_T]) {
+    _Static_assert(RL_TILE8_T == 4, "sumi[h][k] at byte 32 (4 h + k)");
+    __asm__ volatile(RL_YQ4_SUB4
+                     :
+                     : [w] "r"(w), [sc] "r"(sc), [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2),
+                       [x3] "r"(x3), [si] "r"(sumi)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+}
+
 RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void *pp, rl__pf *pf,
                                  bool acc_in, const void *vx, size_t xs, const int T) {
     __m256 acc[2][RL_TILE8_T];
@@ -389,6 +475,12 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
         rl__ypair_block(x, sumi, vx, xs, i, T);
         rl__ypf_step(pf);
         for (int b = 0; b < 8; b++) {
+            if (T == 4) {
+                rl__ypair_q4_K_sub4(RL_YF(p, rl__q4k_x8, q[8 * b], 0),
+                                    RL_YF(p, rl__q4k_x8, sc[b], 0), x[0]->qs + 32 * b,
+                                    x[1]->qs + 32 * b, x[2]->qs + 32 * b, x[3]->qs + 32 * b, sumi);
+                continue;
+            }
             __m256i s16[2][RL_TILE8_T];
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[0][k] = s16[1][k] =
                 _mm256_setzero_si256();

@@ -82,13 +82,17 @@ static inline float rl__f16c(rl_fp16 h) {
 RL_TILE_AI void rl__q4k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *mn, int ms, __m256 d,
                               __m256 dmin, const rl_block_q8_K *const *x, const int T) {
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        /* the 8 pair bsums (rl__q8k_bsum32, |sum| <= 4096) as int16, pairs
+         * 2q, 2q + 1 in 32-bit word q of bp (words 0, 1, 4, 5) */
+        const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[k]->bsums),
+                                              _mm256_set1_epi16(1));
+        const __m256i bp = _mm256_packs_epi32(b32, b32);
         __m256i msum = _mm256_setzero_si256();
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
-            const uint32_t bp = (uint16_t)rl__q8k_bsum32(x[k], 2 * q) |
-                                (uint32_t)(uint16_t)rl__q8k_bsum32(x[k], 2 * q + 1) << 16;
             msum = _mm256_add_epi32(
-                msum, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(mn + q * ms)),
-                                        _mm256_set1_epi32((int)bp)));
+                msum,
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(mn + q * ms)),
+                                  _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(q + (q & 2)))));
         }
         const __m256 dx = _mm256_set1_ps(x[k]->d);
         acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
