@@ -101,7 +101,16 @@ void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
  * rather than a stall on every line.  A leaf may ignore it; NULL: none. */
 typedef struct rl__pf {
     const uint8_t *next, *end;
+    /* bytes to fetch a block of columns (256) and token: the leaf's pass
+     * of T tokens fetches T of them a block, so the step's passes cover
+     * the pair whatever their count (0: a leaf's own rate) */
+    size_t tok_bytes;
 } rl__pf;
+/* rl__pf.tok_bytes for a pair of `bytes` on n_cols columns and n_tok tokens */
+static inline size_t rl__pf_tok_bytes(size_t bytes, int64_t n_cols, int64_t n_tok) {
+    const size_t n = (size_t)(n_cols / RL_QK_K * n_tok);
+    return n ? (bytes + n - 1) / n : 0;
+}
 /* A pair leaf (rl__tile8.dot16: the AVX2 and AVX512-VNNI tables;
  * rl__rtile.dot16: AVX512-VNNI only; NULL elsewhere): the 8-row dot of two
  * groups of the same layout at once, their 16 rows in the 16 int32/float

@@ -487,7 +487,8 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
         const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
         if (t_amx == c->n_tok) continue;
         /* the leaf prefetches the chunk's next pair as it computes */
-        rl__pf pf = {g + 2 * gb, r + 32 <= r1 ? g + 4 * gb : g};
+        rl__pf pf = {g + 2 * gb, r + 32 <= r1 ? g + 4 * gb : g,
+                     rl__pf_tok_bytes(2 * gb, w->n_cols, c->n_tok)};
         if (blocks) {
             rl__mm_pair_blocks(c, i, r, g, gb, xb, xs, &pf);
             continue;

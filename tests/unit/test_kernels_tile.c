@@ -833,7 +833,7 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                      * bytes) and without: the same bits */
                     float s16n[RL_TILE16_T][16];
                     memset(s16n, 0xff, sizeof s16n);
-                    rl__pf pf = {w, w + 2 * gb};
+                    rl__pf pf = {w, w + 2 * gb, 0};
                     tl->dot16(cols, &s16[0][0], 16, pair, xq, xrow, nx, &pf);
                     tl->dot16(cols, &s16n[0][0], 16, pair, xq, xrow, nx, NULL);
                     assert_memory_equal(s16, s16n, sizeof s16);
@@ -841,6 +841,19 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                      * a block of columns) */
                     assert_true(pf.next >= w && pf.next <= w + 2 * gb + 4096);
                     if (kt == rl__kernels_avx2()) assert_true(pf.next > w);
+                    /* at the driver's rate for a step of 32 tokens (4
+                     * calls of 8, one rl__pf): the same bits, and on the
+                     * AVX2 table the whole pair fetched by the step's end */
+                    if (nx == RL_TILE16_T) {
+                        rl__pf pr = {w, w + 2 * gb, rl__pf_tok_bytes(2 * gb, cols, 32)};
+                        for (int c = 0; c < 4; c++) {
+                            memset(s16n, 0xff, sizeof s16n);
+                            tl->dot16(cols, &s16n[0][0], 16, pair, xq, xrow, nx, &pr);
+                            assert_memory_equal(s16, s16n, sizeof s16);
+                        }
+                        assert_true(pr.next <= w + 2 * gb + 4096);
+                        if (kt == rl__kernels_avx2()) assert_true(pr.next >= w + 2 * gb);
+                    }
                     /* resuming from the sums in s (dot16a): the columns in
                      * two calls, the first super-block then the rest, give
                      * one call's bits */

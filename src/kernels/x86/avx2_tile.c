@@ -353,15 +353,22 @@ RL_TILE_AI void rl__ypair_block(const rl_block_q8_K **x, __m256i sumi[2][RL_TILE
     }
 }
 
-/* The next pair's bytes (rl__pf), RL_AVX2_PF_LINES cache lines a block of
- * columns and pass: over 32 tokens (16 passes of 2) all of it is fetched
- * by the 9th pass (16 rows of q4_K: 36 lines a block) or the 14th (q6_K:
- * 53).
+/* The next pair's bytes (rl__pf), at the driver's rate: a pass of T tokens
+ * fetches T * tok_bytes a block of columns (at most RL_AVX2_PF_MAX lines),
+ * so a step's passes cover the pair whatever their count (32 tokens:
+ * q4_K 5 lines a block and pass of 4 of the 36, q6_K 7 of 53; at a fixed
+ * 4 lines, 8 passes of 4 tokens fetched 89% of a q4_K pair and 60% of a
+ * q6_K one); RL_AVX2_PF_LINES without a rate.
  * Qwen2.5-Coder-1.5B, 32 sequences, Zen 3: the conversions to pairs went
- * from 13.0% of the step to 7.4%; into L1 (T0) as the conversion reads it
- * next; 2 lines a block measured a little slower than 4. */
+ * from 13.0% of the step to 7.4% with the prefetch; into L1 (T0) as the
+ * conversion reads it next; the rate against 4 lines, kbench, 32 tokens:
+ * q6_K 1.07-1.11x with its written-out super-block, q4_K 1.00-1.01x; at
+ * 16 tokens uncapped (9-14 lines) 0.97-0.99x, capped at 8 0.99-1.02x. */
 #ifndef RL_AVX2_PF_LINES
 #define RL_AVX2_PF_LINES 4
+#endif
+#ifndef RL_AVX2_PF_MAX
+#define RL_AVX2_PF_MAX 8
 #endif
 /* A pair's float sums: zero, or (acc_in: rl__tile8.dot16a) those in s. */
 RL_TILE_AI void rl__ypair_acc(__m256 acc[2][RL_TILE8_T], const float *s, size_t ss, bool acc_in,
@@ -372,11 +379,12 @@ RL_TILE_AI void rl__ypair_acc(__m256 acc[2][RL_TILE8_T], const float *s, size_t 
     }
 }
 
-RL_TILE_AI void rl__ypf_step(rl__pf *pf) {
+RL_TILE_AI void rl__ypf_step(rl__pf *pf, const int T) {
     if (!pf || pf->next >= pf->end) return;
-    _Pragma("GCC unroll 8") for (int l = 0; l < RL_AVX2_PF_LINES; l++)
-        _mm_prefetch((const char *)pf->next + 64 * l, _MM_HINT_T0);
-    pf->next += 64 * RL_AVX2_PF_LINES;
+    size_t n = pf->tok_bytes ? (T * pf->tok_bytes + 63) / 64 : RL_AVX2_PF_LINES;
+    n = n < RL_AVX2_PF_MAX ? n : RL_AVX2_PF_MAX;
+    for (size_t l = 0; l < n; l++) _mm_prefetch((const char *)pf->next + 64 * l, _MM_HINT_T0);
+    pf->next += 64 * n;
 }
 
 /* One q4_K sub-block of a pair against 4 tokens, written out: at 4 tokens
@@ -473,7 +481,7 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[2][RL_TILE8_T];
         rl__ypair_block(x, sumi, vx, xs, i, T);
-        rl__ypf_step(pf);
+        rl__ypf_step(pf, T);
         for (int b = 0; b < 8; b++) {
             if (T == 4) {
                 rl__ypair_q4_K_sub4(RL_YF(p, rl__q4k_x8, q[8 * b], 0),
@@ -508,6 +516,68 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
     rl__tileg_store(s, ss, acc, T, 2);
 }
 
+/* A q6_K super-block of a pair against 4 tokens, written out as the q4_K
+ * sub-block above (GCC keeps 5 of the 8 int32 sums on the stack at 4
+ * tokens): the int32 sums in ymm0-7 (rows 0-7 then 8-15, tokens 0-3) for
+ * the whole super-block, the weights of half a sub-block (both groups,
+ * two vectors each) in ymm8-11, a token's two broadcasts in ymm12-13,
+ * products in ymm14-15, the scales as vpmaddwd's memory operand.  The
+ * integer sums are exact (|int16| <= 4 * 63 * 128), so the bits are the
+ * C leaf's (test_pair_leaves, test_resident_tiles). */
+#define RL_YQ6_TOK(X, K, KH)                                                                       \
+    "vpbroadcastd " #X "(%[x" #K "]), %%ymm12\n\t"                                                 \
+    "vpbroadcastd " #X "+4(%[x" #K "]), %%ymm13\n\t"                                               \
+    "vpmaddubsw %%ymm12, %%ymm8, %%ymm14\n\t"                                                      \
+    "vpmaddubsw %%ymm13, %%ymm9, %%ymm15\n\t"                                                      \
+    "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                         \
+    "vpmaddwd (%[sc]), %%ymm14, %%ymm14\n\t"                                                       \
+    "vpaddd %%ymm14, %%ymm" #K ", %%ymm" #K "\n\t"                                                 \
+    "vpmaddubsw %%ymm12, %%ymm10, %%ymm14\n\t"                                                     \
+    "vpmaddubsw %%ymm13, %%ymm11, %%ymm15\n\t"                                                     \
+    "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                         \
+    "vpmaddwd 32(%[sc]), %%ymm14, %%ymm14\n\t"                                                     \
+    "vpaddd %%ymm14, %%ymm" #KH ", %%ymm" #KH "\n\t"
+/* half HH of a sub-block: weights at byte 128 HH, activations at 8 HH */
+#define RL_YQ6_HALF(W, X)                                                                          \
+    "vmovdqu " #W "(%[w]), %%ymm8\n\t"                                                             \
+    "vmovdqu " #W "+64(%[w]), %%ymm9\n\t"                                                          \
+    "vmovdqu " #W "+32(%[w]), %%ymm10\n\t"                                                         \
+    "vmovdqu " #W "+96(%[w]), %%ymm11\n\t" RL_YQ6_TOK(X, 0, 4) RL_YQ6_TOK(X, 1, 5)                 \
+        RL_YQ6_TOK(X, 2, 6) RL_YQ6_TOK(X, 3, 7)
+#define RL_YQ6_ST(K) "vmovdqu %%ymm" #K ", 32*" #K "(%[si])\n\t"
+/* w: the super-block's codes (rl__q6k_x8 q, pair-interleaved), sc: its
+ * scales (sc, both halves), xk: token k's 256 activations; sumi[h][k] set */
+RL_TILE_AI void rl__ypair_q6_K_sb4(const uint8_t *w, const uint8_t *sc, const int8_t *x0,
+                                   const int8_t *x1, const int8_t *x2, const int8_t *x3,
+                                   __m256i sumi[2][RL_TILE8_T]) {
+    _Static_assert(RL_TILE8_T == 4, "sumi[h][k] at byte 32 (4 h + k)");
+    int n = 16;
+    __asm__ volatile(
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
+        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
+        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"
+        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
+        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"
+        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
+        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"
+        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
+        "1:\n\t" RL_YQ6_HALF(0, 0)
+            RL_YQ6_HALF(128, 8) "add $256, %[w]\n\t"
+                                "add $64, %[sc]\n\t"
+                                "add $16, %[x0]\n\t"
+                                "add $16, %[x1]\n\t"
+                                "add $16, %[x2]\n\t"
+                                "add $16, %[x3]\n\t"
+                                "dec %[n]\n\t"
+                                "jnz 1b\n\t" RL_YQ6_ST(0) RL_YQ6_ST(1) RL_YQ6_ST(2) RL_YQ6_ST(3)
+                                    RL_YQ6_ST(4) RL_YQ6_ST(5) RL_YQ6_ST(6) RL_YQ6_ST(7)
+        : [w] "+r"(w), [sc] "+r"(sc), [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [x3] "+r"(x3),
+          [n] "+r"(n)
+        : [si] "r"(sumi)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
+}
+
 RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp, rl__pf *pf,
                                  bool acc_in, const void *vx, size_t xs, const int T) {
     __m256 acc[2][RL_TILE8_T];
@@ -517,8 +587,11 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[2][RL_TILE8_T];
         rl__ypair_block(x, sumi, vx, xs, i, T);
-        rl__ypf_step(pf);
-        for (int b = 0; b < 16; b++) {
+        rl__ypf_step(pf, T);
+        if (T == 4)
+            rl__ypair_q6_K_sb4(RL_YF(p, rl__q6k_x8, q[0], 0), RL_YF(p, rl__q6k_x8, sc[0], 0),
+                               x[0]->qs, x[1]->qs, x[2]->qs, x[3]->qs, sumi);
+        for (int b = 0; b < (T == 4 ? 0 : 16); b++) {
             const __m256i scv[2] = {RL_YL(p, rl__q6k_x8, sc[b], 0), RL_YL(p, rl__q6k_x8, sc[b], 1)};
             _Pragma("GCC unroll 2") for (int hh = 0; hh < 2; hh++) {
                 __m256i w[2][2];
