@@ -321,9 +321,9 @@ static void rl__to_pair_q6_K_avx2(void *dst, const void *ga, const void *gb, int
  * bsums' broadcast in vector code (rl__q4k_fstep), 32 tokens, Zen 3,
  * kbench -s: 1.06-1.10x; a last pass of fewer tokens runs in C.  q6_K takes
  * T = 4 (RL_AVX2_PAIR_T_Q6K): its int16 sums live two vpmaddubsw each, so
- * only the int32 sums are held across its inner step, and 4 tokens share
- * each weight load (32 tokens, Zen 3, kbench -s: 1.08x at 1536 x 8960,
- * 1.10-1.14x at 1536 columns; T = 3 1.05x).  No packed q4_1 pair: SmolLM2
+ * only the int32 sums are held across its inner step (written out at 4
+ * tokens, rl__ypair_q6_K_sb4), and 4 tokens share each weight load (32 tokens, Zen 3, kbench
+ * -s: 1.08x at 1536 x 8960, 1.10-1.14x at 1536 columns; T = 3 1.05x).  No packed q4_1 pair: SmolLM2
  * pp512 measured the same with and without; resident q4_1 groups have
  * their own pair leaf, with no conversion. */
 #ifndef RL_AVX2_PAIR_T
