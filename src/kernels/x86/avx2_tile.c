@@ -404,33 +404,27 @@ RL_TILE_AI void rl__ypf_step(rl__pf *pf, const int T) {
     "vpbroadcastd " #X "(%[x1]), %%ymm11\n\t"                                                      \
     "vpbroadcastd " #X "(%[x2]), %%ymm12\n\t"                                                      \
     "vpbroadcastd " #X "(%[x3]), %%ymm13\n\t"
-/* sum S = the product of weights H and broadcast X (first group) */
-#define RL_YQ4_P0(X, H, S) "vpmaddubsw %%ymm" #X ", %%ymm" #H ", %%ymm" #S "\n\t"
+/* sum S = the product of weights H and broadcast X (first group; P
+ * unused) */
+#define RL_YQ4_P0(X, H, S, P) "vpmaddubsw %%ymm" #X ", %%ymm" #H ", %%ymm" #S "\n\t"
 /* sum S += that product, through ymm P */
 #define RL_YQ4_P(X, H, S, P)                                                                       \
     "vpmaddubsw %%ymm" #X ", %%ymm" #H ", %%ymm" #P "\n\t"                                         \
     "vpaddw %%ymm" #P ", %%ymm" #S ", %%ymm" #S "\n\t"
-/* group g: weights at byte 64 g of the sub-block, activations at 4 g */
-#define RL_YQ4_G0                                                                                  \
-    RL_YQ4_LD(0, 0)                                                                                \
-    RL_YQ4_P0(10, 8, 0)                                                                            \
-    RL_YQ4_P0(10, 9, 4)                                                                            \
-    RL_YQ4_P0(11, 8, 1)                                                                            \
-    RL_YQ4_P0(11, 9, 5)                                                                            \
-    RL_YQ4_P0(12, 8, 2)                                                                            \
-    RL_YQ4_P0(12, 9, 6)                                                                            \
-    RL_YQ4_P0(13, 8, 3)                                                                            \
-    RL_YQ4_P0(13, 9, 7)
-#define RL_YQ4_G(W, X)                                                                             \
+/* group g: weights at byte 64 g of the sub-block, activations at 4 g; OP
+ * RL_YQ4_P0 for the first group, RL_YQ4_P for the others */
+#define RL_YQ4_GROUP(W, X, OP)                                                                     \
     RL_YQ4_LD(W, X)                                                                                \
-    RL_YQ4_P(10, 8, 0, 14)                                                                         \
-    RL_YQ4_P(10, 9, 4, 15)                                                                         \
-    RL_YQ4_P(11, 8, 1, 14)                                                                         \
-    RL_YQ4_P(11, 9, 5, 15)                                                                         \
-    RL_YQ4_P(12, 8, 2, 14)                                                                         \
-    RL_YQ4_P(12, 9, 6, 15)                                                                         \
-    RL_YQ4_P(13, 8, 3, 14)                                                                         \
-    RL_YQ4_P(13, 9, 7, 15)
+    OP(10, 8, 0, 14)                                                                               \
+    OP(10, 9, 4, 15)                                                                               \
+    OP(11, 8, 1, 14)                                                                               \
+    OP(11, 9, 5, 15)                                                                               \
+    OP(12, 8, 2, 14)                                                                               \
+    OP(12, 9, 6, 15)                                                                               \
+    OP(13, 8, 3, 14)                                                                               \
+    OP(13, 9, 7, 15)
+#define RL_YQ4_G0      RL_YQ4_GROUP(0, 0, RL_YQ4_P0)
+#define RL_YQ4_G(W, X) RL_YQ4_GROUP(W, X, RL_YQ4_P)
 /* the scales of both halves */
 #define RL_YQ4_LDSC                                                                                \
     "vmovdqu (%[sc]), %%ymm8\n\t"                                                                  \
