@@ -538,7 +538,23 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
     "vmovdqu " #W "+32(%[w]), %%ymm10\n\t"                                                         \
     "vmovdqu " #W "+96(%[w]), %%ymm11\n\t" RL_YQ6_TOK(X, 0, 4) RL_YQ6_TOK(X, 1, 5)                 \
         RL_YQ6_TOK(X, 2, 6) RL_YQ6_TOK(X, 3, 7)
-#define RL_YQ6_ST(K) "vmovdqu %%ymm" #K ", 32*" #K "(%[si])\n\t"
+#define RL_YQ6_ZERO(K) "vpxor %%xmm" #K ", %%xmm" #K ", %%xmm" #K "\n\t"
+#define RL_YQ6_ST(K)   "vmovdqu %%ymm" #K ", 32*" #K "(%[si])\n\t"
+/* the next sub-block: codes 256 bytes on, scales 64, activations 16 */
+#define RL_YQ6_NEXT                                                                                \
+    "add $256, %[w]\n\t"                                                                           \
+    "add $64, %[sc]\n\t"                                                                           \
+    "add $16, %[x0]\n\t"                                                                           \
+    "add $16, %[x1]\n\t"                                                                           \
+    "add $16, %[x2]\n\t"                                                                           \
+    "add $16, %[x3]\n\t"
+#define RL_YQ6_SB4                                                                                 \
+    RL_YQ6_ZERO(0)                                                                                 \
+    RL_YQ6_ZERO(1) RL_YQ6_ZERO(2) RL_YQ6_ZERO(3) RL_YQ6_ZERO(4) RL_YQ6_ZERO(5) RL_YQ6_ZERO(6)      \
+        RL_YQ6_ZERO(7) "1:\n\t" RL_YQ6_HALF(0, 0) RL_YQ6_HALF(128, 8) RL_YQ6_NEXT                  \
+        "dec %[n]\n\t"                                                                             \
+        "jnz 1b\n\t" RL_YQ6_ST(0) RL_YQ6_ST(1) RL_YQ6_ST(2) RL_YQ6_ST(3) RL_YQ6_ST(4) RL_YQ6_ST(5) \
+            RL_YQ6_ST(6) RL_YQ6_ST(7)
 /* w: the super-block's codes (rl__q6k_x8 q, pair-interleaved), sc: its
  * scales (sc, both halves), xk: token k's 256 activations; sumi[h][k] set */
 RL_TILE_AI void rl__ypair_q6_K_sb4(const uint8_t *w, const uint8_t *sc, const int8_t *x0,
@@ -546,30 +562,13 @@ RL_TILE_AI void rl__ypair_q6_K_sb4(const uint8_t *w, const uint8_t *sc, const in
                                    __m256i sumi[2][RL_TILE8_T]) {
     _Static_assert(RL_TILE8_T == 4, "sumi[h][k] at byte 32 (4 h + k)");
     int n = 16;
-    __asm__ volatile(
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
-        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
-        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"
-        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
-        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"
-        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
-        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"
-        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
-        "1:\n\t" RL_YQ6_HALF(0, 0)
-            RL_YQ6_HALF(128, 8) "add $256, %[w]\n\t"
-                                "add $64, %[sc]\n\t"
-                                "add $16, %[x0]\n\t"
-                                "add $16, %[x1]\n\t"
-                                "add $16, %[x2]\n\t"
-                                "add $16, %[x3]\n\t"
-                                "dec %[n]\n\t"
-                                "jnz 1b\n\t" RL_YQ6_ST(0) RL_YQ6_ST(1) RL_YQ6_ST(2) RL_YQ6_ST(3)
-                                    RL_YQ6_ST(4) RL_YQ6_ST(5) RL_YQ6_ST(6) RL_YQ6_ST(7)
-        : [w] "+r"(w), [sc] "+r"(sc), [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [x3] "+r"(x3),
-          [n] "+r"(n)
-        : [si] "r"(sumi)
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
+    __asm__ volatile(RL_YQ6_SB4
+                     : [w] "+r"(w), [sc] "+r"(sc), [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2),
+                       [x3] "+r"(x3), [n] "+r"(n)
+                     : [si] "r"(sumi)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc",
+                       "memory");
 }
 
 RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void *pp, rl__pf *pf,
@@ -585,25 +584,27 @@ RL_TILE_AI void rl__ypair_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
         if (T == 4)
             rl__ypair_q6_K_sb4(RL_YF(p, rl__q6k_x8, q[0], 0), RL_YF(p, rl__q6k_x8, sc[0], 0),
                                x[0]->qs, x[1]->qs, x[2]->qs, x[3]->qs, sumi);
-        for (int b = 0; b < (T == 4 ? 0 : 16); b++) {
-            const __m256i scv[2] = {RL_YL(p, rl__q6k_x8, sc[b], 0), RL_YL(p, rl__q6k_x8, sc[b], 1)};
-            _Pragma("GCC unroll 2") for (int hh = 0; hh < 2; hh++) {
-                __m256i w[2][2];
-                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                    w[h][0] = RL_YL(p, rl__q6k_x8, q[4 * b + 2 * hh], h);
-                    w[h][1] = RL_YL(p, rl__q6k_x8, q[4 * b + 2 * hh + 1], h);
-                }
-                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                    const __m256i x0 = rl__ybcast(x[k]->qs + 16 * b + 8 * hh);
-                    const __m256i x1 = rl__ybcast(x[k]->qs + 16 * b + 8 * hh + 4);
+        else
+            for (int b = 0; b < 16; b++) {
+                const __m256i scv[2] = {RL_YL(p, rl__q6k_x8, sc[b], 0),
+                                        RL_YL(p, rl__q6k_x8, sc[b], 1)};
+                _Pragma("GCC unroll 2") for (int hh = 0; hh < 2; hh++) {
+                    __m256i w[2][2];
                     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                        const __m256i s16 =
-                            RL_TI_MAC(RL_TI_MAC(_mm256_setzero_si256(), w[h][0], x0), w[h][1], x1);
-                        sumi[h][k] = _mm256_add_epi32(sumi[h][k], RL_TI_SCALED(s16, scv[h]));
+                        w[h][0] = RL_YL(p, rl__q6k_x8, q[4 * b + 2 * hh], h);
+                        w[h][1] = RL_YL(p, rl__q6k_x8, q[4 * b + 2 * hh + 1], h);
+                    }
+                    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                        const __m256i x0 = rl__ybcast(x[k]->qs + 16 * b + 8 * hh);
+                        const __m256i x1 = rl__ybcast(x[k]->qs + 16 * b + 8 * hh + 4);
+                        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                            const __m256i s16 = RL_TI_MAC(
+                                RL_TI_MAC(_mm256_setzero_si256(), w[h][0], x0), w[h][1], x1);
+                            sumi[h][k] = _mm256_add_epi32(sumi[h][k], RL_TI_SCALED(s16, scv[h]));
+                        }
                     }
                 }
             }
-        }
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             rl__q6k_fstep(acc[h], sumi[h], (const int16_t *)RL_YF(p, rl__q6k_x8, scp, h), 32,
                           _mm256_loadu_ps((const float *)RL_YF(p, rl__q6k_x8, d, h)), x, T);
