@@ -538,8 +538,25 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
     "vmovdqu " #W "+32(%[w]), %%ymm10\n\t"                                                         \
     "vmovdqu " #W "+96(%[w]), %%ymm11\n\t" RL_YQ6_TOK(X, 0, 4) RL_YQ6_TOK(X, 1, 5)                 \
         RL_YQ6_TOK(X, 2, 6) RL_YQ6_TOK(X, 3, 7)
-#define RL_YQ6_ZERO(K) "vpxor %%xmm" #K ", %%xmm" #K ", %%xmm" #K "\n\t"
-#define RL_YQ6_ST(K)   "vmovdqu %%ymm" #K ", 32*" #K "(%[si])\n\t"
+/* the 8 int32 sums zeroed; stored to sumi[h][k] (byte 32 (4 h + k)) */
+#define RL_YQ6_ZERO8                                                                               \
+    "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"                                                             \
+    "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"                                                             \
+    "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"                                                             \
+    "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"                                                             \
+    "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"                                                             \
+    "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"                                                             \
+    "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"                                                             \
+    "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
+#define RL_YQ6_ST8                                                                                 \
+    "vmovdqu %%ymm0, 0(%[si])\n\t"                                                                 \
+    "vmovdqu %%ymm1, 32(%[si])\n\t"                                                                \
+    "vmovdqu %%ymm2, 64(%[si])\n\t"                                                                \
+    "vmovdqu %%ymm3, 96(%[si])\n\t"                                                                \
+    "vmovdqu %%ymm4, 128(%[si])\n\t"                                                               \
+    "vmovdqu %%ymm5, 160(%[si])\n\t"                                                               \
+    "vmovdqu %%ymm6, 192(%[si])\n\t"                                                               \
+    "vmovdqu %%ymm7, 224(%[si])\n\t"
 /* the next sub-block: codes 256 bytes on, scales 64, activations 16 */
 #define RL_YQ6_NEXT                                                                                \
     "add $256, %[w]\n\t"                                                                           \
@@ -549,12 +566,9 @@ RL_TILE_AI void rl__ypair_q4_K_T(int64_t n_cols, float *s, size_t ss, const void
     "add $16, %[x2]\n\t"                                                                           \
     "add $16, %[x3]\n\t"
 #define RL_YQ6_SB4                                                                                 \
-    RL_YQ6_ZERO(0)                                                                                 \
-    RL_YQ6_ZERO(1) RL_YQ6_ZERO(2) RL_YQ6_ZERO(3) RL_YQ6_ZERO(4) RL_YQ6_ZERO(5) RL_YQ6_ZERO(6)      \
-        RL_YQ6_ZERO(7) "1:\n\t" RL_YQ6_HALF(0, 0) RL_YQ6_HALF(128, 8) RL_YQ6_NEXT                  \
-        "dec %[n]\n\t"                                                                             \
-        "jnz 1b\n\t" RL_YQ6_ST(0) RL_YQ6_ST(1) RL_YQ6_ST(2) RL_YQ6_ST(3) RL_YQ6_ST(4) RL_YQ6_ST(5) \
-            RL_YQ6_ST(6) RL_YQ6_ST(7)
+    RL_YQ6_ZERO8                                                                                   \
+    "1:\n\t" RL_YQ6_HALF(0, 0) RL_YQ6_HALF(128, 8) RL_YQ6_NEXT "dec %[n]\n\t"                      \
+                                                               "jnz 1b\n\t" RL_YQ6_ST8
 /* w: the super-block's codes (rl__q6k_x8 q, pair-interleaved), sc: its
  * scales (sc, both halves), xk: token k's 256 activations; sumi[h][k] set */
 RL_TILE_AI void rl__ypair_q6_K_sb4(const uint8_t *w, const uint8_t *sc, const int8_t *x0,
