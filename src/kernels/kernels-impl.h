@@ -76,6 +76,24 @@ void rl__q6k_x8_scales(rl__q6k_x8 *o, int r, const int8_t scales[16]);
  * rl__q6k_x8 and run the q6_K leaves (packed and pair); per super-block
  * sumi - 32 corr is the exact sum_b sc_b sum (q3 x). */
 void rl__pack_q3_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* q2_K, 8 rows, one super-block (codes q 0..3, w = d * sc * q - dmin * m
+ * per 16-element sub-block, sc and m 0..15), against q8_K: per
+ * super-block and row sumi = sum_b sc_b sum (q x), msum = sum_b m_b bsum_b
+ * (the q8_K 16-element sums), then q4_K's two fused multiply-adds
+ * (acc = fma(d dx, sumi, acc), fma(-(dmin dx), msum, acc)). */
+typedef struct rl__q2k_x8 {
+    float d[8], dmin[8];
+    /* scale of 16-element sub-block b for row r at lanes 2r and 2r+1 */
+    int16_t sc[16][16];
+    /* for pair p (sub-blocks 2p, 2p+1), row r: lane 2r = m(2p), 2r+1 = m(2p+1) */
+    int16_t mn[8][16];
+    /* element 4g + c of row r at q[g][4r + c], 0..3 */
+    uint8_t q[64][32];
+} rl__q2k_x8;
+_Static_assert(sizeof(rl__q2k_x8) == 2880, "q2_K x8 block");
+void rl__pack_q2_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* Row r's scales and mins from a q2_K block's 16 packed bytes (sc, mn). */
+void rl__q2k_x8_scales(rl__q2k_x8 *o, int r, const uint8_t scales[16]);
 /* q4_1, 8 rows, one 32-element block (w = d * q + m, q 0..15), against q8_1
  * (x = dx * qx, sx = dx * sum qx): per block and row
  *   acc = fma(d * dx, (float)sum(q * qx), acc); acc = fma(m, sx, acc). */
@@ -87,7 +105,7 @@ typedef struct rl__q41_x8 {
 _Static_assert(sizeof(rl__q41_x8) == 320, "q4_1 x8 block");
 /* (fields in whole 32-byte units: the pair leaves' interleaving) */
 _Static_assert(sizeof(rl__q4k_x8) % 32 == 0 && sizeof(rl__q6k_x8) % 32 == 0 &&
-                   sizeof(rl__q41_x8) % 32 == 0,
+                   sizeof(rl__q41_x8) % 32 == 0 && sizeof(rl__q2k_x8) % 32 == 0,
                "packed blocks in 32-byte units");
 void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Tokens per call of a tile8 dot (1..RL_TILE8_T). */

@@ -176,6 +176,36 @@ static void rl__pack_q3_K_x8_avx2(void *dst, const void *w, size_t row_size, int
     }
 }
 
+/* rl__pack_q2_K_x8 with the codes moved by vector shuffles: the 32 codes
+ * 128h + 32j .. of a row are bits 2j, 2j + 1 of its qs[32h ..] bytes, and
+ * each such chunk of the 8 rows is transposed in groups of 4 bytes as
+ * q4_K's.  The same bytes (tested). */
+static void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__q2k_x8 *o = dst;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        const rl_block_q2_K *b[8];
+        for (int r = 0; r < 8; r++) {
+            b[r] = (const rl_block_q2_K *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl__f16c(b[r]->d);
+            o->dmin[r] = rl__f16c(b[r]->dmin);
+            rl__q2k_x8_scales(o, r, b[r]->scales);
+        }
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++) {
+                __m256i q[8];
+                for (int r = 0; r < 8; r++)
+                    q[r] = _mm256_and_si256(
+                        _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * h)),
+                                          2 * j),
+                        m3);
+                rl__tr8x8(q);
+                for (int g = 0; g < 8; g++)
+                    _mm256_storeu_si256((__m256i *)o->q[8 * (4 * h + j) + g], q[g]);
+            }
+    }
+}
+
 /* rl__pack_q4_1_x8 (ref/ref_tile.c) by vector shuffles, as q4_K's: each
  * block's nibbles unpacked to 32 bytes per row, the 8 x 8 groups of 4
  * bytes transposed.  The same bytes (tested). */
@@ -741,6 +771,8 @@ RL_TILE_AI void rl__tile8_q8_0r8_T(int64_t n_cols, float *s, size_t ss, const vo
 RL_TILE8_INST(q8_0r8)
 
 void rl__avx2_fill_tile(rl__ktab *t) {
+    t->tile8[RL_TYPE_Q2_K].pack = rl__pack_q2_K_x8_avx2; /* no pair leaf */
+    t->tile8[RL_TYPE_Q2_K].dot = rl__tile8_q2_K_avx2;
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
     t->tile8[RL_TYPE_Q4_1].dot_row = rl__tile_row_q4_1_avx2;

@@ -292,13 +292,18 @@ RL_AI void rl__kend(__m256 *acc, float *acs, const rl_block_q8_K *xk, __m256i su
 }
 
 /* q2_K: w = d*sc*q - dmin*m per 16 elements (q 0..3, sc and m 0..15):
- * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_g * bsum_g. */
-RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
-                         const int T) {
+ * sum_e w_e*y_e = d * sum(sc*q*y) - dmin * sum_g m_g * bsum_g.  TQ (a
+ * constant): the fast tiles' reduction instead (rl__tile8.dot_row). */
+RL_AI void rl__dotTQ_q2_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                          const int T, const int TQ) {
     const rl_block_q2_K *w = vw;
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    float acs[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acs[k] = 0.0f;
+    }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         RL_PF3(&w[i]); /* see avx2-impl.h */
         const __m128i sb = _mm_loadu_si128((const __m128i *)w[i].scales);
@@ -321,10 +326,14 @@ RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const v
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
-            rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
+        RL_UNROLL for (int k = 0; k < T; k++)
+            rl__kend_min(&acc[k], &acs[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw, TQ);
     }
-    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
+}
+RL_AI void rl__dotT_q2_K(int64_t n, float *s, size_t ss, const void *vw, const void *vx, size_t xs,
+                         const int T) {
+    rl__dotTQ_q2_K(n, s, ss, vw, vx, xs, T, 0);
 }
 
 /* The 16 6-bit scales of a q3_K super-block, minus 32, as int16 (scale j:

@@ -117,6 +117,68 @@ RL_TILE_AI void rl__q6k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *s
     }
 }
 
+/* q2_K's float step per super-block: the mins (pairs mn[q], lanes 2r /
+ * 2r + 1) against the 16 q8_K bsums in pairs, then q4_K's two fused
+ * multiply-adds. */
+RL_TILE_AI void rl__q2k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *mn, __m256 d,
+                              __m256 dmin, const rl_block_q8_K *const *x, const int T) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        __m256i msum = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+            uint32_t bp;
+            memcpy(&bp, &x[k]->bsums[2 * q], 4);
+            msum = _mm256_add_epi32(
+                msum, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(mn + q * 16)),
+                                        _mm256_set1_epi32((int)bp)));
+        }
+        const __m256 dx = _mm256_set1_ps(x[k]->d);
+        acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+        acc[k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[k]);
+    }
+}
+
+/* q2_K (rl__q2k_x8: codes 0..3): the 4 groups of a 16-element sub-block
+ * add up before its scale step (in int16 on AVX2: 4 * 2 * 3 * 128 = 3072),
+ * one vpmaddwd (vpmulld) by the scales per sub-block, then the mins and
+ * the float step per super-block (rl__q2k_fstep).  AVX2 only: the
+ * AVX512-VNNI table runs this leaf too (it inherits the AVX2 table's). */
+#if !RL_TILE_VNNI
+RL_TILE_AI void rl__tile8_q2_K_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                 const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__q2k_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 16; b++) {
+            const __m256i sc = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[b]));
+            __m256i s16[RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {
+                const __m256i wq = _mm256_loadu_si256((const __m256i *)p->q[4 * b + g]);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t xv;
+                    memcpy(&xv, x[k]->qs + 16 * b + 4 * g, 4);
+                    s16[k] = RL_TI_MAC(s16[k], wq, _mm256_set1_epi32(xv));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
+                _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
+        }
+        const __m256 d = _mm256_loadu_ps(p->d), dmin = _mm256_loadu_ps(p->dmin);
+        rl__q2k_fstep(acc, sumi, &p->mn[0][0], d, dmin, x, T);
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+RL_TILE8_INST(q2_K)
+#endif
+
 /* q4_K and q5_K (rl__q4k_x8: codes 0..15, or 0..31 for q5_K): G groups of
  * 4 codes add up before the scale step; with AVX2's maddubs, in int16, a
  * lane gains 2 * 15 * 127 per group, so q4_K takes all 8 groups of a
