@@ -94,6 +94,16 @@ _Static_assert(sizeof(rl__q2k_x8) == 2880, "q2_K x8 block");
 void rl__pack_q2_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Row r's scales and mins from a q2_K block's 16 packed bytes (sc, mn). */
 void rl__q2k_x8_scales(rl__q2k_x8 *o, int r, const uint8_t scales[16]);
+/* mxfp4, 8 rows, one 32-element block (w = d * v: v the doubled e2m1
+ * value, -12..12, as a signed byte; d = 2^(e - 128), rl_e8m0_half_to_f32),
+ * against q8_0: per block and row acc = fma(d * dx, (float)sum(v qx), acc). */
+typedef struct rl__mxfp4_x8 {
+    float d[8];
+    /* element 4g + c (g < 8, c < 4) of row r at q[g][4r + c] */
+    int8_t q[8][32];
+} rl__mxfp4_x8;
+_Static_assert(sizeof(rl__mxfp4_x8) == 288, "mxfp4 x8 block");
+void rl__pack_mxfp4_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* q4_1, 8 rows, one 32-element block (w = d * q + m, q 0..15), against q8_1
  * (x = dx * qx, sx = dx * sum qx): per block and row
  *   acc = fma(d * dx, (float)sum(q * qx), acc); acc = fma(m, sx, acc). */
@@ -105,7 +115,8 @@ typedef struct rl__q41_x8 {
 _Static_assert(sizeof(rl__q41_x8) == 320, "q4_1 x8 block");
 /* (fields in whole 32-byte units: the pair leaves' interleaving) */
 _Static_assert(sizeof(rl__q4k_x8) % 32 == 0 && sizeof(rl__q6k_x8) % 32 == 0 &&
-                   sizeof(rl__q41_x8) % 32 == 0 && sizeof(rl__q2k_x8) % 32 == 0,
+                   sizeof(rl__q41_x8) % 32 == 0 && sizeof(rl__q2k_x8) % 32 == 0 &&
+                   sizeof(rl__mxfp4_x8) % 32 == 0,
                "packed blocks in 32-byte units");
 void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Tokens per call of a tile8 dot (1..RL_TILE8_T). */
@@ -167,6 +178,11 @@ typedef struct rl__tile8 {
     rl__tile16p_fn dot16a;
     size_t
         block_size; /* packed bytes per 256 columns (a multiple of it for the 32-element types) */
+    /* Calls with at least this many fast tokens pack the rows (fewer run
+     * dot_row); 0: RL_MATMUL_FAST_MIN_TOK.  Lower where packing costs a few
+     * tokens of the leaf's work and dot_row is slow (its float step per
+     * 32-element block in scalar). */
+    int pack_min;
 } rl__tile8;
 void rl__pack_q4_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 void rl__pack_q5_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);

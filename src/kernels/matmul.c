@@ -210,7 +210,8 @@ static bool rl__mm_tiled(const rl__ktab *kt, const rl_mat *w) {
 
 /* True if w's rows are packed 8 at a time for n_fast tiled tokens. */
 static bool rl__mm_packs(const rl__ktab *kt, const rl_mat *w, int64_t n_fast) {
-    return n_fast >= RL_MATMUL_FAST_MIN_TOK && rl__mm_tiled(kt, w) &&
+    const int min = kt->tile8[w->type].pack_min;
+    return n_fast >= (min ? min : RL_MATMUL_FAST_MIN_TOK) && rl__mm_tiled(kt, w) &&
            rl__mm_tile_bytes(kt, w) <= RL_TILE8_BUF;
 }
 

@@ -250,6 +250,52 @@ static void rl__tile_row_q5_K_ref(int64_t n_cols, float *s, size_t ss, const voi
     rl__tile_row_k4_ref(n_cols, s, ss, vw, vx, xs, n_x, true);
 }
 
+/* mxfp4: the codebook values as signed bytes (rl__mxfp4_x8). */
+static int mxfp4_value(const rl_block_mxfp4 *b, int e) {
+    return rl_mxfp4_values[e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4];
+}
+void rl__pack_mxfp4_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__mxfp4_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_mxfp4 *b =
+                (const rl_block_mxfp4 *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = rl_e8m0_half_to_f32(b->e);
+            for (int e = 0; e < 32; e++) o->q[e / 4][4 * r + e % 4] = (int8_t)mxfp4_value(b, e);
+        }
+}
+/* mxfp4's twin: per block and row the exact sum of v x, one fused
+ * multiply-add. */
+static void rl__tile8_mxfp4_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_0 *x = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__mxfp4_x8 *p = packed;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++)
+            for (int r = 0; r < 8; r++) {
+                int32_t t = 0;
+                for (int e = 0; e < 32; e++) t += p->q[e / 4][4 * r + e % 4] * x[i].qs[e];
+                acc[r] = fmaf(p->d[r] * rl_fp16_to_f32(x[i].d), (float)t, acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+static void rl__tile_row_mxfp4_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                   const void *vx, size_t xs, int n_x) {
+    const rl_block_mxfp4 *w = vw;
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_0 *x = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n_cols / 32; i++) {
+            int32_t t = 0;
+            for (int e = 0; e < 32; e++) t += mxfp4_value(&w[i], e) * x[i].qs[e];
+            acc = fmaf(rl_e8m0_half_to_f32(w[i].e) * rl_fp16_to_f32(x[i].d), (float)t, acc);
+        }
+        s[(size_t)k * ss] = acc;
+    }
+}
+
 /* q2_K's dot_row: the twin's integers and float steps on one row. */
 static void rl__tile_row_q2_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
                                   const void *vx, size_t xs, int n_x) {
@@ -850,6 +896,10 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .dot = rl__tile8_q2_K_ref,
                                          .dot_row = rl__tile_row_q2_K_ref,
                                          .block_size = sizeof(rl__q2k_x8)};
+    t->tile8[RL_TYPE_MXFP4] = (rl__tile8){.pack = rl__pack_mxfp4_x8,
+                                          .dot = rl__tile8_mxfp4_ref,
+                                          .dot_row = rl__tile_row_mxfp4_ref,
+                                          .block_size = 8 * sizeof(rl__mxfp4_x8)};
     t->tile8[RL_TYPE_Q4_1] = (rl__tile8){.pack = rl__pack_q4_1_x8,
                                          .dot = rl__tile8_q4_1_ref,
                                          .dot_row = rl__tile_row_q4_1_ref,

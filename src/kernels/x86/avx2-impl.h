@@ -55,6 +55,19 @@ static inline int rl__hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* out[j] = the sum of v[j]'s 8 int32 lanes, for 8 vectors at once (exact:
+ * the integer sums of the dot_row leaves). */
+static inline void rl__hsum8_epi32(const __m256i v[8], int32_t out[8]) {
+    const __m256i a =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    _mm_storeu_si128((__m128i *)out,
+                     _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+    _mm_storeu_si128((__m128i *)(out + 4),
+                     _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+}
+
 /* exp(x) for float lanes: Cody-Waite range reduction and a degree-6
  * polynomial; max relative error about 2 ulp on [-87.3, 88.3]; inputs are
  * clamped to that range (so tiny results come out as ~1e-38, not 0). */

@@ -179,7 +179,9 @@ static void rl__pack_q3_K_x8_avx2(void *dst, const void *w, size_t row_size, int
 /* rl__pack_q2_K_x8 with the codes moved by vector shuffles: the 32 codes
  * 128h + 32j .. of a row are bits 2j, 2j + 1 of its qs[32h ..] bytes, and
  * each such chunk of the 8 rows is transposed in groups of 4 bytes as
- * q4_K's.  The same bytes (tested). */
+ * q4_K's.  The same bytes (tested).  Each of the 8 rows is prefetched
+ * RL_PF_DIST ahead, as the per-row dots do (this packer and mxfp4's read 8
+ * streams at once from DRAM when a step has few tokens). */
 static void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
     rl__q2k_x8 *o = dst;
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -187,6 +189,8 @@ static void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int
         const rl_block_q2_K *b[8];
         for (int r = 0; r < 8; r++) {
             b[r] = (const rl_block_q2_K *)((const uint8_t *)w + r * row_size) + i;
+            RL_PF1(b[r]);
+            RL_PF1((const uint8_t *)b[r] + 64);
             o->d[r] = rl__f16c(b[r]->d);
             o->dmin[r] = rl__f16c(b[r]->dmin);
             rl__q2k_x8_scales(o, r, b[r]->scales);
@@ -204,6 +208,86 @@ static void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int
                     _mm256_storeu_si256((__m256i *)o->q[8 * (4 * h + j) + g], q[g]);
             }
     }
+}
+
+/* rl_e8m0_half_to_f32, inline (the same bits). */
+static inline float rl__e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+/* mxfp4's codebook (rl_mxfp4_values) for vpshufb. */
+static inline __m256i rl__mxfp4_tbl(void) {
+    return _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4,
+                            6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+}
+/* rl__pack_mxfp4_x8: each row's block looked up (32 signed bytes) and the
+ * 8 rows transposed in groups of 4 bytes.  The same bytes (tested). */
+static void rl__pack_mxfp4_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__mxfp4_x8 *o = dst;
+    const __m256i tbl = rl__mxfp4_tbl();
+    for (int64_t i = 0; i < n_cols / 32; i++, o++) {
+        __m256i q[8];
+        for (int r = 0; r < 8; r++) {
+            const rl_block_mxfp4 *b =
+                (const rl_block_mxfp4 *)((const uint8_t *)w + r * row_size) + i;
+            /* 8 row streams from DRAM: each row's line 8 ahead, once a line */
+            if (i % 4 == 0) RL_PF1(b);
+            o->d[r] = rl__e8m0_half(b->e);
+            q[r] = _mm256_shuffle_epi8(tbl, rl__nibbles32(b->qs));
+        }
+        rl__tr8x8(q);
+        for (int g = 0; g < 8; g++) _mm256_storeu_si256((__m256i *)o->q[g], q[g]);
+    }
+}
+/* mxfp4's dot_row: one row in place, the twin's float order per block; the
+ * integer sums of two blocks and T tokens reduced together. */
+RL_TILE_AI void rl__tile_row_mxfp4_T(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                     const void *vx, size_t xs, const int T) {
+    const rl_block_mxfp4 *w = vw;
+    const __m256i tbl = rl__mxfp4_tbl();
+    const rl_block_q8_0 *x[RL_TILE8_T];
+    float acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        x[k] = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs);
+        acc[k] = 0.0f;
+    }
+    const int64_t nb = n_cols / 32;
+    for (int64_t i = 0; i < nb; i += 2) {
+        RL_PF1(&w[i]); /* see avx2-impl.h */
+        const int nblk = nb - i < 2 ? 1 : 2;
+        __m256i v[8];
+        int32_t t[8];
+        _Pragma("GCC unroll 2") for (int b = 0; b < 2; b++) {
+            const __m256i q = _mm256_shuffle_epi8(tbl, rl__nibbles32(w[i + (b < nblk ? b : 0)].qs));
+            const __m256i a = _mm256_abs_epi8(q);
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) v[2 * k + b] =
+                k < T && b < nblk
+                    ? rl__mul_sum_u8i8(
+                          a,
+                          _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[k][i + b].qs), q))
+                    : _mm256_setzero_si256();
+        }
+        rl__hsum8_epi32(v, t);
+        for (int b = 0; b < nblk; b++) {
+            const float dw = rl__e8m0_half(w[i + b].e);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
+                fmaf(dw * rl__f16c(x[k][i + b].d), (float)t[2 * k + b], acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s[(size_t)k * ss] = acc[k];
+}
+static void rl__tile_row_mxfp4_avx2(int64_t n_cols, float *s, size_t ss, const void *vw,
+                                    const void *vx, size_t xs, int n_x) {
+    if (n_x == 4)
+        rl__tile_row_mxfp4_T(n_cols, s, ss, vw, vx, xs, 4);
+    else if (n_x == 3)
+        rl__tile_row_mxfp4_T(n_cols, s, ss, vw, vx, xs, 3);
+    else if (n_x == 2)
+        rl__tile_row_mxfp4_T(n_cols, s, ss, vw, vx, xs, 2);
+    else
+        rl__tile_row_mxfp4_T(n_cols, s, ss, vw, vx, xs, 1);
 }
 
 /* rl__pack_q4_1_x8 (ref/ref_tile.c) by vector shuffles, as q4_K's: each
@@ -773,6 +857,17 @@ RL_TILE8_INST(q8_0r8)
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q2_K].pack = rl__pack_q2_K_x8_avx2; /* no pair leaf */
     t->tile8[RL_TYPE_Q2_K].dot = rl__tile8_q2_K_avx2;
+    t->tile8[RL_TYPE_MXFP4].pack = rl__pack_mxfp4_x8_avx2; /* no pair leaf */
+    t->tile8[RL_TYPE_MXFP4].dot = rl__tile8_mxfp4_avx2;
+    t->tile8[RL_TYPE_MXFP4].dot_row = rl__tile_row_mxfp4_avx2;
+#ifndef RL_AVX2_MXFP4_PACK_MIN
+#define RL_AVX2_MXFP4_PACK_MIN 1
+#endif
+#ifndef RL_AVX2_Q2K_PACK_MIN
+#define RL_AVX2_Q2K_PACK_MIN 16
+#endif
+    t->tile8[RL_TYPE_MXFP4].pack_min = RL_AVX2_MXFP4_PACK_MIN;
+    t->tile8[RL_TYPE_Q2_K].pack_min = RL_AVX2_Q2K_PACK_MIN;
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
     t->tile8[RL_TYPE_Q4_1].dot_row = rl__tile_row_q4_1_avx2;

@@ -326,8 +326,27 @@ RL_AI void rl__dotTQ_q2_K(int64_t n, float *s, size_t ss, const void *vw, const 
             }
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
-        RL_UNROLL for (int k = 0; k < T; k++)
-            rl__kend_min(&acc[k], &acs[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw, TQ);
+        if (TQ) { /* rl__kend_min's integers, the 2T sums at once */
+            __m256i v[8];
+            int32_t t[8];
+            RL_UNROLL for (int k = 0; k < 4; k++) {
+                v[2 * k] = k < T ? sumi[k] : _mm256_setzero_si256();
+                v[2 * k + 1] =
+                    k < T ? _mm256_madd_epi16(
+                                _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums),
+                                mins)
+                          : _mm256_setzero_si256();
+            }
+            rl__hsum8_epi32(v, t);
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const float xd = XB(rl_block_q8_K, k, i).d;
+                acs[k] = fmaf(dw * xd, (float)t[2 * k], acs[k]);
+                acs[k] = fmaf(-(dmw * xd), (float)t[2 * k + 1], acs[k]);
+            }
+        } else {
+            RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+                rl__kfuse_min(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], mins, dw, dmw);
+        }
     }
     RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
 }

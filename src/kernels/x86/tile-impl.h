@@ -177,6 +177,42 @@ RL_TILE_AI void rl__tile8_q2_K_T(int64_t n_cols, float *s, size_t ss, const void
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
 RL_TILE8_INST(q2_K)
+
+/* mxfp4 (rl__mxfp4_x8: the values v as signed bytes, |v| <= 12): per
+ * group |v| against the token's bytes with v's signs (vpsignb), the 8
+ * groups of a block added in int16 (8 * 2 * 12 * 127 = 24384; q8_0 codes
+ * are within +-127), then one vpmaddwd by ones and the twin's fused
+ * multiply-add per block.  AVX2 only, as q2_K's. */
+RL_TILE_AI void rl__tile8_mxfp4_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                  const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__mxfp4_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / 32; i++, p++) {
+        const rl_block_q8_0 *x[RL_TILE8_T];
+        __m256i s16[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            s16[k] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)p->q[g]);
+            const __m256i a = _mm256_abs_epi8(v);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                int32_t xv;
+                memcpy(&xv, x[k]->qs + 4 * g, 4);
+                s16[k] = RL_TI_MACC(s16[k], a, _mm256_sign_epi8(_mm256_set1_epi32(xv), v));
+            }
+        }
+        const __m256 d = _mm256_loadu_ps(p->d);
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
+            _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(rl__f16c(x[k]->d))),
+                            _mm256_cvtepi32_ps(RL_TI_SUM(s16[k])), acc[k]);
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+RL_TILE8_INST(mxfp4)
 #endif
 
 /* q4_K and q5_K (rl__q4k_x8: codes 0..15, or 0..31 for q5_K): G groups of
