@@ -100,17 +100,23 @@ RL_TILE_AI void rl__q4k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *m
     }
 }
 
+/* Per row lane r: sum over the 16 q8_K bsums of v[b] bsum_b, v in int16
+ * pairs (v + q * ms: lanes 2r, 2r + 1 = v[2q], v[2q + 1]); exact. */
+RL_TILE_AI __m256i rl__bsum16_dot(const int16_t *v, int ms, const rl_block_q8_K *x) {
+    __m256i r = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+        uint32_t bp;
+        memcpy(&bp, &x->bsums[2 * q], 4);
+        r = _mm256_add_epi32(r, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(v + q * ms)),
+                                                  _mm256_set1_epi32((int)bp)));
+    }
+    return r;
+}
+
 RL_TILE_AI void rl__q6k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *scp, int ms,
                               __m256 d, const rl_block_q8_K *const *x, const int T) {
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-        __m256i corr = _mm256_setzero_si256();
-        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
-            uint32_t bp;
-            memcpy(&bp, &x[k]->bsums[2 * q], 4);
-            corr = _mm256_add_epi32(
-                corr, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(scp + q * ms)),
-                                        _mm256_set1_epi32((int)bp)));
-        }
+        const __m256i corr = rl__bsum16_dot(scp, ms, x[k]);
         const __m256i tot = _mm256_sub_epi32(sumi[k], _mm256_slli_epi32(corr, 5));
         acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[k]->d)), _mm256_cvtepi32_ps(tot),
                                  acc[k]);
@@ -123,14 +129,7 @@ RL_TILE_AI void rl__q6k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *s
 RL_TILE_AI void rl__q2k_fstep(__m256 *acc, const __m256i *sumi, const int16_t *mn, __m256 d,
                               __m256 dmin, const rl_block_q8_K *const *x, const int T) {
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-        __m256i msum = _mm256_setzero_si256();
-        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
-            uint32_t bp;
-            memcpy(&bp, &x[k]->bsums[2 * q], 4);
-            msum = _mm256_add_epi32(
-                msum, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(mn + q * 16)),
-                                        _mm256_set1_epi32((int)bp)));
-        }
+        const __m256i msum = rl__bsum16_dot(mn, 16, x[k]);
         const __m256 dx = _mm256_set1_ps(x[k]->d);
         acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
         acc[k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[k]);
