@@ -26,13 +26,14 @@ static const struct {
     uint32_t ftype;
     rl_type fallback;
 } k_targets[] = {
-    {RL_TYPE_F32, 0, RL_TYPE_F32},    {RL_TYPE_F16, 1, RL_TYPE_F16},
-    {RL_TYPE_BF16, 32, RL_TYPE_BF16}, {RL_TYPE_Q8_0, 7, RL_TYPE_F16},
-    {RL_TYPE_Q4_0, 2, RL_TYPE_Q8_0},  {RL_TYPE_Q4_1, 3, RL_TYPE_Q8_0},
-    {RL_TYPE_Q5_0, 8, RL_TYPE_Q8_0},  {RL_TYPE_Q5_1, 9, RL_TYPE_Q8_0},
-    {RL_TYPE_Q2_K, 10, RL_TYPE_Q4_0}, {RL_TYPE_Q3_K, 12, RL_TYPE_Q4_0},
-    {RL_TYPE_Q4_K, 15, RL_TYPE_Q5_0}, {RL_TYPE_Q5_K, 17, RL_TYPE_Q5_1},
-    {RL_TYPE_Q6_K, 18, RL_TYPE_Q8_0}, {RL_TYPE_MXFP4, 38, RL_TYPE_Q8_0},
+    {RL_TYPE_F32, 0, RL_TYPE_F32},        {RL_TYPE_F16, 1, RL_TYPE_F16},
+    {RL_TYPE_BF16, 32, RL_TYPE_BF16},     {RL_TYPE_Q8_0, 7, RL_TYPE_F16},
+    {RL_TYPE_Q4_0, 2, RL_TYPE_Q8_0},      {RL_TYPE_Q4_1, 3, RL_TYPE_Q8_0},
+    {RL_TYPE_Q5_0, 8, RL_TYPE_Q8_0},      {RL_TYPE_Q5_1, 9, RL_TYPE_Q8_0},
+    {RL_TYPE_Q2_K, 10, RL_TYPE_Q4_0},     {RL_TYPE_Q3_K, 12, RL_TYPE_Q4_0},
+    {RL_TYPE_Q4_K, 15, RL_TYPE_Q5_0},     {RL_TYPE_Q5_K, 17, RL_TYPE_Q5_1},
+    {RL_TYPE_Q6_K, 18, RL_TYPE_Q8_0},     {RL_TYPE_MXFP4, 38, RL_TYPE_Q8_0},
+    {RL_TYPE_IQ4_XS, 30, RL_TYPE_IQ4_NL},
 };
 #define N_TARGETS (sizeof k_targets / sizeof k_targets[0])
 
@@ -47,7 +48,7 @@ static void usage(FILE *f) {
                "  -m, --model PATH       the model to requantize\n"
                "  -o, --output PATH      the file to write (written to PATH.tmp, then renamed)\n"
                "  -q, --type TYPE        f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,\n"
-               "                         q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4\n"
+               "                         q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, mxfp4\n"
                "      --output-type TYPE the type of output.weight (default: TYPE)\n"
                "  -t, --threads N        quantizing threads (default 2)\n");
 }
@@ -350,7 +351,7 @@ int rl_cmd_quantize(int argc, char **argv) {
     if (!parse_target(type_s, &type) || (out_type_s && !parse_target(out_type_s, &out_type))) {
         fprintf(stderr,
                 "redline quantize: bad type '%s' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                "q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4)\n",
+                "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, mxfp4)\n",
                 out_type_s && parse_target(type_s, &type) ? out_type_s : type_s);
         return 2;
     }

@@ -94,6 +94,28 @@ _Static_assert(sizeof(rl__q2k_x8) == 2880, "q2_K x8 block");
 void rl__pack_q2_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Row r's scales and mins from a q2_K block's 16 packed bytes (sc, mn). */
 void rl__q2k_x8_scales(rl__q2k_x8 *o, int r, const uint8_t scales[16]);
+/* iq4_xs, 8 rows, one super-block (w = d (ls - 32) v per 32-element
+ * sub-block, v the iq4_nl codebook value, -127..113), against q8_K: each
+ * code as two nibble planes of v + 128 = 16 h + l (h, l 0..15), so the
+ * q4_K tile's unsigned-by-signed products apply; per super-block and row
+ * sumi = sum_b (ls_b - 32) sum (16 h + l) x and msum = sum_b (ls_b - 32)
+ * bsum32_b, then q4_K's two fused multiply-adds with dmin = 128 d, which
+ * leaves d dx sum_b (ls_b - 32) sum v x. */
+typedef struct rl__iq4xs_x8 {
+    float d[8], dmin[8];
+    /* sub-block b, row r: sc[2b] lanes 2r, 2r + 1 = 16 (ls - 32) (the h
+     * plane), sc[2b + 1] = ls - 32 (the l plane) */
+    int16_t sc[16][16];
+    /* for pair p (sub-blocks 2p, 2p+1), row r: lanes 2r, 2r + 1 = ls - 32 */
+    int16_t mn[4][16];
+    /* element 32b + 4g + c of row r: h at q[16b + g][4r + c], l at
+     * q[16b + 8 + g][4r + c] */
+    uint8_t q[128][32];
+} rl__iq4xs_x8;
+_Static_assert(sizeof(rl__iq4xs_x8) == 4800, "iq4_xs x8 block");
+void rl__pack_iq4_xs_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
+/* Row r's scales from an iq4_xs block (sc, mn). */
+void rl__iq4xs_x8_scales(rl__iq4xs_x8 *o, int r, const rl_block_iq4_xs *b);
 /* mxfp4, 8 rows, one 32-element block (w = d * v: v the doubled e2m1
  * value, -12..12, as a signed byte; d = 2^(e - 128), rl_e8m0_half_to_f32),
  * against q8_0: per block and row acc = fma(d * dx, (float)sum(v qx), acc). */
@@ -116,7 +138,7 @@ _Static_assert(sizeof(rl__q41_x8) == 320, "q4_1 x8 block");
 /* (fields in whole 32-byte units: the pair leaves' interleaving) */
 _Static_assert(sizeof(rl__q4k_x8) % 32 == 0 && sizeof(rl__q6k_x8) % 32 == 0 &&
                    sizeof(rl__q41_x8) % 32 == 0 && sizeof(rl__q2k_x8) % 32 == 0 &&
-                   sizeof(rl__mxfp4_x8) % 32 == 0,
+                   sizeof(rl__mxfp4_x8) % 32 == 0 && sizeof(rl__iq4xs_x8) % 32 == 0,
                "packed blocks in 32-byte units");
 void rl__pack_q4_1_x8(void *dst, const void *w, size_t row_size, int64_t n_cols);
 /* Tokens per call of a tile8 dot (1..RL_TILE8_T). */

@@ -153,10 +153,12 @@ bool rl_matmul_fast_tiles(void) {
 }
 
 /* Per-thread buffer of one packed 8-row group: up to 64 super-blocks of
- * the largest packed type (16384 columns; q2_K's); wider matrices run the
+ * the largest packed type (16384 columns; iq4_xs's); wider matrices run the
  * tiles' reduction unpacked (dot_row). */
-#define RL_TILE8_BUF (64 * sizeof(rl__q2k_x8))
-_Static_assert(sizeof(rl__q2k_x8) >= sizeof(rl__q6k_x8) && sizeof(rl__q2k_x8) >= sizeof(rl__q4k_x8),
+#define RL_TILE8_BUF (64 * sizeof(rl__iq4xs_x8))
+_Static_assert(sizeof(rl__iq4xs_x8) >= sizeof(rl__q2k_x8) &&
+                   sizeof(rl__iq4xs_x8) >= sizeof(rl__q6k_x8) &&
+                   sizeof(rl__iq4xs_x8) >= sizeof(rl__q4k_x8),
                "RL_TILE8_BUF holds the largest packed block");
 /* (twice that: the pair leaves' packed pairs) */
 static _Thread_local _Alignas(64) uint8_t g_tile_buf[2 * RL_TILE8_BUF];

@@ -47,9 +47,9 @@ static void test_peak_counts(void **state) {
 }
 
 /* The weight types with fast tiles. */
-static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1, RL_TYPE_Q5_K,
-                                       RL_TYPE_Q3_K, RL_TYPE_Q2_K, RL_TYPE_MXFP4};
-#define N_TILE_TYPES 7
+static const rl_type k_tile_types[] = {RL_TYPE_Q4_K, RL_TYPE_Q6_K, RL_TYPE_Q4_1,  RL_TYPE_Q5_K,
+                                       RL_TYPE_Q3_K, RL_TYPE_Q2_K, RL_TYPE_MXFP4, RL_TYPE_IQ4_XS};
+#define N_TILE_TYPES 8
 
 /* Quantizes n activations into ty's activation type (q8_K or q8_1). */
 static void act_quant(rl_type ty, const float *x, void *xq, int64_t n) {
@@ -567,8 +567,8 @@ static void test_resident_tiles(void **state) {
 
 /* The integer sums at their extremes: rows whose codes sit at the top of
  * their range (every element 1.0 but one 0.0 per 32: q4_K 15, q5_K 31, q6_K
- * 63 - 32, q4_1 15, q2_K 3) against tokens of all 1.0 (every activation
- * code 127).
+ * 63 - 32, q4_1 15, q2_K 3, iq4_xs 113 + 128 = 241, both nibble planes 15
+ * and 1) against tokens of all 1.0 (every activation code 127).
  * On every table the fast path (packed tiles and their pairs at 67 tokens,
  * dot_row at 5) equals the scalar twin bit for bit, so no leaf's int16
  * partial sum overflows or saturates. */
@@ -786,9 +786,10 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
         const rl__rtile *rt = &kt->rtile[ty];
         /* the AVX2 table has no packed q4_1 pair (measured no faster), nor
          * a q5_K one (its 8 groups would overflow int16); its resident q4_1
-         * and q4_0 groups have one; q5_K has packed tiles only; q2_K and
-         * mxfp4 have the AVX2 8-row leaf only, on every table */
+         * and q4_0 groups have one; q5_K has packed tiles only; q2_K,
+         * mxfp4 and iq4_xs have the AVX2 8-row leaf only, on every table */
         const bool has_packed = !extra && ty != RL_TYPE_Q2_K && ty != RL_TYPE_MXFP4 &&
+                                ty != RL_TYPE_IQ4_XS &&
                                 (resident || (ty != RL_TYPE_Q4_1 && ty != RL_TYPE_Q5_K));
         if (!extra && !has_packed) assert_null(tl->dot16);
         const bool has_res =

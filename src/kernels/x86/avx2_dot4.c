@@ -195,6 +195,7 @@ RL_INST(iq4_xs)
             rl__dotTQ_##TY(n, s, ss, w, x, xs, 1, 1);                                              \
     }
 RL_INST_ROW(q2_K)
+RL_INST_ROW(iq4_xs)
 RL_INST_ROW(q3_K)
 RL_INST_ROW(q4_K)
 RL_INST_ROW(q5_K)
@@ -203,6 +204,7 @@ RL_INST_ROW(q6_K)
 void rl__avx2_fill_dot4(rl__ktab *t);
 void rl__avx2_fill_dot4(rl__ktab *t) {
     t->tile8[RL_TYPE_Q2_K].dot_row = rl__tile_row_q2_K_avx2;
+    t->tile8[RL_TYPE_IQ4_XS].dot_row = rl__tile_row_iq4_xs_avx2;
     t->tile8[RL_TYPE_Q3_K].dot_row = rl__tile_row_q3_K_avx2;
     t->tile8[RL_TYPE_Q4_K].dot_row = rl__tile_row_q4_K_avx2;
     t->tile8[RL_TYPE_Q5_K].dot_row = rl__tile_row_q5_K_avx2;

@@ -210,6 +210,44 @@ static void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int
     }
 }
 
+/* rl__pack_iq4_xs_x8: each row's sub-block looked up (v + 128 = v ^ 0x80
+ * as bytes), split into its nibble planes, and each plane of the 8 rows
+ * transposed in groups of 4 bytes.  The same bytes (tested). */
+static void rl__pack_iq4_xs_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__iq4xs_x8 *o = dst;
+    const __m256i tbl =
+        _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+                         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m256i m4 = _mm256_set1_epi8(15), x80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        const rl_block_iq4_xs *b[8];
+        for (int r = 0; r < 8; r++) {
+            b[r] = (const rl_block_iq4_xs *)((const uint8_t *)w + r * row_size) + i;
+            RL_PF1(b[r]);
+            RL_PF1((const uint8_t *)b[r] + 64);
+            RL_PF1((const uint8_t *)b[r] + 128);
+            o->d[r] = rl__f16c(b[r]->d);
+            o->dmin[r] = 128.0f * o->d[r];
+            rl__iq4xs_x8_scales(o, r, b[r]);
+        }
+        for (int sb = 0; sb < 8; sb++) {
+            __m256i h[8], l[8];
+            for (int r = 0; r < 8; r++) {
+                const __m256i u = _mm256_xor_si256(
+                    _mm256_shuffle_epi8(tbl, rl__nibbles32(b[r]->qs + 16 * sb)), x80);
+                h[r] = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
+                l[r] = _mm256_and_si256(u, m4);
+            }
+            rl__tr8x8(h);
+            rl__tr8x8(l);
+            for (int g = 0; g < 8; g++) {
+                _mm256_storeu_si256((__m256i *)o->q[16 * sb + g], h[g]);
+                _mm256_storeu_si256((__m256i *)o->q[16 * sb + 8 + g], l[g]);
+            }
+        }
+    }
+}
+
 /* rl_e8m0_half_to_f32, inline (the same bits). */
 static inline float rl__e8m0_half(uint8_t e) {
     const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
@@ -857,6 +895,8 @@ RL_TILE8_INST(q8_0r8)
 void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q2_K].pack = rl__pack_q2_K_x8_avx2; /* no pair leaf */
     t->tile8[RL_TYPE_Q2_K].dot = rl__tile8_q2_K_avx2;
+    t->tile8[RL_TYPE_IQ4_XS].pack = rl__pack_iq4_xs_x8_avx2; /* no pair leaf */
+    t->tile8[RL_TYPE_IQ4_XS].dot = rl__tile8_iq4_xs_avx2;
     t->tile8[RL_TYPE_MXFP4].pack = rl__pack_mxfp4_x8_avx2; /* no pair leaf */
     t->tile8[RL_TYPE_MXFP4].dot = rl__tile8_mxfp4_avx2;
     t->tile8[RL_TYPE_MXFP4].dot_row = rl__tile_row_mxfp4_avx2;
@@ -868,6 +908,10 @@ void rl__avx2_fill_tile(rl__ktab *t) {
 #endif
     t->tile8[RL_TYPE_MXFP4].pack_min = RL_AVX2_MXFP4_PACK_MIN;
     t->tile8[RL_TYPE_Q2_K].pack_min = RL_AVX2_Q2K_PACK_MIN;
+#ifndef RL_AVX2_IQ4XS_PACK_MIN
+#define RL_AVX2_IQ4XS_PACK_MIN 32
+#endif
+    t->tile8[RL_TYPE_IQ4_XS].pack_min = RL_AVX2_IQ4XS_PACK_MIN;
     t->tile8[RL_TYPE_Q4_1].pack = rl__pack_q4_1_x8_avx2;
     t->tile8[RL_TYPE_Q4_1].dot = rl__tile8_q4_1_avx2;
     t->tile8[RL_TYPE_Q4_1].dot_row = rl__tile_row_q4_1_avx2;

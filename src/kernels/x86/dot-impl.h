@@ -483,12 +483,16 @@ RL_AI void rl__dotT_q5_K(int64_t n, float *s, size_t ss, const void *vw, const v
 /* iq4_xs: w = d*(ls - 32)*v per 32 elements, v the iq4_nl codebook value
  * (signed, -127..113: the sign trick of the 32-element types, |v| x
  * sign(y, v) in vpmaddubsw, at most 2*127*127 per pair). */
-RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
-                           size_t xs, const int T) {
+RL_AI void rl__dotTQ_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
+                            size_t xs, const int T, const int TQ) {
     const rl_block_iq4_xs *w = vw;
     const __m256i tbl = rl__iq4nl_tbl();
     __m256 acc[RL_TMAX];
-    RL_UNROLL for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    float acs[RL_TMAX];
+    RL_UNROLL for (int k = 0; k < T; k++) {
+        acc[k] = _mm256_setzero_ps();
+        acs[k] = 0.0f;
+    }
     for (int64_t i = 0; i < n / RL_QK_K; i++) {
         RL_PF3(&w[i]);
         uint32_t sl;
@@ -496,8 +500,10 @@ RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const
         const uint32_t sh = w[i].scales_h;
         __m256i sumi[RL_TMAX];
         RL_UNROLL for (int k = 0; k < T; k++) sumi[k] = _mm256_setzero_si256();
+        int lsv[8];
         RL_UNROLL for (int ib = 0; ib < RL_QK_K / 32; ib++) {
             const int ls = (int)(((sl >> (4 * ib)) & 0xF) | ((sh >> (2 * ib)) & 3) << 4) - 32;
+            lsv[ib] = ls;
             const __m256i scv = _mm256_set1_epi16((short)ls);
             const __m256i qw = _mm256_shuffle_epi8(tbl, rl__nib32(w[i].qs + 16 * ib));
             const __m256i aw = _mm256_sign_epi8(qw, qw);
@@ -509,10 +515,38 @@ RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const
             }
         }
         const float dw = rl__f16(w[i].d);
-        RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
-            rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
+        if (TQ) { /* the tile's integers: sum (ls - 32)(v + 128) x = S + 128 M, M */
+            const __m256i lsd =
+                _mm256_setr_epi16((short)lsv[0], (short)lsv[0], (short)lsv[1], (short)lsv[1],
+                                  (short)lsv[2], (short)lsv[2], (short)lsv[3], (short)lsv[3],
+                                  (short)lsv[4], (short)lsv[4], (short)lsv[5], (short)lsv[5],
+                                  (short)lsv[6], (short)lsv[6], (short)lsv[7], (short)lsv[7]);
+            __m256i v[8];
+            int32_t t[8];
+            RL_UNROLL for (int k = 0; k < 4; k++) {
+                v[2 * k] = k < T ? sumi[k] : _mm256_setzero_si256();
+                v[2 * k + 1] =
+                    k < T ? _mm256_madd_epi16(
+                                _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums),
+                                lsd)
+                          : _mm256_setzero_si256();
+            }
+            rl__hsum8_epi32(v, t);
+            RL_UNROLL for (int k = 0; k < T; k++) {
+                const float xd = XB(rl_block_q8_K, k, i).d;
+                acs[k] = fmaf(dw * xd, (float)(t[2 * k] + 128 * t[2 * k + 1]), acs[k]);
+                acs[k] = fmaf(-(128.0f * dw * xd), (float)t[2 * k + 1], acs[k]);
+            }
+        } else {
+            RL_UNROLL for (int k = 0; k < T; k++) acc[k] =
+                rl__kfuse(acc[k], &XB(rl_block_q8_K, k, i), sumi[k], dw);
+        }
     }
-    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = rl__hsum_ps(acc[k]);
+    RL_UNROLL for (int k = 0; k < T; k++) s[k * ss] = TQ ? acs[k] : rl__hsum_ps(acc[k]);
+}
+RL_AI void rl__dotT_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, const void *vx,
+                           size_t xs, const int T) {
+    rl__dotTQ_iq4_xs(n, s, ss, vw, vx, xs, T, 0);
 }
 
 #ifdef RL_RMAX

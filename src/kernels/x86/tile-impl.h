@@ -212,6 +212,50 @@ RL_TILE_AI void rl__tile8_mxfp4_T(int64_t n_cols, float *s, size_t ss, const voi
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
 RL_TILE8_INST(mxfp4)
+
+/* iq4_xs (rl__iq4xs_x8): per group, one broadcast of the token's bytes
+ * against both nibble planes, each plane's 8 groups added in int16 (as
+ * q4_K's, 30720), one vpmaddwd per plane by its scales, then q4_K's float
+ * step.  AVX2 only, as q2_K's. */
+RL_TILE_AI void rl__tile8_iq4_xs_T(int64_t n_cols, float *s, size_t ss, const void *packed,
+                                   const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__iq4xs_x8 *p = packed;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            sumi[k] = _mm256_setzero_si256();
+        }
+        for (int b = 0; b < 8; b++) {
+            __m256i sh[RL_TILE8_T], sl[RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sh[k] = sl[k] =
+                _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i wh = _mm256_loadu_si256((const __m256i *)p->q[16 * b + g]);
+                const __m256i wl = _mm256_loadu_si256((const __m256i *)p->q[16 * b + 8 + g]);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t xv;
+                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
+                    const __m256i xb = _mm256_set1_epi32(xv);
+                    sh[k] = RL_TI_MACC(sh[k], wh, xb);
+                    sl[k] = RL_TI_MACC(sl[k], wl, xb);
+                }
+            }
+            const __m256i ch = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[2 * b]));
+            const __m256i cl = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[2 * b + 1]));
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] = _mm256_add_epi32(
+                sumi[k], _mm256_add_epi32(RL_TI_SCALED(sh[k], ch), RL_TI_SCALED(sl[k], cl)));
+        }
+        const __m256 d = _mm256_loadu_ps(p->d), dmin = _mm256_loadu_ps(p->dmin);
+        rl__q4k_fstep(acc, sumi, &p->mn[0][0], 16, d, dmin, x, T);
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+RL_TILE8_INST(iq4_xs)
 #endif
 
 /* q4_K and q5_K (rl__q4k_x8: codes 0..15, or 0..31 for q5_K): G groups of
