@@ -34,10 +34,6 @@ static int q6k_code(const rl_block_q6_K *b, int e) {
     return lo | hi << 4;
 }
 
-static int q2k_code(const rl_block_q2_K *b, int e) {
-    return (b->qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-}
-
 /* Row r's scales in the packed tiles: q4_K's 8 sub-block scales and mins
  * decoded from its 12 packed bytes, q6_K's 16 widened (rl__q4k_x8,
  * rl__q6k_x8). */
@@ -139,54 +135,6 @@ void rl__pack_q3_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols)
     }
 }
 
-/* q2_K: the scales (low nibbles) lane-doubled, the mins (high nibbles) in
- * pairs, the codes as bytes 0..3 (rl__q2k_x8). */
-void rl__q2k_x8_scales(rl__q2k_x8 *o, int r, const uint8_t scales[16]) {
-    for (int j = 0; j < 16; j++) o->sc[j][2 * r] = o->sc[j][2 * r + 1] = scales[j] & 15;
-    for (int p = 0; p < 8; p++) {
-        o->mn[p][2 * r] = scales[2 * p] >> 4;
-        o->mn[p][2 * r + 1] = scales[2 * p + 1] >> 4;
-    }
-}
-void rl__pack_q2_K_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
-    rl__q2k_x8 *o = dst;
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
-        for (int r = 0; r < 8; r++) {
-            const rl_block_q2_K *b = (const rl_block_q2_K *)((const uint8_t *)w + r * row_size) + i;
-            o->d[r] = rl_fp16_to_f32(b->d);
-            o->dmin[r] = rl_fp16_to_f32(b->dmin);
-            rl__q2k_x8_scales(o, r, b->scales);
-            for (int e = 0; e < RL_QK_K; e++) o->q[e / 4][4 * r + e % 4] = (uint8_t)q2k_code(b, e);
-        }
-    }
-}
-
-/* q2_K's twin: per super-block and row the exact sumi and msum, then q4_K's
- * two fused multiply-adds. */
-static void rl__tile8_q2_K_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
-                               const void *vx, size_t xs, int n_x) {
-    for (int k = 0; k < n_x; k++) {
-        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc[8] = {0};
-        const rl__q2k_x8 *p = packed;
-        for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-            for (int r = 0; r < 8; r++) {
-                int32_t sumi = 0, msum = 0;
-                for (int b = 0; b < 16; b++) {
-                    int32_t t = 0;
-                    for (int e = 16 * b; e < 16 * b + 16; e++)
-                        t += p->q[e / 4][4 * r + e % 4] * x[i].qs[e];
-                    sumi += p->sc[b][2 * r] * t;
-                    msum += p->mn[b / 2][2 * r + b % 2] * x[i].bsums[b];
-                }
-                acc[r] = fmaf(p->d[r] * x[i].d, (float)sumi, acc[r]);
-                acc[r] = fmaf(-(p->dmin[r] * x[i].d), (float)msum, acc[r]);
-            }
-        }
-        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
-    }
-}
-
 static void rl__tile8_q6_K_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
                                const void *vx, size_t xs, int n_x) {
     for (int k = 0; k < n_x; k++) {
@@ -248,158 +196,6 @@ static void rl__tile_row_q4_K_ref(int64_t n_cols, float *s, size_t ss, const voi
 static void rl__tile_row_q5_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
                                   const void *vx, size_t xs, int n_x) {
     rl__tile_row_k4_ref(n_cols, s, ss, vw, vx, xs, n_x, true);
-}
-
-/* iq4_xs: sub-block b's scale ls - 32, and element e's v + 128. */
-static int iq4xs_ls(const rl_block_iq4_xs *b, int ib) {
-    return (((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | ((b->scales_h >> (2 * ib)) & 3) << 4) -
-           32;
-}
-static int iq4xs_u(const rl_block_iq4_xs *b, int e) {
-    const uint8_t q = b->qs[16 * (e / 32) + e % 16];
-    return rl_iq4nl_values[(e % 32) < 16 ? q & 15 : q >> 4] + 128;
-}
-void rl__iq4xs_x8_scales(rl__iq4xs_x8 *o, int r, const rl_block_iq4_xs *b) {
-    for (int j = 0; j < 8; j++) {
-        const int ls = iq4xs_ls(b, j);
-        o->sc[2 * j][2 * r] = o->sc[2 * j][2 * r + 1] = (int16_t)(16 * ls);
-        o->sc[2 * j + 1][2 * r] = o->sc[2 * j + 1][2 * r + 1] = (int16_t)ls;
-    }
-    for (int p = 0; p < 4; p++) {
-        o->mn[p][2 * r] = (int16_t)iq4xs_ls(b, 2 * p);
-        o->mn[p][2 * r + 1] = (int16_t)iq4xs_ls(b, 2 * p + 1);
-    }
-}
-void rl__pack_iq4_xs_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
-    rl__iq4xs_x8 *o = dst;
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++)
-        for (int r = 0; r < 8; r++) {
-            const rl_block_iq4_xs *b =
-                (const rl_block_iq4_xs *)((const uint8_t *)w + r * row_size) + i;
-            o->d[r] = rl_fp16_to_f32(b->d);
-            o->dmin[r] = 128.0f * o->d[r];
-            rl__iq4xs_x8_scales(o, r, b);
-            for (int e = 0; e < RL_QK_K; e++) {
-                const int u = iq4xs_u(b, e), g = 16 * (e / 32) + (e % 32) / 4;
-                o->q[g][4 * r + e % 4] = (uint8_t)(u >> 4);
-                o->q[g + 8][4 * r + e % 4] = (uint8_t)(u & 15);
-            }
-        }
-}
-/* iq4_xs's twin and dot_row: the exact sumi and msum, q4_K's two fused
- * multiply-adds (dmin = 128 d). */
-static void rl__tile8_iq4_xs_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
-                                 const void *vx, size_t xs, int n_x) {
-    for (int k = 0; k < n_x; k++) {
-        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc[8] = {0};
-        const rl__iq4xs_x8 *p = packed;
-        for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++)
-            for (int r = 0; r < 8; r++) {
-                int32_t sumi = 0, msum = 0;
-                for (int e = 0; e < RL_QK_K; e++) {
-                    const int b = e / 32, g = 16 * b + (e % 32) / 4;
-                    sumi += (p->sc[2 * b][2 * r] * p->q[g][4 * r + e % 4] +
-                             p->sc[2 * b + 1][2 * r] * p->q[g + 8][4 * r + e % 4]) *
-                            x[i].qs[e];
-                }
-                for (int q = 0; q < 4; q++)
-                    msum += p->mn[q][2 * r] * rl__q8k_bsum32(&x[i], 2 * q) +
-                            p->mn[q][2 * r + 1] * rl__q8k_bsum32(&x[i], 2 * q + 1);
-                acc[r] = fmaf(p->d[r] * x[i].d, (float)sumi, acc[r]);
-                acc[r] = fmaf(-(p->dmin[r] * x[i].d), (float)msum, acc[r]);
-            }
-        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
-    }
-}
-static void rl__tile_row_iq4_xs_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
-                                    const void *vx, size_t xs, int n_x) {
-    const rl_block_iq4_xs *w = vw;
-    for (int k = 0; k < n_x; k++) {
-        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
-            int32_t sumi = 0, msum = 0;
-            for (int b = 0; b < 8; b++) {
-                int32_t t = 0;
-                for (int e = 32 * b; e < 32 * b + 32; e++) t += iq4xs_u(&w[i], e) * x[i].qs[e];
-                sumi += iq4xs_ls(&w[i], b) * t;
-                msum += iq4xs_ls(&w[i], b) * rl__q8k_bsum32(&x[i], b);
-            }
-            const float d = rl_fp16_to_f32(w[i].d);
-            acc = fmaf(d * x[i].d, (float)sumi, acc);
-            acc = fmaf(-(128.0f * d * x[i].d), (float)msum, acc);
-        }
-        s[(size_t)k * ss] = acc;
-    }
-}
-
-/* mxfp4: the codebook values as signed bytes (rl__mxfp4_x8). */
-static int mxfp4_value(const rl_block_mxfp4 *b, int e) {
-    return rl_mxfp4_values[e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4];
-}
-void rl__pack_mxfp4_x8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
-    rl__mxfp4_x8 *o = dst;
-    for (int64_t i = 0; i < n_cols / 32; i++, o++)
-        for (int r = 0; r < 8; r++) {
-            const rl_block_mxfp4 *b =
-                (const rl_block_mxfp4 *)((const uint8_t *)w + r * row_size) + i;
-            o->d[r] = rl_e8m0_half_to_f32(b->e);
-            for (int e = 0; e < 32; e++) o->q[e / 4][4 * r + e % 4] = (int8_t)mxfp4_value(b, e);
-        }
-}
-/* mxfp4's twin: per block and row the exact sum of v x, one fused
- * multiply-add. */
-static void rl__tile8_mxfp4_ref(int64_t n_cols, float *s, size_t ss, const void *packed,
-                                const void *vx, size_t xs, int n_x) {
-    for (int k = 0; k < n_x; k++) {
-        const rl_block_q8_0 *x = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc[8] = {0};
-        const rl__mxfp4_x8 *p = packed;
-        for (int64_t i = 0; i < n_cols / 32; i++, p++)
-            for (int r = 0; r < 8; r++) {
-                int32_t t = 0;
-                for (int e = 0; e < 32; e++) t += p->q[e / 4][4 * r + e % 4] * x[i].qs[e];
-                acc[r] = fmaf(p->d[r] * rl_fp16_to_f32(x[i].d), (float)t, acc[r]);
-            }
-        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
-    }
-}
-static void rl__tile_row_mxfp4_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
-                                   const void *vx, size_t xs, int n_x) {
-    const rl_block_mxfp4 *w = vw;
-    for (int k = 0; k < n_x; k++) {
-        const rl_block_q8_0 *x = (const rl_block_q8_0 *)((const uint8_t *)vx + (size_t)k * xs);
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n_cols / 32; i++) {
-            int32_t t = 0;
-            for (int e = 0; e < 32; e++) t += mxfp4_value(&w[i], e) * x[i].qs[e];
-            acc = fmaf(rl_e8m0_half_to_f32(w[i].e) * rl_fp16_to_f32(x[i].d), (float)t, acc);
-        }
-        s[(size_t)k * ss] = acc;
-    }
-}
-
-/* q2_K's dot_row: the twin's integers and float steps on one row. */
-static void rl__tile_row_q2_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
-                                  const void *vx, size_t xs, int n_x) {
-    for (int k = 0; k < n_x; k++) {
-        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
-        const rl_block_q2_K *w = vw;
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
-            int32_t sumi = 0, msum = 0;
-            for (int b = 0; b < 16; b++) {
-                int32_t t = 0;
-                for (int e = 16 * b; e < 16 * b + 16; e++) t += q2k_code(&w[i], e) * x[i].qs[e];
-                sumi += (w[i].scales[b] & 15) * t;
-                msum += (w[i].scales[b] >> 4) * x[i].bsums[b];
-            }
-            acc = fmaf(rl_fp16_to_f32(w[i].d) * x[i].d, (float)sumi, acc);
-            acc = fmaf(-(rl_fp16_to_f32(w[i].dmin) * x[i].d), (float)msum, acc);
-        }
-        s[(size_t)k * ss] = acc;
-    }
 }
 
 /* q6_K's dot_row, or q3_K's (three: the q6_K tile's operations on the
@@ -958,6 +754,7 @@ static void rl__rtile_q8_0_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
+void rl__ref_fill_tile_lowbit(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t);
 void rl__ref_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q4_K] = (rl__tile8){.pack = rl__pack_q4_K_x8,
@@ -976,18 +773,7 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .dot = rl__tile8_q6_K_ref,
                                          .dot_row = rl__tile_row_q3_K_ref,
                                          .block_size = sizeof(rl__q6k_x8)};
-    t->tile8[RL_TYPE_Q2_K] = (rl__tile8){.pack = rl__pack_q2_K_x8,
-                                         .dot = rl__tile8_q2_K_ref,
-                                         .dot_row = rl__tile_row_q2_K_ref,
-                                         .block_size = sizeof(rl__q2k_x8)};
-    t->tile8[RL_TYPE_IQ4_XS] = (rl__tile8){.pack = rl__pack_iq4_xs_x8,
-                                           .dot = rl__tile8_iq4_xs_ref,
-                                           .dot_row = rl__tile_row_iq4_xs_ref,
-                                           .block_size = sizeof(rl__iq4xs_x8)};
-    t->tile8[RL_TYPE_MXFP4] = (rl__tile8){.pack = rl__pack_mxfp4_x8,
-                                          .dot = rl__tile8_mxfp4_ref,
-                                          .dot_row = rl__tile_row_mxfp4_ref,
-                                          .block_size = 8 * sizeof(rl__mxfp4_x8)};
+    rl__ref_fill_tile_lowbit(t);
     t->tile8[RL_TYPE_Q4_1] = (rl__tile8){.pack = rl__pack_q4_1_x8,
                                          .dot = rl__tile8_q4_1_ref,
                                          .dot_row = rl__tile_row_q4_1_ref,
