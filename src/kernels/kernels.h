@@ -104,11 +104,10 @@ void rl_matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w, const f
 
 /* The many-token path (fast tiles): rl_matmul_ex / rl_matmul_multi_ex take
  * fast[n_tok] (or NULL: none), marking the tokens that take it.  On a
- * weight type with tiles (q2_K, q3_K, q4_K, q5_K, q6_K, q4_1, mxfp4) those tokens get the tiles.
- * reduction on every row: each super-block's integer sum converted once
- * and fused into one float accumulator per row (instead of vec_dot's 8
- * partial lanes), so their results are within float rounding of the
- * default path's, not bit-identical.  How it runs never changes a result:
+ * weight type with tiles (q2_K, q3_K, q4_K, q5_K, q6_K, q4_1, iq4_xs, mxfp4) those tokens get the
+ * tiles. reduction on every row: each super-block's integer sum converted once and fused into one
+ * float accumulator per row (instead of vec_dot's 8 partial lanes), so their results are within
+ * float rounding of the default path's, not bit-identical.  How it runs never changes a result:
  * with RL_MATMUL_FAST_MIN_TOK or more fast tokens (a type's own count where
  * its table sets one, rl__tile8.pack_min) the rows are repacked 8
  * at a time into a per-thread buffer (no extra resident weight memory) and
