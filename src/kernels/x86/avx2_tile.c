@@ -180,8 +180,8 @@ static void rl__pack_q3_K_x8_avx2(void *dst, const void *w, size_t row_size, int
  * 128h + 32j .. of a row are bits 2j, 2j + 1 of its qs[32h ..] bytes, and
  * each such chunk of the 8 rows is transposed in groups of 4 bytes as
  * q4_K's.  The same bytes (tested).  Each of the 8 rows is prefetched
- * RL_PF_DIST ahead, as the per-row dots do (this packer and mxfp4's read 8
- * streams at once from DRAM when a step has few tokens). */
+ * RL_PF_DIST ahead, as the per-row dots do (this packer, iq4_xs's and
+ * mxfp4's read 8 streams at once from DRAM when a step has few tokens). */
 static void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
     rl__q2k_x8 *o = dst;
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -270,7 +270,8 @@ static void rl__pack_mxfp4_x8_avx2(void *dst, const void *w, size_t row_size, in
         for (int r = 0; r < 8; r++) {
             const rl_block_mxfp4 *b =
                 (const rl_block_mxfp4 *)((const uint8_t *)w + r * row_size) + i;
-            /* 8 row streams from DRAM: each row's line 8 ahead, once a line */
+            /* 8 row streams from DRAM: each row RL_PF_DIST ahead, every 4
+             * blocks (68 bytes, about a line) */
             if (i % 4 == 0) RL_PF1(b);
             o->d[r] = rl__e8m0_half(b->e);
             q[r] = _mm256_shuffle_epi8(tbl, rl__nibbles32(b->qs));
