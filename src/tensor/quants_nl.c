@@ -39,14 +39,6 @@ const int8_t rl_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                     1,    13,   25,  38,  53,  69,  89,  113};
 const int8_t rl_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float rl_e8m0_half_to_f32(uint8_t e) {
-    /* e = 0, 1: the subnormals 2^-128, 2^-127; else exponent field e - 1 */
-    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* ---------------- dequantize ---------------- */
 
 void rl__iq4_nl_to_float(const void *x, float *y, int64_t n) {

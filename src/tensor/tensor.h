@@ -183,8 +183,17 @@ _Static_assert(sizeof(rl_block_mxfp4) == 17, "mxfp4 block size");
 extern const int8_t rl_iq4nl_values[16];
 extern const int8_t rl_mxfp4_values[16];
 /* Half the e8m0 scale e, i.e. 2^(e - 128) (e = 255, which the format
- * reserves for NaN, decodes as 2^127 like the gguf package does). */
-float rl_e8m0_half_to_f32(uint8_t e);
+ * reserves for NaN, decodes as 2^127 like the gguf package does); inline,
+ * for the mxfp4 leaves' per-block steps. */
+static inline float rl_e8m0_half_to_f32(uint8_t e) {
+    /* e = 0, 1: the subnormals 2^-128, 2^-127; else exponent field e - 1 */
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = bits};
+    return v.f;
+}
 
 /* Scalar reference conversions: x has n elements (n a multiple of the
  * type's block size), y is the packed output. */

@@ -96,24 +96,32 @@ def test_q8_0_matches_source(smol, tmp_path):
     assert abs(p1 / p0 - 1) < 0.03, (p0, p1)
 
 
-def test_k_quant_with_fallback(smol, tmp_path):
-    out = tmp_path / "q6k.gguf"
-    r = quantize(smol, out, "-q", "q6_K")
-    assert r.returncode == 0, r.stderr
-    assert "with a fallback type" in r.stdout
-    a, b = GGUFReader(str(smol)), GGUFReader(str(out))
+def check_matrices(src, out, qt, blk, fallback, bounds):
+    """Every matrix of out is qt where its rows are a multiple of blk, else
+    fallback, within bounds[type] relative RMS error of src's; returns the
+    types seen and out's reader."""
+    a, b = GGUFReader(str(src)), GGUFReader(str(out))
     tb = {t.name: t for t in b.tensors}
     kinds = set()
     for t in a.tensors:
         if len(t.shape) < 2 or not t.name.endswith("weight"):
             continue
         u = tb[t.name]
-        want = T.Q6_K if int(t.shape[0]) % 256 == 0 else T.Q8_0
+        want = qt if int(t.shape[0]) % blk == 0 else fallback
         assert u.tensor_type == want, (t.name, t.shape, u.tensor_type)
         kinds.add(want)
         x, y = deq(t), deq(u)
         rel = np.sqrt(np.mean((y - x) ** 2) / np.mean(x ** 2))
-        assert rel < (0.03 if want == T.Q6_K else 0.01), (t.name, rel)
+        assert rel < bounds[want], (t.name, rel)
+    return kinds, b
+
+
+def test_k_quant_with_fallback(smol, tmp_path):
+    out = tmp_path / "q6k.gguf"
+    r = quantize(smol, out, "-q", "q6_K")
+    assert r.returncode == 0, r.stderr
+    assert "with a fallback type" in r.stdout
+    kinds, b = check_matrices(smol, out, T.Q6_K, 256, T.Q8_0, {T.Q6_K: 0.03, T.Q8_0: 0.01})
     assert kinds == {T.Q6_K, T.Q8_0}
     assert int(b.fields["general.file_type"].parts[-1][0]) == 18
     p0, p1 = ppl(smol), ppl(out)
@@ -128,19 +136,7 @@ def test_codebook_targets(smol, tmp_path, name, qt, blk, fallback, ftype, bound)
     out = tmp_path / f"{name}.gguf"
     r = quantize(smol, out, "-q", name)
     assert r.returncode == 0, r.stderr
-    a, b = GGUFReader(str(smol)), GGUFReader(str(out))
-    tb = {t.name: t for t in b.tensors}
-    kinds = set()
-    for t in a.tensors:
-        if len(t.shape) < 2 or not t.name.endswith("weight"):
-            continue
-        u = tb[t.name]
-        want = qt if int(t.shape[0]) % blk == 0 else fallback
-        assert u.tensor_type == want, (t.name, t.shape, u.tensor_type)
-        kinds.add(want)
-        x, y = deq(t), deq(u)
-        rel = np.sqrt(np.mean((y - x) ** 2) / np.mean(x ** 2))
-        assert rel < bound, (t.name, rel)
+    kinds, b = check_matrices(smol, out, qt, blk, fallback, {qt: bound, fallback: bound})
     assert qt in kinds
     assert int(b.fields["general.file_type"].parts[-1][0]) == ftype
 

@@ -248,13 +248,6 @@ static void rl__pack_iq4_xs_x8_avx2(void *dst, const void *w, size_t row_size, i
     }
 }
 
-/* rl_e8m0_half_to_f32, inline (the same bits). */
-static inline float rl__e8m0_half(uint8_t e) {
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
 /* mxfp4's codebook (rl_mxfp4_values) for vpshufb. */
 static inline __m256i rl__mxfp4_tbl(void) {
     return _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4,
@@ -273,7 +266,7 @@ static void rl__pack_mxfp4_x8_avx2(void *dst, const void *w, size_t row_size, in
             /* 8 row streams from DRAM: each row RL_PF_DIST ahead, every 4
              * blocks (68 bytes, about a line) */
             if (i % 4 == 0) RL_PF1(b);
-            o->d[r] = rl__e8m0_half(b->e);
+            o->d[r] = rl_e8m0_half_to_f32(b->e);
             q[r] = _mm256_shuffle_epi8(tbl, rl__nibbles32(b->qs));
         }
         rl__tr8x8(q);
@@ -310,7 +303,7 @@ RL_TILE_AI void rl__tile_row_mxfp4_T(int64_t n_cols, float *s, size_t ss, const 
         }
         rl__hsum8_epi32(v, t);
         for (int b = 0; b < nblk; b++) {
-            const float dw = rl__e8m0_half(w[i + b].e);
+            const float dw = rl_e8m0_half_to_f32(w[i + b].e);
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
                 fmaf(dw * rl__f16c(x[k][i + b].d), (float)t[2 * k + b], acc[k]);
         }

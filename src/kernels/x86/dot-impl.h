@@ -292,16 +292,17 @@ RL_AI void rl__kend(__m256 *acc, float *acs, const rl_block_q8_K *xk, __m256i su
 }
 
 /* The fast tiles' integers of a super-block for T tokens (rl__tile8.dot_row):
- * t[2k] = the sum of sumi[k]'s lanes, t[2k + 1] = that of token k's 16
+ * t[2k] = the sum of sumi[k]'s lanes, t[2k + 1] = that of token k's (vx)
  * bsums times m (int16 pairs), all 2T reduced at once (exact). */
-RL_AI void rl__tq_sums(const __m256i *sumi, __m256i m, const rl_block_q8_K *const *xk, const int T,
-                       int32_t t[8]) {
+RL_AI void rl__tq_sums(const __m256i *sumi, __m256i m, const void *vx, size_t xs, int64_t i,
+                       const int T, int32_t t[8]) {
     __m256i v[8];
     RL_UNROLL for (int k = 0; k < 4; k++) {
         v[2 * k] = k < T ? sumi[k] : _mm256_setzero_si256();
-        v[2 * k + 1] = k < T
-                           ? _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xk[k]->bsums), m)
-                           : _mm256_setzero_si256();
+        v[2 * k + 1] =
+            k < T ? _mm256_madd_epi16(
+                        _mm256_loadu_si256((const __m256i *)XB(rl_block_q8_K, k, i).bsums), m)
+                  : _mm256_setzero_si256();
     }
     rl__hsum8_epi32(v, t);
 }
@@ -342,10 +343,8 @@ RL_AI void rl__dotTQ_q2_K(int64_t n, float *s, size_t ss, const void *vw, const 
         }
         const float dw = rl__f16(w[i].d), dmw = rl__f16(w[i].dmin);
         if (TQ) { /* rl__kend_min's integers, the 2T sums at once */
-            const rl_block_q8_K *xk[RL_TMAX];
             int32_t t[8];
-            RL_UNROLL for (int k = 0; k < T; k++) xk[k] = &XB(rl_block_q8_K, k, i);
-            rl__tq_sums(sumi, mins, xk, T, t);
+            rl__tq_sums(sumi, mins, vx, xs, i, T, t);
             RL_UNROLL for (int k = 0; k < T; k++) {
                 const float xd = XB(rl_block_q8_K, k, i).d;
                 acs[k] = fmaf(dw * xd, (float)t[2 * k], acs[k]);
@@ -529,10 +528,8 @@ RL_AI void rl__dotTQ_iq4_xs(int64_t n, float *s, size_t ss, const void *vw, cons
                                   (short)lsv[2], (short)lsv[2], (short)lsv[3], (short)lsv[3],
                                   (short)lsv[4], (short)lsv[4], (short)lsv[5], (short)lsv[5],
                                   (short)lsv[6], (short)lsv[6], (short)lsv[7], (short)lsv[7]);
-            const rl_block_q8_K *xk[RL_TMAX];
             int32_t t[8];
-            RL_UNROLL for (int k = 0; k < T; k++) xk[k] = &XB(rl_block_q8_K, k, i);
-            rl__tq_sums(sumi, lsd, xk, T, t);
+            rl__tq_sums(sumi, lsd, vx, xs, i, T, t);
             RL_UNROLL for (int k = 0; k < T; k++) {
                 const float xd = XB(rl_block_q8_K, k, i).d;
                 acs[k] = fmaf(dw * xd, (float)(t[2 * k] + 128 * t[2 * k + 1]), acs[k]);

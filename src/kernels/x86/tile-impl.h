@@ -74,6 +74,16 @@ static inline float rl__f16c(rl_fp16 h) {
     return _cvtsh_ss(h);
 }
 
+/* Super-block i of the T tokens' q8_K rows (x[k]), their int32 sums zeroed:
+ * the start of every K-quant leaf's super-block. */
+RL_TILE_AI void rl__q8k_start(const rl_block_q8_K **x, __m256i *sumi, const void *vx, size_t xs,
+                              int64_t i, const int T) {
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+        x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
+        sumi[k] = _mm256_setzero_si256();
+    }
+}
+
 /* The K-quant tiles' float step per super-block (packed and resident):
  * q4_K: the mins (int16 pairs mn[q], lanes 2r / 2r + 1) against the q8_K
  * pair bsums, then acc = fma(d dx, sumi, acc), fnma(dmin dx, msum, acc);
@@ -150,10 +160,7 @@ RL_TILE_AI void rl__tile8_q2_K_T(int64_t n_cols, float *s, size_t ss, const void
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[k] = _mm256_setzero_si256();
-        }
+        rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 16; b++) {
             const __m256i sc = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[b]));
             __m256i s16[RL_TILE8_T];
@@ -225,10 +232,7 @@ RL_TILE_AI void rl__tile8_iq4_xs_T(int64_t n_cols, float *s, size_t ss, const vo
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[k] = _mm256_setzero_si256();
-        }
+        rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 8; b++) {
             __m256i sh[RL_TILE8_T], sl[RL_TILE8_T];
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sh[k] = sl[k] =
@@ -271,10 +275,7 @@ RL_TILE_AI void rl__tile8_k4_T(int64_t n_cols, float *s, size_t ss, const void *
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[k] = _mm256_setzero_si256();
-        }
+        rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 8; b++) {
             const __m256i sc = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[b]));
             _Pragma("GCC unroll 2") for (int g0 = 0; g0 < 8; g0 += G) {
@@ -320,10 +321,7 @@ RL_TILE_AI void rl__tile8_q6_K_T(int64_t n_cols, float *s, size_t ss, const void
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[k] = _mm256_setzero_si256();
-        }
+        rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 16; b++) {
             const __m256i sc = RL_TI_SC(_mm256_loadu_si256((const __m256i *)p->sc[b]));
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
@@ -650,10 +648,7 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
         rl__q4kr8_scales(p, (uint8_t *)scv, (uint8_t *)mnv, 32);
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[k] = _mm256_setzero_si256();
-        }
+        rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 8; b++) {
             RL_PF3((const char *)p + 144 * b); /* 1152 bytes: 3 lines per sub-block */
             __m256i s16[RL_TILE8_T];
@@ -721,10 +716,7 @@ RL_TILE_AI void rl__tile8_q6_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
             _mm256_store_si256((__m256i *)scp[q], rl__r8_i8x2(p->sc[2 * q], p->sc[2 * q + 1]));
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
-        _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs) + i;
-            sumi[k] = _mm256_setzero_si256();
-        }
+        rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int h = 0; h < 2; h++) {
             _Pragma("GCC unroll 4") for (int g = 0; g < 8; g += 2) {
                 RL_PF3_Q6R8((const char *)p + 192 * (1 + 4 * h + g / 2));
