@@ -254,6 +254,26 @@ typedef struct rl__q40_r8 {
     uint8_t q[4][32];
 } rl__q40_r8;
 _Static_assert(sizeof(rl__q40_r8) == 8 * sizeof(rl_block_q4_0), "q4_0 resident block");
+/* Row r's 16 nibble bytes into / out of the 4-byte groups of the 8 rows
+ * (q[j / 4][4 r + j % 4] = qs[j]: the q4_1, q5_0, q4_0 and mxfp4 layouts;
+ * the scalar repackers). */
+static inline void rl__r8_put_qs(uint8_t (*q)[32], int r, const uint8_t *qs) {
+    for (int j = 0; j < 16; j++) q[j / 4][4 * r + j % 4] = qs[j];
+}
+static inline void rl__r8_get_qs(uint8_t *qs, const uint8_t (*q)[32], int r) {
+    for (int j = 0; j < 16; j++) qs[j] = q[j / 4][4 * r + j % 4];
+}
+/* mxfp4, 8 rows, one 32-element block (136 bytes): rl__q40_r8 with each
+ * row's e8m0 exponent for its scale; the codes index rl_mxfp4_values (-12..
+ * 12), read as u = value + 16 (4..28, unsigned): sumi = sum u x - 16 sum x
+ * on the same activation form (rl__q80s), then acc = fma(d dx, sumi, acc)
+ * with d = rl_e8m0_half_to_f32(e): rl__mxfp4_x8's float step, so the
+ * packed and resident tiles give the same bits. */
+typedef struct rl__mxfp4_r8 {
+    uint8_t e[8];
+    uint8_t q[4][32];
+} rl__mxfp4_r8;
+_Static_assert(sizeof(rl__mxfp4_r8) == 8 * sizeof(rl_block_mxfp4), "mxfp4 resident block");
 /* q4_K, 8 rows, one super-block (the 8 rows' blocks, 1152 bytes): the
  * scales kept packed (row r's scales[0..3] at sa[4r..], [4..7] at sb,
  * [8..11] at sc; decoded per super-block in registers), and q[8j + g][4r +

@@ -76,10 +76,11 @@ static float twin_q8_0(const void *wrow, const void *xrow, int64_t cols) {
 }
 
 /* The twin of the resident tiles of q8_0 activations with code sums
- * (q5_0: rl__q50_r8, q4_0: rl__q40_r8, iq4_nl: q4_0's layout), from the
- * original rows: per block the exact sum of value x (q5_0: code + 16 fifth
- * bit - 16, q4_0: code - 8, iq4_nl: the codebook's value), then acc =
- * fma(d dx, sumi, acc). */
+ * (q5_0: rl__q50_r8, q4_0: rl__q40_r8, iq4_nl: q4_0's layout, mxfp4:
+ * rl__mxfp4_r8), from the original rows: per block the exact sum of value
+ * x (q5_0: code + 16 fifth bit - 16, q4_0: code - 8, iq4_nl and mxfp4: the
+ * codebook's value), then acc = fma(d dx, sumi, acc) (mxfp4: d = 2^(e -
+ * 128) from its exponent byte). */
 static float twin_nib(rl_type ty, const void *wrow, const void *xrow, int64_t cols) {
     const size_t bs = rl_type_row_size(ty, 32);
     const rl_block_q8_0 *x = xrow;
@@ -93,14 +94,16 @@ static float twin_nib(rl_type ty, const void *wrow, const void *xrow, int64_t co
         int32_t sumi = 0;
         for (int e = 0; e < 32; e++) {
             const int nib = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
-            const int v = ty == RL_TYPE_Q5_0   ? nib + (int)((qh >> e) & 1) * 16 - 16
-                          : ty == RL_TYPE_Q4_0 ? nib - 8
-                                               : rl_iq4nl_values[nib];
+            const int v = ty == RL_TYPE_Q5_0    ? nib + (int)((qh >> e) & 1) * 16 - 16
+                          : ty == RL_TYPE_Q4_0  ? nib - 8
+                          : ty == RL_TYPE_MXFP4 ? rl_mxfp4_values[nib]
+                                                : rl_iq4nl_values[nib];
             sumi += v * x[i].qs[e];
         }
         rl_fp16 d;
         memcpy(&d, b, sizeof d);
-        acc = fmaf(rl_fp16_to_f32(d) * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
+        const float dw = ty == RL_TYPE_MXFP4 ? ldexpf(1.0f, b[0] - 128) : rl_fp16_to_f32(d);
+        acc = fmaf(dw * rl_fp16_to_f32(x[i].d), (float)sumi, acc);
     }
     return acc;
 }
@@ -427,11 +430,11 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
-    const rl_type tys[8] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K, RL_TYPE_Q6_K,   RL_TYPE_Q8_0,
-                            RL_TYPE_Q5_0, RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q5_1};
-    for (int ii = 0; ii < ni * 24; ii++) {
-        rl_kernels_init(impls[ii / 24]);
-        const rl_type ty = tys[(ii % 24) / 3];
+    const rl_type tys[9] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K,   RL_TYPE_Q6_K, RL_TYPE_Q8_0, RL_TYPE_Q5_0,
+                            RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q5_1, RL_TYPE_MXFP4};
+    for (int ii = 0; ii < ni * 27; ii++) {
+        rl_kernels_init(impls[ii / 27]);
+        const rl_type ty = tys[(ii % 27) / 3];
         const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K;
         const int64_t rows = 40, cols = k_quant ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
         size_t rs;
@@ -451,7 +454,9 @@ static void test_resident_tiles(void **state) {
         const size_t rbytes =
             ty == RL_TYPE_Q8_0 ? (size_t)rows * (size_t)(cols / 32) * 36 : (size_t)rows * rs;
         if (!rt->make) {
-            assert_true(!ref->tile8[ty].pack); /* the types without a packed tile */
+            /* the types without a packed tile, and mxfp4 (the scalar
+             * table packs it) */
+            assert_true(!ref->tile8[ty].pack || ty == RL_TYPE_MXFP4);
             assert_int_equal(rl_mat_resident_bytes(&w), 0);
             /* the table's resident leaf still exists (a matrix made under
              * another table runs it): on the repacked groups and x_prep's
@@ -470,8 +475,8 @@ static void test_resident_tiles(void **state) {
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
         /* many-token steps convert each group to the packed tile: the
          * packer's bytes on the original rows (q8_0, q5_0, q4_0 and iq4_nl
-         * have no packed tile) */
-        assert_true(rt->to_tile || !ref->tile8[ty].pack);
+         * have no packed tile; mxfp4's resident leaf runs every step) */
+        assert_true(rt->to_tile || !ref->tile8[ty].pack || ty == RL_TYPE_MXFP4);
         const size_t tb = (size_t)cols * ref->tile8[ty].block_size / RL_QK_K;
         uint8_t *t0 = malloc(tb + 1), *t1 = malloc(tb + 1);
         for (int64_t r = 0; rt->to_tile && r < rows; r += 8) {
@@ -527,7 +532,8 @@ static void test_resident_tiles(void **state) {
                     float e;
                     if (ty == RL_TYPE_Q8_0)
                         e = twin_q8_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
-                    else if (ty == RL_TYPE_Q5_0 || ty == RL_TYPE_Q4_0 || ty == RL_TYPE_IQ4_NL)
+                    else if (ty == RL_TYPE_Q5_0 || ty == RL_TYPE_Q4_0 || ty == RL_TYPE_IQ4_NL ||
+                             ty == RL_TYPE_MXFP4)
                         e = twin_nib(ty, wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
                     else if (ty == RL_TYPE_Q5_1)
                         e = twin_q5_1(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
@@ -619,54 +625,61 @@ static void test_tile_extremes(void **state) {
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
-/* q8_0's resident leaves at the ends of their integer range: rows of all
- * +127 and of all -127 codes, and rows of -128 (a file may hold it; the
- * quantizer never writes it), against tokens of all +127 and all -127
- * codes (x + 128 = 255 and 1: the AVX2 leaf's nibbles at their largest and
- * smallest).  Through rl_matmul on every table whose q8_0 matrices are
- * resident, at 1, 4 and 37 tokens, each (row, token) is the twin's bits. */
-static void test_q8_0_resident_extremes(void **state) {
+/* Resident leaves at the ends of their integer range, against tokens of
+ * all +127 and all -127 codes (x + 128 = 255 and 1: the AVX2 q8_0 leaf's
+ * nibbles at their largest and smallest).  q8_0: rows of all +127 and of
+ * all -127 codes, and rows of -128 (a file may hold it; the quantizer never
+ * writes it).  mxfp4: rows of all +12, all -12, and +12 then -12 (its AVX2
+ * leaf's split int16 sums at their largest), under the exponent bytes 0
+ * and 1 (the subnormal scales), 2, 100, 127 and 160.  Through rl_matmul on
+ * every table whose matrices of the type are resident, at 1, 4 and 37
+ * tokens, each (row, token) is the twin's bits. */
+static void test_resident_extremes(void **state) {
     (void)state;
     rl_kernels_impl impls[KT_MAX_IMPLS];
     int ni = kt_impls(impls);
     const int64_t rows = 24, cols = 512, ntoks[3] = {1, 4, 37};
-    const size_t rs = rl_type_row_size(RL_TYPE_Q8_0, cols);
-    const size_t xrow = rl_type_row_size(RL_TYPE_Q8_0, cols);
-    int n_run = 0;
-    for (int ii = 0; ii < ni; ii++) {
-        rl_kernels_init(impls[ii]);
+    const rl_type tys[2] = {RL_TYPE_Q8_0, RL_TYPE_MXFP4};
+    for (int ii = 0; ii < 2 * ni; ii++) {
+        rl_kernels_init(impls[ii / 2]);
+        const rl_type ty = tys[ii % 2];
+        const size_t rs = rl_type_row_size(ty, cols), xrow = rl_type_row_size(RL_TYPE_Q8_0, cols);
         uint8_t *wd = malloc(rs * (size_t)rows), *xq = malloc(xrow * 37);
         float *x = malloc(sizeof(float) * (size_t)cols * 37),
               *y = malloc(sizeof(float) * (size_t)(rows * 37));
         assert_true(wd && xq && x && y);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t i = 0; i < cols / 32; i++) {
+                if (ty == RL_TYPE_MXFP4) {
+                    rl_block_mxfp4 *b = (rl_block_mxfp4 *)(wd + (size_t)r * rs) + i;
+                    const uint8_t es[6] = {0, 1, 2, 100, 127, 160};
+                    b->e = es[(r / 3) % 6]; /* every row pattern under each */
+                    memset(b->qs, r % 3 == 0 ? 0x77 : r % 3 == 1 ? 0xff : 0xf7, sizeof b->qs);
+                    continue;
+                }
                 rl_block_q8_0 *b = (rl_block_q8_0 *)(wd + (size_t)r * rs) + i;
                 b->d = rl_f32_to_fp16(0.01f * (float)(1 + r % 5));
                 memset(b->qs, r % 3 == 0 ? 127 : r % 3 == 1 ? -127 : -128, sizeof b->qs);
             }
         for (int64_t t = 0; t < 37; t++)
             for (int64_t c = 0; c < cols; c++) x[t * cols + c] = t % 2 ? -1.0f : 1.0f;
-        for (int64_t t = 0; t < 37; t++)
-            act_quant(RL_TYPE_Q8_0, x + t * cols, xq + (size_t)t * xrow, cols);
-        rl_mat w = {
-            .type = RL_TYPE_Q8_0, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
+        for (int64_t t = 0; t < 37; t++) act_quant(ty, x + t * cols, xq + (size_t)t * xrow, cols);
+        rl_mat w = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
         const size_t rb = rl_mat_resident_bytes(&w);
+        /* the AVX2 table makes both resident */
+        if (strcmp(rl_kernels_impl_name(), "ref") != 0) assert_true(rb > 0);
         uint8_t *res = rb ? malloc(rb) : NULL;
-        if (rb) {
-            rl_mat_make_resident(&w, res);
-            n_run++;
-        }
+        if (rb) rl_mat_make_resident(&w, res);
         for (int ti = 0; ti < 3 && rb; ti++) {
             const int64_t n_tok = ntoks[ti];
             run_mm(&w, x, y, n_tok, NULL, NULL);
             for (int64_t t = 0; t < n_tok; t++)
                 for (int64_t r = 0; r < rows; r++) {
-                    const float e = twin_q8_0(wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
+                    const float e = twin_of(ty, wd + (size_t)r * rs, xq + (size_t)t * xrow, cols);
                     if (memcmp(&e, &y[t * rows + r], sizeof e))
-                        fail_msg("%s n_tok %d row %d tok %d: %.9g, twin %.9g",
-                                 rl_kernels_impl_name(), (int)n_tok, (int)r, (int)t,
-                                 y[t * rows + r], e);
+                        fail_msg("%s %s n_tok %d row %d tok %d: %.9g, twin %.9g",
+                                 rl_kernels_impl_name(), rl_type_name(ty), (int)n_tok, (int)r,
+                                 (int)t, y[t * rows + r], e);
                 }
         }
         free(res);
@@ -675,8 +688,6 @@ static void test_q8_0_resident_extremes(void **state) {
         free(x);
         free(y);
     }
-    /* the AVX2 table makes q8_0 resident wherever it exists */
-    if (ni > 1) assert_true(n_run >= 1);
     rl_kernels_init(RL_KERNELS_AUTO);
 }
 
@@ -1070,7 +1081,7 @@ int main(void) {
         cmocka_unit_test(test_peak_counts),        cmocka_unit_test(test_tile8_leaves),
         cmocka_unit_test(test_matmul_fast_tokens), cmocka_unit_test(test_resident_tiles),
         cmocka_unit_test(test_pair_leaves),        cmocka_unit_test(test_tile_extremes),
-        cmocka_unit_test(test_amx_leaves),         cmocka_unit_test(test_q8_0_resident_extremes),
+        cmocka_unit_test(test_amx_leaves),         cmocka_unit_test(test_resident_extremes),
         cmocka_unit_test(test_matmul_multi_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -286,15 +286,6 @@ static void rl__tile_row_q4_1_ref(int64_t n_cols, float *s, size_t ss, const voi
     }
 }
 
-/* Row r's 16 nibble bytes into / out of the 4-byte groups of the 8 rows
- * (q[j / 4][4 r + j % 4] = qs[j]: the q4_1, q5_0 and q4_0 layouts). */
-static void rl__r8_put_qs(uint8_t (*q)[32], int r, const uint8_t *qs) {
-    for (int j = 0; j < 16; j++) q[j / 4][4 * r + j % 4] = qs[j];
-}
-static void rl__r8_get_qs(uint8_t *qs, const uint8_t (*q)[32], int r) {
-    for (int j = 0; j < 16; j++) qs[j] = q[j / 4][4 * r + j % 4];
-}
-
 /* q4_1 resident tile (kernels-impl.h, rl__q41_r8): 4-byte groups of the 8
  * rows' qs transposed, the scales kept in fp16. */
 static void rl__repack_q4_1_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {

@@ -1,7 +1,7 @@
 /* The fast many-token tiles of the low-bit and codebook types (kernels-impl.h:
  * rl__q2k_x8, rl__iq4xs_x8, rl__mxfp4_x8): each type's packer, scalar twin
- * and dot_row, with the integer work in any order (exact) and the float
- * work in the AVX2 leaf's per-lane order, as ref_tile.c's K-quant twins. */
+ * and dot_row (and mxfp4's resident tile, rl__mxfp4_r8), with the integer work in any order (exact)
+ * and the float work in the AVX2 leaf's per-lane order, as ref_tile.c's K-quant twins. */
 #include <math.h>
 #include <string.h>
 
@@ -189,6 +189,46 @@ static void rl__tile_row_mxfp4_ref(int64_t n_cols, float *s, size_t ss, const vo
     }
 }
 
+/* mxfp4 resident tile (kernels-impl.h, rl__mxfp4_r8): q4_0's nibble
+ * groups with each row's exponent byte. */
+static void rl__repack_mxfp4_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__mxfp4_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / 32; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_mxfp4 *b =
+                (const rl_block_mxfp4 *)((const uint8_t *)w + r * row_size) + i;
+            o->e[r] = b->e;
+            rl__r8_put_qs(o->q, r, b->qs);
+        }
+}
+static void rl__unpack_block_mxfp4_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__mxfp4_r8 *p = (const rl__mxfp4_r8 *)group + i;
+    rl_block_mxfp4 *b = dst;
+    b->e = p->e[r];
+    rl__r8_get_qs(b->qs, p->q, r);
+}
+/* Its twin, on the activations with their code sums (rl__q80s): per block
+ * and row the exact sum of value x, then the packed twin's fused
+ * multiply-add. */
+static void rl__rtile_mxfp4_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                                const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl__q80s *x = (const rl__q80s *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        const rl__mxfp4_r8 *p = group;
+        for (int64_t i = 0; i < n_cols / 32; i++, p++)
+            for (int r = 0; r < 8; r++) {
+                int32_t t = 0;
+                for (int e = 0; e < 32; e++) {
+                    const int b = p->q[(e % 16) / 4][4 * r + e % 4];
+                    t += rl_mxfp4_values[e < 16 ? b & 15 : b >> 4] * x[i].qs[e];
+                }
+                acc[r] = fmaf(rl_e8m0_half_to_f32(p->e[r]) * x[i].d, (float)t, acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+
 /* q2_K's dot_row: the twin's integers and float steps on one row. */
 static void rl__tile_row_q2_K_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
                                   const void *vx, size_t xs, int n_x) {
@@ -225,4 +265,11 @@ void rl__ref_fill_tile_lowbit(rl__ktab *t) {
                                           .dot = rl__tile8_mxfp4_ref,
                                           .dot_row = rl__tile_row_mxfp4_ref,
                                           .block_size = 8 * sizeof(rl__mxfp4_x8)};
+    /* resident (.make) where a table's 8-row leaf is faster than packing
+     * (the AVX2 table's), as q4_0's */
+    t->rtile[RL_TYPE_MXFP4] = (rl__rtile){.repack = rl__repack_mxfp4_r8,
+                                          .unpack_block = rl__unpack_block_mxfp4_r8,
+                                          .dot = rl__rtile_mxfp4_ref,
+                                          .x_prep = rl__x_sum_q8_0,
+                                          .x_block = sizeof(rl__q80s)};
 }

@@ -956,6 +956,10 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_0].head = true;
     t->rtile[RL_TYPE_IQ4_NL].make = true;
     t->rtile[RL_TYPE_IQ4_NL].head = true;
+    /* mxfp4 (gpt-oss's experts): resident, so prompts do not pack and
+     * decoded tokens take the 8-row leaf too */
+    t->rtile[RL_TYPE_MXFP4].dot = rl__tile8_mxfp4r8_avx2;
+    t->rtile[RL_TYPE_MXFP4].make = true;
     t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_avx2;
     t->rtile[RL_TYPE_Q8_0].x_prep = rl__x_nibbles_q8_0;
     t->rtile[RL_TYPE_Q8_0].x_block = sizeof(rl__q80n);

@@ -560,29 +560,47 @@ RL_TILE_AI void rl__tile8_q5_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
 RL_TILE8_INST(q5_0r8)
 RL_TILE8_INST(q5_1r8)
 
-/* q4_0 and iq4_nl resident tiles (kernels-impl.h, rl__q40_r8: q4_1's
- * nibble planes).  q4_0 (NL 0): the codes 0..15 themselves (8 groups fit
- * int16 on AVX2: 8 x 2 x 15 x 128), sumi = sum code x - 8 sum x (half the
- * form's 16 sum x).  iq4_nl (NL 1): each nibble looked up (vpshufb) in the
- * codebook offset by 128, u = value + 128 (1..241, unsigned), sumi = sum u
- * x - 128 sum x; vpdpbusd takes u whole, but AVX2's vpmaddubsw would
- * saturate 241 x 128 pairs, so there u = 16 H + L, both looked up (0..15),
- * and sumi = 16 SH + SL - 128 sum x.  Then the twins' fma. */
+/* q4_0, iq4_nl and mxfp4 resident tiles (kernels-impl.h, rl__q40_r8: q4_1's
+ * nibble planes; rl__mxfp4_r8 the same with exponent bytes for scales).
+ * q4_0 (NL 0): the codes 0..15 themselves (8 groups fit int16 on AVX2: 8 x
+ * 2 x 15 x 128), sumi = sum code x - 8 sum x (half the form's 16 sum x).
+ * iq4_nl (NL 1): each nibble looked up (vpshufb) in the codebook offset by
+ * 128, u = value + 128 (1..241, unsigned), sumi = sum u x - 128 sum x;
+ * vpdpbusd takes u whole, but AVX2's vpmaddubsw would saturate 241 x 128
+ * pairs, so there u = 16 H + L, both looked up (0..15), and sumi = 16 SH +
+ * SL - 128 sum x.  mxfp4 (NL 2): u = value + 16 (4..28) looked up, sumi =
+ * sum u x - 16 sum x; on AVX2 groups 0-3 and 4-7 sum apart (4 x 2 x 28 x
+ * 128 fits int16, 8 groups would not).  Then the twins' fma. */
+RL_TILE_AI __m256 rl__e8m0_half_ps(const uint8_t *e) {
+    /* rl_e8m0_half_to_f32 on 8 bytes: exponent field e - 1, or for e = 0,
+     * 1 the subnormals 2^-128, 2^-127 */
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+    const __m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+    return _mm256_castsi256_ps(
+        _mm256_blendv_epi8(nrm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v)));
+}
 RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void *group, size_t gs,
                                 const void *vx, size_t xs, const int T, const int NL,
                                 const int GN) {
     __m256 acc[2][RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
-    const rl__q40_r8 *p[2] = {group, (const rl__q40_r8 *)((const uint8_t *)group + gs)};
+    /* d (fp16) or e (bytes) leads both layouts */
+    const size_t bb = NL == 2 ? sizeof(rl__mxfp4_r8) : sizeof(rl__q40_r8);
+    const size_t oq = NL == 2 ? offsetof(rl__mxfp4_r8, q) : offsetof(rl__q40_r8, q);
+    const uint8_t *p[2] = {group, (const uint8_t *)group + gs};
     const __m256i m4 = _mm256_set1_epi8(15);
-    const __m256i u = _mm256_xor_si256(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rl__iq4nl_values)),
-        _mm256_set1_epi8((char)0x80));
-    /* the codebook's tables: u whole (VNNI) or its low and high nibbles */
-    const __m256i tl = RL_TILE_VNNI ? u : _mm256_and_si256(u, m4);
+    const __m256i cb = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(NL == 2 ? rl_mxfp4_values : rl__iq4nl_values)));
+    const __m256i u = NL == 2 ? _mm256_add_epi8(cb, _mm256_set1_epi8(16))
+                              : _mm256_xor_si256(cb, _mm256_set1_epi8((char)0x80));
+    /* the codebook's tables: u whole (VNNI, mxfp4) or its low and high
+     * nibbles */
+    const __m256i tl = RL_TILE_VNNI || NL == 2 ? u : _mm256_and_si256(u, m4);
     const __m256i th = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
-    const int two = NL && !RL_TILE_VNNI; /* AVX2 iq4_nl: two sums */
-    for (int64_t i = 0; i < n_cols / 32; i++, p[0]++, p[1]++) {
+    const int two = NL == 1 && !RL_TILE_VNNI;   /* AVX2 iq4_nl: two sums */
+    const int split = NL == 2 && !RL_TILE_VNNI; /* AVX2 mxfp4: groups 4-7 in sh */
+    for (int64_t i = 0; i < n_cols / 32; i++, p[0] += bb, p[1] += bb) {
         _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) RL_PF3(p[h]); /* 144 bytes a block */
         const rl__q80s *x[RL_TILE8_T];
         __m256i sl[2][RL_TILE8_T], sh[2][RL_TILE8_T];
@@ -593,7 +611,7 @@ RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void 
         _Pragma("GCC unroll 8") for (int G = 0; G < 8; G++) {
             __m256i wl[2], wh[2];
             _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)p[h]->q[G % 4]);
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(p[h] + oq + 32 * (G % 4)));
                 const __m256i nib = _mm256_and_si256(G < 4 ? raw : _mm256_srli_epi16(raw, 4), m4);
                 wl[h] = NL ? _mm256_shuffle_epi8(tl, nib) : nib;
                 wh[h] = two ? _mm256_shuffle_epi8(th, nib) : nib;
@@ -603,17 +621,26 @@ RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void 
                 memcpy(&xv, x[k]->qs + 4 * G, 4);
                 const __m256i xb = _mm256_set1_epi32(xv);
                 _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
-                    sl[h][k] = RL_TI_MACC(sl[h][k], wl[h], xb);
+                    if (split && G >= 4)
+                        sh[h][k] = RL_TI_MACC(sh[h][k], wl[h], xb);
+                    else
+                        sl[h][k] = RL_TI_MACC(sl[h][k], wl[h], xb);
                     if (two) sh[h][k] = RL_TI_MACC(sh[h][k], wh[h], xb);
                 }
             }
         }
         _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p[h]->d));
+            const __m256 d = NL == 2 ? rl__e8m0_half_ps(p[h])
+                                     : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p[h]));
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                const __m256i su = two ? rl__hl16_sum(sh[h][k], sl[h][k]) : RL_TI_SUM(sl[h][k]);
-                const __m256i sumi =
-                    _mm256_sub_epi32(su, _mm256_set1_epi32(NL ? 8 * x[k]->s16 : x[k]->s16 >> 1));
+                const __m256i su = two ? rl__hl16_sum(sh[h][k], sl[h][k])
+                                   : split
+                                       ? _mm256_add_epi32(RL_TI_SUM(sl[h][k]), RL_TI_SUM(sh[h][k]))
+                                       : RL_TI_SUM(sl[h][k]);
+                const int32_t off = NL == 1   ? 8 * x[k]->s16 /* 128 sum x */
+                                    : NL == 2 ? x[k]->s16     /* 16 sum x */
+                                              : x[k]->s16 >> 1;
+                const __m256i sumi = _mm256_sub_epi32(su, _mm256_set1_epi32(off));
                 acc[h][k] = rl__q80_fstep(acc[h][k], d, x[k]->d, sumi);
             }
         }
@@ -630,6 +657,13 @@ RL_TILE_AI void rl__tile8_iq4_nlr8_T(int64_t n_cols, float *s, size_t ss, const 
 }
 RL_TILE8_INST(q4_0r8)
 RL_TILE8_INST(iq4_nlr8)
+#if !RL_TILE_VNNI /* (the AVX512-VNNI table runs the AVX2 leaf) */
+RL_TILE_AI void rl__tile8_mxfp4r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                    const void *vx, size_t xs, const int T) {
+    rl__tile8_nib_T(n_cols, s, ss, group, 0, vx, xs, T, 2, 1);
+}
+RL_TILE8_INST(mxfp4r8)
+#endif
 
 /* q4_K resident tile (kernels-impl.h, rl__q4k_r8): per super-block the 8
  * rows' packed 6-bit scales are decoded in registers into the packed
