@@ -286,6 +286,21 @@ typedef struct rl__q4k_r8 {
     uint8_t q[32][32];
 } rl__q4k_r8;
 _Static_assert(sizeof(rl__q4k_r8) == 8 * sizeof(rl_block_q4_K), "q4_K resident block");
+/* iq4_xs, 8 rows, one super-block (the 8 rows' blocks, 1088 bytes): the
+ * scales kept packed (row r's scales_h at sh[r], its scales_l at sl[4r..
+ * 4r + 3]; decoded per super-block in registers into rl__iq4xs_x8's sc
+ * and mn), and q[4b + v][4r + c] is byte 16b + 4v + c of row r's qs: its
+ * low nibble element 32b + 4v + c (group v of sub-block b), its high
+ * nibble element 32b + 16 + 4v + c (group v + 4), each looked up as the
+ * two nibble planes of v + 128.  The same integers and float steps as
+ * rl__iq4xs_x8's tile. */
+typedef struct rl__iq4xs_r8 {
+    rl_fp16 d[8];
+    uint16_t sh[8];
+    uint8_t sl[32];
+    uint8_t q[32][32];
+} rl__iq4xs_r8;
+_Static_assert(sizeof(rl__iq4xs_r8) == 8 * sizeof(rl_block_iq4_xs), "iq4_xs resident block");
 /* q6_K, 8 rows, one super-block (1680 bytes): for half h (elements 128h..)
  * and t = 4g + c (g < 8, c < 4), ql[h][g][4r + c] is byte 64h + t of row
  * r's ql and ql[h][8 + g][4r + c] byte 64h + 32 + t, qh[h][g][4r + c] byte

@@ -430,12 +430,13 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
-    const rl_type tys[9] = {RL_TYPE_Q4_1, RL_TYPE_Q4_K,   RL_TYPE_Q6_K, RL_TYPE_Q8_0, RL_TYPE_Q5_0,
-                            RL_TYPE_Q4_0, RL_TYPE_IQ4_NL, RL_TYPE_Q5_1, RL_TYPE_MXFP4};
-    for (int ii = 0; ii < ni * 27; ii++) {
-        rl_kernels_init(impls[ii / 27]);
-        const rl_type ty = tys[(ii % 27) / 3];
-        const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K;
+    const rl_type tys[10] = {RL_TYPE_Q4_1,  RL_TYPE_Q4_K,  RL_TYPE_Q6_K,   RL_TYPE_Q8_0,
+                             RL_TYPE_Q5_0,  RL_TYPE_Q4_0,  RL_TYPE_IQ4_NL, RL_TYPE_Q5_1,
+                             RL_TYPE_MXFP4, RL_TYPE_IQ4_XS};
+    for (int ii = 0; ii < ni * 30; ii++) {
+        rl_kernels_init(impls[ii / 30]);
+        const rl_type ty = tys[(ii % 30) / 3];
+        const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K || ty == RL_TYPE_IQ4_XS;
         const int64_t rows = 40, cols = k_quant ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
         size_t rs;
         uint8_t *wd = make_w(ty, rows, cols, &rs);
@@ -576,8 +577,9 @@ static void test_resident_tiles(void **state) {
  * 63 - 32, q4_1 15, q2_K 3, iq4_xs 113 + 128 = 241, both nibble planes 15
  * and 1) against tokens of all 1.0 (every activation code 127).
  * On every table the fast path (packed tiles and their pairs at 67 tokens,
- * dot_row at 5) equals the scalar twin bit for bit, so no leaf's int16
- * partial sum overflows or saturates. */
+ * dot_row at 5), and a resident copy where the table makes the type
+ * resident, equal the scalar twin bit for bit, so no leaf's int16 partial
+ * sum overflows or saturates. */
 static void test_tile_extremes(void **state) {
     (void)state;
     rl_kernels_impl impls[KT_MAX_IMPLS];
@@ -601,21 +603,29 @@ static void test_tile_extremes(void **state) {
         for (int64_t i = 0; i < cols * 100; i++) x[i] = 1.0f;
         act_quant(ty, x, xq, cols);
         rl_mat w = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
-        for (int ti = 0; ti < 2; ti++) {
-            const int64_t n_tok = ntoks[ti];
+        /* and, where the table makes the type resident, a resident copy */
+        rl_mat wr = w;
+        const size_t rb = rl_mat_resident_bytes(&wr);
+        uint8_t *res = rb ? malloc(rb) : NULL;
+        if (rb) rl_mat_make_resident(&wr, res);
+        for (int ti = 0; ti < 4; ti++) {
+            const int64_t n_tok = ntoks[ti % 2];
+            if (ti >= 2 && !rb) break;
             bool fast[100];
             for (int64_t t = 0; t < n_tok; t++) fast[t] = true;
-            run_mm(&w, x, y, n_tok, fast, NULL);
+            run_mm(ti < 2 ? &w : &wr, x, y, n_tok, fast, NULL);
             for (int64_t r = 0; r < rows; r++) {
                 float e;
                 ref->tile8[ty].dot_row(cols, &e, 1, wd + (size_t)r * rs, xq, xrow, 1);
                 for (int64_t t = 0; t < n_tok; t++)
                     if (memcmp(&e, &y[t * rows + r], sizeof e))
-                        fail_msg("%s %s n_tok %d row %d tok %d: %.9g, twin %.9g",
-                                 rl_kernels_impl_name(), rl_type_name(ty), (int)n_tok, (int)r,
-                                 (int)t, y[t * rows + r], e);
+                        fail_msg("%s %s%s n_tok %d row %d tok %d: %.9g, twin %.9g",
+                                 rl_kernels_impl_name(), rl_type_name(ty),
+                                 ti < 2 ? "" : " resident", (int)n_tok, (int)r, (int)t,
+                                 y[t * rows + r], e);
             }
         }
+        free(res);
         free(wd);
         free(src);
         free(x);

@@ -121,25 +121,74 @@ static void rl__tile8_iq4_xs_ref(int64_t n_cols, float *s, size_t ss, const void
         for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
     }
 }
+/* One super-block of iq4_xs's dot_row and resident twin: the exact sumi
+ * and msum of row block w against x, then the two fused multiply-adds. */
+static float iq4xs_step(const rl_block_iq4_xs *w, const rl_block_q8_K *x, float acc) {
+    int32_t sumi = 0, msum = 0;
+    for (int b = 0; b < 8; b++) {
+        int32_t t = 0;
+        for (int e = 32 * b; e < 32 * b + 32; e++) t += iq4xs_u(w, e) * x->qs[e];
+        sumi += iq4xs_ls(w, b) * t;
+        msum += iq4xs_ls(w, b) * rl__q8k_bsum32(x, b);
+    }
+    const float d = rl_fp16_to_f32(w->d);
+    acc = fmaf(d * x->d, (float)sumi, acc);
+    return fmaf(-(128.0f * d * x->d), (float)msum, acc);
+}
 static void rl__tile_row_iq4_xs_ref(int64_t n_cols, float *s, size_t ss, const void *vw,
                                     const void *vx, size_t xs, int n_x) {
     const rl_block_iq4_xs *w = vw;
     for (int k = 0; k < n_x; k++) {
         const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
         float acc = 0.0f;
-        for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
-            int32_t sumi = 0, msum = 0;
-            for (int b = 0; b < 8; b++) {
-                int32_t t = 0;
-                for (int e = 32 * b; e < 32 * b + 32; e++) t += iq4xs_u(&w[i], e) * x[i].qs[e];
-                sumi += iq4xs_ls(&w[i], b) * t;
-                msum += iq4xs_ls(&w[i], b) * rl__q8k_bsum32(&x[i], b);
-            }
-            const float d = rl_fp16_to_f32(w[i].d);
-            acc = fmaf(d * x[i].d, (float)sumi, acc);
-            acc = fmaf(-(128.0f * d * x[i].d), (float)msum, acc);
-        }
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++) acc = iq4xs_step(&w[i], &x[i], acc);
         s[(size_t)k * ss] = acc;
+    }
+}
+
+/* iq4_xs resident tile (kernels-impl.h, rl__iq4xs_r8): each row's block
+ * with its qs in q4_0's 4-byte groups per sub-block. */
+static void rl__repack_iq4_xs_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__iq4xs_r8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++)
+        for (int r = 0; r < 8; r++) {
+            const rl_block_iq4_xs *b =
+                (const rl_block_iq4_xs *)((const uint8_t *)w + r * row_size) + i;
+            o->d[r] = b->d;
+            o->sh[r] = b->scales_h;
+            memcpy(o->sl + 4 * r, b->scales_l, 4);
+            for (int sb = 0; sb < 8; sb++) rl__r8_put_qs(o->q + 4 * sb, r, b->qs + 16 * sb);
+        }
+}
+static void rl__unpack_block_iq4_xs_r8(void *dst, const void *group, int r, int64_t i) {
+    const rl__iq4xs_r8 *p = (const rl__iq4xs_r8 *)group + i;
+    rl_block_iq4_xs *b = dst;
+    b->d = p->d[r];
+    b->scales_h = p->sh[r];
+    memcpy(b->scales_l, p->sl + 4 * r, 4);
+    for (int sb = 0; sb < 8; sb++) rl__r8_get_qs(b->qs + 16 * sb, p->q + 4 * sb, r);
+}
+/* Its twin: each row's block read back, then dot_row's steps. */
+static void rl__rtile_iq4_xs_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                                 const void *vx, size_t xs, int n_x) {
+    for (int k = 0; k < n_x; k++) {
+        const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
+        float acc[8] = {0};
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++)
+            for (int r = 0; r < 8; r++) {
+                rl_block_iq4_xs b;
+                rl__unpack_block_iq4_xs_r8(&b, group, r, i);
+                acc[r] = iq4xs_step(&b, &x[i], acc[r]);
+            }
+        for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
+    }
+}
+/* The packed tile of a resident group: its rows read back, then packed. */
+static void rl__to_tile_iq4_xs_r8(void *dst, const void *group, int64_t n_cols) {
+    rl_block_iq4_xs b[8];
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
+        for (int r = 0; r < 8; r++) rl__unpack_block_iq4_xs_r8(&b[r], group, r, i);
+        rl__pack_iq4_xs_x8((rl__iq4xs_x8 *)dst + i, b, sizeof b[0], RL_QK_K);
     }
 }
 
@@ -265,6 +314,11 @@ void rl__ref_fill_tile_lowbit(rl__ktab *t) {
                                           .dot = rl__tile8_mxfp4_ref,
                                           .dot_row = rl__tile_row_mxfp4_ref,
                                           .block_size = 8 * sizeof(rl__mxfp4_x8)};
+    t->rtile[RL_TYPE_IQ4_XS] = (rl__rtile){.repack = rl__repack_iq4_xs_r8,
+                                           .unpack_block = rl__unpack_block_iq4_xs_r8,
+                                           .to_tile = rl__to_tile_iq4_xs_r8,
+                                           .dot = rl__rtile_iq4_xs_ref,
+                                           .make = true};
     /* resident (.make) where a table's 8-row leaf is faster than packing
      * (the AVX2 table's), as q4_0's */
     t->rtile[RL_TYPE_MXFP4] = (rl__rtile){.repack = rl__repack_mxfp4_r8,

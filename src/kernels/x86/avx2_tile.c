@@ -445,6 +445,28 @@ static void rl__to_tile_q4_K_avx2(void *dst, const void *group, int64_t n_cols) 
 static void rl__to_tile_q6_K_avx2(void *dst, const void *group, int64_t n_cols) {
     rl__to_tile_q6_K_us(dst, group, n_cols, 32);
 }
+/* iq4_xs: a resident group to the packed tile, the scales decoded as
+ * the resident leaf does and each group's nibbles looked up into both
+ * planes (the packer's bytes: test_resident_tiles). */
+static void rl__to_tile_iq4_xs_avx2(void *dst, const void *group, int64_t n_cols) {
+    const rl__iq4xs_r8 *p = group;
+    rl__iq4xs_x8 *o = dst;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i th, tl;
+    rl__iq4xs_planes(&th, &tl);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        _mm256_storeu_ps(o->d, d);
+        _mm256_storeu_ps(o->dmin, _mm256_mul_ps(d, _mm256_set1_ps(128.0f)));
+        rl__iq4xsr8_scales(p, o->sc, o->mn);
+        for (int b = 0; b < 8; b++) _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[4 * b + g % 4]);
+                const __m256i nib = _mm256_and_si256(g < 4 ? raw : _mm256_srli_epi16(raw, 4), m4);
+                _mm256_storeu_si256((__m256i *)o->q[16 * b + g], _mm256_shuffle_epi8(th, nib));
+                _mm256_storeu_si256((__m256i *)o->q[16 * b + 8 + g], _mm256_shuffle_epi8(tl, nib));
+            }
+    }
+}
 static void rl__to_pair_q4_K_avx2(void *dst, const void *ga, const void *gb, int64_t n_cols) {
     rl__to_tile_q4_K_us(dst, ga, n_cols, 64);
     rl__to_tile_q4_K_us((uint8_t *)dst + 32, gb, n_cols, 64);
@@ -891,6 +913,9 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q2_K].dot = rl__tile8_q2_K_avx2;
     t->tile8[RL_TYPE_IQ4_XS].pack = rl__pack_iq4_xs_x8_avx2; /* no pair leaf */
     t->tile8[RL_TYPE_IQ4_XS].dot = rl__tile8_iq4_xs_avx2;
+    /* (mxfp4 and iq4_xs layer matrices are resident on this table, below:
+     * these packed tiles serve the rest, a head or rows not in groups of
+     * 8, and iq4_xs's conversion from 64 tokens) */
     t->tile8[RL_TYPE_MXFP4].pack = rl__pack_mxfp4_x8_avx2; /* no pair leaf */
     t->tile8[RL_TYPE_MXFP4].dot = rl__tile8_mxfp4_avx2;
     t->tile8[RL_TYPE_MXFP4].dot_row = rl__tile_row_mxfp4_avx2;
@@ -956,10 +981,16 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q4_0].head = true;
     t->rtile[RL_TYPE_IQ4_NL].make = true;
     t->rtile[RL_TYPE_IQ4_NL].head = true;
-    /* mxfp4 (gpt-oss's experts): resident, so prompts do not pack and
-     * decoded tokens take the 8-row leaf too */
+    /* mxfp4 (gpt-oss's experts) and iq4_xs resident: short prompt chunks
+     * do not pack, and decoded tokens take the 8-row leaves too (Zen 3,
+     * Qwen2.5-Coder-1.5B requantized: docs/PERFORMANCE.md, fifteenth stop);
+     * iq4_xs converts to its packed tile from 64 tokens (at 512 the
+     * resident leaf alone read 0.80x of converting) */
     t->rtile[RL_TYPE_MXFP4].dot = rl__tile8_mxfp4r8_avx2;
     t->rtile[RL_TYPE_MXFP4].make = true;
+    t->rtile[RL_TYPE_IQ4_XS].dot = rl__tile8_iq4_xsr8_avx2;
+    t->rtile[RL_TYPE_IQ4_XS].to_tile = rl__to_tile_iq4_xs_avx2;
+    t->rtile[RL_TYPE_IQ4_XS].make = true;
     t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_avx2;
     t->rtile[RL_TYPE_Q8_0].x_prep = rl__x_nibbles_q8_0;
     t->rtile[RL_TYPE_Q8_0].x_block = sizeof(rl__q80n);

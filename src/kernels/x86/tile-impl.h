@@ -710,6 +710,91 @@ RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
 
 RL_TILE8_INST(q4_Kr8)
 
+#if !RL_TILE_VNNI /* (the AVX512-VNNI table runs the AVX2 leaf) */
+/* iq4_xs resident tile (kernels-impl.h, rl__iq4xs_r8): per super-block the
+ * 8 rows' packed scales are decoded in registers into rl__iq4xs_x8's sc
+ * (16 (ls - 32) for the h plane, ls - 32 for the l plane, lane-doubled)
+ * and mn, kept on the stack for the tokens; per group the nibbles are
+ * looked up (vpshufb) as both planes of v + 128, then rl__tile8_iq4_xs_T's
+ * integer and float steps (dmin = 128 d, exact). */
+/* The codebook's v + 128 as vpshufb tables of its high and low nibbles. */
+RL_TILE_AI void rl__iq4xs_planes(__m256i *th, __m256i *tl) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i u = _mm256_xor_si256(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rl__iq4nl_values)),
+        _mm256_set1_epi8((char)0x80));
+    *th = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
+    *tl = _mm256_and_si256(u, m4);
+}
+RL_TILE_AI __m256i rl__i32x2(__m256i v) { /* int32 lanes r to int16 lanes 2r, 2r + 1 */
+    return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xffff)),
+                           _mm256_slli_epi32(v, 16));
+}
+/* sc[2b] = 16 (ls - 32), sc[2b + 1] = ls - 32 and mn as rl__iq4xs_x8's */
+RL_TILE_AI void rl__iq4xsr8_scales(const rl__iq4xs_r8 *p, int16_t (*sc)[16], int16_t (*mn)[16]) {
+    const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p->sh));
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)p->sl); /* row r's 4 bytes in lane r */
+    __m256i ls[8];
+    _Pragma("GCC unroll 8") for (int b = 0; b < 8; b++) {
+        /* bits 4b..4b+3 of scales_l, bits 2b, 2b+1 of scales_h */
+        const __m256i l4 = _mm256_and_si256(_mm256_srlv_epi32(lo, _mm256_set1_epi32(4 * b)),
+                                            _mm256_set1_epi32(15));
+        const __m256i h2 =
+            _mm256_and_si256(_mm256_srlv_epi32(hi, _mm256_set1_epi32(2 * b)), _mm256_set1_epi32(3));
+        ls[b] =
+            _mm256_sub_epi32(_mm256_or_si256(l4, _mm256_slli_epi32(h2, 4)), _mm256_set1_epi32(32));
+        _mm256_storeu_si256((__m256i *)sc[2 * b + 1], rl__i32x2(ls[b]));
+        _mm256_storeu_si256((__m256i *)sc[2 * b], rl__i32x2(_mm256_slli_epi32(ls[b], 4)));
+    }
+    _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) _mm256_storeu_si256(
+        (__m256i *)mn[q], _mm256_or_si256(_mm256_and_si256(ls[2 * q], _mm256_set1_epi32(0xffff)),
+                                          _mm256_slli_epi32(ls[2 * q + 1], 16)));
+}
+RL_TILE_AI void rl__tile8_iq4_xsr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                     const void *vx, size_t xs, const int T) {
+    __m256 acc[RL_TILE8_T];
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
+    const rl__iq4xs_r8 *p = group;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i th, tl;
+    rl__iq4xs_planes(&th, &tl);
+    _Alignas(32) int16_t scv[16][16], mnv[4][16];
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        rl__iq4xsr8_scales(p, scv, mnv);
+        const rl_block_q8_K *x[RL_TILE8_T];
+        __m256i sumi[RL_TILE8_T];
+        rl__q8k_start(x, sumi, vx, xs, i, T);
+        for (int b = 0; b < 8; b++) {
+            RL_PF3((const char *)p + 136 * b); /* 1088 bytes: 17 lines */
+            __m256i sh[RL_TILE8_T], sl[RL_TILE8_T];
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sh[k] = sl[k] =
+                _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[4 * b + g % 4]);
+                const __m256i nib = _mm256_and_si256(g < 4 ? raw : _mm256_srli_epi16(raw, 4), m4);
+                const __m256i wh = _mm256_shuffle_epi8(th, nib), wl = _mm256_shuffle_epi8(tl, nib);
+                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
+                    int32_t xv;
+                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
+                    const __m256i xb = _mm256_set1_epi32(xv);
+                    sh[k] = RL_TI_MACC(sh[k], wh, xb);
+                    sl[k] = RL_TI_MACC(sl[k], wl, xb);
+                }
+            }
+            const __m256i ch = _mm256_load_si256((const __m256i *)scv[2 * b]);
+            const __m256i cl = _mm256_load_si256((const __m256i *)scv[2 * b + 1]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] = _mm256_add_epi32(
+                sumi[k], _mm256_add_epi32(RL_TI_SCALED(sh[k], ch), RL_TI_SCALED(sl[k], cl)));
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
+        rl__q4k_fstep(acc, sumi, &mnv[0][0], 16, d, _mm256_mul_ps(d, _mm256_set1_ps(128.0f)), x, T);
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
+        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
+}
+RL_TILE8_INST(iq4_xsr8)
+#endif
+
 /* q6_K resident tile (kernels-impl.h, rl__q6k_r8): per half h and group
  * g the ql bytes ql[h][g], ql[h][8 + g] and the qh byte qh[h][g] are
  * loaded once and give the codes of all four quadrants o (low or high
