@@ -601,7 +601,8 @@ RL_TILE_AI void rl__tile8_nib_T(int64_t n_cols, float *s, size_t ss, const void 
     const int two = NL == 1 && !RL_TILE_VNNI;   /* AVX2 iq4_nl: two sums */
     const int split = NL == 2 && !RL_TILE_VNNI; /* AVX2 mxfp4: groups 4-7 in sh */
     for (int64_t i = 0; i < n_cols / 32; i++, p[0] += bb, p[1] += bb) {
-        _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++) RL_PF3(p[h]); /* 144 bytes a block */
+        _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++)
+            RL_PF3(p[h]); /* 144 (mxfp4: 136) bytes a block */
         const rl__q80s *x[RL_TILE8_T];
         __m256i sl[2][RL_TILE8_T], sh[2][RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
