@@ -813,8 +813,13 @@ static void pair_leaves_check(const rl__ktab *kt, bool resident) {
                                 ty != RL_TYPE_IQ4_XS &&
                                 (resident || (ty != RL_TYPE_Q4_1 && ty != RL_TYPE_Q5_K));
         if (!extra && !has_packed) assert_null(tl->dot16);
-        const bool has_res =
-            rt->repack && (extra ? rt->dot16 != NULL : resident || ty == RL_TYPE_Q4_1);
+        /* resident pairs: the AVX2 table's q4_1, the AVX512-VNNI table's
+         * q4_K, q6_K and q4_1; any other type's where the table has them
+         * (q5_K, mxfp4 and iq4_xs have none: the VNNI table runs their
+         * AVX2 8-row leaves) */
+        const bool res_pairs = ty == RL_TYPE_Q4_1 ||
+                               (!extra && resident && (ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K));
+        const bool has_res = rt->repack && (res_pairs || rt->dot16 != NULL);
         if (!has_packed && !has_res) continue;
         size_t rs;
         uint8_t *w = make_w(ty, 16, cols, &rs);
