@@ -286,6 +286,19 @@ typedef struct rl__q4k_r8 {
     uint8_t q[32][32];
 } rl__q4k_r8;
 _Static_assert(sizeof(rl__q4k_r8) == 8 * sizeof(rl_block_q4_K), "q4_K resident block");
+/* q5_K, 8 rows, one super-block (the 8 rows' blocks, 1408 bytes):
+ * rl__q4k_r8's fields (the same scales, nibbles and order) and the fifth
+ * bits transposed for the leaves' unrolled group loop: bit g of hb[b][4r +
+ * c] is the fifth bit of element 32b + 4g + c of row r (bit b of its
+ * qh[4g + c]).  Codes 0..31, the same integers and float steps as the
+ * packed q5_K tile (rl__q4k_x8). */
+typedef struct rl__q5k_r8 {
+    rl_fp16 d[8], dmin[8];
+    uint8_t sa[32], sb[32], sc[32];
+    uint8_t hb[8][32];
+    uint8_t q[32][32];
+} rl__q5k_r8;
+_Static_assert(sizeof(rl__q5k_r8) == 8 * sizeof(rl_block_q5_K), "q5_K resident block");
 /* iq4_xs, 8 rows, one super-block (the 8 rows' blocks, 1088 bytes): the
  * scales kept packed (row r's scales_h at sh[r], its scales_l at sl[4r..
  * 4r + 3]; decoded per super-block in registers into rl__iq4xs_x8's sc

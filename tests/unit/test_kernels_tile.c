@@ -430,20 +430,21 @@ static void test_resident_tiles(void **state) {
     assert_non_null(tp2);
     const rl__ktab *ref = rl__kernels_ref();
     const int64_t colss[3] = {32, 576, 1536}, ntoks[6] = {1, 3, 6, 40, 64, 150};
-    const rl_type tys[10] = {RL_TYPE_Q4_1,  RL_TYPE_Q4_K,  RL_TYPE_Q6_K,   RL_TYPE_Q8_0,
-                             RL_TYPE_Q5_0,  RL_TYPE_Q4_0,  RL_TYPE_IQ4_NL, RL_TYPE_Q5_1,
-                             RL_TYPE_MXFP4, RL_TYPE_IQ4_XS};
-    for (int ii = 0; ii < ni * 30; ii++) {
-        rl_kernels_init(impls[ii / 30]);
-        const rl_type ty = tys[(ii % 30) / 3];
-        const bool k_quant = ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K || ty == RL_TYPE_IQ4_XS;
+    const rl_type tys[11] = {RL_TYPE_Q4_1,  RL_TYPE_Q4_K,   RL_TYPE_Q6_K,   RL_TYPE_Q8_0,
+                             RL_TYPE_Q5_0,  RL_TYPE_Q4_0,   RL_TYPE_IQ4_NL, RL_TYPE_Q5_1,
+                             RL_TYPE_MXFP4, RL_TYPE_IQ4_XS, RL_TYPE_Q5_K};
+    for (int ii = 0; ii < ni * 33; ii++) {
+        rl_kernels_init(impls[ii / 33]);
+        const rl_type ty = tys[(ii % 33) / 3];
+        const bool k_quant =
+            ty == RL_TYPE_Q4_K || ty == RL_TYPE_Q6_K || ty == RL_TYPE_IQ4_XS || ty == RL_TYPE_Q5_K;
         const int64_t rows = 40, cols = k_quant ? 256 * colss[ii % 3] / 32 : colss[ii % 3];
         size_t rs;
         uint8_t *wd = make_w(ty, rows, cols, &rs);
         rl_mat w0 = {.type = ty, .n_rows = rows, .n_cols = cols, .row_size = rs, .data = wd};
         rl_mat w = w0, w5 = w0, wk = w0;
         w5.n_rows = 37;
-        wk.type = RL_TYPE_Q5_K;
+        wk.type = RL_TYPE_Q3_K; /* no resident layout */
         assert_int_equal(rl_mat_resident_bytes(&w5), 0);
         assert_int_equal(rl_mat_resident_bytes(&wk), 0);
         rl_matmul_set_fast_tiles(false);

@@ -346,92 +346,162 @@ static void rl__rtile_q4_1_ref(int64_t n_cols, float *s, size_t ss, const void *
     }
 }
 
-/* Row r's 12 packed q4_K scale bytes from a resident block. */
-static void q4k_r8_scales(const rl__q4k_r8 *p, int r, uint8_t out[12]) {
-    memcpy(out, p->sa + 4 * r, 4);
-    memcpy(out + 4, p->sb + 4 * r, 4);
-    memcpy(out + 8, p->sc + 4 * r, 4);
+/* The q4_K and q5_K resident blocks (kernels-impl.h, rl__q4k_r8 and
+ * rl__q5k_r8: q5_K's is q4_K's with the fifth bits, hb), as one view. */
+typedef struct k4r8 {
+    rl_fp16 *d, *dmin;
+    uint8_t *sa, *sb, *sc;
+    uint8_t (*hb)[32]; /* NULL: q4_K */
+    uint8_t (*q)[32];
+} k4r8;
+static k4r8 k4r8_at(const void *group, int64_t i, bool five) {
+    if (five) {
+        rl__q5k_r8 *p = (rl__q5k_r8 *)group + i;
+        return (k4r8){p->d, p->dmin, p->sa, p->sb, p->sc, p->hb, p->q};
+    }
+    rl__q4k_r8 *p = (rl__q4k_r8 *)group + i;
+    return (k4r8){p->d, p->dmin, p->sa, p->sb, p->sc, NULL, p->q};
 }
 
-/* q4_K resident tile (kernels-impl.h, rl__q4k_r8). */
-static void rl__repack_q4_K_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
-    rl__q4k_r8 *o = dst;
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++)
-        for (int r = 0; r < 8; r++) {
-            const rl_block_q4_K *b = (const rl_block_q4_K *)((const uint8_t *)w + r * row_size) + i;
-            o->d[r] = b->d;
-            o->dmin[r] = b->dmin;
-            memcpy(o->sa + 4 * r, b->scales, 4);
-            memcpy(o->sb + 4 * r, b->scales + 4, 4);
-            memcpy(o->sc + 4 * r, b->scales + 8, 4);
-            for (int j = 0; j < 128; j++) o->q[j / 4][4 * r + j % 4] = b->qs[j];
-        }
+/* Row r's 12 packed scale bytes from a resident block. */
+static void k4r8_scales(k4r8 p, int r, uint8_t out[12]) {
+    memcpy(out, p.sa + 4 * r, 4);
+    memcpy(out + 4, p.sb + 4 * r, 4);
+    memcpy(out + 8, p.sc + 4 * r, 4);
 }
 
-static void rl__unpack_block_q4_K_r8(void *dst, const void *group, int r, int64_t i) {
-    const rl__q4k_r8 *p = (const rl__q4k_r8 *)group + i;
-    rl_block_q4_K *b = dst;
-    b->d = p->d[r];
-    b->dmin = p->dmin[r];
-    q4k_r8_scales(p, r, b->scales);
-    for (int j = 0; j < 128; j++) b->qs[j] = p->q[j / 4][4 * r + j % 4];
+/* Code of element e of row r: 0..15 (q4_K), 0..31 (q5_K). */
+static int k4r8_code(k4r8 p, int r, int e) {
+    const int b = e / 32, l = 4 * r + e % 4, g = e % 32 / 4;
+    const int byte = p.q[8 * (b / 2) + g][l];
+    const int lo = b % 2 ? byte >> 4 : byte & 15;
+    return p.hb ? lo | ((p.hb[b][l] >> g) & 1) << 4 : lo;
 }
 
-/* Chunk j's vector g: code group 16j + g (low nibbles), 16j + 8 + g (high). */
-static void rl__to_tile_q4_K_r8(void *dst, const void *group, int64_t n_cols) {
-    const rl__q4k_r8 *p = group;
-    rl__q4k_x8 *o = dst;
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++, o++) {
-        for (int r = 0; r < 8; r++) {
-            o->d[r] = rl_fp16_to_f32(p->d[r]);
-            o->dmin[r] = rl_fp16_to_f32(p->dmin[r]);
-            uint8_t scales[12];
-            q4k_r8_scales(p, r, scales);
-            q4k_x8_scales(o, r, scales);
-        }
-        for (int j = 0; j < 4; j++)
-            for (int g = 0; g < 8; g++)
-                for (int l = 0; l < 32; l++) {
-                    o->q[16 * j + g][l] = p->q[8 * j + g][l] & 15;
-                    o->q[16 * j + 8 + g][l] = p->q[8 * j + g][l] >> 4;
-                }
+/* Bit 8i + j of x to bit 8j + i (an 8 x 8 bit matrix, byte = row,
+ * transposed by three rounds of swaps). */
+static uint64_t bits8x8_transpose(uint64_t x) {
+    uint64_t t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
+    x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
+    x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
+    return x ^ t ^ (t << 28);
+}
+
+/* a = c (f = 1: packing) or c = a (f = 0: unpacking) */
+#define RL_MV(a, c) (f ? (void)((a) = (c)) : (void)((c) = (a)))
+
+static inline void mv4(uint8_t *a, uint8_t *c, int f) {
+    memcpy(f ? a : c, f ? c : a, 4);
+}
+
+/* Row r of resident block p from (f = 1) or to (f = 0) file block w, a
+ * q4_K block or (p.hb) a q5_K one. */
+static inline __attribute__((always_inline)) void k4r8_move(k4r8 p, void *w, int r, int f) {
+    rl_block_q4_K *b4 = w;
+    rl_block_q5_K *b5 = w;
+    rl_fp16 *d = p.hb ? &b5->d : &b4->d, *dmin = p.hb ? &b5->dmin : &b4->dmin;
+    uint8_t *scales = p.hb ? b5->scales : b4->scales, *qs = p.hb ? b5->qs : b4->qs;
+    RL_MV(p.d[r], *d);
+    RL_MV(p.dmin[r], *dmin);
+    mv4(p.sa + 4 * r, scales, f);
+    mv4(p.sb + 4 * r, scales + 4, f);
+    mv4(p.sc + 4 * r, scales + 8, f);
+    for (int v = 0; v < 32; v++) mv4(&p.q[v][4 * r], qs + 4 * v, f);
+    if (!p.hb) return;
+    /* per c, the 8 x 8 bits transposed: bit b of qh[4g + c] <-> bit g of
+     * hb[b][4r + c] (the same swap both ways) */
+    for (int c = 0; c < 4; c++) {
+        uint64_t x = 0;
+        for (int g = 0; g < 8; g++)
+            x |= (uint64_t)(f ? b5->qh[4 * g + c] : p.hb[g][4 * r + c]) << (8 * g);
+        x = bits8x8_transpose(x);
+        for (int b = 0; b < 8; b++)
+            *(f ? &p.hb[b][4 * r + c] : &b5->qh[4 * b + c]) = (uint8_t)(x >> (8 * b));
     }
 }
 
-static void rl__rtile_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *group,
-                               const void *vx, size_t xs, int n_x) {
+static void rl__repack_k4_r8(void *dst, const void *w, size_t row_size, int64_t n_cols, bool five) {
+    const size_t bs = five ? sizeof(rl_block_q5_K) : sizeof(rl_block_q4_K);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++)
+        for (int r = 0; r < 8; r++)
+            k4r8_move(k4r8_at(dst, i, five), (uint8_t *)w + r * row_size + (size_t)i * bs, r, 1);
+}
+static void rl__repack_q4_K_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__repack_k4_r8(dst, w, row_size, n_cols, false);
+}
+static void rl__repack_q5_K_r8(void *dst, const void *w, size_t row_size, int64_t n_cols) {
+    rl__repack_k4_r8(dst, w, row_size, n_cols, true);
+}
+static void rl__unpack_block_q4_K_r8(void *dst, const void *group, int r, int64_t i) {
+    k4r8_move(k4r8_at(group, i, false), dst, r, 0);
+}
+static void rl__unpack_block_q5_K_r8(void *dst, const void *group, int r, int64_t i) {
+    k4r8_move(k4r8_at(group, i, true), dst, r, 0);
+}
+
+/* To the packed tile (rl__q4k_x8): element e of row r at q[e / 4][4r + e % 4]. */
+static void rl__to_tile_k4_r8(void *dst, const void *group, int64_t n_cols, bool five) {
+    rl__q4k_x8 *o = dst;
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
+        const k4r8 p = k4r8_at(group, i, five);
+        for (int r = 0; r < 8; r++) {
+            o->d[r] = rl_fp16_to_f32(p.d[r]);
+            o->dmin[r] = rl_fp16_to_f32(p.dmin[r]);
+            uint8_t scales[12];
+            k4r8_scales(p, r, scales);
+            q4k_x8_scales(o, r, scales);
+            for (int e = 0; e < RL_QK_K; e++)
+                o->q[e / 4][4 * r + e % 4] = (uint8_t)k4r8_code(p, r, e);
+        }
+    }
+}
+static void rl__to_tile_q4_K_r8(void *dst, const void *group, int64_t n_cols) {
+    rl__to_tile_k4_r8(dst, group, n_cols, false);
+}
+static void rl__to_tile_q5_K_r8(void *dst, const void *group, int64_t n_cols) {
+    rl__to_tile_k4_r8(dst, group, n_cols, true);
+}
+
+static void rl__rtile_k4_ref(int64_t n_cols, float *s, size_t ss, const void *group, const void *vx,
+                             size_t xs, int n_x, bool five) {
     for (int k = 0; k < n_x; k++) {
         const rl_block_q8_K *x = (const rl_block_q8_K *)((const uint8_t *)vx + (size_t)k * xs);
         float acc[8] = {0};
-        const rl__q4k_r8 *p = group;
-        for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
+        for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
+            const k4r8 p = k4r8_at(group, i, five);
             for (int r = 0; r < 8; r++) {
                 uint8_t scales[12];
-                q4k_r8_scales(p, r, scales);
+                k4r8_scales(p, r, scales);
                 int32_t sumi = 0, msum = 0;
                 for (int b = 0; b < 8; b++) {
                     int sc, mn;
                     rl_scale_min_k4(scales, b, &sc, &mn);
                     int32_t t = 0;
-                    for (int e = 0; e < 32; e++) {
-                        const int byte = p->q[8 * (b / 2) + e / 4][4 * r + e % 4];
-                        t += (b % 2 ? byte >> 4 : byte & 15) * x[i].qs[32 * b + e];
-                    }
+                    for (int e = 32 * b; e < 32 * b + 32; e++) t += k4r8_code(p, r, e) * x[i].qs[e];
                     sumi += sc * t;
                     msum += mn * rl__q8k_bsum32(&x[i], b);
                 }
-                acc[r] = fmaf(rl_fp16_to_f32(p->d[r]) * x[i].d, (float)sumi, acc[r]);
-                acc[r] = fmaf(-(rl_fp16_to_f32(p->dmin[r]) * x[i].d), (float)msum, acc[r]);
+                acc[r] = fmaf(rl_fp16_to_f32(p.d[r]) * x[i].d, (float)sumi, acc[r]);
+                acc[r] = fmaf(-(rl_fp16_to_f32(p.dmin[r]) * x[i].d), (float)msum, acc[r]);
             }
         }
         for (int r = 0; r < 8; r++) s[(size_t)k * ss + (size_t)r] = acc[r];
     }
 }
+static void rl__rtile_q4_K_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    rl__rtile_k4_ref(n_cols, s, ss, group, vx, xs, n_x, false);
+}
+static void rl__rtile_q5_K_ref(int64_t n_cols, float *s, size_t ss, const void *group,
+                               const void *vx, size_t xs, int n_x) {
+    rl__rtile_k4_ref(n_cols, s, ss, group, vx, xs, n_x, true);
+}
 
 /* q6_K resident tile (kernels-impl.h, rl__q6k_r8); f = 1 packs, 0 unpacks
  * row r of super-block p. */
 static void q6k_r8_move(rl__q6k_r8 *p, rl_block_q6_K *b, int r, int f) {
-#define RL_MV(a, c) (f ? (void)((a) = (c)) : (void)((c) = (a)))
     RL_MV(p->d[r], b->d);
     for (int j = 0; j < 16; j++) RL_MV(p->sc[j][r], b->scales[j]);
     for (int h = 0; h < 2; h++)
@@ -778,6 +848,11 @@ void rl__ref_fill_tile(rl__ktab *t) {
                                          .unpack_block = rl__unpack_block_q4_K_r8,
                                          .to_tile = rl__to_tile_q4_K_r8,
                                          .dot = rl__rtile_q4_K_ref,
+                                         .make = true};
+    t->rtile[RL_TYPE_Q5_K] = (rl__rtile){.repack = rl__repack_q5_K_r8,
+                                         .unpack_block = rl__unpack_block_q5_K_r8,
+                                         .to_tile = rl__to_tile_q5_K_r8,
+                                         .dot = rl__rtile_q5_K_ref,
                                          .make = true};
     t->rtile[RL_TYPE_Q6_K] = (rl__rtile){.repack = rl__repack_q6_K_r8,
                                          .unpack_block = rl__unpack_block_q6_K_r8,

@@ -135,15 +135,16 @@ static inline __attribute__((always_inline)) __m256i rl__r8_pick(__m256i v, int 
     return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
 }
 
-/* The 8 rows' packed 6-bit scales of one super-block decoded into the
- * packed tile's int16 vectors (rl__q4k_x8's sc and mn): vector j of sc at
- * scb + j * us, of mn at mnb + j * us. */
-static inline __attribute__((always_inline)) void
-rl__q4kr8_scales(const rl__q4k_r8 *p, uint8_t *scb, uint8_t *mnb, size_t us) {
+/* The 8 rows' packed 6-bit scales of one super-block (a resident q4_K or
+ * q5_K block's sa, sb and sc: 96 bytes at s) decoded into the packed
+ * tile's int16 vectors (rl__q4k_x8's sc and mn): vector j of sc at scb + j
+ * * us, of mn at mnb + j * us. */
+static inline __attribute__((always_inline)) void rl__k4r8_scales(const uint8_t *s, uint8_t *scb,
+                                                                  uint8_t *mnb, size_t us) {
     const __m256i m4 = _mm256_set1_epi8(15), m63 = _mm256_set1_epi8(63), m3 = _mm256_set1_epi8(3);
-    const __m256i A = _mm256_loadu_si256((const __m256i *)p->sa);
-    const __m256i B = _mm256_loadu_si256((const __m256i *)p->sb);
-    const __m256i C = _mm256_loadu_si256((const __m256i *)p->sc);
+    const __m256i A = _mm256_loadu_si256((const __m256i *)s);
+    const __m256i B = _mm256_loadu_si256((const __m256i *)(s + 32));
+    const __m256i C = _mm256_loadu_si256((const __m256i *)(s + 64));
     const __m256i slo = _mm256_and_si256(A, m63), mlo = _mm256_and_si256(B, m63);
     const __m256i shi =
         _mm256_or_si256(_mm256_and_si256(C, m4),
@@ -160,6 +161,15 @@ rl__q4kr8_scales(const rl__q4k_r8 *p, uint8_t *scb, uint8_t *mnb, size_t us) {
     _mm256_storeu_si256((__m256i *)(mnb + 2 * us), rl__r8_pick(mhi, 0, 1));
     _mm256_storeu_si256((__m256i *)(mnb + 3 * us), rl__r8_pick(mhi, 2, 3));
 }
+_Static_assert(offsetof(rl__q4k_r8, sb) == offsetof(rl__q4k_r8, sa) + 32 &&
+                   offsetof(rl__q4k_r8, sc) == offsetof(rl__q4k_r8, sa) + 64 &&
+                   offsetof(rl__q5k_r8, sb) == offsetof(rl__q5k_r8, sa) + 32 &&
+                   offsetof(rl__q5k_r8, sc) == offsetof(rl__q5k_r8, sa) + 64,
+               "resident q4_K and q5_K scales: 96 bytes in a row");
+static inline __attribute__((always_inline)) void
+rl__q4kr8_scales(const rl__q4k_r8 *p, uint8_t *scb, uint8_t *mnb, size_t us) {
+    rl__k4r8_scales(p->sa, scb, mnb, us);
+}
 
 /* Bytes a[i], b[i] (i < 8) interleaved and widened to int16 (lanes 2i,
  * 2i + 1; a == b: each byte lane-doubled): the resident q6_K tiles'
@@ -169,6 +179,43 @@ static inline __attribute__((always_inline)) __m256i rl__r8_i8x2(const int8_t *a
                   vb = _mm_loadl_epi64((const __m128i *)b);
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb));
 }
+
+/* 8x8 transpose of int32 lanes: v[r] lane g -> v[g] lane r. */
+static inline __attribute__((always_inline)) void rl__tr8x8(__m256i v[8]) {
+    __m256i a[8], b[8];
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        a[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        b[4 * i + 0] = _mm256_unpacklo_epi64(a[4 * i + 0], a[4 * i + 2]);
+        b[4 * i + 1] = _mm256_unpackhi_epi64(a[4 * i + 0], a[4 * i + 2]);
+        b[4 * i + 2] = _mm256_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm256_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/* Code vector g (elements 32b + 4g .. + 3 of the 8 rows, 0..31) of
+ * sub-block b of a resident q5_K block: the nibbles of chunk b / 2 (low
+ * for even b) and, from hv = p->hb[b], bit g of each byte moved to bit 4
+ * (the leaf and its conversion to the packed tile). */
+static inline __attribute__((always_inline)) __m256i rl__q5kr8_code(const rl__q5k_r8 *p, __m256i hv,
+                                                                    int b, int g) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[8 * (b / 2) + g]);
+    const __m256i nib =
+        _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(15));
+    const __m256i h = g < 4 ? _mm256_slli_epi16(hv, 4 - g) : _mm256_srli_epi16(hv, g - 4);
+    return _mm256_or_si256(nib, _mm256_and_si256(h, _mm256_set1_epi8(16)));
+}
+
+/* The AVX2 conversions of avx2_pack.c (rl__tile8.pack, rl__rtile.to_tile). */
+void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols);
+void rl__pack_iq4_xs_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols);
+void rl__to_tile_q5_K_avx2(void *dst, const void *group, int64_t n_cols);
 
 #ifdef __AVX512F__
 /* Pairs of resident groups in one zmm register (vnni_tile.c, amx_tile.c):

@@ -23,25 +23,6 @@
 #define RL_TILE_VNNI 0
 #include "kernels/x86/tile-impl.h"
 
-/* 8x8 transpose of int32 lanes: v[r] lane g -> v[g] lane r. */
-RL_TILE_AI void rl__tr8x8(__m256i v[8]) {
-    __m256i a[8], b[8];
-    for (int i = 0; i < 4; i++) {
-        a[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-        a[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        b[4 * i + 0] = _mm256_unpacklo_epi64(a[4 * i + 0], a[4 * i + 2]);
-        b[4 * i + 1] = _mm256_unpackhi_epi64(a[4 * i + 0], a[4 * i + 2]);
-        b[4 * i + 2] = _mm256_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
-        b[4 * i + 3] = _mm256_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
-    }
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
-        v[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
-    }
-}
-
 /* rl__pack_q4_K_x8 / rl__pack_q5_K_x8 (ref/ref_tile.c) with the codes
  * moved by vector shuffles: each 32-element chunk of the 8 rows is
  * unpacked to bytes (q5_K: with its high bit, as avx2_dot4.c's leaf) and
@@ -171,78 +152,6 @@ static void rl__pack_q3_K_x8_avx2(void *dst, const void *w, size_t row_size, int
                 rl__tr8x8(q[j]);
                 for (int g = 0; g < 8; g++)
                     _mm256_storeu_si256((__m256i *)o->q[8 * (4 * h + j) + g], q[j][g]);
-            }
-        }
-    }
-}
-
-/* rl__pack_q2_K_x8 with the codes moved by vector shuffles: the 32 codes
- * 128h + 32j .. of a row are bits 2j, 2j + 1 of its qs[32h ..] bytes, and
- * each such chunk of the 8 rows is transposed in groups of 4 bytes as
- * q4_K's.  The same bytes (tested).  Each of the 8 rows is prefetched
- * RL_PF_DIST ahead, as the per-row dots do (this packer, iq4_xs's and
- * mxfp4's read 8 streams at once from DRAM when a step has few tokens). */
-static void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
-    rl__q2k_x8 *o = dst;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
-        const rl_block_q2_K *b[8];
-        for (int r = 0; r < 8; r++) {
-            b[r] = (const rl_block_q2_K *)((const uint8_t *)w + r * row_size) + i;
-            RL_PF1(b[r]);
-            RL_PF1((const uint8_t *)b[r] + 64);
-            o->d[r] = rl__f16c(b[r]->d);
-            o->dmin[r] = rl__f16c(b[r]->dmin);
-            rl__q2k_x8_scales(o, r, b[r]->scales);
-        }
-        for (int h = 0; h < 2; h++)
-            for (int j = 0; j < 4; j++) {
-                __m256i q[8];
-                for (int r = 0; r < 8; r++)
-                    q[r] = _mm256_and_si256(
-                        _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * h)),
-                                          2 * j),
-                        m3);
-                rl__tr8x8(q);
-                for (int g = 0; g < 8; g++)
-                    _mm256_storeu_si256((__m256i *)o->q[8 * (4 * h + j) + g], q[g]);
-            }
-    }
-}
-
-/* rl__pack_iq4_xs_x8: each row's sub-block looked up (v + 128 = v ^ 0x80
- * as bytes), split into its nibble planes, and each plane of the 8 rows
- * transposed in groups of 4 bytes.  The same bytes (tested). */
-static void rl__pack_iq4_xs_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
-    rl__iq4xs_x8 *o = dst;
-    const __m256i tbl =
-        _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-                         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m256i m4 = _mm256_set1_epi8(15), x80 = _mm256_set1_epi8((char)0x80);
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
-        const rl_block_iq4_xs *b[8];
-        for (int r = 0; r < 8; r++) {
-            b[r] = (const rl_block_iq4_xs *)((const uint8_t *)w + r * row_size) + i;
-            RL_PF1(b[r]);
-            RL_PF1((const uint8_t *)b[r] + 64);
-            RL_PF1((const uint8_t *)b[r] + 128);
-            o->d[r] = rl__f16c(b[r]->d);
-            o->dmin[r] = 128.0f * o->d[r];
-            rl__iq4xs_x8_scales(o, r, b[r]);
-        }
-        for (int sb = 0; sb < 8; sb++) {
-            __m256i h[8], l[8];
-            for (int r = 0; r < 8; r++) {
-                const __m256i u = _mm256_xor_si256(
-                    _mm256_shuffle_epi8(tbl, rl__nibbles32(b[r]->qs + 16 * sb)), x80);
-                h[r] = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
-                l[r] = _mm256_and_si256(u, m4);
-            }
-            rl__tr8x8(h);
-            rl__tr8x8(l);
-            for (int g = 0; g < 8; g++) {
-                _mm256_storeu_si256((__m256i *)o->q[16 * sb + g], h[g]);
-                _mm256_storeu_si256((__m256i *)o->q[16 * sb + 8 + g], l[g]);
             }
         }
     }
@@ -991,6 +900,15 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_IQ4_XS].dot = rl__tile8_iq4_xsr8_avx2;
     t->rtile[RL_TYPE_IQ4_XS].to_tile = rl__to_tile_iq4_xs_avx2;
     t->rtile[RL_TYPE_IQ4_XS].make = true;
+    /* q5_K resident (no pair leaf: 8 groups overflow int16), converted to
+     * the packed tile from 16 tokens (Qwen2.5-Coder-1.5B requantized,
+     * Zen 3: bd16 1.28x, pp24 1.17x, pp32 1.23x against from 64) */
+#ifndef RL_AVX2_Q5K_PACK_MIN
+#define RL_AVX2_Q5K_PACK_MIN 16
+#endif
+    t->rtile[RL_TYPE_Q5_K].dot = rl__tile8_q5_Kr8_avx2;
+    t->rtile[RL_TYPE_Q5_K].to_tile = rl__to_tile_q5_K_avx2;
+    t->rtile[RL_TYPE_Q5_K].pack_min = RL_AVX2_Q5K_PACK_MIN;
     t->rtile[RL_TYPE_Q8_0].dot = rl__tile8_q8_0r8_avx2;
     t->rtile[RL_TYPE_Q8_0].x_prep = rl__x_nibbles_q8_0;
     t->rtile[RL_TYPE_Q8_0].x_block = sizeof(rl__q80n);
