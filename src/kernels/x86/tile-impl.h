@@ -671,71 +671,38 @@ RL_TILE8_INST(mxfp4r8)
  * tile's int16 vectors (rl__q4k_x8's sc and mn, lane 2r / 2r + 1), kept on
  * the stack for the tokens; then rl__tile8_q4_K_T's integer and float
  * steps, the nibbles of sub-block 2j (low) and 2j + 1 (high) taken from the
- * same 8 vectors of chunk j. */
-RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
-                                   const void *vx, size_t xs, const int T) {
+ * same 8 vectors of chunk j.  FIVE: the q5_K resident tile (rl__q5k_r8),
+ * the same steps on the codes with their fifth bits (rl__q5kr8_code: one
+ * vector of bits a sub-block, moved to bit 4 per group), summed in int16
+ * RL_TI_Q5K_G groups at a time as the packed q5_K tile's: its bits. */
+RL_TILE_AI void rl__tile8_k4r8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                 const void *vx, size_t xs, const int T, const bool FIVE) {
     __m256 acc[RL_TILE8_T];
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
-    const rl__q4k_r8 *p = group;
+    const size_t bb = FIVE ? sizeof(rl__q5k_r8) : sizeof(rl__q4k_r8); /* block bytes */
+    const int G = FIVE ? RL_TI_Q5K_G : 8;                             /* groups summed in int16 */
     const __m256i m4 = _mm256_set1_epi8(15);
     _Alignas(32) int16_t scv[8][16], mnv[4][16];
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-        rl__q4kr8_scales(p, (uint8_t *)scv, (uint8_t *)mnv, 32);
+    for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
+        const uint8_t *blk = (const uint8_t *)group + (size_t)i * bb;
+        const rl__q4k_r8 *p4 = (const void *)blk;
+        const rl__q5k_r8 *p5 = (const void *)blk;
+        rl__k4r8_scales(FIVE ? p5->sa : p4->sa, (uint8_t *)scv, (uint8_t *)mnv, 32);
         const rl_block_q8_K *x[RL_TILE8_T];
         __m256i sumi[RL_TILE8_T];
         rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 8; b++) {
-            RL_PF3((const char *)p + 144 * b); /* 1152 bytes: 3 lines per sub-block */
-            __m256i s16[RL_TILE8_T];
-            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[8 * (b / 2) + g]);
-                const __m256i wq = _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
-                _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-                    int32_t xv;
-                    memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
-                    s16[k] = RL_TI_MAC(s16[k], wq, _mm256_set1_epi32(xv));
-                }
-            }
+            RL_PF3(blk + bb / 8 * b); /* 1152 or 1408 bytes: 3 lines per sub-block */
+            const __m256i hv = FIVE ? _mm256_loadu_si256((const __m256i *)p5->hb[b]) : m4;
             const __m256i sc = RL_TI_SC(_mm256_load_si256((const __m256i *)scv[b]));
-            _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) sumi[k] =
-                _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
-        }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
-        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin));
-        rl__q4k_fstep(acc, sumi, &mnv[0][0], 16, d, dmin, x, T);
-    }
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
-        _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
-}
-
-RL_TILE8_INST(q4_Kr8)
-
-#if !RL_TILE_VNNI /* (the AVX512-VNNI table runs the AVX2 leaf) */
-/* q5_K resident tile (kernels-impl.h, rl__q5k_r8): rl__tile8_q4_Kr8_T's
- * steps on the codes with their fifth bits (rl__q5kr8_code: one vector of
- * bits a sub-block, moved to bit 4 per group), summed in int16 4 groups at
- * a time as the packed q5_K tile's (RL_TI_Q5K_G): its bits. */
-RL_TILE_AI void rl__tile8_q5_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
-                                   const void *vx, size_t xs, const int T) {
-    __m256 acc[RL_TILE8_T];
-    _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
-    const rl__q5k_r8 *p = group;
-    _Alignas(32) int16_t scv[8][16], mnv[4][16];
-    for (int64_t i = 0; i < n_cols / RL_QK_K; i++, p++) {
-        rl__k4r8_scales(p->sa, (uint8_t *)scv, (uint8_t *)mnv, 32);
-        const rl_block_q8_K *x[RL_TILE8_T];
-        __m256i sumi[RL_TILE8_T];
-        rl__q8k_start(x, sumi, vx, xs, i, T);
-        for (int b = 0; b < 8; b++) {
-            RL_PF3((const char *)p + 176 * b); /* 1408 bytes: 3 lines per sub-block */
-            const __m256i hv = _mm256_loadu_si256((const __m256i *)p->hb[b]);
-            const __m256i sc = RL_TI_SC(_mm256_load_si256((const __m256i *)scv[b]));
-            _Pragma("GCC unroll 2") for (int g0 = 0; g0 < 8; g0 += RL_TI_Q5K_G) {
+            _Pragma("GCC unroll 2") for (int g0 = 0; g0 < 8; g0 += G) {
                 __m256i s16[RL_TILE8_T];
                 _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
-                _Pragma("GCC unroll 8") for (int g = g0; g < g0 + RL_TI_Q5K_G; g++) {
-                    const __m256i wq = rl__q5kr8_code(p, hv, b, g);
+                _Pragma("GCC unroll 8") for (int g = g0; g < g0 + G; g++) {
+                    const __m256i raw = _mm256_loadu_si256((const __m256i *)p4->q[8 * (b / 2) + g]);
+                    const __m256i wq =
+                        FIVE ? rl__q5kr8_code(p5, hv, b, g)
+                             : _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
                     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
                         int32_t xv;
                         memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
@@ -746,14 +713,24 @@ RL_TILE_AI void rl__tile8_q5_Kr8_T(int64_t n_cols, float *s, size_t ss, const vo
                     _mm256_add_epi32(sumi[k], RL_TI_SCALED(s16[k], sc));
             }
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->d));
-        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p->dmin));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(FIVE ? p5->d : p4->d)));
+        const __m256 dmin =
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(FIVE ? p5->dmin : p4->dmin)));
         rl__q4k_fstep(acc, sumi, &mnv[0][0], 16, d, dmin, x, T);
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++)
         _mm256_storeu_ps(s + (size_t)k * ss, acc[k]);
 }
-
+RL_TILE_AI void rl__tile8_q4_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tile8_k4r8_T(n_cols, s, ss, group, vx, xs, T, false);
+}
+RL_TILE8_INST(q4_Kr8)
+#if !RL_TILE_VNNI /* (the AVX512-VNNI table runs the AVX2 leaf) */
+RL_TILE_AI void rl__tile8_q5_Kr8_T(int64_t n_cols, float *s, size_t ss, const void *group,
+                                   const void *vx, size_t xs, const int T) {
+    rl__tile8_k4r8_T(n_cols, s, ss, group, vx, xs, T, true);
+}
 RL_TILE8_INST(q5_Kr8)
 #endif
 
