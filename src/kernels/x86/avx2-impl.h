@@ -199,17 +199,21 @@ static inline __attribute__((always_inline)) void rl__tr8x8(__m256i v[8]) {
     }
 }
 
-/* Code vector g (elements 32b + 4g .. + 3 of the 8 rows, 0..31) of
- * sub-block b of a resident q5_K block: the nibbles of chunk b / 2 (low
- * for even b) and, from hv = p->hb[b], bit g of each byte moved to bit 4
- * (the leaf and its conversion to the packed tile). */
+/* Code vector g (elements 32b + 4g .. + 3 of the 8 rows) of sub-block b
+ * of a resident q4_K or q5_K block (q: its nibbles): the nibbles of chunk
+ * b / 2, low for even b (q4_K's codes, 0..15). */
+static inline __attribute__((always_inline)) __m256i rl__k4r8_nib(const uint8_t (*q)[32], int b,
+                                                                  int g) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)q[8 * (b / 2) + g]);
+    return _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(15));
+}
+/* The same of a q5_K block (0..31): the nibbles and, from hv = p->hb[b],
+ * bit g of each byte moved to bit 4 (the leaf and its conversion to the
+ * packed tile). */
 static inline __attribute__((always_inline)) __m256i rl__q5kr8_code(const rl__q5k_r8 *p, __m256i hv,
                                                                     int b, int g) {
-    const __m256i raw = _mm256_loadu_si256((const __m256i *)p->q[8 * (b / 2) + g]);
-    const __m256i nib =
-        _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(15));
     const __m256i h = g < 4 ? _mm256_slli_epi16(hv, 4 - g) : _mm256_srli_epi16(hv, g - 4);
-    return _mm256_or_si256(nib, _mm256_and_si256(h, _mm256_set1_epi8(16)));
+    return _mm256_or_si256(rl__k4r8_nib(p->q, b, g), _mm256_and_si256(h, _mm256_set1_epi8(16)));
 }
 
 /* The AVX2 conversions of avx2_pack.c (rl__tile8.pack, rl__rtile.to_tile). */

@@ -48,8 +48,7 @@ void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_
 void rl__pack_iq4_xs_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols) {
     rl__iq4xs_x8 *o = dst;
     const __m256i tbl =
-        _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-                         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rl_iq4nl_values));
     const __m256i m4 = _mm256_set1_epi8(15), x80 = _mm256_set1_epi8((char)0x80);
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++, o++) {
         const rl_block_iq4_xs *b[8];

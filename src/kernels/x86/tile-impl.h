@@ -681,7 +681,6 @@ RL_TILE_AI void rl__tile8_k4r8_T(int64_t n_cols, float *s, size_t ss, const void
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_ps();
     const size_t bb = FIVE ? sizeof(rl__q5k_r8) : sizeof(rl__q4k_r8); /* block bytes */
     const int G = FIVE ? RL_TI_Q5K_G : 8;                             /* groups summed in int16 */
-    const __m256i m4 = _mm256_set1_epi8(15);
     _Alignas(32) int16_t scv[8][16], mnv[4][16];
     for (int64_t i = 0; i < n_cols / RL_QK_K; i++) {
         const uint8_t *blk = (const uint8_t *)group + (size_t)i * bb;
@@ -693,16 +692,15 @@ RL_TILE_AI void rl__tile8_k4r8_T(int64_t n_cols, float *s, size_t ss, const void
         rl__q8k_start(x, sumi, vx, xs, i, T);
         for (int b = 0; b < 8; b++) {
             RL_PF3(blk + bb / 8 * b); /* 1152 or 1408 bytes: 3 lines per sub-block */
-            const __m256i hv = FIVE ? _mm256_loadu_si256((const __m256i *)p5->hb[b]) : m4;
+            const __m256i hv =
+                FIVE ? _mm256_loadu_si256((const __m256i *)p5->hb[b]) : _mm256_setzero_si256();
             const __m256i sc = RL_TI_SC(_mm256_load_si256((const __m256i *)scv[b]));
             _Pragma("GCC unroll 2") for (int g0 = 0; g0 < 8; g0 += G) {
                 __m256i s16[RL_TILE8_T];
                 _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) s16[k] = _mm256_setzero_si256();
                 _Pragma("GCC unroll 8") for (int g = g0; g < g0 + G; g++) {
-                    const __m256i raw = _mm256_loadu_si256((const __m256i *)p4->q[8 * (b / 2) + g]);
                     const __m256i wq =
-                        FIVE ? rl__q5kr8_code(p5, hv, b, g)
-                             : _mm256_and_si256(b % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+                        FIVE ? rl__q5kr8_code(p5, hv, b, g) : rl__k4r8_nib(p4->q, b, g);
                     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
                         int32_t xv;
                         memcpy(&xv, x[k]->qs + 32 * b + 4 * g, 4);
