@@ -361,19 +361,12 @@ RL_TILE_AI void rl__q41_fstep(__m256 *acc, const __m256i *s16, __m256 d, __m256 
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
         rl__q41_fstep1(acc[k], s16[k], d, m, rl__f16c(x[k]->d), rl__f16c(x[k]->s));
 }
-/* The resident q4_1 leaves' activation blocks: on the AVX512-VNNI table the
- * q8_1 rows with float scales (rl__rtile.x_prep = rl__x_q8_1f), so the
- * float step reads its operands instead of converting them per row group;
- * on the AVX2 table the q8_1 rows as they are. */
-#if RL_TILE_VNNI
+/* The resident q4_1 leaves' activation blocks: the q8_1 rows with float
+ * scales (rl__rtile.x_prep = rl__x_q8_1f), so the float step reads its
+ * operands instead of converting them per row group. */
 typedef rl__q81f rl__q41r_x;
 #define RL_Q41R_D(x) ((x)->d)
 #define RL_Q41R_S(x) ((x)->s)
-#else
-typedef rl_block_q8_1 rl__q41r_x;
-#define RL_Q41R_D(x) rl__f16c((x)->d)
-#define RL_Q41R_S(x) rl__f16c((x)->s)
-#endif
 
 /* q4_1: per block, the 8 groups of 4 elements as in q4_K (8 x 2 x 15 x 128
  * = 30720 fits int16), one vpmaddwd by ones to int32 lanes, then the
