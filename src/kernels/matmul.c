@@ -295,9 +295,15 @@ static void rl__mm_padded_tile(const rl__mm_ctx *c, int i, int64_t r0, int64_t r
         memcpy(c->y[i] + (t + j) * w->n_rows + r0, tmp[j], sizeof(float) * (size_t)(r1 - r0));
 }
 
+/* Each thread quantizes a contiguous range of tokens, the split of the
+ * model's per-token steps (the norm before a matmul wrote those rows from
+ * this core). */
 static void rl__mm_quant_task(void *p, int ith, int nth) {
     rl__mm_ctx *c = p;
-    for (int64_t t = ith; t < c->n_tok; t += nth) {
+    const int64_t per = (c->n_tok + nth - 1) / nth,
+                  t0 = per * ith < c->n_tok ? per * ith : c->n_tok,
+                  t1 = t0 + per < c->n_tok ? t0 + per : c->n_tok;
+    for (int64_t t = t0; t < t1; t++) {
         c->quant(c->x + t * c->n_cols, c->xq + (size_t)t * c->xq_row, c->n_cols);
         if (c->am_prep)
             c->am_prep(c->xam + (size_t)t * RL_AMX_XQ_BYTES, c->xam_sb,
