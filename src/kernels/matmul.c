@@ -264,6 +264,8 @@ typedef struct rl__mm_ctx {
     uint8_t *xq;
     uint8_t *xqp[RL_MM_FORMS]; /* xq in the resident leaves' forms (rl__rtile.x_prep) */
     size_t xqp_row[RL_MM_FORMS];
+    void (*xqp_fn[RL_MM_FORMS])(void *dst, const void *src, int64_t n_blocks); /* their x_prep */
+    int n_forms;
     int xform[RL_MATMUL_MULTI_MAX]; /* matrix i's form, or -1: xq as quantized */
     uint8_t *xam;                   /* xq in the AMX leaves' form (rl__amx.x_prep), or NULL */
     size_t xam_sb;                  /* ... bytes of one super-block of every token */
@@ -305,6 +307,9 @@ static void rl__mm_quant_task(void *p, int ith, int nth) {
                   t1 = t0 + per < c->n_tok ? t0 + per : c->n_tok;
     for (int64_t t = t0; t < t1; t++) {
         c->quant(c->x + t * c->n_cols, c->xq + (size_t)t * c->xq_row, c->n_cols);
+        for (int f = 0; f < c->n_forms; f++)
+            c->xqp_fn[f](c->xqp[f] + (size_t)t * c->xqp_row[f], c->xq + (size_t)t * c->xq_row,
+                         c->n_cols / 32);
         if (c->am_prep)
             c->am_prep(c->xam + (size_t)t * RL_AMX_XQ_BYTES, c->xam_sb,
                        c->xq + (size_t)t * c->xq_row, c->n_cols / RL_QK_K);
@@ -719,43 +724,41 @@ static void rl__matmul_multi(const rl_mat *const *ws, float *const *ys, int n_w,
                 break;
             }
         }
-        if (n_tok == 1 || nth == 1)
-            rl__mm_quant_task(&c, 0, 1);
-        else
-            rl_threadpool_run(tp, rl__mm_quant_task, &c);
         /* a padded tile can follow (6-7 after 8-tiles, 3 after 4-tiles);
          * the scratch holds RL_MM_PAD_ROWS spare rows */
-        if (n_tok > 1 && n_tok < 16) {
-            for (int j = 0; j < RL_MM_PAD_ROWS; j++)
-                memcpy(c.xq + (size_t)(n_tok + j) * c.xq_row, c.xq + (size_t)(n_tok - 1) * c.xq_row,
-                       c.xq_row);
-            c.padded = true;
-        }
+        c.padded = n_tok > 1 && n_tok < 16;
         /* each resident matrix's form (its type's leaves; a matrix
          * converted to the packed tile takes xq as it is), one per x_prep
          * (matrices of one activation type share it where their forms are
-         * the same), after the quantized rows and their padding */
-        void (*fns[RL_MM_FORMS])(void *dst, const void *src, int64_t n_blocks) = {0};
-        int nf = 0;
-        const int64_t n_rows_x = n_tok + (c.padded ? RL_MM_PAD_ROWS : 0);
+         * the same), after the quantized rows and their padding; written
+         * token by token as the rows are quantized */
         const int64_t nb = c.n_cols / 32;
         uintptr_t end = (uintptr_t)(c.xq + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xq_row);
         for (int i = 0; i < n_w; i++) {
             const rl__rtile *rt = &kt->rtile[ws[i]->type];
             if (!(c.r8[i] && rt->x_prep && (rt->pdot16 || !rl__mm_r8_packs(&c, ws[i])))) continue;
             int f = 0;
-            while (f < nf && fns[f] != rt->x_prep) f++;
-            if (f == nf) {
-                RL_ASSERT(nf < RL_MM_FORMS && rt->x_block <= RL_X_PREP_MAX_BLOCK);
-                fns[nf++] = rt->x_prep;
+            while (f < c.n_forms && c.xqp_fn[f] != rt->x_prep) f++;
+            if (f == c.n_forms) {
+                RL_ASSERT(c.n_forms < RL_MM_FORMS && rt->x_block <= RL_X_PREP_MAX_BLOCK);
+                c.xqp_fn[c.n_forms++] = rt->x_prep;
                 c.xqp[f] = c.xq + (((end + 63) & ~(uintptr_t)63) - (uintptr_t)c.xq);
                 c.xqp_row[f] = (size_t)nb * rt->x_block;
                 end = (uintptr_t)(c.xqp[f] + (size_t)(n_tok + RL_MM_PAD_ROWS) * c.xqp_row[f]);
-                /* rows of whole blocks back to back in both: one call */
+                /* rows of whole blocks back to back in both */
                 RL_ASSERT(c.xq_row == (size_t)nb * rl_type_row_size(at, 32));
-                rt->x_prep(c.xqp[f], c.xq, n_rows_x * nb);
             }
             c.xform[i] = f;
+        }
+        if (n_tok == 1 || nth == 1)
+            rl__mm_quant_task(&c, 0, 1);
+        else
+            rl_threadpool_run(tp, rl__mm_quant_task, &c);
+        for (int j = 0; c.padded && j < RL_MM_PAD_ROWS; j++) {
+            const int64_t t = n_tok + j;
+            memcpy(c.xq + (size_t)t * c.xq_row, c.xq + (size_t)(n_tok - 1) * c.xq_row, c.xq_row);
+            for (int f = 0; f < c.n_forms; f++)
+                c.xqp_fn[f](c.xqp[f] + (size_t)t * c.xqp_row[f], c.xq + (size_t)t * c.xq_row, nb);
         }
     }
     atomic_init(&c.next, 0);
