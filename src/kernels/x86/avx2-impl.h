@@ -218,6 +218,7 @@ static inline __attribute__((always_inline)) __m256i rl__q5kr8_code(const rl__q5
 
 /* The AVX2 conversions of avx2_pack.c (rl__tile8.pack, rl__rtile.to_tile). */
 void rl__pack_q2_K_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols);
+void rl__x_q8_1f_avx2(void *dst, const void *src, int64_t n_blocks);
 void rl__pack_iq4_xs_x8_avx2(void *dst, const void *w, size_t row_size, int64_t n_cols);
 void rl__to_tile_q5_K_avx2(void *dst, const void *group, int64_t n_cols);
 

@@ -96,3 +96,14 @@ void rl__to_tile_q5_K_avx2(void *dst, const void *group, int64_t n_cols) {
         }
     }
 }
+
+/* rl__x_q8_1f with the scales widened by F16C (exact, as rl_fp16_to_f32) */
+void rl__x_q8_1f_avx2(void *dst, const void *src, int64_t n_blocks) {
+    const rl_block_q8_1 *x = src;
+    rl__q81f *o = dst;
+    for (int64_t b = 0; b < n_blocks; b++) {
+        o[b].d = _cvtsh_ss(x[b].d);
+        o[b].s = _cvtsh_ss(x[b].s);
+        _mm256_storeu_si256((__m256i *)o[b].qs, _mm256_loadu_si256((const __m256i *)x[b].qs));
+    }
+}

@@ -597,7 +597,7 @@ void rl__vnni_fill_tile(rl__ktab *t) {
      * it: 32 sequences 1.09-1.10x, 64 1.05x, prompts of 128 0.99x, 256
      * 0.96x, 512 0.94-0.98x */
     t->rtile[RL_TYPE_Q4_1].pack_min = 128;
-    t->rtile[RL_TYPE_Q4_1].x_prep = rl__x_q8_1f;
+    t->rtile[RL_TYPE_Q4_1].x_prep = rl__x_q8_1f_avx2;
     t->rtile[RL_TYPE_Q4_1].x_block = sizeof(rl__q81f);
     t->rtile[RL_TYPE_Q4_1].pdot16 = rl__tile16p_q4_1f_vnni;
     t->rtile[RL_TYPE_Q4_K].dot16 = rl__tile16_q4_Kr8_vnni;
