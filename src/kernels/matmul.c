@@ -547,25 +547,32 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
                 rt->dot16(w->n_cols, y, (size_t)w->n_rows, g, gb, xr, xs, nx);
         }
     }
-    for (; r < r1; r += 8) {
-        const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
-        /* a view of a resident matrix's first rows (a restricted head) can
-         * end inside a group: the whole group into tmp, its rows copied */
-        const int64_t nr = r1 - r < 8 ? r1 - r : 8;
-        float tmp[RL_TILE8_T][8];
-        if (packs) rt->to_tile(g_tile_buf, g, w->n_cols);
-        for (int64_t t = 0; t < c->n_tok; t += RL_TILE8_T) {
-            int nx = c->n_tok - t < RL_TILE8_T ? (int)(c->n_tok - t) : RL_TILE8_T;
-            float *y = c->y[i] + t * w->n_rows + r;
-            float *o = nr == 8 ? y : &tmp[0][0];
-            const size_t os = nr == 8 ? (size_t)w->n_rows : 8;
-            if (packs) /* the packed 8-row leaf: the rows as quantized */
-                c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf,
-                                          c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
-            else
-                rt->dot(w->n_cols, o, os, g, xb + (size_t)t * xs, xs, nx);
-            for (int k = 0; nr < 8 && k < nx; k++)
-                memcpy(y + (size_t)k * w->n_rows, tmp[k], sizeof(float) * (size_t)nr);
+    /* one group at a time, or (the resident 8-row leaf on many tokens) a
+     * block of tokens at a time on every group, as the pairs above */
+    const int64_t tb_n = !packs && c->n_tok > RL_MM_R8_TOK_BLOCK ? RL_MM_R8_TOK_BLOCK : c->n_tok;
+    for (int64_t tb = 0; tb < c->n_tok; tb += tb_n) {
+        const int64_t te = c->n_tok - tb < tb_n ? c->n_tok : tb + tb_n;
+        for (int64_t rg = r; rg < r1; rg += 8) {
+            const uint8_t *g = (const uint8_t *)w->data + (size_t)rg * w->row_size;
+            /* a view of a resident matrix's first rows (a restricted head)
+             * can end inside a group: the whole group into tmp, its rows
+             * copied */
+            const int64_t nr = r1 - rg < 8 ? r1 - rg : 8;
+            float tmp[RL_TILE8_T][8];
+            if (packs) rt->to_tile(g_tile_buf, g, w->n_cols);
+            for (int64_t t = tb; t < te; t += RL_TILE8_T) {
+                int nx = te - t < RL_TILE8_T ? (int)(te - t) : RL_TILE8_T;
+                float *y = c->y[i] + t * w->n_rows + rg;
+                float *o = nr == 8 ? y : &tmp[0][0];
+                const size_t os = nr == 8 ? (size_t)w->n_rows : 8;
+                if (packs) /* the packed 8-row leaf: the rows as quantized */
+                    c->kt->tile8[w->type].dot(w->n_cols, o, os, g_tile_buf,
+                                              c->xq + (size_t)t * c->xq_row, c->xq_row, nx);
+                else
+                    rt->dot(w->n_cols, o, os, g, xb + (size_t)t * xs, xs, nx);
+                for (int k = 0; nr < 8 && k < nx; k++)
+                    memcpy(y + (size_t)k * w->n_rows, tmp[k], sizeof(float) * (size_t)nr);
+            }
         }
     }
 }
