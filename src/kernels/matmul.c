@@ -473,13 +473,14 @@ static void rl__mm_pair_blocks(const rl__mm_ctx *c, int i, int64_t r, const uint
     }
 }
 
-/* The resident pair leaf (unconverted) on more tokens than this runs them
- * in blocks of this many: every pair of the chunk on one block before the
- * next, so a block's activation rows stay in L2 while the chunk's pairs
- * pass, where one pair at a time streamed all the rows (a prompt of 512
- * on a 1536-column matrix: 983 KiB) back from L3 for every pair.
- * SmolLM2-135M (q4_1), Zen 3, 2 threads, 5 interleaved rounds: pp512
- * 1.17x (blocks of 32: 1.12x, 128: 1.08x), pp128 1.14x; one thread 1.06x. */
+/* The unconverted resident leaves (pair or 8-row) on more tokens than this
+ * run them in blocks of this many: every group of the chunk on one block
+ * before the next, so a block's activation rows stay in L2 while the
+ * chunk's groups pass, where one group at a time streamed all the rows (a
+ * prompt of 512 on a 1536-column matrix: 983 KiB) back from L3 for every
+ * group.  SmolLM2-135M (q4_1), Zen 3, 2 threads, 5 interleaved rounds:
+ * pp512 1.17x (blocks of 32: 1.12x, 128: 1.08x), pp128 1.14x; one thread
+ * 1.06x (docs/PERFORMANCE.md, the seventeenth stop). */
 #ifndef RL_MM_R8_TOK_BLOCK
 #define RL_MM_R8_TOK_BLOCK 64
 #endif
