@@ -497,7 +497,6 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
     RL_ASSERT(!prep || c->xform[i] >= 0);
     const uint8_t *xb = prep ? c->xqp[c->xform[i]] : c->xq;
     const size_t xs = prep ? c->xqp_row[c->xform[i]] : c->xq_row;
-    int64_t r = r0;
     /* the AMX leaf on the first multiple of 16 tokens (its bits are the
      * pair leaf's), the pair leaves on the rest */
     const rl__amx *am = &c->kt->amx[w->type];
@@ -506,64 +505,50 @@ static void rl__mm_r8_rows(const rl__mm_ctx *c, int i, int64_t r0, int64_t r1) {
         am->dot16(w->n_cols, c->y[i] + r0, (size_t)w->n_rows,
                   (const uint8_t *)w->data + (size_t)r0 * w->row_size, gb, (int)((r1 - r0) / 16),
                   c->xam, c->xam_sb, t_amx, g_tile_buf, sizeof g_tile_buf);
-    /* pairs of groups on the pair leaves (the same bits as one at a time) */
     /* (converted and not on a form: pdot16 is tile8's dot16) */
     const bool blocks = packs && !prep && !t_amx && c->n_tok <= RL_MM_PAIR_BLOCK_TOK &&
                         rt->to_pair && c->kt->tile8[w->type].dot16a;
-    /* the resident pair leaf on many tokens, RL_MM_R8_TOK_BLOCK at a time */
-    if (pairs && !packs && !t_amx && c->n_tok > RL_MM_R8_TOK_BLOCK) {
-        const int64_t rp = r0 + (r1 - r0) / 16 * 16;
-        for (int64_t tb = 0; tb < c->n_tok; tb += RL_MM_R8_TOK_BLOCK) {
-            const int64_t te =
-                c->n_tok - tb < RL_MM_R8_TOK_BLOCK ? c->n_tok : tb + RL_MM_R8_TOK_BLOCK;
-            for (int64_t rr = r0; rr < rp; rr += 16) {
-                const uint8_t *g = (const uint8_t *)w->data + (size_t)rr * w->row_size;
-                for (int64_t t = tb; t < te; t += RL_TILE16_T) {
-                    int nx = te - t < RL_TILE16_T ? (int)(te - t) : RL_TILE16_T;
-                    rt->dot16(w->n_cols, c->y[i] + t * w->n_rows + rr, (size_t)w->n_rows, g, gb,
-                              xb + (size_t)t * xs, xs, nx);
-                }
-            }
-        }
-        r = rp;
-    }
-    for (; pairs && r + 16 <= r1; r += 16) {
-        const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
-        if (t_amx == c->n_tok) continue;
-        /* the leaf prefetches the chunk's next pair as it computes */
-        rl__pf pf = {g + 2 * gb, r + 32 <= r1 ? g + 4 * gb : g,
-                     rl__pf_tok_bytes(2 * gb, w->n_cols, c->n_tok)};
-        if (blocks) {
-            rl__mm_pair_blocks(c, i, r, g, gb, xb, xs, &pf);
-            continue;
-        }
-        if (packs) rl__mm_pair_pack(c->kt, w, g, g + gb, true);
-        for (int64_t t = t_amx; t < c->n_tok; t += RL_TILE16_T) {
-            int nx = c->n_tok - t < RL_TILE16_T ? (int)(c->n_tok - t) : RL_TILE16_T;
-            float *y = c->y[i] + t * w->n_rows + r;
-            const void *xr = xb + (size_t)t * xs;
-            if (packs)
-                pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, xs, nx, &pf);
-            else
-                rt->dot16(w->n_cols, y, (size_t)w->n_rows, g, gb, xr, xs, nx);
-        }
-    }
-    /* one group at a time, or (the resident 8-row leaf on many tokens) a
-     * block of tokens at a time on every group, as the pairs above */
-    const int64_t tb_n = !packs && c->n_tok > RL_MM_R8_TOK_BLOCK ? RL_MM_R8_TOK_BLOCK : c->n_tok;
+    /* all tokens on a group before the next, or (unconverted leaves on many
+     * tokens) RL_MM_R8_TOK_BLOCK tokens on every group before the next
+     * block; with the AMX leaf, one block from t_amx */
+    const int64_t tb_n =
+        !packs && !t_amx && c->n_tok > RL_MM_R8_TOK_BLOCK ? RL_MM_R8_TOK_BLOCK : c->n_tok;
     for (int64_t tb = 0; tb < c->n_tok; tb += tb_n) {
         const int64_t te = c->n_tok - tb < tb_n ? c->n_tok : tb + tb_n;
-        for (int64_t rg = r; rg < r1; rg += 8) {
-            const uint8_t *g = (const uint8_t *)w->data + (size_t)rg * w->row_size;
+        int64_t r = r0;
+        /* pairs of groups on the pair leaves (the same bits as one at a time) */
+        for (; pairs && r + 16 <= r1; r += 16) {
+            const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
+            if (t_amx == c->n_tok) continue;
+            /* the leaf prefetches the chunk's next pair as it computes */
+            rl__pf pf = {g + 2 * gb, r + 32 <= r1 ? g + 4 * gb : g,
+                         rl__pf_tok_bytes(2 * gb, w->n_cols, c->n_tok)};
+            if (blocks) {
+                rl__mm_pair_blocks(c, i, r, g, gb, xb, xs, &pf);
+                continue;
+            }
+            if (packs) rl__mm_pair_pack(c->kt, w, g, g + gb, true);
+            for (int64_t t = tb + t_amx; t < te; t += RL_TILE16_T) {
+                int nx = te - t < RL_TILE16_T ? (int)(te - t) : RL_TILE16_T;
+                float *y = c->y[i] + t * w->n_rows + r;
+                const void *xr = xb + (size_t)t * xs;
+                if (packs)
+                    pdot16(w->n_cols, y, (size_t)w->n_rows, g_tile_buf, xr, xs, nx, &pf);
+                else
+                    rt->dot16(w->n_cols, y, (size_t)w->n_rows, g, gb, xr, xs, nx);
+            }
+        }
+        for (; r < r1; r += 8) {
+            const uint8_t *g = (const uint8_t *)w->data + (size_t)r * w->row_size;
             /* a view of a resident matrix's first rows (a restricted head)
              * can end inside a group: the whole group into tmp, its rows
              * copied */
-            const int64_t nr = r1 - rg < 8 ? r1 - rg : 8;
+            const int64_t nr = r1 - r < 8 ? r1 - r : 8;
             float tmp[RL_TILE8_T][8];
             if (packs) rt->to_tile(g_tile_buf, g, w->n_cols);
             for (int64_t t = tb; t < te; t += RL_TILE8_T) {
                 int nx = te - t < RL_TILE8_T ? (int)(te - t) : RL_TILE8_T;
-                float *y = c->y[i] + t * w->n_rows + rg;
+                float *y = c->y[i] + t * w->n_rows + r;
                 float *o = nr == 8 ? y : &tmp[0][0];
                 const size_t os = nr == 8 ? (size_t)w->n_rows : 8;
                 if (packs) /* the packed 8-row leaf: the rows as quantized */

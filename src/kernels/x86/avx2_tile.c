@@ -859,6 +859,7 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->tile8[RL_TYPE_Q3_K].dot16a = rl__tile16pa_q6_K_avx2;
     t->rtile[RL_TYPE_Q4_1].dot = rl__tile8_q4_1r8_avx2;
     t->rtile[RL_TYPE_Q4_1].dot16 = rl__tile16_q4_1r8_avx2;
+    t->rtile[RL_TYPE_Q4_1].x_prep = rl__x_q8_1f_avx2;
     t->rtile[RL_TYPE_Q4_1].x_block = sizeof(rl__q81f);
     t->rtile[RL_TYPE_Q4_1].pair_min = RL_AVX2_RPAIR_MIN;
     t->rtile[RL_TYPE_Q4_0].dot16 = rl__tile16_q4_0r8_avx2;
@@ -915,8 +916,7 @@ void rl__avx2_fill_tile(rl__ktab *t) {
     t->rtile[RL_TYPE_Q8_0].x_block = sizeof(rl__q80n);
     t->rtile[RL_TYPE_Q8_0].make = true;
     t->rtile[RL_TYPE_Q8_0].head = true;
-    /* the q8_1 rows with float scales (resident q4_1, and q5_1's twin form) */
-    t->rtile[RL_TYPE_Q4_1].x_prep = rl__x_q8_1f;
+    /* the same form for the types that inherit the scalar one (q5_1) */
     for (int ty = 0; ty < RL_TYPE_COUNT; ty++)
         if (t->rtile[ty].x_prep == rl__x_q8_1f) t->rtile[ty].x_prep = rl__x_q8_1f_avx2;
 }

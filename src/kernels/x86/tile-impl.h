@@ -361,13 +361,6 @@ RL_TILE_AI void rl__q41_fstep(__m256 *acc, const __m256i *s16, __m256 d, __m256 
     _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[k] =
         rl__q41_fstep1(acc[k], s16[k], d, m, rl__f16c(x[k]->d), rl__f16c(x[k]->s));
 }
-/* The resident q4_1 leaves' activation blocks: the q8_1 rows with float
- * scales (rl__rtile.x_prep = rl__x_q8_1f), so the float step reads its
- * operands instead of converting them per row group. */
-typedef rl__q81f rl__q41r_x;
-#define RL_Q41R_D(x) ((x)->d)
-#define RL_Q41R_S(x) ((x)->s)
-
 /* q4_1: per block, the 8 groups of 4 elements as in q4_K (8 x 2 x 15 x 128
  * = 30720 fits int16), one vpmaddwd by ones to int32 lanes, then the
  * twin's two fused multiply-adds per lane. */
@@ -406,7 +399,8 @@ RL_TILE_AI void rl__tileg_store(float *s, size_t ss, __m256 acc[2][RL_TILE8_T], 
         _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++)
             _mm256_storeu_ps(s + (size_t)k * ss + 8 * h, acc[h][k]);
 }
-/* q4_1 resident tile (kernels-impl.h, rl__q41_r8): each of the 4 weight
+/* q4_1 resident tile (kernels-impl.h, rl__q41_r8), on the activations as
+ * q8_1 rows with float scales (rl__rtile.x_prep, rl__q81f): each of the 4 weight
  * vectors gives groups v (low nibbles) and v + 4 (high nibbles), then the
  * packed tile's int16 sums, vpmaddwd and float steps: bit for bit
  * rl__tile8_q4_1_T on the same rows.  Batch 1 reads the group's bytes in
@@ -425,10 +419,10 @@ RL_TILE_AI void rl__tileg_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
     for (int64_t i = 0; i < n_cols / 32; i++, p[0]++, p[1]++) {
         _Pragma("GCC unroll 2") for (int h = 0; h < GN; h++)
             RL_PF3(p[h]); /* 160 bytes a block: the 1-token leaves' distance (avx2-impl.h) */
-        const rl__q41r_x *x[RL_TILE8_T];
+        const rl__q81f *x[RL_TILE8_T];
         __m256i s16[2][RL_TILE8_T];
         _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) {
-            x[k] = (const rl__q41r_x *)((const uint8_t *)vx + (size_t)k * xs) + i;
+            x[k] = (const rl__q81f *)((const uint8_t *)vx + (size_t)k * xs) + i;
             s16[0][k] = s16[1][k] = _mm256_setzero_si256();
         }
         _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
@@ -453,7 +447,7 @@ RL_TILE_AI void rl__tileg_q4_1r8_T(int64_t n_cols, float *s, size_t ss, const vo
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p[h]->d));
             const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p[h]->m));
             _Pragma("GCC unroll 4") for (int k = 0; k < T; k++) acc[h][k] =
-                rl__q41_fstep1(acc[h][k], s16[h][k], d, m, RL_Q41R_D(x[k]), RL_Q41R_S(x[k]));
+                rl__q41_fstep1(acc[h][k], s16[h][k], d, m, x[k]->d, x[k]->s);
         }
     }
     rl__tileg_store(s, ss, acc, T, GN);
