@@ -22,45 +22,6 @@ static inline float rl__h2f(rl_fp16 h) {
     return _cvtsh_ss(h);
 }
 
-static void rl__kq_f32_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
-    const float *a = q;
-    for (int r = 0; r < n; r++) {
-        const float *b = (const float *)ROW(k, r, stride);
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        int i = 0;
-        for (; i + 16 <= hd; i += 16) {
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        }
-        for (; i + 8 <= hd; i += 8)
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        float acc = rl__hsum_ps(_mm256_add_ps(s0, s1));
-        for (; i < hd; i++) acc += a[i] * b[i];
-        s[r] = acc;
-    }
-}
-
-static void rl__kq_f16_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
-    const float *a = q;
-    for (int r = 0; r < n; r++) {
-        const rl_fp16 *b = (const rl_fp16 *)ROW(k, r, stride);
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        int i = 0;
-        for (; i + 16 <= hd; i += 16) {
-            __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
-            __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + 8)));
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, s0);
-            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, s1);
-        }
-        for (; i + 8 <= hd; i += 8)
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
-        float acc = rl__hsum_ps(_mm256_add_ps(s0, s1));
-        for (; i < hd; i++) acc += a[i] * _cvtsh_ss(b[i]);
-        s[r] = acc;
-    }
-}
-
 /* q8_0 (qk = 32) and q8_64 (qk = 64) rows: blocks of an fp16 scale and qk
  * int8 codes.  Scale and codes of page block pb of a row: */
 static inline float rl__q8_d(const uint8_t *row, int pb, int qk) {
@@ -182,17 +143,104 @@ static inline float rl__f16_at(const rl_fp16 *p) {
 RL_V_FLOAT_AVX2(rl__v_f32_avx2, float, rl__ld_f32, rl__f32_at)
 RL_V_FLOAT_AVX2(rl__v_f16_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
 
+/* lane i = rl__hsum_ps(a_i), for 8 vectors at once: the same additions
+ * (lanes l + l+4, then + l+2, then + l+1), transposed, so the same bits.
+ * Halves paired as (a0,a4), (a1,a5), ...; then pairs within 128 bits. */
+static inline __m256 rl__hsum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
+                                  __m256 a6, __m256 a7) {
+#define RL_H4(x, y)                                                                                \
+    _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31))
+#define RL_H2(x, y, lo, hi) _mm256_add_ps(_mm256_shuffle_ps(x, y, lo), _mm256_shuffle_ps(x, y, hi))
+    /* c0 = [a0: l+l4 for l < 4 | a4: ...], c1 = [a1 | a5], c2 = [a2 | a6], c3 = [a3 | a7] */
+    __m256 c0 = RL_H4(a0, a4), c1 = RL_H4(a1, a5), c2 = RL_H4(a2, a6), c3 = RL_H4(a3, a7);
+    /* e = [a0: +l2, a1: +l2 | a4, a5], f = [a2, a3 | a6, a7] (two lanes each) */
+    __m256 e = RL_H2(c0, c1, 0x44, 0xEE), f = RL_H2(c2, c3, 0x44, 0xEE);
+    return RL_H2(e, f, 0x88, 0xDD); /* + l1: [a0, a1, a2, a3 | a4, a5, a6, a7] */
+#undef RL_H4
+#undef RL_H2
+}
+
 /* Grouped leaves (kq_rows_g, v_rows_g): up to 4 heads per pass over the
  * rows, each row loaded and widened once for them; per head the one-head
  * leaves' operations exactly (kq: the two 16-step accumulators, the 8-step
  * and scalar tails; v: each element's fma chain in row order, which does
  * not depend on how columns are blocked; the scalar tail unfused, as
- * there). */
+ * there).
+ * kq, hd a multiple of 8: G heads against KB key rows at once (each query
+ * and key chunk loaded once for the G x KB scores' accumulator pairs, 12
+ * at most), NP such passes, and the 8 scores' horizontal sums together
+ * (rl__hsum8_ps; lane j * NP * KB + key: a head's keys side by side).
+ * Heads go 3 at a time (2 key rows a pass), a last 4, 2 or 1 as 4 x 1
+ * x 2, 2 x 2 x 2, 1 x 4 x 2; leftover keys and other hd one at a time.
+ * The one-head kq_rows is the heads-of-1 pass. */
+/* One 8-element chunk at i of NAME##_P into its accumulators acc: each
+ * query chunk loaded once for the KB key rows b[]. */
+#define RL_KQ_STEP(acc, i, LD)                                                                     \
+    do {                                                                                           \
+        __m256 kb[4];                                                                              \
+        _Pragma("GCC unroll 4") for (int u = 0; u < KB; u++) kb[u] = LD(b[u] + (i));               \
+        _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                                      \
+            const __m256 x = _mm256_loadu_ps(q + j * hd + (i));                                    \
+            _Pragma("GCC unroll 4") for (int u = 0; u < KB; u++) acc[j * KB + u] =                 \
+                _mm256_fmadd_ps(x, kb[u], acc[j * KB + u]);                                        \
+        }                                                                                          \
+    } while (0)
+
 #define RL_KQ_G_AVX2(NAME, T, LD, AT)                                                              \
-    static inline __attribute__((always_inline)) void NAME##_G(const float *q, const void *k,      \
-                                                               size_t stride, int n, int hd,       \
-                                                               float *s, size_t ss, const int G) { \
-        for (int r = 0; r < n; r++) {                                                              \
+    /* v[j * KB + u] = s0 + s1 of head j against row r + u (before the horizontal sum) */          \
+    static inline __attribute__((always_inline)) void NAME##_P(                                    \
+        const float *q, const void *k, size_t stride, int r, int hd, __m256 *v, const int G,       \
+        const int KB) {                                                                            \
+        __m256 s0[12], s1[12];                                                                     \
+        const T *b[4];                                                                             \
+        _Pragma("GCC unroll 4") for (int u = 0; u < KB; u++) b[u] =                                \
+            (const T *)ROW(k, r + u, stride);                                                      \
+        _Pragma("GCC unroll 12") for (int l = 0; l < G * KB; l++) s0[l] = s1[l] =                  \
+            _mm256_setzero_ps();                                                                   \
+        int i = 0;                                                                                 \
+        for (; i + 16 <= hd; i += 16) {                                                            \
+            RL_KQ_STEP(s0, i, LD);                                                                 \
+            RL_KQ_STEP(s1, i + 8, LD);                                                             \
+        }                                                                                          \
+        if (i + 8 <= hd) RL_KQ_STEP(s0, i, LD);                                                    \
+        _Pragma("GCC unroll 12") for (int l = 0; l < G * KB; l++) v[l] =                           \
+            _mm256_add_ps(s0[l], s1[l]);                                                           \
+    }                                                                                              \
+    /* G heads from q against rows r0..n-1, NP x KB rows a horizontal sum */                       \
+    static inline __attribute__((always_inline)) int NAME##_B(                                     \
+        const float *q, const void *k, size_t stride, int r, int n, int hd, float *s, size_t ss,   \
+        const int G, const int KB, const int NP) {                                                 \
+        const int KR = NP * KB; /* keys a head per sum: 2, 4 or 8 */                               \
+        for (; r + KR <= n; r += KR) {                                                             \
+            __m256 v[8], t[12];                                                                    \
+            _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++) {                                 \
+                NAME##_P(q, k, stride, r + p * KB, hd, t, G, KB);                                  \
+                _Pragma("GCC unroll 4") for (int j = 0; j < G; j++)                                \
+                    _Pragma("GCC unroll 4") for (int u = 0; u < KB; u++) v[j * KR + p * KB + u] =  \
+                        t[j * KB + u];                                                             \
+            }                                                                                      \
+            _Pragma("GCC unroll 8") for (int l = G * KR; l < 8; l++) v[l] = _mm256_setzero_ps();   \
+            const __m256 h = rl__hsum8_ps(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);         \
+            if (KR == 8) {                                                                         \
+                _mm256_storeu_ps(s + r, h);                                                        \
+            } else if (KR == 4) {                                                                  \
+                _mm_storeu_ps(s + r, _mm256_castps256_ps128(h));                                   \
+                if (G > 1) _mm_storeu_ps(s + ss + r, _mm256_extractf128_ps(h, 1));                 \
+            } else {                                                                               \
+                const __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);     \
+                _mm_storel_pi((__m64 *)(void *)(s + r), lo);                                       \
+                if (G > 1) _mm_storeh_pi((__m64 *)(void *)(s + ss + r), lo);                       \
+                if (G > 2) _mm_storel_pi((__m64 *)(void *)(s + 2 * ss + r), hi);                   \
+                if (G > 3) _mm_storeh_pi((__m64 *)(void *)(s + 3 * ss + r), hi);                   \
+            }                                                                                      \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    /* G heads, one key row at a time from r (any hd: the 8-step and scalar tails) */              \
+    static inline __attribute__((always_inline)) void NAME##_1(                                    \
+        const float *q, const void *k, size_t stride, int r, int n, int hd, float *s, size_t ss,   \
+        const int G) {                                                                             \
+        for (; r < n; r++) {                                                                       \
             const T *b = (const T *)ROW(k, r, stride);                                             \
             __m256 s0[4], s1[4];                                                                   \
             _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) s0[j] = s1[j] =                    \
@@ -217,23 +265,33 @@ RL_V_FLOAT_AVX2(rl__v_f16_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
+    static inline __attribute__((always_inline)) void NAME##_G(                                    \
+        const float *q, const void *k, size_t stride, int n, int hd, float *s, size_t ss,          \
+        const int G, const int KB, const int NP) {                                                 \
+        const int r = hd % 8 ? 0 : NAME##_B(q, k, stride, 0, n, hd, s, ss, G, KB, NP);             \
+        NAME##_1(q, k, stride, r, n, hd, s, ss, G);                                                \
+    }                                                                                              \
     static void NAME(const float *q, const void *k, size_t stride, int n, int hd, int g, float *s, \
                      size_t ss) {                                                                  \
-        for (int j0 = 0; j0 < g; j0 += 4) {                                                        \
+        for (int j0 = 0; j0 < g;) {                                                                \
             const float *qj = q + (size_t)j0 * hd;                                                 \
             float *sj = s + (size_t)j0 * ss;                                                       \
             switch (g - j0) {                                                                      \
             case 1:                                                                                \
-                NAME##_G(qj, k, stride, n, hd, sj, ss, 1);                                         \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 1, 4, 2);                                   \
+                j0 += 1;                                                                           \
                 break;                                                                             \
             case 2:                                                                                \
-                NAME##_G(qj, k, stride, n, hd, sj, ss, 2);                                         \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 2, 2, 2);                                   \
+                j0 += 2;                                                                           \
                 break;                                                                             \
-            case 3:                                                                                \
-                NAME##_G(qj, k, stride, n, hd, sj, ss, 3);                                         \
+            case 4:                                                                                \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 4, 1, 2);                                   \
+                j0 += 4;                                                                           \
                 break;                                                                             \
             default:                                                                               \
-                NAME##_G(qj, k, stride, n, hd, sj, ss, 4);                                         \
+                NAME##_G(qj, k, stride, n, hd, sj, ss, 3, 2, 1);                                   \
+                j0 += 3;                                                                           \
                 break;                                                                             \
             }                                                                                      \
         }                                                                                          \
@@ -306,6 +364,14 @@ RL_V_FLOAT_AVX2(rl__v_f16_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
 
 RL_KQ_G_AVX2(rl__kq_f32_g_avx2, float, rl__ld_f32, rl__f32_at)
 RL_KQ_G_AVX2(rl__kq_f16_g_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
+
+/* The one-head leaves: the G = 1 pass (8 key rows to a horizontal sum). */
+static void rl__kq_f32_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    rl__kq_f32_g_avx2_G(q, k, stride, n, hd, s, 0, 1, 4, 2);
+}
+static void rl__kq_f16_avx2(const void *q, const void *k, size_t stride, int n, int hd, float *s) {
+    rl__kq_f16_g_avx2_G(q, k, stride, n, hd, s, 0, 1, 4, 2);
+}
 RL_V_G_AVX2(rl__v_f32_g_avx2, float, rl__ld_f32, rl__f32_at)
 RL_V_G_AVX2(rl__v_f16_g_avx2, rl_fp16, rl__ld_f16, rl__f16_at)
 
