@@ -160,6 +160,9 @@ void rl_silu_mul(float *out, const float *gate, const float *up, int64_t n) {
 void rl_gelu_mul(float *out, const float *gate, const float *up, int64_t n) {
     rl__kernels()->gelu_mul(out, gate, up, n);
 }
+void rl_add_scaled(float *x, const float *y, float a, int64_t n) {
+    rl__kernels()->add_scaled(x, y, a, n);
+}
 
 void rl_wht(float *x, int n) {
     RL_ASSERT(n > 0 && n <= 512 && (n & (n - 1)) == 0);

@@ -494,6 +494,7 @@ typedef struct rl__ktab {
     float (*add_scale_max)(float *x, int64_t n, float b, float a);
     void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
     void (*gelu_mul)(float *out, const float *gate, const float *up, int64_t n);
+    void (*add_scaled)(float *x, const float *y, float a, int64_t n); /* rl_add_scaled */
     /* attention leaves */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     float (*dot_f16)(const float *a, const rl_fp16 *b, int64_t n);

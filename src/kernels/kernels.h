@@ -186,6 +186,10 @@ void rl_softmax(float *x, int64_t n);
 void rl_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 /* out[i] = gelu_tanh(gate[i]) * up[i] */
 void rl_gelu_mul(float *out, const float *gate, const float *up, int64_t n);
+/* x[i] += a * y[i]: the product and the sum each rounded (no fused
+ * multiply-add), so every table gives the bits of the scalar loop; a = 1
+ * is x[i] + y[i].  x and y do not overlap (a residual add). */
+void rl_add_scaled(float *x, const float *y, float a, int64_t n);
 
 /* ---- RoPE (rope.c) ----
  * RoPE, in place, on x[n_head][head_dim] for position pos.  Rotates the

@@ -49,12 +49,9 @@ static void attn_prep(void *ctx, int ith, int nth) {
     tok_range(J->f->n, ith, nth, &i0, &i1);
     for (int32_t j = i0; j < i1; j++) {
         float *q = m->q + j * nq, *k = m->k + j * nkv, *v = m->v + j * nkv;
-        if (L->bq)
-            for (int64_t d = 0; d < nq; d++) q[d] += L->bq[d];
-        if (L->bk)
-            for (int64_t d = 0; d < nkv; d++) k[d] += L->bk[d];
-        if (L->bv)
-            for (int64_t d = 0; d < nkv; d++) v[d] += L->bv[d];
+        if (L->bq) rl_add_scaled(q, L->bq, 1.0f, nq);
+        if (L->bk) rl_add_scaled(k, L->bk, 1.0f, nkv);
+        if (L->bv) rl_add_scaled(v, L->bv, 1.0f, nkv);
         if (L->q_norm && hp->qk_norm_full) { /* olmoe: over the whole projection */
             rl_rmsnorm(q, q, L->q_norm, nq, hp->eps);
             rl_rmsnorm(k, k, L->k_norm, nkv, hp->eps);
@@ -112,7 +109,7 @@ void rl__block_attn(rl_model *m, rl__fwd *f, int32_t il, const float *in, float 
     rl_matmul_ex(&L->wo, m->att, out, f->n, f->fast, m->mm_scratch, f->tp);
     if (L->bo)
         for (int32_t j = 0; j < f->n; j++)
-            for (int32_t d = 0; d < hp->n_embd; d++) out[(size_t)j * hp->n_embd + d] += L->bo[d];
+            rl_add_scaled(out + (size_t)j * hp->n_embd, L->bo, 1.0f, hp->n_embd);
 }
 
 static void ffn_act(void *ctx, int ith, int nth) {
@@ -166,10 +163,7 @@ static void resid_task(void *ctx, int ith, int nth) {
         if (J->y) {
             float *y = J->y + i * d;
             if (J->post_w) rl_rmsnorm(y, y, J->post_w, d, J->eps);
-            if (J->y_scale != 1.0f)
-                for (int64_t c = 0; c < d; c++) x[c] += J->y_scale * y[c];
-            else
-                for (int64_t c = 0; c < d; c++) x[c] += y[c];
+            rl_add_scaled(x, y, J->y_scale, d); /* y_scale 1: x + y */
         }
         if (J->norm_w) rl_rmsnorm(J->xn + i * d, x, J->norm_w, d, J->eps);
     }

@@ -315,6 +315,16 @@ static void test_elementwise(void **state) {
                 wm = e > wm ? e : wm;
             }
             assert_memory_equal(&sm, &wm, sizeof sm);
+            for (int k = 0; k < 2; k++) { /* residual add: the scalar loop's bits */
+                const float a = k ? 0.7f : 1.0f;
+                memcpy(out, x, sizeof x);
+                rl_add_scaled(out, g, a, n);
+                for (int i = 0; i < N; i++) {
+                    float e = x[i];
+                    if (i < n) e += a * g[i];
+                    assert_memory_equal(&out[i], &e, sizeof e);
+                }
+            }
             rl_silu_mul(out, g, u, n);
             for (int i = 0; i < n; i++) {
                 double e = g[i] / (1.0 + exp(-(double)g[i])) * u[i];

@@ -50,6 +50,10 @@ static void rl__gelu_mul_ref(float *out, const float *g, const float *u, int64_t
     }
 }
 
+static void rl__add_scaled_ref(float *x, const float *y, float a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += a * y[i];
+}
+
 static float rl__dot_f32_ref(const float *a, const float *b, int64_t n) {
     float s = 0.0f;
     for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
@@ -92,6 +96,7 @@ void rl__ref_fill(rl__ktab *t) {
     t->exp_sum = rl__exp_sum_ref;
     t->silu_mul = rl__silu_mul_ref;
     t->gelu_mul = rl__gelu_mul_ref;
+    t->add_scaled = rl__add_scaled_ref;
     t->dot_f32 = rl__dot_f32_ref;
     t->dot_f16 = rl__dot_f16_ref;
     t->axpy_f32 = rl__axpy_f32_ref;

@@ -152,6 +152,16 @@ static void rl__axpy_f32_avx2(float *y, const float *x, float a, int64_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* rl_add_scaled: the scalar loop's two roundings, 8 lanes at a time. */
+static void rl__add_scaled_avx2(float *x, const float *y, float a, int64_t n) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i),
+                                              _mm256_mul_ps(av, _mm256_loadu_ps(y + i))));
+    for (; i < n; i++) x[i] += a * y[i];
+}
+
 static void rl__axpy_f16_avx2(float *y, const rl_fp16 *x, float a, int64_t n) {
     __m256 av = _mm256_set1_ps(a);
     int64_t i = 0;
@@ -181,6 +191,7 @@ void rl__avx2_fill(rl__ktab *t) {
     t->dot_f32 = rl__dot_f32_avx2;
     t->dot_f16 = rl__dot_f16_avx2;
     t->axpy_f32 = rl__axpy_f32_avx2;
+    t->add_scaled = rl__add_scaled_avx2;
     t->axpy_f16 = rl__axpy_f16_avx2;
     t->scale = rl__scale_avx2;
     t->add_scale_max = rl__add_scale_max_avx2;
