@@ -301,26 +301,27 @@ static inline __m256 rl__hsum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __
     static inline __attribute__((always_inline)) void NAME##_G(                                    \
         float *acc, const void *v, size_t stride, const float *w, size_t ws, int n, int hd,        \
         const int G) {                                                                             \
+        const int NC = G == 4 ? 2 : 4; /* 8-column vectors a pass: 8 or 12 accumulators */         \
         int i = 0;                                                                                 \
-        for (; i + 16 <= hd; i += 16) {                                                            \
-            __m256 a0[4], a1[4];                                                                   \
-            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                                  \
-                a0[j] = _mm256_loadu_ps(acc + j * hd + i);                                         \
-                a1[j] = _mm256_loadu_ps(acc + j * hd + i + 8);                                     \
-            }                                                                                      \
+        for (; i + 8 * NC <= hd; i += 8 * NC) {                                                    \
+            __m256 a[4][4];                                                                        \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++)                                    \
+                _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) a[j][c] =                     \
+                    _mm256_loadu_ps(acc + j * hd + i + 8 * c);                                     \
             for (int r = 0; r < n; r++) {                                                          \
                 const T *x = (const T *)ROW(v, r, stride) + i;                                     \
-                const __m256 v0 = LD(x), v1 = LD(x + 8);                                           \
-                _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                              \
-                    const __m256 wr = _mm256_broadcast_ss(w + (size_t)j * ws + r);                 \
-                    a0[j] = _mm256_fmadd_ps(wr, v0, a0[j]);                                        \
-                    a1[j] = _mm256_fmadd_ps(wr, v1, a1[j]);                                        \
+                __m256 wr[4]; /* G weights, then one column vector at a time: 16 registers */      \
+                _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) wr[j] =                        \
+                    _mm256_broadcast_ss(w + (size_t)j * ws + r);                                   \
+                _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                             \
+                    const __m256 xv = LD(x + 8 * c);                                               \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) a[j][c] =                  \
+                        _mm256_fmadd_ps(wr[j], xv, a[j][c]);                                       \
                 }                                                                                  \
             }                                                                                      \
-            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {                                  \
-                _mm256_storeu_ps(acc + j * hd + i, a0[j]);                                         \
-                _mm256_storeu_ps(acc + j * hd + i + 8, a1[j]);                                     \
-            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int j = 0; j < G; j++)                                    \
+                _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)                               \
+                    _mm256_storeu_ps(acc + j * hd + i + 8 * c, a[j][c]);                           \
         }                                                                                          \
         for (; i + 8 <= hd; i += 8) {                                                              \
             __m256 a0[4];                                                                          \
