@@ -168,6 +168,7 @@ rl_status rl_engine_new(const rl_engine_params *p, rl_engine **out, rl_err *err)
                         .encoder_batch = p->n_ctx > 0 ? p->n_ctx : INT32_MAX,
                         .n_ctx = p->n_ctx > 0 ? p->n_ctx : 0, /* same default as below */
                         .weights = (rl_model_weights)p->weights,
+                        .load_threads = p->n_threads, /* the step's threads repack */
                         .stage = e->hooks.stage,
                         .n_stages = e->hooks.n_stages};
     if ((s = rl_model_load(p->model_path, &mo, &e->model, err))) goto fail;

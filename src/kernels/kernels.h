@@ -72,6 +72,9 @@ typedef struct rl_mat {
  * and dropped). */
 size_t rl_mat_resident_bytes(const rl_mat *w);
 void rl_mat_make_resident(rl_mat *w, void *dst);
+/* The same, its 8-row groups split across tp's threads (tp may be NULL):
+ * the same bytes. */
+void rl_mat_make_resident_tp(rl_mat *w, void *dst, rl_threadpool *tp);
 /* True if an output head like w is worth making resident under the active
  * table: it has pair leaves (16 rows a zmm: the AVX512-VNNI table) for w's
  * resident layout, or 8-row leaves that decode one token as fast as the

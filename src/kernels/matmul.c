@@ -119,14 +119,33 @@ bool rl_mat_resident_head(const rl_mat *w) {
     return rt->dot16 != NULL || rt->head;
 }
 
+typedef struct rl__repack_job {
+    const rl__rtile *rt;
+    const rl_mat *w;
+    uint8_t *dst;
+    size_t gb; /* bytes of a resident group */
+} rl__repack_job;
+
+/* This thread's contiguous share of the groups. */
+static void rl__repack_task(void *p, int ith, int nth) {
+    const rl__repack_job *j = p;
+    const int64_t ng = j->w->n_rows / 8, g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
+    const uint8_t *src = j->w->data;
+    for (int64_t g = g0; g < g1; g++)
+        j->rt->repack(j->dst + (size_t)g * j->gb, src + (size_t)g * 8 * j->w->row_size,
+                      j->w->row_size, j->w->n_cols);
+}
+
 void rl_mat_make_resident(rl_mat *w, void *dst) {
+    rl_mat_make_resident_tp(w, dst, NULL);
+}
+
+void rl_mat_make_resident_tp(rl_mat *w, void *dst, rl_threadpool *tp) {
     RL_ASSERT(rl_mat_resident_bytes(w) > 0);
     const rl__rtile *rt = &rl__kernels()->rtile[w->type];
     const size_t gb = rl__r8_group_bytes(rt, w);
-    const uint8_t *src = w->data;
-    uint8_t *o = dst;
-    for (int64_t r = 0; r < w->n_rows; r += 8)
-        rt->repack(o + (size_t)(r / 8) * gb, src + (size_t)r * w->row_size, w->row_size, w->n_cols);
+    rl__repack_job j = {rt, w, dst, gb};
+    rl_threadpool_run(tp, rl__repack_task, &j);
     w->data = dst;
     w->layout = RL_MAT_R8;
     w->row_size = gb / 8; /* the resident rows' stride: groups at r * row_size */

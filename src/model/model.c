@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 
@@ -536,20 +537,26 @@ static rl_rope_cfg layer_rope(const rl_model *m, bool swa) {
  * pair leaves for it: a tied embedding table then reads its rows from the
  * resident layout (rl_get_row), and a restricted head (rl_batch.n_vocab_out)
  * is a view of its first rows. */
-static rl_status make_one_resident(rl_model *m, rl_mat *w, rl_err *err) {
+static rl_status make_one_resident(rl_model *m, rl_mat *w, rl_threadpool *tp, rl_err *err) {
     size_t n = w->data ? rl_mat_resident_bytes(w) : 0;
     if (!n) return RL_OK;
     void *dst = rl__model_own_alloc(m, n);
     if (!dst) return rl_err_set(err, RL_ERR_NOMEM, "out of memory repacking weights");
     const void *src = w->data;
     const size_t n_src = (size_t)w->n_rows * w->row_size; /* (q8_0's layout is larger) */
-    rl_mat_make_resident(w, dst);
+    rl_mat_make_resident_tp(w, dst, tp);
     rl_gguf_release(m->gguf, src, n_src);
     return RL_OK;
 }
 
-static rl_status make_resident(rl_model *m, rl_err *err) {
+static rl_status make_resident(rl_model *m, int32_t n_threads, rl_err *err) {
     rl_status st = RL_OK;
+    if (n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n < 1 ? 1 : n > 64 ? 64 : (int32_t)n;
+    }
+    /* a matrix at a time, its groups across the threads; NULL: this thread */
+    rl_threadpool *tp = n_threads > 1 ? rl_threadpool_new(n_threads) : NULL;
     for (int32_t il = m->l0; il < m->l1 && !st; il++) {
         rl_layer *L = &m->layers[il];
         rl_mat *ms[] = {&L->wq,       &L->wk,     &L->wv,          &L->wo,        &L->w_gate,
@@ -557,17 +564,19 @@ static rl_status make_resident(rl_model *m, rl_err *err) {
                         &L->moe.gate, &L->moe.up, &L->moe.down};
         size_t n = sizeof ms / sizeof ms[0];
         if (m->hp.moe.n_ff_exp % 8 != 0 || m->hp.n_embd % 8 != 0) n -= 3;
-        for (size_t j = 0; j < n && !st; j++) st = make_one_resident(m, ms[j], err);
+        for (size_t j = 0; j < n && !st; j++) st = make_one_resident(m, ms[j], tp, err);
     }
     /* the head only with the pair leaves or an 8-row leaf as fast at one
      * token as the per-row dots (rl_mat_resident_head): a resident head
      * is batch-invariant on the tiles, so many decoded tokens take them
      * (AVX2 q6_K or q4_K head: 32 sequences 1.2x, Qwen2.5-1.5B on Zen 3) */
-    if (st || !m->output.data || !rl_mat_resident_head(&m->output)) return st;
-    const bool tied = m->output.data == m->tok_embd.data;
-    if ((st = make_one_resident(m, &m->output, err))) return st;
-    if (tied) m->tok_embd = m->output;
-    return RL_OK;
+    if (!st && m->output.data && rl_mat_resident_head(&m->output)) {
+        const bool tied = m->output.data == m->tok_embd.data;
+        st = make_one_resident(m, &m->output, tp, err);
+        if (!st && tied) m->tok_embd = m->output;
+    }
+    rl_threadpool_free(tp);
+    return st;
 }
 
 static size_t max_sz(size_t a, size_t b) {
@@ -744,7 +753,7 @@ rl_status rl_model_load_gguf(rl_gguf *g, const rl_model_opts *opts, rl_model **o
     if ((st = alloc_scratch(m, err))) goto fail;
     if (o.prefault) prefault(m, &o);
     /* after the prefault, which would read the released pages back in */
-    if (!m->dequant && (st = make_resident(m, err))) goto fail;
+    if (!m->dequant && (st = make_resident(m, o.load_threads, err))) goto fail;
     rl_free(m->t_used);
     m->t_used = NULL;
     if (o.progress) o.progress(1.0f, "done", o.progress_ud);

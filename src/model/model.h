@@ -75,6 +75,8 @@ typedef struct rl_model_opts {
                                     * context, as llama.cpp's -c does; 0 = min(train
                                     * context, 4096), the engine's default */
     bool prefault;                 /* touch every weight page at load */
+    int32_t load_threads;          /* threads that repack the weights into their resident
+                                    * layout at load; 0 = the online CPUs (at most 64) */
     rl_model_weights weights;      /* see rl_model_weights */
     rl_model_progress_fn progress; /* may be NULL */
     void *progress_ud;

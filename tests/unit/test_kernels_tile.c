@@ -475,6 +475,16 @@ static void test_resident_tiles(void **state) {
         assert_ptr_equal(w.data, res);
         assert_int_equal(w.row_size, rbytes / (size_t)rows);
         assert_int_equal(rl_mat_resident_bytes(&w), 0);
+        { /* the groups split across 2 threads (the load's repack): the same bytes */
+            rl_mat wt = w0;
+            uint8_t *rt2 = malloc(rbytes);
+            assert_non_null(rt2);
+            rl_mat_make_resident_tp(&wt, rt2, tp2);
+            assert_int_equal(wt.layout, RL_MAT_R8);
+            assert_int_equal(wt.row_size, w.row_size);
+            assert_memory_equal(rt2, res, rbytes);
+            free(rt2);
+        }
         /* many-token steps convert each group to the packed tile: the
          * packer's bytes on the original rows (q8_0, q5_0, q4_0 and iq4_nl
          * have no packed tile; mxfp4's resident leaf runs every step) */
