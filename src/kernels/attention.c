@@ -81,6 +81,25 @@ static inline const void *rl__kv_row(const void *base, size_t block_bytes, size_
            ((size_t)kvh * kv->block_size + s) * row_bytes;
 }
 
+/* Prefetches the K and V rows of head kvh at positions [p0, p1) (the
+ * next tile): a decode step's items each read their sequence's pages
+ * once, from memory, in stretches of one block's slots that the hardware
+ * prefetchers do not run ahead of. */
+static void rl__att_prefetch(const rl__att_ctx *c, const rl_attn_args *a, int kvh, int32_t p0,
+                             int32_t p1) {
+    const rl_kv_layer *kv = a->kv;
+    const int bs = kv->block_size;
+    for (int32_t pp = p0; pp < p1;) {
+        int32_t s = pp % bs, n = bs - s < p1 - pp ? bs - s : p1 - pp;
+        const int32_t b = a->block_table[pp / bs];
+        const char *k = rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv, b, kvh, s),
+                   *v = rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv, b, kvh, s);
+        for (size_t o = 0; o < (size_t)n * c->k_row; o += 64) __builtin_prefetch(k + o, 0, 3);
+        for (size_t o = 0; o < (size_t)n * c->v_row; o += 64) __builtin_prefetch(v + o, 0, 3);
+        pp += n;
+    }
+}
+
 /* One tile of an item's online softmax for one head: sc[0..n) raw scores
  * in, weights e^(s - m) out (position order); the running max m and sum
  * updated, acc[0..hd) rescaled when the max grows. */
@@ -135,6 +154,7 @@ static void rl__att_rows(const rl__att_ctx *c, const rl_attn_args *a, const floa
     while (t0 <= hi) {
         int32_t t1 = (t0 / RL_ATT_TILE + 1) * RL_ATT_TILE;
         if (t1 > hi + 1) t1 = hi + 1;
+        rl__att_prefetch(c, a, kvh, t1, t1 + RL_ATT_TILE < hi + 1 ? t1 + RL_ATT_TILE : hi + 1);
         for (int32_t pp = t0; pp < t1;) {
             int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
             kt->kq_rows_g[kv->k_type](q,
@@ -263,6 +283,7 @@ static void rl__att_task(void *p, int ith, int nth) {
         for (int32_t t0 = lo; t0 <= hi;) {
             int32_t t1 = (t0 / RL_ATT_TILE + 1) * RL_ATT_TILE; /* exclusive tile end */
             if (t1 > hi + 1) t1 = hi + 1;
+            rl__att_prefetch(c, a, kvh, t1, t1 + RL_ATT_TILE < hi + 1 ? t1 + RL_ATT_TILE : hi + 1);
             /* scores, one leaf call per stretch of slots in one block */
             for (int32_t pp = t0; pp < t1;) {
                 int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
