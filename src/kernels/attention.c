@@ -337,18 +337,18 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
     c.v_rot = rl_kv_rot_resolve(kv->v_type, kv->head_dim, kv->v_rot) == RL_KV_ROT_HADAMARD;
     c.k_shift = rl_kv_k_shifted(kv);
     c.k_scale = rl_kv_k_scaled(kv);
-    /* GQA: heads that share a KV head in one item (rl__att_group), as many
-     * as divide the group up to RL_ATT_GMAX, when there are items enough
-     * to keep every thread busy (4 each; otherwise a decode step of one
-     * sequence would leave a thread idle); the same bits either way. */
+    /* GQA: heads that share a KV head in one item (rl__att_group): the
+     * largest divisor of the group up to RL_ATT_GMAX that still leaves
+     * every thread an item, so each K/V row is read once for those heads
+     * (a long context's decode step reads its pages from memory: one head
+     * an item read them once a head); the same bits either way. */
     c.gs = c.tq = 1;
     const int group = a->n_head / kv->n_kv_head, nth = rl_threadpool_n_threads(tp);
     if (atomic_load_explicit(&g_att_grouped, memory_order_relaxed) && group > 1 &&
         kv->head_dim <= RL_ATT_GHD && c.kt->kq_rows_g[kv->k_type] && c.kt->v_rows_g[kv->v_type] &&
         !c.k_quant && !c.kqf && !c.k_rot && !c.v_rot && !c.k_shift && !c.k_scale) {
-        int gs = RL_ATT_GMAX;
-        while (group % gs) gs--;
-        if (gs > 1 && n_items / gs >= 4 * (int64_t)nth) c.gs = gs;
+        for (int gs = group < RL_ATT_GMAX ? group : RL_ATT_GMAX; gs > 1 && c.gs == 1; gs--)
+            if (group % gs == 0 && n_items / gs >= nth) c.gs = gs;
     }
     /* prompt chunks: up to RL_ATT_ROWS / gs consecutive tokens an item
      * (rl__att_group), as many as keep 4 items a thread */
