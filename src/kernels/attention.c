@@ -138,68 +138,156 @@ static void rl__att_finish(const rl_attn_args *a, const float *acc, int hd, floa
     for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
 }
 
-/* Tiles of positions [t0, hi] for R query rows that share KV head kvh
- * (f32/f16 pages, no rotation, shift or scale), continuing the rows'
- * online softmax state: row r's query at q + r * hd, scores sc[r],
- * accumulator acc + r * hd, max m[r], sum sum[r].  Each tile's K and V rows
- * are read once for all R rows (kq_rows_g, v_rows_g), and per row the steps
- * are the one-head item's (rl__att_softmax_tile) in the same order, so every
- * row gets the bits of a one-head item over the same tiles. */
-static void rl__att_rows(const rl__att_ctx *c, const rl_attn_args *a, const float *q, int R,
-                         int kvh, int32_t t0, int32_t hi, float *acc, float (*sc)[RL_ATT_TILE],
-                         float *m, float *sum) {
+/* The query rows of a grouped item as the leaves take them: f32 rows of
+ * hd (f32/f16 pages, and quantized pages scored with the float query),
+ * or q8_0 rows of hd / 32 blocks (quantized pages, c->k_quant); and each
+ * row's q . k_shift (NULL: none). */
+typedef struct rl__att_q {
+    const float *f;
+    const rl_block_q8_0 *qq;
+    const float *mu;
+} rl__att_q;
+
+/* The rows from row r on. */
+static rl__att_q rl__att_q_at(rl__att_q q, int r, int hd) {
+    q.f += (size_t)r * hd;
+    if (q.qq) q.qq += (size_t)r * (hd / RL_QK8_0);
+    if (q.mu) q.mu += r;
+    return q;
+}
+
+/* Tiles of positions [t0, hi] for R query rows that share KV head kvh,
+ * continuing the rows' online softmax state: row r's query in q, scores
+ * sc[r], accumulator acc + r * hd, max m[r], sum sum[r].  Each tile's K
+ * and V rows are read from memory once for all R rows: by the grouped
+ * leaves (kq_rows_g, v_rows_g; f32 query rows) where the page type has
+ * them, else by the one-head leaves row after row over the tile's rows,
+ * which the first row brought into L1.  Per row the steps are the one-head
+ * item's (its leaf, rl__att_softmax_tile with its q . k_shift) in the same
+ * order, so every row gets the bits of a one-head item over the same
+ * tiles. */
+static void rl__att_rows(const rl__att_ctx *c, const rl_attn_args *a, rl__att_q q, int R, int kvh,
+                         int32_t t0, int32_t hi, float *acc, float (*sc)[RL_ATT_TILE], float *m,
+                         float *sum) {
     const rl_kv_layer *kv = a->kv;
     const rl__ktab *kt = c->kt;
     const int hd = kv->head_dim, bs = kv->block_size;
+    /* one row (a one-head item) takes the one-head leaves */
+    void (*const kq_g)(const float *, const void *, size_t, int, int, int, float *, size_t) =
+        q.qq || c->kqf || R == 1 ? NULL : kt->kq_rows_g[kv->k_type];
+    void (*const kq1)(const void *, const void *, size_t, int, int, float *) =
+        c->kqf ? kt->kqf_rows[kv->k_type] : kt->kq_rows[kv->k_type];
+    void (*const v_g)(float *, const void *, size_t, const float *, size_t, int, int, int) =
+        R == 1 ? NULL : kt->v_rows_g[kv->v_type];
     while (t0 <= hi) {
         int32_t t1 = (t0 / RL_ATT_TILE + 1) * RL_ATT_TILE;
         if (t1 > hi + 1) t1 = hi + 1;
         rl__att_prefetch(c, a, kvh, t1, t1 + RL_ATT_TILE < hi + 1 ? t1 + RL_ATT_TILE : hi + 1);
         for (int32_t pp = t0; pp < t1;) {
             int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
-            kt->kq_rows_g[kv->k_type](q,
-                                      rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv,
-                                                 a->block_table[pp / bs], kvh, s),
-                                      c->k_row, n, hd, R, &sc[0][pp - t0], RL_ATT_TILE);
+            const void *k = rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv,
+                                       a->block_table[pp / bs], kvh, s);
+            if (kq_g)
+                kq_g(q.f, k, c->k_row, n, hd, R, &sc[0][pp - t0], RL_ATT_TILE);
+            else
+                for (int j = 0; j < R; j++) {
+                    const rl__att_q qj = rl__att_q_at(q, j, hd);
+                    kq1(qj.qq ? (const void *)qj.qq : (const void *)qj.f, k, c->k_row, n, hd,
+                        &sc[j][pp - t0]);
+                }
             pp += n;
         }
         for (int j = 0; j < R; j++)
-            rl__att_softmax_tile(kt, a, sc[j], t1 - t0, 0.0f, acc + (size_t)j * hd, hd, &m[j],
-                                 &sum[j]);
+            rl__att_softmax_tile(kt, a, sc[j], t1 - t0, q.mu ? q.mu[j] : 0.0f, acc + (size_t)j * hd,
+                                 hd, &m[j], &sum[j]);
         for (int32_t pp = t0; pp < t1;) {
             int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
-            kt->v_rows_g[kv->v_type](acc,
-                                     rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv,
-                                                a->block_table[pp / bs], kvh, s),
-                                     c->v_row, &sc[0][pp - t0], RL_ATT_TILE, n, hd, R);
+            const void *v = rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv,
+                                       a->block_table[pp / bs], kvh, s);
+            if (v_g)
+                v_g(acc, v, c->v_row, &sc[0][pp - t0], RL_ATT_TILE, n, hd, R);
+            else
+                for (int j = 0; j < R; j++)
+                    kt->v_rows[kv->v_type](acc + (size_t)j * hd, v, c->v_row, &sc[j][pp - t0], n,
+                                           hd);
             pp += n;
         }
         t0 = t1;
     }
 }
 
+/* The query head q of KV head kvh as a one-head item scores it (qr, and qq
+ * for quantized K pages): divided by k_scale, rotated (Hq . Hk = q . k),
+ * quantized; *qmu = q . k_shift (the part of every score the pages do not
+ * hold), 0 without a shift.  Returns the f32 row the leaves read. */
+static const float *rl__att_query(const rl__att_ctx *c, const rl_kv_layer *kv, int kvh,
+                                  const float *q, float *qr, rl_block_q8_0 *qq, float *qmu) {
+    const int hd = kv->head_dim;
+    *qmu = 0.0f;
+    if (c->k_shift) {
+        const float *mu = kv->k_shift + (size_t)kvh * hd;
+        for (int i = 0; i < hd; i++) *qmu += q[i] * mu[i];
+    }
+    if (c->k_scale) { /* (q/D).(D k) = q.k */
+        const float *d = kv->k_scale + (size_t)kvh * hd;
+        for (int i = 0; i < hd; i++) qr[i] = q[i] / d[i];
+        q = qr;
+    }
+    if (c->k_rot) { /* (Hq).(Hk) = q.k */
+        if (q != qr) memcpy(qr, q, (size_t)hd * sizeof(float));
+        c->kt->wht(qr, hd);
+        q = qr;
+    }
+    if (c->k_quant) c->kt->quant_q8_0(q, qq, hd); /* once per item, reused for every key */
+    return q;
+}
+
+/* out = the finished head h (acc / sum), rotated back for rotated V pages
+ * (sum_p w_p H v_p; H H = I). */
+static void rl__att_out(const rl__att_ctx *c, const rl_attn_args *a, const float *acc, float m,
+                        float sum, int h, float *out) {
+    const int hd = a->kv->head_dim;
+    rl__att_finish(a, acc, hd, m, sum, h, out);
+    if (c->v_rot) c->kt->wht(out, hd);
+}
+
 /* One item of c->gs query heads h0.. of tokens t .. t + nt - 1 that share
- * KV head kvh (f32/f16 pages, no rotation, shift or scale).  Tokens at
- * consecutive positions with no window (a prompt chunk) share the tiles
- * every one of them covers whole: those run once for all nt * gs rows
- * (rl__att_rows), then each token's own last tiles for its gs rows.  Tiles
- * sit at absolute positions, so each row sees the tiles, and the
- * operations, of a one-head item: the same bits (test_attention). */
+ * KV head kvh.  Tokens at consecutive positions with no window (a prompt
+ * chunk) share the tiles every one of them covers whole: those run once
+ * for all nt * gs rows (rl__att_rows), then each token's own last tiles for
+ * its gs rows.  Tiles sit at absolute positions and each row's query is
+ * prepared as a one-head item's (rl__att_query), so each row sees the
+ * tiles, and the operations, of a one-head item: the same bits
+ * (test_attention, test_kvquant). */
 static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, int nt, int h0) {
     const rl_kv_layer *kv = a->kv;
     const int hd = kv->head_dim, g = c->gs, kvh = h0 / (a->n_head / kv->n_kv_head);
     _Alignas(64) float acc[RL_ATT_ROWS * RL_ATT_GHD], qb[RL_ATT_ROWS * RL_ATT_GHD],
         sc[RL_ATT_ROWS][RL_ATT_TILE];
-    float m[RL_ATT_ROWS], sum[RL_ATT_ROWS];
+    rl_block_q8_0 qq[RL_ATT_ROWS * (RL_ATT_GHD / RL_QK8_0)];
+    float m[RL_ATT_ROWS], sum[RL_ATT_ROWS], qmu[RL_ATT_ROWS];
     bool joint = nt > 1 && a->window <= 0;
     for (int k = 1; joint && k < nt; k++) joint = a->pos[t + k] == a->pos[t] + k;
     if (!joint) {
         for (int k = 1; k < nt; k++) rl__att_group(c, a, t + k, 1, h0);
         nt = 1;
     }
-    for (int k = 0; k < nt; k++) /* the rows: token-major, heads h0.. within */
-        memcpy(qb + (size_t)k * g * hd, a->q + ((size_t)(t + k) * a->n_head + h0) * hd,
-               sizeof(float) * (size_t)g * hd);
+    const bool plain = !c->k_shift && !c->k_scale && !c->k_rot && !c->k_quant;
+    for (int k = 0; k < nt; k++) { /* the rows: token-major, heads h0.. within */
+        const float *src = a->q + ((size_t)(t + k) * a->n_head + h0) * hd;
+        if (plain) {
+            memcpy(qb + (size_t)k * g * hd, src, sizeof(float) * (size_t)g * hd);
+            continue;
+        }
+        for (int j = 0; j < g; j++) {
+            const int r = k * g + j;
+            float *qr = qb + (size_t)r * hd;
+            const float *q = rl__att_query(c, kv, kvh, src + (size_t)j * hd, qr,
+                                           qq + (size_t)r * (hd / RL_QK8_0), &qmu[r]);
+            if (q != qr) memcpy(qr, q, sizeof(float) * (size_t)hd);
+        }
+    }
+    const rl__att_q rows = {qb, c->k_quant ? qq : NULL, c->k_shift ? qmu : NULL};
     const int R = nt * g;
     for (int i = 0; i < R * hd; i++) acc[i] = 0.0f;
     for (int j = 0; j < R; j++) m[j] = -INFINITY, sum[j] = 0.0f;
@@ -209,16 +297,16 @@ static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, in
     /* the whole tiles below every token's last position, all rows at once */
     int32_t common = nt > 1 ? (hi0 + 1) / RL_ATT_TILE * RL_ATT_TILE : lo;
     if (common > lo)
-        rl__att_rows(c, a, qb, R, kvh, lo, common - 1, acc, sc, m, sum);
+        rl__att_rows(c, a, rows, R, kvh, lo, common - 1, acc, sc, m, sum);
     else
         common = lo;
     for (int k = 0; k < nt; k++) {
         const int r0 = k * g;
-        rl__att_rows(c, a, qb + (size_t)r0 * hd, g, kvh, common, a->pos[t + k],
+        rl__att_rows(c, a, rl__att_q_at(rows, r0, hd), g, kvh, common, a->pos[t + k],
                      acc + (size_t)r0 * hd, &sc[r0], &m[r0], &sum[r0]);
         for (int j = 0; j < g; j++)
-            rl__att_finish(a, acc + (size_t)(r0 + j) * hd, hd, m[r0 + j], sum[r0 + j], h0 + j,
-                           a->out + ((size_t)(t + k) * a->n_head + h0 + j) * hd);
+            rl__att_out(c, a, acc + (size_t)(r0 + j) * hd, m[r0 + j], sum[r0 + j], h0 + j,
+                        a->out + ((size_t)(t + k) * a->n_head + h0 + j) * hd);
     }
 }
 
@@ -229,14 +317,9 @@ static void rl__att_task(void *p, int ith, int nth) {
     const rl_attn_args *a = c->a; /* this thread's current run */
     int64_t run_base = 0;         /* its first item */
     const rl_kv_layer *kv = a->kv;
-    const rl__ktab *kt = c->kt;
-    const int hd = kv->head_dim, group = a->n_head / kv->n_kv_head, bs = kv->block_size;
+    const int hd = kv->head_dim, group = a->n_head / kv->n_kv_head;
     const int64_t n_items = c->n_items;
-    void (*const kq)(const void *, const void *, size_t, int, int, float *) =
-        c->kqf ? kt->kqf_rows[kv->k_type] : kt->kq_rows[kv->k_type];
-    void (*const vr)(float *, const void *, size_t, const float *, int, int) =
-        kt->v_rows[kv->v_type];
-    float acc[RL_ATT_MAX_HD], sc[RL_ATT_TILE], qr[RL_ATT_MAX_HD];
+    float acc[RL_ATT_MAX_HD], sc[1][RL_ATT_TILE], qr[RL_ATT_MAX_HD];
     rl_block_q8_0 qq[RL_ATT_MAX_HD / RL_QK8_0];
     for (;;) {
         int64_t it = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
@@ -253,59 +336,18 @@ static void rl__att_task(void *p, int ith, int nth) {
             rl__att_group(c, a, t, a->n_tok - t < c->tq ? a->n_tok - t : c->tq, h);
             continue;
         }
-        const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
-        float *out = a->out + ((size_t)t * a->n_head + h) * hd;
-        float qmu = 0.0f; /* q . k_shift, the part of every score the pages do not hold */
-        if (c->k_shift) {
-            const float *mu = kv->k_shift + (size_t)kvh * hd;
-            for (int i = 0; i < hd; i++) qmu += q[i] * mu[i];
-        }
-        if (c->k_scale) { /* (q/D).(D k) = q.k */
-            const float *d = kv->k_scale + (size_t)kvh * hd;
-            for (int i = 0; i < hd; i++) qr[i] = q[i] / d[i];
-            q = qr;
-        }
-        if (c->k_rot) { /* (Hq).(Hk) = q.k */
-            if (q != qr) memcpy(qr, q, (size_t)hd * sizeof(float));
-            kt->wht(qr, hd);
-            q = qr;
-        }
-        const void *qk = q;
-        if (c->k_quant) {
-            kt->quant_q8_0(q, qq, hd); /* once per item, reused for every key */
-            qk = qq;
-        }
+        /* one head: the grouped item's steps for one row */
+        float qmu;
+        const float *q =
+            rl__att_query(c, kv, kvh, a->q + ((size_t)t * a->n_head + h) * hd, qr, qq, &qmu);
+        const rl__att_q row = {q, c->k_quant ? qq : NULL, c->k_shift ? &qmu : NULL};
         int32_t hi = a->pos[t];
         int32_t lo = a->window > 0 ? hi - a->window + 1 : 0;
         if (lo < 0) lo = 0;
         for (int i = 0; i < hd; i++) acc[i] = 0.0f;
         float m = -INFINITY, sum = 0.0f;
-        for (int32_t t0 = lo; t0 <= hi;) {
-            int32_t t1 = (t0 / RL_ATT_TILE + 1) * RL_ATT_TILE; /* exclusive tile end */
-            if (t1 > hi + 1) t1 = hi + 1;
-            rl__att_prefetch(c, a, kvh, t1, t1 + RL_ATT_TILE < hi + 1 ? t1 + RL_ATT_TILE : hi + 1);
-            /* scores, one leaf call per stretch of slots in one block */
-            for (int32_t pp = t0; pp < t1;) {
-                int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
-                kq(qk,
-                   rl__kv_row(kv->k_base, kv->k_block_bytes, c->k_row, kv, a->block_table[pp / bs],
-                              kvh, s),
-                   c->k_row, n, hd, sc + (pp - t0));
-                pp += n;
-            }
-            rl__att_softmax_tile(kt, a, sc, t1 - t0, qmu, acc, hd, &m, &sum);
-            for (int32_t pp = t0; pp < t1;) {
-                int32_t s = pp % bs, n = bs - s < t1 - pp ? bs - s : t1 - pp;
-                vr(acc,
-                   rl__kv_row(kv->v_base, kv->v_block_bytes, c->v_row, kv, a->block_table[pp / bs],
-                              kvh, s),
-                   c->v_row, sc + (pp - t0), n, hd);
-                pp += n;
-            }
-            t0 = t1;
-        }
-        rl__att_finish(a, acc, hd, m, sum, h, out);
-        if (c->v_rot) kt->wht(out, hd); /* sum_p w_p H v_p, rotated back (H H = I) */
+        rl__att_rows(c, a, row, 1, kvh, lo, hi, acc, sc, &m, &sum);
+        rl__att_out(c, a, acc, m, sum, h, a->out + ((size_t)t * a->n_head + h) * hd);
     }
 }
 
@@ -345,8 +387,7 @@ void rl_attention_runs(const rl_attn_args *a, int32_t n_runs, rl_threadpool *tp)
     c.gs = c.tq = 1;
     const int group = a->n_head / kv->n_kv_head, nth = rl_threadpool_n_threads(tp);
     if (atomic_load_explicit(&g_att_grouped, memory_order_relaxed) && group > 1 &&
-        kv->head_dim <= RL_ATT_GHD && c.kt->kq_rows_g[kv->k_type] && c.kt->v_rows_g[kv->v_type] &&
-        !c.k_quant && !c.kqf && !c.k_rot && !c.v_rot && !c.k_shift && !c.k_scale) {
+        kv->head_dim <= RL_ATT_GHD) {
         for (int gs = group < RL_ATT_GMAX ? group : RL_ATT_GMAX; gs > 1 && c.gs == 1; gs--)
             if (group % gs == 0 && n_items / gs >= nth) c.gs = gs;
     }
