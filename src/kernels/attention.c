@@ -175,6 +175,8 @@ static void rl__att_rows(const rl__att_ctx *c, const rl_attn_args *a, rl__att_q 
     /* one row (a one-head item) takes the one-head leaves */
     void (*const kq_g)(const float *, const void *, size_t, int, int, int, float *, size_t) =
         q.qq || c->kqf || R == 1 ? NULL : kt->kq_rows_g[kv->k_type];
+    void (*const kqq_g)(const rl_block_q8_0 *, const void *, size_t, int, int, int, float *,
+                        size_t) = q.qq && R > 1 ? kt->kqq_rows_g[kv->k_type] : NULL;
     void (*const kq1)(const void *, const void *, size_t, int, int, float *) =
         c->kqf ? kt->kqf_rows[kv->k_type] : kt->kq_rows[kv->k_type];
     void (*const v_g)(float *, const void *, size_t, const float *, size_t, int, int, int) =
@@ -189,6 +191,8 @@ static void rl__att_rows(const rl__att_ctx *c, const rl_attn_args *a, rl__att_q 
                                        a->block_table[pp / bs], kvh, s);
             if (kq_g)
                 kq_g(q.f, k, c->k_row, n, hd, R, &sc[0][pp - t0], RL_ATT_TILE);
+            else if (kqq_g)
+                kqq_g(q.qq, k, c->k_row, n, hd, R, &sc[0][pp - t0], RL_ATT_TILE);
             else
                 for (int j = 0; j < R; j++) {
                     const rl__att_q qj = rl__att_q_at(q, j, hd);

@@ -527,6 +527,11 @@ typedef struct rl__ktab {
                                      int g, float *s, size_t s_stride);
     void (*v_rows_g[RL_TYPE_COUNT])(float *acc, const void *v, size_t stride, const float *w,
                                     size_t w_stride, int n, int hd, int g);
+    /* kq_rows_g for quantized pages scored with q8_0 queries: row j's
+     * query is the hd / 32 blocks at q + j * (hd / 32).  Bit-identical to g
+     * kq_rows calls; NULL: none (the driver calls kq_rows per row). */
+    void (*kqq_rows_g[RL_TYPE_COUNT])(const rl_block_q8_0 *q, const void *k, size_t stride, int n,
+                                      int hd, int g, float *s, size_t s_stride);
     /* kq_rows with an f32 query for q8_0/q4_0 pages: codes widened to float
      * in registers, per block sum_i q_i*code_i, then acc += d_block * that
      * (no query rounding; used when RL_KVQ_QUERY=f32, see attention.c). */

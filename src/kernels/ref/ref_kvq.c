@@ -291,6 +291,16 @@ RL_KQ_G_REF(rl__kq_f32_g_ref, rl__kq_f32_ref)
 RL_KQ_G_REF(rl__kq_f16_g_ref, rl__kq_f16_ref)
 RL_V_G_REF(rl__v_f32_g_ref, rl__v_f32_ref)
 RL_V_G_REF(rl__v_f16_g_ref, rl__v_f16_ref)
+RL_V_G_REF(rl__v_q8_0_g_ref, rl__v_q8_0_ref)
+#define RL_KQQ_G_REF(NAME, ONE)                                                                    \
+    static void NAME(const rl_block_q8_0 *q, const void *k, size_t stride, int n, int hd, int g,   \
+                     float *s, size_t ss) {                                                        \
+        for (int j = 0; j < g; j++)                                                                \
+            ONE(q + (size_t)j * (hd / RL_QK8_0), k, stride, n, hd, s + (size_t)j * ss);            \
+    }
+RL_KQQ_G_REF(rl__kqq_q8_0_g_ref, rl__kq_q8_0_ref)
+RL_KQQ_G_REF(rl__kqq_q8_64_g_ref, rl__kq_q8_64_ref)
+RL_V_G_REF(rl__v_q8_64_g_ref, rl__v_q8_64_ref)
 
 void rl__ref_fill_kvq(rl__ktab *t) {
     t->wht = rl__wht_ref;
@@ -315,4 +325,8 @@ void rl__ref_fill_kvq(rl__ktab *t) {
     t->kq_rows_g[RL_TYPE_F16] = rl__kq_f16_g_ref;
     t->v_rows_g[RL_TYPE_F32] = rl__v_f32_g_ref;
     t->v_rows_g[RL_TYPE_F16] = rl__v_f16_g_ref;
+    t->v_rows_g[RL_TYPE_Q8_0] = rl__v_q8_0_g_ref;
+    t->kqq_rows_g[RL_TYPE_Q8_0] = rl__kqq_q8_0_g_ref;
+    t->kqq_rows_g[RL_TYPE_Q8_64] = rl__kqq_q8_64_g_ref;
+    t->v_rows_g[RL_TYPE_Q8_64] = rl__v_q8_64_g_ref;
 }

@@ -160,6 +160,24 @@ static inline __m256 rl__hsum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __
 #undef RL_H2
 }
 
+/* Scores of G heads x KR keys (lane j * KR + key, rl__hsum8_ps) into s:
+ * head j's keys r.. at s + j * ss + r. */
+static inline __attribute__((always_inline)) void
+rl__kq_store8(float *s, size_t ss, int r, __m256 h, const int G, const int KR) {
+    if (KR == 8) {
+        _mm256_storeu_ps(s + r, h);
+    } else if (KR == 4) {
+        _mm_storeu_ps(s + r, _mm256_castps256_ps128(h));
+        if (G > 1) _mm_storeu_ps(s + ss + r, _mm256_extractf128_ps(h, 1));
+    } else {
+        const __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);
+        _mm_storel_pi((__m64 *)(void *)(s + r), lo);
+        if (G > 1) _mm_storeh_pi((__m64 *)(void *)(s + ss + r), lo);
+        if (G > 2) _mm_storel_pi((__m64 *)(void *)(s + 2 * ss + r), hi);
+        if (G > 3) _mm_storeh_pi((__m64 *)(void *)(s + 3 * ss + r), hi);
+    }
+}
+
 /* Grouped leaves (kq_rows_g, v_rows_g): up to 4 heads per pass over the
  * rows, each row loaded and widened once for them; per head the one-head
  * leaves' operations exactly (kq: the two 16-step accumulators, the 8-step
@@ -221,18 +239,7 @@ static inline __m256 rl__hsum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __
             }                                                                                      \
             _Pragma("GCC unroll 8") for (int l = G * KR; l < 8; l++) v[l] = _mm256_setzero_ps();   \
             const __m256 h = rl__hsum8_ps(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);         \
-            if (KR == 8) {                                                                         \
-                _mm256_storeu_ps(s + r, h);                                                        \
-            } else if (KR == 4) {                                                                  \
-                _mm_storeu_ps(s + r, _mm256_castps256_ps128(h));                                   \
-                if (G > 1) _mm_storeu_ps(s + ss + r, _mm256_extractf128_ps(h, 1));                 \
-            } else {                                                                               \
-                const __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);     \
-                _mm_storel_pi((__m64 *)(void *)(s + r), lo);                                       \
-                if (G > 1) _mm_storeh_pi((__m64 *)(void *)(s + ss + r), lo);                       \
-                if (G > 2) _mm_storel_pi((__m64 *)(void *)(s + 2 * ss + r), hi);                   \
-                if (G > 3) _mm_storeh_pi((__m64 *)(void *)(s + 3 * ss + r), hi);                   \
-            }                                                                                      \
+            rl__kq_store8(s, ss, r, h, G, KR);                                                     \
         }                                                                                          \
         return r;                                                                                  \
     }                                                                                              \
@@ -407,6 +414,136 @@ static void rl__v_q8_64_avx2(float *acc, const void *v, size_t stride, const flo
                              int hd) {
     rl__v_q8(acc, v, stride, w, n, hd, RL_QK8_64);
 }
+
+/* The grouped q8_0/q8_64 V leaf (v_rows_g): up to 3 heads a pass, 32
+ * columns of a page block at a time (12 accumulators), each row's scale
+ * read and codes widened once for them; per element the one-head leaf's
+ * chain, acc = fma(w[r] * d, code, acc) in row order: the same bits. */
+static inline __attribute__((always_inline)) void rl__v_q8_G(float *acc, const void *v,
+                                                             size_t stride, const float *w,
+                                                             size_t ws, int n, int hd, int qk,
+                                                             const int G) {
+    for (int c0 = 0; c0 < hd; c0 += RL_QK8_0) {
+        const int pb = c0 / qk;
+        __m256 a[3][4];
+        _Pragma("GCC unroll 3") for (int j = 0; j < G; j++)
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) a[j][i] =
+                _mm256_loadu_ps(acc + (size_t)j * hd + c0 + 8 * i);
+        for (int r = 0; r < n; r++) {
+            const uint8_t *row = ROW(v, r, stride);
+            const float d = rl__q8_d(row, pb, qk);
+            __m256 wd[3];
+            _Pragma("GCC unroll 3") for (int j = 0; j < G; j++) wd[j] =
+                _mm256_set1_ps(w[(size_t)j * ws + r] * d);
+            const int8_t *cp = rl__q8_qs(row, pb, qk) + (c0 - pb * qk);
+            const __m128i lo = _mm_loadu_si128((const __m128i *)cp),
+                          hi = _mm_loadu_si128((const __m128i *)(cp + 16));
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                const __m128i h = i < 2 ? lo : hi;
+                const __m256 x = rl__i8x8_ps(i % 2 ? _mm_unpackhi_epi64(h, h) : h);
+                _Pragma("GCC unroll 3") for (int j = 0; j < G; j++) a[j][i] =
+                    _mm256_fmadd_ps(wd[j], x, a[j][i]);
+            }
+        }
+        _Pragma("GCC unroll 3") for (int j = 0; j < G; j++)
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                _mm256_storeu_ps(acc + (size_t)j * hd + c0 + 8 * i, a[j][i]);
+    }
+}
+#define RL_V_Q8_G_AVX2(NAME, QK)                                                                   \
+    static void NAME(float *acc, const void *v, size_t stride, const float *w, size_t ws, int n,   \
+                     int hd, int g) {                                                              \
+        for (int j0 = 0; j0 < g; j0 += 3) {                                                        \
+            float *aj = acc + (size_t)j0 * hd;                                                     \
+            const float *wj = w + (size_t)j0 * ws;                                                 \
+            if (g - j0 >= 3)                                                                       \
+                rl__v_q8_G(aj, v, stride, wj, ws, n, hd, QK, 3);                                   \
+            else if (g - j0 == 2)                                                                  \
+                rl__v_q8_G(aj, v, stride, wj, ws, n, hd, QK, 2);                                   \
+            else                                                                                   \
+                rl__v_q8_G(aj, v, stride, wj, ws, n, hd, QK, 1);                                   \
+        }                                                                                          \
+    }
+RL_V_Q8_G_AVX2(rl__v_q8_0_g_avx2, RL_QK8_0)
+RL_V_Q8_G_AVX2(rl__v_q8_64_g_avx2, RL_QK8_64)
+
+/* The grouped q8_0/q8_64 KQ leaf (kqq_rows_g): G query rows against KB
+ * key rows at once (each key block loaded once for G heads, each query
+ * block once for KB keys), the 8 scores' horizontal sums together
+ * (rl__hsum8_ps; lane j * KB + u).  Per score the one-head leaf's steps:
+ * per 32-element block the exact int32 sum, acc = fma(d_k * d_q, sum, acc)
+ * in block order, then rl__hsum_ps: the same bits. */
+static inline __attribute__((always_inline)) void rl__kqq_q8_P(const rl_block_q8_0 *x,
+                                                               const void *k, size_t stride, int r,
+                                                               int hd, int qk, __m256 *v,
+                                                               const int G, const int KB) {
+    const int per = qk / RL_QK8_0, nb = hd / RL_QK8_0;
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int l = 0; l < G * KB; l++) acc[l] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i kw[4], ax[4];
+        float dk[4];
+        _Pragma("GCC unroll 4") for (int u = 0; u < KB; u++) {
+            const uint8_t *row = ROW(k, r + u, stride);
+            dk[u] = rl__q8_d(row, b / per, qk);
+            kw[u] = _mm256_loadu_si256(
+                (const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * RL_QK8_0));
+            ax[u] = _mm256_sign_epi8(kw[u], kw[u]);
+        }
+        _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {
+            const rl_block_q8_0 *xb = &x[(size_t)j * nb + b];
+            const float dq = rl__h2f(xb->d);
+            const __m256i qx = _mm256_loadu_si256((const __m256i *)xb->qs);
+            _Pragma("GCC unroll 4") for (int u = 0; u < KB; u++) {
+                const __m256i p = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(ax[u], _mm256_sign_epi8(qx, kw[u])), _mm256_set1_epi16(1));
+                acc[j * KB + u] = _mm256_fmadd_ps(_mm256_set1_ps(dk[u] * dq), _mm256_cvtepi32_ps(p),
+                                                  acc[j * KB + u]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8") for (int l = 0; l < G * KB; l++) v[l] = acc[l];
+}
+static inline __attribute__((always_inline)) void rl__kqq_q8_G(const rl_block_q8_0 *x,
+                                                               const void *k, size_t stride, int n,
+                                                               int hd, int qk, float *s, size_t ss,
+                                                               const int G) {
+    const int KB = G == 1 ? 8 : G == 2 ? 4 : 2; /* key rows a horizontal sum */
+    int r = 0;
+    for (; r + KB <= n; r += KB) {
+        __m256 v[8];
+        rl__kqq_q8_P(x, k, stride, r, hd, qk, v, G, KB);
+        _Pragma("GCC unroll 8") for (int l = G * KB; l < 8; l++) v[l] = _mm256_setzero_ps();
+        const __m256 h = rl__hsum8_ps(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+        rl__kq_store8(s, ss, r, h, G, KB);
+    }
+    for (; r < n; r++) {
+        __m256 v[4];
+        rl__kqq_q8_P(x, k, stride, r, hd, qk, v, G, 1);
+        _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) s[(size_t)j * ss + r] =
+            rl__hsum_ps(v[j]);
+    }
+}
+#define RL_KQQ_Q8_G_AVX2(NAME, QK)                                                                 \
+    static void NAME(const rl_block_q8_0 *q, const void *k, size_t stride, int n, int hd, int g,   \
+                     float *s, size_t ss) {                                                        \
+        for (int j0 = 0; j0 < g;) {                                                                \
+            const rl_block_q8_0 *qj = q + (size_t)j0 * (hd / RL_QK8_0);                            \
+            float *sj = s + (size_t)j0 * ss;                                                       \
+            const int G = g - j0 >= 4 ? 4 : g - j0;                                                \
+            if (G == 4)                                                                            \
+                rl__kqq_q8_G(qj, k, stride, n, hd, QK, sj, ss, 4);                                 \
+            else if (G == 3)                                                                       \
+                rl__kqq_q8_G(qj, k, stride, n, hd, QK, sj, ss, 3);                                 \
+            else if (G == 2)                                                                       \
+                rl__kqq_q8_G(qj, k, stride, n, hd, QK, sj, ss, 2);                                 \
+            else                                                                                   \
+                rl__kqq_q8_G(qj, k, stride, n, hd, QK, sj, ss, 1);                                 \
+            j0 += G;                                                                               \
+        }                                                                                          \
+    }
+RL_KQQ_Q8_G_AVX2(rl__kqq_q8_0_g_avx2, RL_QK8_0)
+RL_KQQ_Q8_G_AVX2(rl__kqq_q8_64_g_avx2, RL_QK8_64)
 
 static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n,
                             int hd) {
@@ -692,4 +829,8 @@ void rl__avx2_fill_kvq(rl__ktab *t) {
     t->kq_rows_g[RL_TYPE_F16] = rl__kq_f16_g_avx2;
     t->v_rows_g[RL_TYPE_F32] = rl__v_f32_g_avx2;
     t->v_rows_g[RL_TYPE_F16] = rl__v_f16_g_avx2;
+    t->v_rows_g[RL_TYPE_Q8_0] = rl__v_q8_0_g_avx2;
+    t->kqq_rows_g[RL_TYPE_Q8_0] = rl__kqq_q8_0_g_avx2;
+    t->kqq_rows_g[RL_TYPE_Q8_64] = rl__kqq_q8_64_g_avx2;
+    t->v_rows_g[RL_TYPE_Q8_64] = rl__v_q8_64_g_avx2;
 }
