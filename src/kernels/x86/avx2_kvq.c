@@ -415,6 +415,22 @@ static void rl__v_q8_64_avx2(float *acc, const void *v, size_t stride, const flo
     rl__v_q8(acc, v, stride, w, n, hd, RL_QK8_64);
 }
 
+/* 32-element block b of a quantized K/V page row for the grouped leaves:
+ * its scale and its 32 signed codes (q8_0 and q8_64 with qk = 32 / 64: a
+ * part of page block b / (qk / 32); q4_0 with qk = 0: the nibbles - 8),
+ * the values the one-head leaves compute with. */
+static inline float rl__blk_d(const uint8_t *row, int b, int qk) {
+    return qk ? rl__q8_d(row, b / (qk / RL_QK8_0), qk)
+              : rl__h2f(((const rl_block_q4_0 *)(const void *)row)[b].d);
+}
+static inline __m256i rl__blk_codes(const uint8_t *row, int b, int qk) {
+    if (!qk)
+        return _mm256_sub_epi8(rl__nibbles32(((const rl_block_q4_0 *)(const void *)row)[b].qs),
+                               _mm256_set1_epi8(8));
+    return _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / (qk / RL_QK8_0), qk) +
+                                                (b % (qk / RL_QK8_0)) * RL_QK8_0));
+}
+
 /* The grouped q8_0/q8_64 V leaf (v_rows_g): up to 3 heads a pass, 32
  * columns of a page block at a time (12 accumulators), each row's scale
  * read and codes widened once for them; per element the one-head leaf's
@@ -424,20 +440,19 @@ static inline __attribute__((always_inline)) void rl__v_q8_G(float *acc, const v
                                                              size_t ws, int n, int hd, int qk,
                                                              const int G) {
     for (int c0 = 0; c0 < hd; c0 += RL_QK8_0) {
-        const int pb = c0 / qk;
         __m256 a[3][4];
         _Pragma("GCC unroll 3") for (int j = 0; j < G; j++)
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) a[j][i] =
                 _mm256_loadu_ps(acc + (size_t)j * hd + c0 + 8 * i);
         for (int r = 0; r < n; r++) {
             const uint8_t *row = ROW(v, r, stride);
-            const float d = rl__q8_d(row, pb, qk);
+            const float d = rl__blk_d(row, c0 / RL_QK8_0, qk);
             __m256 wd[3];
             _Pragma("GCC unroll 3") for (int j = 0; j < G; j++) wd[j] =
                 _mm256_set1_ps(w[(size_t)j * ws + r] * d);
-            const int8_t *cp = rl__q8_qs(row, pb, qk) + (c0 - pb * qk);
-            const __m128i lo = _mm_loadu_si128((const __m128i *)cp),
-                          hi = _mm_loadu_si128((const __m128i *)(cp + 16));
+            const __m256i codes = rl__blk_codes(row, c0 / RL_QK8_0, qk);
+            const __m128i lo = _mm256_castsi256_si128(codes),
+                          hi = _mm256_extracti128_si256(codes, 1);
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                 const __m128i h = i < 2 ? lo : hi;
                 const __m256 x = rl__i8x8_ps(i % 2 ? _mm_unpackhi_epi64(h, h) : h);
@@ -466,6 +481,7 @@ static inline __attribute__((always_inline)) void rl__v_q8_G(float *acc, const v
     }
 RL_V_Q8_G_AVX2(rl__v_q8_0_g_avx2, RL_QK8_0)
 RL_V_Q8_G_AVX2(rl__v_q8_64_g_avx2, RL_QK8_64)
+RL_V_Q8_G_AVX2(rl__v_q4_0_g_avx2, 0)
 
 /* The grouped q8_0/q8_64 KQ leaf (kqq_rows_g): G query rows against KB
  * key rows at once (each key block loaded once for G heads, each query
@@ -477,7 +493,7 @@ static inline __attribute__((always_inline)) void rl__kqq_q8_P(const rl_block_q8
                                                                const void *k, size_t stride, int r,
                                                                int hd, int qk, __m256 *v,
                                                                const int G, const int KB) {
-    const int per = qk / RL_QK8_0, nb = hd / RL_QK8_0;
+    const int nb = hd / RL_QK8_0;
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int l = 0; l < G * KB; l++) acc[l] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -485,9 +501,8 @@ static inline __attribute__((always_inline)) void rl__kqq_q8_P(const rl_block_q8
         float dk[4];
         _Pragma("GCC unroll 4") for (int u = 0; u < KB; u++) {
             const uint8_t *row = ROW(k, r + u, stride);
-            dk[u] = rl__q8_d(row, b / per, qk);
-            kw[u] = _mm256_loadu_si256(
-                (const __m256i *)(rl__q8_qs(row, b / per, qk) + (b % per) * RL_QK8_0));
+            dk[u] = rl__blk_d(row, b, qk);
+            kw[u] = rl__blk_codes(row, b, qk);
             ax[u] = _mm256_sign_epi8(kw[u], kw[u]);
         }
         _Pragma("GCC unroll 4") for (int j = 0; j < G; j++) {
@@ -544,6 +559,7 @@ static inline __attribute__((always_inline)) void rl__kqq_q8_G(const rl_block_q8
     }
 RL_KQQ_Q8_G_AVX2(rl__kqq_q8_0_g_avx2, RL_QK8_0)
 RL_KQQ_Q8_G_AVX2(rl__kqq_q8_64_g_avx2, RL_QK8_64)
+RL_KQQ_Q8_G_AVX2(rl__kqq_q4_0_g_avx2, 0)
 
 static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n,
                             int hd) {
@@ -832,5 +848,7 @@ void rl__avx2_fill_kvq(rl__ktab *t) {
     t->v_rows_g[RL_TYPE_Q8_0] = rl__v_q8_0_g_avx2;
     t->kqq_rows_g[RL_TYPE_Q8_0] = rl__kqq_q8_0_g_avx2;
     t->kqq_rows_g[RL_TYPE_Q8_64] = rl__kqq_q8_64_g_avx2;
+    t->kqq_rows_g[RL_TYPE_Q4_0] = rl__kqq_q4_0_g_avx2;
+    t->v_rows_g[RL_TYPE_Q4_0] = rl__v_q4_0_g_avx2;
     t->v_rows_g[RL_TYPE_Q8_64] = rl__v_q8_64_g_avx2;
 }
