@@ -302,6 +302,8 @@ RL_KQQ_G_REF(rl__kqq_q8_0_g_ref, rl__kq_q8_0_ref)
 RL_KQQ_G_REF(rl__kqq_q8_64_g_ref, rl__kq_q8_64_ref)
 RL_KQQ_G_REF(rl__kqq_q4_0_g_ref, rl__kq_q4_0_ref)
 RL_V_G_REF(rl__v_q4_0_g_ref, rl__v_q4_0_ref)
+RL_KQQ_G_REF(rl__kqq_iq4_nl_g_ref, rl__kq_iq4_nl_ref)
+RL_V_G_REF(rl__v_iq4_nl_g_ref, rl__v_iq4_nl_ref)
 RL_V_G_REF(rl__v_q8_64_g_ref, rl__v_q8_64_ref)
 
 void rl__ref_fill_kvq(rl__ktab *t) {
@@ -332,5 +334,7 @@ void rl__ref_fill_kvq(rl__ktab *t) {
     t->kqq_rows_g[RL_TYPE_Q8_64] = rl__kqq_q8_64_g_ref;
     t->kqq_rows_g[RL_TYPE_Q4_0] = rl__kqq_q4_0_g_ref;
     t->v_rows_g[RL_TYPE_Q4_0] = rl__v_q4_0_g_ref;
+    t->kqq_rows_g[RL_TYPE_IQ4_NL] = rl__kqq_iq4_nl_g_ref;
+    t->v_rows_g[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_g_ref;
     t->v_rows_g[RL_TYPE_Q8_64] = rl__v_q8_64_g_ref;
 }

@@ -417,16 +417,20 @@ static void rl__v_q8_64_avx2(float *acc, const void *v, size_t stride, const flo
 
 /* 32-element block b of a quantized K/V page row for the grouped leaves:
  * its scale and its 32 signed codes (q8_0 and q8_64 with qk = 32 / 64: a
- * part of page block b / (qk / 32); q4_0 with qk = 0: the nibbles - 8),
- * the values the one-head leaves compute with. */
+ * part of page block b / (qk / 32); q4_0 with qk = 0: the nibbles - 8;
+ * iq4_nl with qk = -1: the nibbles' codebook values), the values the
+ * one-head leaves compute with. */
+static inline __m128i rl__iq4nl_tbl(void); /* the iq4_nl leaves' codebook, below */
 static inline float rl__blk_d(const uint8_t *row, int b, int qk) {
-    return qk ? rl__q8_d(row, b / (qk / RL_QK8_0), qk)
-              : rl__h2f(((const rl_block_q4_0 *)(const void *)row)[b].d);
+    return qk > 0 ? rl__q8_d(row, b / (qk / RL_QK8_0), qk)
+                  : rl__h2f(((const rl_block_q4_0 *)(const void *)row)[b].d);
 }
 static inline __m256i rl__blk_codes(const uint8_t *row, int b, int qk) {
-    if (!qk)
-        return _mm256_sub_epi8(rl__nibbles32(((const rl_block_q4_0 *)(const void *)row)[b].qs),
-                               _mm256_set1_epi8(8));
+    if (qk <= 0) {
+        const __m256i nib = rl__nibbles32(((const rl_block_q4_0 *)(const void *)row)[b].qs);
+        return qk == 0 ? _mm256_sub_epi8(nib, _mm256_set1_epi8(8))
+                       : _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(rl__iq4nl_tbl()), nib);
+    }
     return _mm256_loadu_si256((const __m256i *)(rl__q8_qs(row, b / (qk / RL_QK8_0), qk) +
                                                 (b % (qk / RL_QK8_0)) * RL_QK8_0));
 }
@@ -482,6 +486,7 @@ static inline __attribute__((always_inline)) void rl__v_q8_G(float *acc, const v
 RL_V_Q8_G_AVX2(rl__v_q8_0_g_avx2, RL_QK8_0)
 RL_V_Q8_G_AVX2(rl__v_q8_64_g_avx2, RL_QK8_64)
 RL_V_Q8_G_AVX2(rl__v_q4_0_g_avx2, 0)
+RL_V_Q8_G_AVX2(rl__v_iq4_nl_g_avx2, -1)
 
 /* The grouped q8_0/q8_64 KQ leaf (kqq_rows_g): G query rows against KB
  * key rows at once (each key block loaded once for G heads, each query
@@ -560,6 +565,7 @@ static inline __attribute__((always_inline)) void rl__kqq_q8_G(const rl_block_q8
 RL_KQQ_Q8_G_AVX2(rl__kqq_q8_0_g_avx2, RL_QK8_0)
 RL_KQQ_Q8_G_AVX2(rl__kqq_q8_64_g_avx2, RL_QK8_64)
 RL_KQQ_Q8_G_AVX2(rl__kqq_q4_0_g_avx2, 0)
+RL_KQQ_Q8_G_AVX2(rl__kqq_iq4_nl_g_avx2, -1)
 
 static void rl__v_q4_0_avx2(float *acc, const void *v, size_t stride, const float *w, int n,
                             int hd) {
@@ -850,5 +856,7 @@ void rl__avx2_fill_kvq(rl__ktab *t) {
     t->kqq_rows_g[RL_TYPE_Q8_64] = rl__kqq_q8_64_g_avx2;
     t->kqq_rows_g[RL_TYPE_Q4_0] = rl__kqq_q4_0_g_avx2;
     t->v_rows_g[RL_TYPE_Q4_0] = rl__v_q4_0_g_avx2;
+    t->kqq_rows_g[RL_TYPE_IQ4_NL] = rl__kqq_iq4_nl_g_avx2;
+    t->v_rows_g[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_g_avx2;
     t->v_rows_g[RL_TYPE_Q8_64] = rl__v_q8_64_g_avx2;
 }
