@@ -521,8 +521,9 @@ typedef struct rl__ktab {
      * of them: row j's
      * query at q + j * hd, its scores at s + j * s_stride, its weights at
      * w + j * w_stride, its accumulator at acc + j * hd.  Bit-identical to g
-     * kq_rows / v_rows calls (the same operations per head).  f32/f16
-     * pages; NULL: none. */
+     * kq_rows / v_rows calls (the same operations per head).  kq_rows_g:
+     * f32/f16 pages (f32 query rows); v_rows_g: every page type; NULL:
+     * none (the driver calls the one-head leaf per row). */
     void (*kq_rows_g[RL_TYPE_COUNT])(const float *q, const void *k, size_t stride, int n, int hd,
                                      int g, float *s, size_t s_stride);
     void (*v_rows_g[RL_TYPE_COUNT])(float *acc, const void *v, size_t stride, const float *w,
