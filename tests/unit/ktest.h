@@ -22,5 +22,14 @@ int n_impls(rl_kernels_impl out[2]);
 /* Every table this CPU can run: REF, AVX2, AVX512VNNI. */
 #define KT_MAX_IMPLS 4
 int kt_impls(rl_kernels_impl out[KT_MAX_IMPLS]);
+/* The grouping invariances of attention call a, whose a->out
+ * rl_attention(a, tp) wrote: with grouped items off (one head an item) the
+ * same bits; and a prompt chunk of nc random query tokens at positions
+ * n_pos - nc .. n_pos - 1 (items of several tokens' rows sharing tiles)
+ * equals each token alone with grouped items off.  The chunk's queries,
+ * outputs and positions come back in *qc, *oc (malloc'd: the caller frees)
+ * and cpos[nc], for oracle checks. */
+void kt_att_grouping(const rl_attn_args *a, rl_threadpool *tp, int32_t n_pos, int nc, float **qc,
+                     float **oc, int32_t *cpos);
 
 #endif

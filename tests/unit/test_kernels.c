@@ -531,43 +531,22 @@ static void check_attention(rl_type kt, rl_type vt, int n_head, int nkv, int hd,
     }
     rl_attention_runs(runs, 3, tp);
     assert_memory_equal(out3, out, sizeof(float) * n_tok * n_head * hd);
-    /* grouped-query items (heads of a KV head together) off: the same bits */
-    rl_attention_set_grouped(false);
-    memset(out3, 0, sizeof(float) * n_tok * n_head * hd);
-    rl_attn_args ag = a;
-    ag.out = out3;
-    rl_attention(&ag, tp);
-    rl_attention_set_grouped(true);
-    assert_memory_equal(out, out3, sizeof(float) * n_tok * n_head * hd);
     free(out3);
-    /* a prompt chunk: consecutive positions 62..149 (tiles of several
-     * tokens' grouped items, rl__att_group) equal one token at a time */
+    /* grouped-query items (heads of a KV head together) against one head
+     * an item, here and over a prompt chunk at positions 62..149; some of
+     * the chunk's tokens against the oracle */
     enum { NC = 88 };
     int32_t cpos[NC];
-    for (int t = 0; t < NC; t++) cpos[t] = n_pos - NC + t;
-    float *qc = make_x((int64_t)NC * n_head * hd, 0.7f);
-    float *outc = malloc(sizeof(float) * NC * n_head * hd);
-    rl_attn_args ac = a;
-    ac.q = qc;
-    ac.out = outc;
-    ac.n_tok = NC;
-    ac.pos = cpos;
-    rl_attention(&ac, tp);
-    for (int t = 0; t < NC; t++) {
-        rl_attn_args a1 = ac;
-        a1.q = qc + (size_t)t * n_head * hd;
-        a1.out = out1;
-        a1.n_tok = 1;
-        a1.pos = &cpos[t];
-        rl_attention(&a1, NULL);
-        assert_memory_equal(out1, outc + (size_t)t * n_head * hd, sizeof(float) * n_head * hd);
-        if (t % 29 == 0) {
-            naive_attention(&f, a1.q, n_head, cpos[t], a.scale, window, softcap, ref);
-            for (int i = 0; i < n_head * hd; i++)
-                if (fabs(out1[i] - ref[i]) > 1e-4 * 4.0)
-                    fail_msg("attention chunk %s tok %d elem %d: got %g want %g",
-                             rl_kernels_impl_name(), t, i, out1[i], ref[i]);
-        }
+    float *qc, *outc;
+    kt_att_grouping(&a, tp, n_pos, NC, &qc, &outc, cpos);
+    for (int t = 0; t < NC; t += 29) {
+        const float *ot = outc + (size_t)t * n_head * hd;
+        naive_attention(&f, qc + (size_t)t * n_head * hd, n_head, cpos[t], a.scale, window, softcap,
+                        ref);
+        for (int i = 0; i < n_head * hd; i++)
+            if (fabs(ot[i] - ref[i]) > 1e-4 * 4.0)
+                fail_msg("attention chunk %s tok %d elem %d: got %g want %g",
+                         rl_kernels_impl_name(), t, i, ot[i], ref[i]);
     }
     free(qc);
     free(outc);

@@ -550,39 +550,11 @@ static void check_case_rot(rl_type kt, rl_type vt, rl_kv_rot krot, rl_kv_rot vro
         assert_memory_equal(out1, ot, sizeof(float) * nh * hd);
     }
     /* grouped items (a KV head's query heads in one item; its rows' query
-     * transforms, shift and rotations) off: the same bits */
-    float *outg = malloc(sizeof(float) * n_tok * nh * hd);
-    rl_attn_args ag = a;
-    ag.out = outg;
-    rl_attention_set_grouped(false);
-    rl_attention(&ag, tp);
-    rl_attention_set_grouped(true);
-    assert_memory_equal(outg, out, sizeof(float) * n_tok * nh * hd);
-    free(outg);
-    /* a prompt chunk at consecutive positions (items of several tokens'
-     * rows sharing tiles) equals each token alone, ungrouped */
-    enum { NC = 37 };
-    int32_t cpos[NC];
-    for (int t = 0; t < NC; t++) cpos[t] = n_pos - NC + t;
-    float *qc = malloc(sizeof(float) * NC * nh * hd), *oc = malloc(sizeof(float) * NC * nh * hd);
-    for (int i = 0; i < NC * nh * hd; i++) qc[i] = rnd_gauss() * 0.6f;
-    rl_attn_args ac = a;
-    ac.q = qc;
-    ac.out = oc;
-    ac.n_tok = NC;
-    ac.pos = cpos;
-    rl_attention(&ac, tp);
-    rl_attention_set_grouped(false);
-    for (int t = 0; t < NC; t++) {
-        rl_attn_args a1 = ac;
-        a1.q = qc + (size_t)t * nh * hd;
-        a1.out = out1;
-        a1.n_tok = 1;
-        a1.pos = &cpos[t];
-        rl_attention(&a1, NULL);
-        assert_memory_equal(out1, oc + (size_t)t * nh * hd, sizeof(float) * nh * hd);
-    }
-    rl_attention_set_grouped(true);
+     * transforms, shift and rotations) against one head an item, here and
+     * over a prompt chunk */
+    float *qc, *oc;
+    int32_t cpos[37];
+    kt_att_grouping(&a, tp, n_pos, 37, &qc, &oc, cpos);
     free(qc);
     free(oc);
     if (out_keep) memcpy(out_keep, out, sizeof(float) * n_tok * nh * hd);
