@@ -435,10 +435,11 @@ static inline __m256i rl__blk_codes(const uint8_t *row, int b, int qk) {
                                                 (b % (qk / RL_QK8_0)) * RL_QK8_0));
 }
 
-/* The grouped q8_0/q8_64 V leaf (v_rows_g): up to 3 heads a pass, 32
- * columns of a page block at a time (12 accumulators), each row's scale
- * read and codes widened once for them; per element the one-head leaf's
- * chain, acc = fma(w[r] * d, code, acc) in row order: the same bits. */
+/* The grouped V leaf of the quantized pages (v_rows_g; qk as in
+ * rl__blk_codes): up to 3 heads a pass, 32 columns at a time (12
+ * accumulators), each row's scale read and codes widened once for them;
+ * per element the one-head leaf's chain, acc = fma(w[r] * d, code, acc)
+ * in row order: the same bits. */
 static inline __attribute__((always_inline)) void rl__v_q8_G(float *acc, const void *v,
                                                              size_t stride, const float *w,
                                                              size_t ws, int n, int hd, int qk,
@@ -488,12 +489,12 @@ RL_V_Q8_G_AVX2(rl__v_q8_64_g_avx2, RL_QK8_64)
 RL_V_Q8_G_AVX2(rl__v_q4_0_g_avx2, 0)
 RL_V_Q8_G_AVX2(rl__v_iq4_nl_g_avx2, -1)
 
-/* The grouped q8_0/q8_64 KQ leaf (kqq_rows_g): G query rows against KB
- * key rows at once (each key block loaded once for G heads, each query
- * block once for KB keys), the 8 scores' horizontal sums together
- * (rl__hsum8_ps; lane j * KB + u).  Per score the one-head leaf's steps:
- * per 32-element block the exact int32 sum, acc = fma(d_k * d_q, sum, acc)
- * in block order, then rl__hsum_ps: the same bits. */
+/* The grouped KQ leaf of the quantized pages (kqq_rows_g; qk as in
+ * rl__blk_codes): G query rows against KB key rows at once (each key
+ * block loaded once for G heads, each query block once for KB keys), the 8 scores' horizontal sums
+ * together (rl__hsum8_ps; lane j * KB + u).  Per score the one-head leaf's steps: per 32-element
+ * block the exact int32 sum, acc = fma(d_k * d_q, sum, acc) in block order, then rl__hsum_ps: the
+ * same bits. */
 static inline __attribute__((always_inline)) void rl__kqq_q8_P(const rl_block_q8_0 *x,
                                                                const void *k, size_t stride, int r,
                                                                int hd, int qk, __m256 *v,
