@@ -127,15 +127,18 @@ static void rl__att_softmax_tile(const rl__ktab *kt, const rl_attn_args *a, floa
     *sum += kt->exp_sum(sc, n, *m);
 }
 
-/* out[0..hd) = acc / sum for head h (the sink, if any, in the denominator). */
-static void rl__att_finish(const rl_attn_args *a, const float *acc, int hd, float m, float sum,
-                           int h, float *out) {
+/* out[0..hd) = acc / sum for head h (the sink, if any, in the denominator),
+ * rotated back for rotated V pages (sum_p w_p H v_p; H H = I). */
+static void rl__att_finish(const rl__att_ctx *c, const rl_attn_args *a, const float *acc, float m,
+                           float sum, int h, float *out) {
+    const int hd = a->kv->head_dim;
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     if (a->sinks) { /* the sink joins the denominator: sum e^(s-M) + e^(sink-M) */
         float sk = a->sinks[h], mx = sk > m ? sk : m, r = expf(m - mx);
         inv = r / (sum * r + expf(sk - mx));
     }
     for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
+    if (c->v_rot) c->kt->wht(out, hd);
 }
 
 /* The query rows of a grouped item as the leaves take them: f32 rows of
@@ -246,15 +249,6 @@ static const float *rl__att_query(const rl__att_ctx *c, const rl_kv_layer *kv, i
     return q;
 }
 
-/* out = the finished head h (acc / sum), rotated back for rotated V pages
- * (sum_p w_p H v_p; H H = I). */
-static void rl__att_out(const rl__att_ctx *c, const rl_attn_args *a, const float *acc, float m,
-                        float sum, int h, float *out) {
-    const int hd = a->kv->head_dim;
-    rl__att_finish(a, acc, hd, m, sum, h, out);
-    if (c->v_rot) c->kt->wht(out, hd);
-}
-
 /* One item of c->gs query heads h0.. of tokens t .. t + nt - 1 that share
  * KV head kvh.  Tokens at consecutive positions with no window (a prompt
  * chunk) share the tiles every one of them covers whole: those run once
@@ -276,13 +270,8 @@ static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, in
         for (int k = 1; k < nt; k++) rl__att_group(c, a, t + k, 1, h0);
         nt = 1;
     }
-    const bool plain = !c->k_shift && !c->k_scale && !c->k_rot && !c->k_quant;
     for (int k = 0; k < nt; k++) { /* the rows: token-major, heads h0.. within */
         const float *src = a->q + ((size_t)(t + k) * a->n_head + h0) * hd;
-        if (plain) {
-            memcpy(qb + (size_t)k * g * hd, src, sizeof(float) * (size_t)g * hd);
-            continue;
-        }
         for (int j = 0; j < g; j++) {
             const int r = k * g + j;
             float *qr = qb + (size_t)r * hd;
@@ -309,8 +298,8 @@ static void rl__att_group(const rl__att_ctx *c, const rl_attn_args *a, int t, in
         rl__att_rows(c, a, rl__att_q_at(rows, r0, hd), g, kvh, common, a->pos[t + k],
                      acc + (size_t)r0 * hd, &sc[r0], &m[r0], &sum[r0]);
         for (int j = 0; j < g; j++)
-            rl__att_out(c, a, acc + (size_t)(r0 + j) * hd, m[r0 + j], sum[r0 + j], h0 + j,
-                        a->out + ((size_t)(t + k) * a->n_head + h0 + j) * hd);
+            rl__att_finish(c, a, acc + (size_t)(r0 + j) * hd, m[r0 + j], sum[r0 + j], h0 + j,
+                           a->out + ((size_t)(t + k) * a->n_head + h0 + j) * hd);
     }
 }
 
@@ -351,7 +340,7 @@ static void rl__att_task(void *p, int ith, int nth) {
         for (int i = 0; i < hd; i++) acc[i] = 0.0f;
         float m = -INFINITY, sum = 0.0f;
         rl__att_rows(c, a, row, 1, kvh, lo, hi, acc, sc, &m, &sum);
-        rl__att_out(c, a, acc, m, sum, h, a->out + ((size_t)t * a->n_head + h) * hd);
+        rl__att_finish(c, a, acc, m, sum, h, a->out + ((size_t)t * a->n_head + h) * hd);
     }
 }
 

@@ -292,6 +292,10 @@ RL_KQ_G_REF(rl__kq_f16_g_ref, rl__kq_f16_ref)
 RL_V_G_REF(rl__v_f32_g_ref, rl__v_f32_ref)
 RL_V_G_REF(rl__v_f16_g_ref, rl__v_f16_ref)
 RL_V_G_REF(rl__v_q8_0_g_ref, rl__v_q8_0_ref)
+RL_V_G_REF(rl__v_q8_64_g_ref, rl__v_q8_64_ref)
+RL_V_G_REF(rl__v_q4_0_g_ref, rl__v_q4_0_ref)
+RL_V_G_REF(rl__v_iq4_nl_g_ref, rl__v_iq4_nl_ref)
+/* kqq_rows_g's twins: g one-head calls on the q8_0 query rows */
 #define RL_KQQ_G_REF(NAME, ONE)                                                                    \
     static void NAME(const rl_block_q8_0 *q, const void *k, size_t stride, int n, int hd, int g,   \
                      float *s, size_t ss) {                                                        \
@@ -301,10 +305,7 @@ RL_V_G_REF(rl__v_q8_0_g_ref, rl__v_q8_0_ref)
 RL_KQQ_G_REF(rl__kqq_q8_0_g_ref, rl__kq_q8_0_ref)
 RL_KQQ_G_REF(rl__kqq_q8_64_g_ref, rl__kq_q8_64_ref)
 RL_KQQ_G_REF(rl__kqq_q4_0_g_ref, rl__kq_q4_0_ref)
-RL_V_G_REF(rl__v_q4_0_g_ref, rl__v_q4_0_ref)
 RL_KQQ_G_REF(rl__kqq_iq4_nl_g_ref, rl__kq_iq4_nl_ref)
-RL_V_G_REF(rl__v_iq4_nl_g_ref, rl__v_iq4_nl_ref)
-RL_V_G_REF(rl__v_q8_64_g_ref, rl__v_q8_64_ref)
 
 void rl__ref_fill_kvq(rl__ktab *t) {
     t->wht = rl__wht_ref;
@@ -330,11 +331,11 @@ void rl__ref_fill_kvq(rl__ktab *t) {
     t->v_rows_g[RL_TYPE_F32] = rl__v_f32_g_ref;
     t->v_rows_g[RL_TYPE_F16] = rl__v_f16_g_ref;
     t->v_rows_g[RL_TYPE_Q8_0] = rl__v_q8_0_g_ref;
+    t->v_rows_g[RL_TYPE_Q8_64] = rl__v_q8_64_g_ref;
+    t->v_rows_g[RL_TYPE_Q4_0] = rl__v_q4_0_g_ref;
+    t->v_rows_g[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_g_ref;
     t->kqq_rows_g[RL_TYPE_Q8_0] = rl__kqq_q8_0_g_ref;
     t->kqq_rows_g[RL_TYPE_Q8_64] = rl__kqq_q8_64_g_ref;
     t->kqq_rows_g[RL_TYPE_Q4_0] = rl__kqq_q4_0_g_ref;
-    t->v_rows_g[RL_TYPE_Q4_0] = rl__v_q4_0_g_ref;
     t->kqq_rows_g[RL_TYPE_IQ4_NL] = rl__kqq_iq4_nl_g_ref;
-    t->v_rows_g[RL_TYPE_IQ4_NL] = rl__v_iq4_nl_g_ref;
-    t->v_rows_g[RL_TYPE_Q8_64] = rl__v_q8_64_g_ref;
 }
